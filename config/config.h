@@ -1,0 +1,125 @@
+/*
+ * config.h: edge.yaml, parsed into one typed struct from one table of keys
+ * (the config/ folder's one public header).
+ *
+ * The table in config_table.c (key, type, default, bounds, description)
+ * drives parsing, defaults, environment overrides, `tributary config
+ * --describe` and the reference section of docs/CONFIG.md, so the four can
+ * never disagree.
+ *
+ * Danube's own edge.yaml is accepted unchanged (same keys, same defaults);
+ * our sections (wal, http, log, ...) add to it. Unknown keys are errors, so
+ * a typo in a durability setting cannot pass silently. Every error names
+ * file, line, column and key, and says what was expected.
+ *
+ * Strings may use ${NAME} (NAME = [A-Za-z_][A-Za-z0-9_]*), replaced from the
+ * environment; an unset variable is an error naming it. ${1} and ${#} are
+ * left alone (they are topic-template captures). Environment variables
+ * TRIBUTARY_<SECTION>_<KEY> (e.g. TRIBUTARY_WAL_FSYNC,
+ * TRIBUTARY_MQTT_INGESTION_BATCH_SIZE) override the file.
+ *
+ * Prefix: cfg_.
+ */
+#ifndef CFG_CONFIG_H
+#define CFG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { CFG_FSYNC_ALWAYS, CFG_FSYNC_INTERVAL, CFG_FSYNC_NEVER } cfg_fsync_t;
+typedef enum { CFG_POLICY_NONE, CFG_POLICY_ENFORCE } cfg_policy_t;
+typedef enum { CFG_ENC_BINARY, CFG_ENC_JSON } cfg_encoding_t;
+typedef enum { CFG_UNMATCHED_REJECT, CFG_UNMATCHED_DROP } cfg_unmatched_t;
+
+typedef struct cfg_attr {
+    char *name;   /* attribute name */
+    char *ref;    /* "$1", "$2", ... or "$#" */
+} cfg_attr_t;
+
+typedef struct cfg_capvals {
+    char *ref;      /* "$1" ... or "$#" */
+    char **values;  /* allowed values of that capture */
+    size_t nvalues;
+} cfg_capvals_t;
+
+typedef struct cfg_mapping {
+    char *mqtt_pattern;
+    char *danube_topic;
+    char *schema_subject;          /* NULL when absent */
+    cfg_policy_t validation_policy;
+    cfg_encoding_t encoding;       /* Avro payload encoding */
+    cfg_attr_t *attrs;
+    size_t nattrs;
+    cfg_capvals_t *capvals;
+    size_t ncapvals;
+    int line;                      /* where the mapping starts, 1-based */
+} cfg_mapping_t;
+
+typedef struct cfg {
+    char *source; /* the file it came from, or "<embedded default>" */
+    struct {
+        char *edge_name;
+        char *cluster_url;
+        char *token;
+        uint32_t heartbeat_interval_ms;
+    } edge;
+    struct {
+        uint32_t batch_size;
+        uint32_t batch_timeout_ms;
+    } replicator;
+    struct {
+        char *listener;
+        uint32_t max_payload_size;
+        uint32_t max_connections;
+        struct {
+            uint32_t batch_size;
+            uint32_t batch_timeout_ms;
+        } ingestion;
+        cfg_mapping_t *mappings;
+        size_t nmappings;
+    } mqtt;
+    struct {
+        char *dir;
+        uint64_t segment_bytes;
+        uint64_t max_topic_bytes;
+        uint64_t max_total_bytes;
+        cfg_fsync_t fsync;
+        uint32_t fsync_interval_ms;
+    } wal;
+    struct {
+        char *listener;
+    } http;
+    struct {
+        int level;   /* tb_log_level_t */
+        int format;  /* tb_log_format_t */
+    } log;
+} cfg_t;
+
+/*
+ * Loads `path` (NULL: the embedded default, see cfg_embedded_default()),
+ * applies defaults, ${NAME} substitution and TRIBUTARY_* overrides from
+ * `envp` (NULL: the process environment), and validates. On success *out
+ * is a new cfg_t (free with cfg_free). On failure *out is NULL and err
+ * holds "file:line:col: key: message".
+ */
+int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t errlen);
+/* Same, from a YAML text in memory; `name` is used in error messages. */
+int cfg_load_string(const char *name, const char *yaml, size_t len, char *const *envp,
+                    cfg_t **out, char *err, size_t errlen);
+void cfg_free(cfg_t *cfg);
+
+/* The built-in configuration used by `tributary run` without -c: loopback
+ * listeners, a data directory under `data_dir`. Returns YAML text (static). */
+const char *cfg_embedded_default(void);
+
+/* Prints every key: path, type, default, bounds, meaning. markdown=true
+ * prints the table of docs/CONFIG.md's reference section. */
+void cfg_describe(FILE *out, bool markdown);
+/* Prints the effective configuration as YAML, secrets masked. */
+void cfg_print(const cfg_t *cfg, FILE *out);
+
+const char *cfg_fsync_name(cfg_fsync_t f);
+
+#endif

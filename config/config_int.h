@@ -1,0 +1,61 @@
+/* config_int.h: the key table shared by config/'s files (internal). */
+#ifndef CFG_CONFIG_INT_H
+#define CFG_CONFIG_INT_H
+
+#include "config/config.h"
+
+typedef enum {
+    CFG__STR,      /* char * */
+    CFG__BOOL,     /* bool */
+    CFG__U32,      /* uint32_t */
+    CFG__U64,      /* uint64_t */
+    CFG__BYTES,    /* uint64_t; accepts 123, 64KiB, 16MiB, 1GiB */
+    CFG__MS,       /* uint32_t milliseconds */
+    CFG__ENUM,     /* int, index into enums[] */
+    CFG__ADDR,     /* char *, host:port or [v6]:port */
+    CFG__URL,      /* char *, http:// or https:// */
+    CFG__ATTRS,    /* cfg_attr_t list (mapping only) */
+    CFG__CAPVALS,  /* cfg_capvals_t list (mapping only) */
+    CFG__MAPPINGS, /* cfg_mapping_t list */
+} cfg__type_t;
+
+enum {
+    CFG__F_SECRET   = 1 << 0, /* masked in output, never logged */
+    CFG__F_REQUIRED = 1 << 1,
+    CFG__F_DANUBE   = 1 << 2, /* a key of Danube's own edge.yaml */
+};
+
+typedef struct cfg__key {
+    const char *path;           /* "wal.segment_bytes"; relative for mapping keys */
+    cfg__type_t type;
+    size_t off;                 /* offset in cfg_t (or cfg_mapping_t) */
+    const char *def;            /* default as YAML text; NULL = none */
+    uint64_t min, max;          /* numeric bounds (inclusive) */
+    const char *const *enums;   /* CFG__ENUM values, NULL-terminated */
+    unsigned flags;
+    const char *desc;
+} cfg__key_t;
+
+extern const cfg__key_t cfg__keys[];
+extern const size_t cfg__nkeys;
+extern const cfg__key_t cfg__mapping_keys[];
+extern const size_t cfg__nmapping_keys;
+
+const char *cfg__type_name(const cfg__key_t *k);
+
+
+
+/* config_value.c */
+int cfg__set_scalar(const cfg__key_t *k, void *base, const char *s, char *msg, size_t msglen);
+char *cfg__expand_env(const char *s, char *const *envp, char *msg, size_t msglen);
+
+/* config_check.c: cross-key rules after parsing. `locate` gives the
+ * 1-based line and column of a mapping's field (field NULL: the mapping
+ * itself; idx -1: the top-level key named by field), or 0 when unknown.
+ * On failure fills err ("file:line:col: key: msg") and returns TB_ECONFIG. */
+typedef void (*cfg__locate_fn)(void *arg, long idx, const char *field, int *line, int *col);
+int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, size_t errlen);
+
+/* Levenshtein distance, for "did you mean". */
+size_t cfg__distance(const char *a, const char *b);
+#endif

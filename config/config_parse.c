@@ -1,0 +1,582 @@
+/*
+ * config_parse.c: edge.yaml -> cfg_t, driven by the key table.
+ *
+ * The file is loaded as a libyaml document (so every node carries its line
+ * and column), then walked: a key that names a table row is parsed by the
+ * row's type; a key that is a prefix of rows is a section and must be a
+ * mapping; anything else is an unknown key, reported with the closest
+ * known sibling. Duplicate keys are errors (libyaml accepts them; a
+ * duplicated durability setting must not silently win or lose).
+ *
+ * Order: table defaults, then the file, then TRIBUTARY_* environment
+ * overrides, then required keys, then cross-key checks (config_check.c).
+ */
+#include "config/config_int.h"
+#include "base/base.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+typedef struct pctx {
+    const char *file;
+    yaml_document_t *doc;
+    char *const *envp;
+    cfg_t *cfg;
+    bool *seen; /* per cfg__keys row */
+    const yaml_node_t *mappings; /* the mqtt.topic_mappings sequence, if given */
+    char *err;
+    size_t errlen;
+} pctx_t;
+
+static int fail_at(pctx_t *c, const yaml_node_t *n, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail_at(pctx_t *c, const yaml_node_t *n, const char *key, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n)
+        snprintf(c->err, c->errlen, "%s:%zu:%zu: %s: %s", c->file, n->start_mark.line + 1,
+                 n->start_mark.column + 1, key, msg);
+    else
+        snprintf(c->err, c->errlen, "%s: %s: %s", c->file, key, msg);
+    return TB_ECONFIG;
+}
+
+static const char *node_kind(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_SCALAR_NODE: return "a scalar";
+    case YAML_SEQUENCE_NODE: return "a list";
+    case YAML_MAPPING_NODE: return "a mapping";
+    default: return "nothing";
+    }
+}
+
+static bool is_null(const yaml_node_t *n)
+{
+    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    const char *s = (const char *)n->data.scalar.value;
+    return !*s || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+           strcmp(s, "NULL") == 0;
+}
+
+/* Expands ${NAME} in a scalar; the result is owned by the caller. */
+static char *scalar_text(pctx_t *c, const yaml_node_t *n, const char *key)
+{
+    char msg[256];
+    char *s = cfg__expand_env((const char *)n->data.scalar.value, c->envp, msg, sizeof msg);
+    if (!s)
+        fail_at(c, n, key, "%s", msg);
+    return s;
+}
+
+static int set_leaf(pctx_t *c, const cfg__key_t *k, void *base, const yaml_node_t *n, const char *key)
+{
+    if (n->type != YAML_SCALAR_NODE)
+        return fail_at(c, n, key, "expected %s %s, got %s",
+                       k->type == CFG__ENUM ? "an" : "a", cfg__type_name(k), node_kind(n));
+    if (is_null(n)) {
+        if (k->flags & CFG__F_REQUIRED)
+            return fail_at(c, n, key, "a value is required");
+        if (k->type == CFG__STR && !k->def) {
+            char **dst = (char **)((char *)base + k->off);
+            free(*dst);
+            *dst = NULL;
+            return 0;
+        }
+        return fail_at(c, n, key, "expected a %s, got an empty value", cfg__type_name(k));
+    }
+    char *s = scalar_text(c, n, key);
+    if (!s)
+        return TB_ECONFIG;
+    char msg[256];
+    int rc = cfg__set_scalar(k, base, s, msg, sizeof msg);
+    free(s);
+    if (rc < 0)
+        return fail_at(c, n, key, "%s", msg);
+    return 0;
+}
+
+/* Returns the key scalar's text, or fails when a key is not a scalar. */
+static const char *key_text(pctx_t *c, const yaml_node_t *kn, const char *where)
+{
+    if (kn->type != YAML_SCALAR_NODE) {
+        fail_at(c, kn, where, "mapping keys must be plain names, got %s", node_kind(kn));
+        return NULL;
+    }
+    return (const char *)kn->data.scalar.value;
+}
+
+/* Fails on a key that appears twice in one mapping. */
+static int check_dup(pctx_t *c, const yaml_node_t *map, yaml_node_pair_t *upto, const char *key,
+                     const char *path)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < upto; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        if (kn->type == YAML_SCALAR_NODE && strcmp((const char *)kn->data.scalar.value, key) == 0) {
+            yaml_node_t *dup = yaml_document_get_node(c->doc, upto->key);
+            return fail_at(c, dup, path, "duplicate key (first given on line %zu)", kn->start_mark.line + 1);
+        }
+    }
+    return 0;
+}
+
+static void suggest(const char *key, const char *const *cands, size_t n, char *out, size_t outlen)
+{
+    size_t best = (size_t)-1;
+    const char *pick = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = cfg__distance(key, cands[i]);
+        if (d < best) { best = d; pick = cands[i]; }
+    }
+    size_t limit = strlen(key) / 3 + 1;
+    if (pick && best <= (limit > 3 ? 3 : limit))
+        snprintf(out, outlen, " (did you mean \"%s\"?)", pick);
+    else
+        out[0] = '\0';
+}
+
+/* Unknown key `name` under `prefix` ("" for the root): names the closest sibling. */
+static int unknown_key(pctx_t *c, const yaml_node_t *kn, const char *prefix, const char *name,
+                       const cfg__key_t *tab, size_t ntab)
+{
+    const char *cands[128];
+    size_t n = 0, plen = strlen(prefix);
+    char tmp[128][64];
+    for (size_t i = 0; i < ntab && n < 128; i++) {
+        const char *p = tab[i].path;
+        if (plen && (strncmp(p, prefix, plen) != 0 || p[plen] != '.'))
+            continue;
+        const char *rest = plen ? p + plen + 1 : p;
+        size_t seg = strcspn(rest, ".");
+        if (seg >= sizeof tmp[0]) continue;
+        memcpy(tmp[n], rest, seg);
+        tmp[n][seg] = '\0';
+        cands[n] = tmp[n];
+        n++;
+    }
+    char hint[128];
+    suggest(name, cands, n, hint, sizeof hint);
+    char full[256];
+    snprintf(full, sizeof full, "%s%s%s", prefix, plen ? "." : "", name);
+    return fail_at(c, kn, full, "unknown key%s", hint);
+}
+
+static int parse_attrs(pctx_t *c, const yaml_node_t *n, const char *path, cfg_mapping_t *m)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, path, "expected a map of attribute name to capture (\"$1\"), got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    m->attrs = tb_calloc(cnt ? cnt : 1, sizeof *m->attrs);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *name = key_text(c, kn, path);
+        if (!name || check_dup(c, n, p, name, path) < 0)
+            return TB_ECONFIG;
+        char full[512];
+        snprintf(full, sizeof full, "%s.%s", path, name);
+        if (vn->type != YAML_SCALAR_NODE)
+            return fail_at(c, vn, full, "expected a capture such as \"$1\", got %s", node_kind(vn));
+        cfg_attr_t *a = &m->attrs[m->nattrs++];
+        a->name = tb_strdup(name);
+        a->ref = tb_strdup((const char *)vn->data.scalar.value);
+    }
+    return 0;
+}
+
+static int parse_capvals(pctx_t *c, const yaml_node_t *n, const char *path, cfg_mapping_t *m)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, path, "expected a map of capture (\"$1\") to a list of values, got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start);
+    m->capvals = tb_calloc(cnt ? cnt : 1, sizeof *m->capvals);
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *ref = key_text(c, kn, path);
+        if (!ref || check_dup(c, n, p, ref, path) < 0)
+            return TB_ECONFIG;
+        char full[512];
+        snprintf(full, sizeof full, "%s.%s", path, ref);
+        if (vn->type != YAML_SEQUENCE_NODE || vn->data.sequence.items.top == vn->data.sequence.items.start)
+            return fail_at(c, vn, full, "expected a non-empty list of values, got %s", node_kind(vn));
+        cfg_capvals_t *cv = &m->capvals[m->ncapvals++];
+        cv->ref = tb_strdup(ref);
+        size_t nv = (size_t)(vn->data.sequence.items.top - vn->data.sequence.items.start);
+        cv->values = tb_calloc(nv, sizeof *cv->values);
+        for (yaml_node_item_t *it = vn->data.sequence.items.start; it < vn->data.sequence.items.top; it++) {
+            yaml_node_t *in = yaml_document_get_node(c->doc, *it);
+            if (in->type != YAML_SCALAR_NODE || is_null(in))
+                return fail_at(c, in, full, "values must be non-empty strings, got %s", node_kind(in));
+            cv->values[cv->nvalues++] = tb_strdup((const char *)in->data.scalar.value);
+        }
+    }
+    return 0;
+}
+
+static int parse_mapping(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_mapping_t *m)
+{
+    char path[64];
+    snprintf(path, sizeof path, "mqtt.topic_mappings[%zu]", idx);
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, path, "expected a mapping with mqtt_pattern and danube_topic, got %s", node_kind(n));
+    m->line = (int)n->start_mark.line + 1;
+    bool seen[16] = { false };
+    for (size_t i = 0; i < cfg__nmapping_keys; i++) {
+        const cfg__key_t *k = &cfg__mapping_keys[i];
+        if (k->def) {
+            char msg[128];
+            cfg__set_scalar(k, m, k->def, msg, sizeof msg);
+        }
+    }
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *name = key_text(c, kn, path);
+        if (!name || check_dup(c, n, p, name, path) < 0)
+            return TB_ECONFIG;
+        char full[256];
+        snprintf(full, sizeof full, "%s.%s", path, name);
+        size_t i;
+        for (i = 0; i < cfg__nmapping_keys; i++)
+            if (strcmp(cfg__mapping_keys[i].path, name) == 0)
+                break;
+        if (i == cfg__nmapping_keys) {
+            const char *cands[16];
+            for (size_t j = 0; j < cfg__nmapping_keys; j++) cands[j] = cfg__mapping_keys[j].path;
+            char hint[128];
+            suggest(name, cands, cfg__nmapping_keys, hint, sizeof hint);
+            return fail_at(c, kn, full, "unknown key%s", hint);
+        }
+        const cfg__key_t *k = &cfg__mapping_keys[i];
+        seen[i] = true;
+        int rc;
+        if (k->type == CFG__ATTRS) rc = parse_attrs(c, vn, full, m);
+        else if (k->type == CFG__CAPVALS) rc = parse_capvals(c, vn, full, m);
+        else rc = set_leaf(c, k, m, vn, full);
+        if (rc < 0)
+            return rc;
+    }
+    for (size_t i = 0; i < cfg__nmapping_keys; i++) {
+        if ((cfg__mapping_keys[i].flags & CFG__F_REQUIRED) && !seen[i]) {
+            char full[256];
+            snprintf(full, sizeof full, "%s.%s", path, cfg__mapping_keys[i].path);
+            return fail_at(c, n, full, "required key missing");
+        }
+    }
+    return 0;
+}
+
+static int parse_mappings(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, n, k->path, "expected a list of mappings, got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt < k->min)
+        return fail_at(c, n, k->path, "at least %llu mapping is required", (unsigned long long)k->min);
+    if (cnt > k->max)
+        return fail_at(c, n, k->path, "at most %llu mappings are allowed", (unsigned long long)k->max);
+    cfg_t *cfg = c->cfg;
+    c->mappings = n;
+    cfg->mqtt.mappings = tb_calloc(cnt, sizeof *cfg->mqtt.mappings);
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        cfg->mqtt.nmappings = i + 1;
+        int rc = parse_mapping(c, in, i, &cfg->mqtt.mappings[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static bool is_section(const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < cfg__nkeys; i++)
+        if (strncmp(cfg__keys[i].path, path, n) == 0 && cfg__keys[i].path[n] == '.')
+            return true;
+    return false;
+}
+
+static int walk(pctx_t *c, const yaml_node_t *map, const char *prefix)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *name = key_text(c, kn, *prefix ? prefix : "(top level)");
+        if (!name)
+            return TB_ECONFIG;
+        char path[256];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name);
+        if (check_dup(c, map, p, name, path) < 0)
+            return TB_ECONFIG;
+        size_t i;
+        for (i = 0; i < cfg__nkeys; i++)
+            if (strcmp(cfg__keys[i].path, path) == 0)
+                break;
+        int rc;
+        if (i < cfg__nkeys) {
+            const cfg__key_t *k = &cfg__keys[i];
+            c->seen[i] = true;
+            rc = k->type == CFG__MAPPINGS ? parse_mappings(c, k, vn) : set_leaf(c, k, c->cfg, vn, path);
+        } else if (is_section(path)) {
+            if (vn->type != YAML_MAPPING_NODE) {
+                if (is_null(vn))
+                    continue; /* "wal:" with nothing under it: all defaults */
+                return fail_at(c, vn, path, "expected a section (a mapping of keys), got %s", node_kind(vn));
+            }
+            rc = walk(c, vn, path);
+        } else {
+            return unknown_key(c, kn, prefix, name, cfg__keys, cfg__nkeys);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void env_name(const char *path, char *out, size_t outlen)
+{
+    size_t n = (size_t)snprintf(out, outlen, "TRIBUTARY_");
+    for (const char *p = path; *p && n + 1 < outlen; p++)
+        out[n++] = *p == '.' ? '_' : (char)toupper((unsigned char)*p);
+    out[n] = '\0';
+}
+
+static int apply_env(pctx_t *c)
+{
+    for (size_t i = 0; i < cfg__nkeys; i++) {
+        const cfg__key_t *k = &cfg__keys[i];
+        if (k->type == CFG__MAPPINGS)
+            continue;
+        char name[128];
+        env_name(k->path, name, sizeof name);
+        size_t nlen = strlen(name);
+        for (char *const *e = c->envp; e && *e; e++) {
+            if (strncmp(*e, name, nlen) != 0 || (*e)[nlen] != '=')
+                continue;
+            char msg[256];
+            if (cfg__set_scalar(k, c->cfg, *e + nlen + 1, msg, sizeof msg) < 0) {
+                snprintf(c->err, c->errlen, "environment %s: %s: %s", name, k->path, msg);
+                return TB_ECONFIG;
+            }
+            c->seen[i] = true;
+        }
+    }
+    return 0;
+}
+
+static void set_defaults(cfg_t *cfg)
+{
+    for (size_t i = 0; i < cfg__nkeys; i++) {
+        const cfg__key_t *k = &cfg__keys[i];
+        if (!k->def)
+            continue;
+        char msg[128];
+        if (cfg__set_scalar(k, cfg, k->def, msg, sizeof msg) < 0)
+            abort(); /* a bad default in the table is a programming error; the unit tests catch it */
+    }
+}
+
+/* Finds a node by key in a mapping node; NULL if absent. */
+static const yaml_node_t *lookup(yaml_document_t *doc, const yaml_node_t *map, const char *key, bool want_key)
+{
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(doc, p->key);
+        if (kn->type == YAML_SCALAR_NODE && strcmp((const char *)kn->data.scalar.value, key) == 0)
+            return want_key ? kn : yaml_document_get_node(doc, p->value);
+    }
+    return NULL;
+}
+
+static void locate(void *arg, long idx, const char *field, int *line, int *col)
+{
+    pctx_t *c = arg;
+    const yaml_node_t *n = NULL;
+    *line = *col = 0;
+    if (idx < 0) {
+        /* top-level dotted path: walk the sections */
+        char path[256];
+        snprintf(path, sizeof path, "%s", field);
+        n = yaml_document_get_root_node(c->doc);
+        for (char *save = NULL, *tok = strtok_r(path, ".", &save); tok && n; tok = strtok_r(NULL, ".", &save)) {
+            const yaml_node_t *next = lookup(c->doc, n, tok, false);
+            if (!next) break;
+            n = next;
+        }
+    } else if (c->mappings && (size_t)idx < (size_t)(c->mappings->data.sequence.items.top -
+                                                  c->mappings->data.sequence.items.start)) {
+        n = yaml_document_get_node(c->doc, c->mappings->data.sequence.items.start[idx]);
+        if (field) {
+            char path[256];
+            snprintf(path, sizeof path, "%s", field);
+            for (char *save = NULL, *tok = strtok_r(path, ".", &save); tok && n; tok = strtok_r(NULL, ".", &save)) {
+                const yaml_node_t *next = lookup(c->doc, n, tok, false);
+                if (!next) break;
+                n = next;
+            }
+        }
+    }
+    if (n) {
+        *line = (int)n->start_mark.line + 1;
+        *col = (int)n->start_mark.column + 1;
+    }
+}
+
+extern char **environ;
+
+int cfg_load_string(const char *name, const char *yaml, size_t len, char *const *envp,
+                    cfg_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    cfg_t *cfg = tb_calloc(1, sizeof *cfg);
+    cfg->source = tb_strdup(name);
+    set_defaults(cfg);
+
+    bool seen[cfg__nkeys];
+    memset(seen, 0, sizeof seen);
+    pctx_t c = { .file = name, .envp = envp ? envp : environ, .cfg = cfg, .seen = seen,
+                 .err = err, .errlen = errlen };
+
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
+    int rc = 0;
+    if (!yaml_parser_load(&parser, &doc)) {
+        snprintf(err, errlen, "%s:%zu:%zu: (yaml): %s%s%s", name, parser.problem_mark.line + 1,
+                 parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
+                 parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        cfg_free(cfg);
+        return TB_ECONFIG;
+    }
+    c.doc = &doc;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type != YAML_MAPPING_NODE && !is_null(root))
+        rc = fail_at(&c, root, "(top level)", "expected a mapping of sections, got %s", node_kind(root));
+    else if (root && root->type == YAML_MAPPING_NODE)
+        rc = walk(&c, root, "");
+    if (rc == 0)
+        rc = apply_env(&c);
+    for (size_t i = 0; rc == 0 && i < cfg__nkeys; i++)
+        if ((cfg__keys[i].flags & CFG__F_REQUIRED) && !seen[i])
+            rc = fail_at(&c, NULL, cfg__keys[i].path, "required key missing");
+    if (rc == 0)
+        rc = cfg__check(cfg, locate, &c, err, errlen);
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&parser);
+    if (rc < 0) {
+        cfg_free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return 0;
+}
+
+int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!path) {
+        const char *y = cfg_embedded_default();
+        return cfg_load_string("<embedded default>", y, strlen(y), envp, out, err, errlen);
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -errno;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            if (cap > (16u << 20)) {
+                fclose(f);
+                free(buf);
+                snprintf(err, errlen, "%s: file larger than 16 MiB", path);
+                return TB_ECONFIG;
+            }
+            buf = tb_realloc(buf, cap);
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int ioerr = ferror(f);
+    fclose(f);
+    if (ioerr) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return -EIO;
+    }
+    int rc = cfg_load_string(path, buf ? buf : "", len, envp, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+static void free_mapping(cfg_mapping_t *m)
+{
+    free(m->mqtt_pattern);
+    free(m->danube_topic);
+    free(m->schema_subject);
+    for (size_t i = 0; i < m->nattrs; i++) {
+        free(m->attrs[i].name);
+        free(m->attrs[i].ref);
+    }
+    free(m->attrs);
+    for (size_t i = 0; i < m->ncapvals; i++) {
+        free(m->capvals[i].ref);
+        for (size_t j = 0; j < m->capvals[i].nvalues; j++)
+            free(m->capvals[i].values[j]);
+        free(m->capvals[i].values);
+    }
+    free(m->capvals);
+}
+
+void cfg_free(cfg_t *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < cfg__nkeys; i++) {
+        const cfg__key_t *k = &cfg__keys[i];
+        if (k->type == CFG__STR || k->type == CFG__ADDR || k->type == CFG__URL)
+            free(*(char **)((char *)cfg + k->off));
+    }
+    for (size_t i = 0; i < cfg->mqtt.nmappings; i++)
+        free_mapping(&cfg->mqtt.mappings[i]);
+    free(cfg->mqtt.mappings);
+    free(cfg->source);
+    free(cfg);
+}
+
+size_t cfg__distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return (size_t)-1;
+    size_t prev[64], cur[64];
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof cur);
+    }
+    return prev[lb];
+}

@@ -1,0 +1,116 @@
+/*
+ * config_table.c: every configuration key, once.
+ *
+ * Parsing, defaults, environment overrides, `tributary config --describe`
+ * and docs/CONFIG.md all read this table. Adding a key = one row here plus
+ * the field in cfg_t. Keys marked DANUBE are those of Danube's own
+ * edge.yaml, with Danube's defaults, so its file is accepted unchanged.
+ */
+#include "config/config_int.h"
+
+#include <stddef.h>
+
+#define K(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
+    { path_, type_, offsetof(cfg_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+#define M(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
+    { path_, type_, offsetof(cfg_mapping_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+
+#define D CFG__F_DANUBE
+#define R CFG__F_REQUIRED
+#define S CFG__F_SECRET
+#define U32MAX 4294967295u
+#define DAY_MS 86400000u
+
+static const char *const fsync_modes[] = { "always", "interval", "never", NULL };
+static const char *const policies[] = { "none", "enforce", NULL };
+static const char *const encodings[] = { "binary", "json", NULL };
+static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
+static const char *const log_formats[] = { "text", "json", NULL };
+
+const cfg__key_t cfg__keys[] = {
+    K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
+      "Name of this edge; every danube_topic must be under /{edge_name}/."),
+    K("edge.cluster_url", CFG__URL, edge.cluster_url, NULL, 0, 0, NULL, D | R,
+      "Danube cluster gRPC endpoint, http://host:port or https://host:port."),
+    K("edge.token", CFG__STR, edge.token, "", 0, 4096, NULL, D | S,
+      "Bearer token sent as `authorization: Bearer <token>`; empty = no auth. Never logged."),
+    K("edge.heartbeat_interval_ms", CFG__MS, edge.heartbeat_interval_ms, "30000", 100, DAY_MS, NULL, D,
+      "Interval between heartbeats that keep schemas in step with the cluster."),
+
+    K("replicator.batch_size", CFG__U32, replicator.batch_size, "100", 1, 100000, NULL, D,
+      "Most messages per ReplicateBatch sent to the cluster."),
+    K("replicator.batch_timeout_ms", CFG__MS, replicator.batch_timeout_ms, "1000", 0, 600000, NULL, D,
+      "Longest a message waits for its replication batch to fill, from the batch's first message."),
+
+    K("mqtt.listener", CFG__ADDR, mqtt.listener, "0.0.0.0:1883", 0, 0, NULL, D,
+      "MQTT listen address, host:port (IPv6 as [addr]:port)."),
+    K("mqtt.max_payload_size", CFG__U32, mqtt.max_payload_size, "262144", 1, 268435455, NULL, D,
+      "Largest PUBLISH payload accepted, in bytes."),
+    K("mqtt.max_connections", CFG__U32, mqtt.max_connections, "10000", 1, 1000000, NULL, D,
+      "Most concurrent MQTT connections; past it a CONNECT is refused with a CONNACK."),
+    K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
+      "Most messages per write-ahead-log batch (one write, one sync)."),
+    K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,
+      "Longest a message waits for its log batch to fill; bounds ack latency at low rates."),
+    K("mqtt.topic_mappings", CFG__MAPPINGS, mqtt.mappings, NULL, 1, 100000, NULL, D | R,
+      "Ordered MQTT-topic to Danube-topic rules; the first match wins (see below)."),
+
+    K("wal.dir", CFG__STR, wal.dir, "/var/lib/tributary/wal", 1, 4096, NULL, 0,
+      "Directory of the write-ahead log (one subdirectory per upstream topic)."),
+    K("wal.segment_bytes", CFG__BYTES, wal.segment_bytes, "16MiB", 4096, 1ull << 32, NULL, 0,
+      "Size at which a topic's active segment is sealed and a new one started."),
+    K("wal.max_topic_bytes", CFG__BYTES, wal.max_topic_bytes, "1GiB", 8192, 1ull << 50, NULL, 0,
+      "Disk bound per topic; past it the oldest segment is dropped (and counted)."),
+    K("wal.max_total_bytes", CFG__BYTES, wal.max_total_bytes, "4GiB", 8192, 1ull << 50, NULL, 0,
+      "Disk bound for the whole log; past it the oldest segment overall is dropped (and counted)."),
+    K("wal.fsync", CFG__ENUM, wal.fsync, "always", 0, 0, fsync_modes, 0,
+      "always: fdatasync before acks (group commit); interval: ack after write, sync every "
+      "fsync_interval_ms; never: leave syncing to the OS."),
+    K("wal.fsync_interval_ms", CFG__MS, wal.fsync_interval_ms, "1000", 1, 600000, NULL, 0,
+      "Sync period for wal.fsync: interval (the power-loss window)."),
+
+    K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
+      "Listen address for /metrics, /stats, /healthz and /readyz."),
+
+    K("log.level", CFG__ENUM, log.level, "info", 0, 0, log_levels, 0,
+      "Least severe level written: debug, info, warn or error."),
+    K("log.format", CFG__ENUM, log.format, "text", 0, 0, log_formats, 0,
+      "text (logfmt key=value) or json (one object per line); logs go to stderr."),
+};
+const size_t cfg__nkeys = sizeof cfg__keys / sizeof cfg__keys[0];
+
+const cfg__key_t cfg__mapping_keys[] = {
+    M("mqtt_pattern", CFG__STR, mqtt_pattern, NULL, 1, 65535, NULL, D | R,
+      "MQTT topic filter; `+` matches one level (captured as $1, $2, ...), `#` the rest (as $#)."),
+    M("danube_topic", CFG__STR, danube_topic, NULL, 1, 1024, NULL, D | R,
+      "Upstream topic, /{edge_name}/name; may use ${1}.. only with capture_values."),
+    M("schema_subject", CFG__STR, schema_subject, NULL, 1, 1024, NULL, D,
+      "Schema subject in the cluster registry; absent = raw bytes, no schema."),
+    M("validation_policy", CFG__ENUM, validation_policy, "none", 0, 0, policies, D,
+      "none: stamp schema id/version only; enforce: refuse invalid payloads."),
+    M("extract_attributes", CFG__ATTRS, attrs, NULL, 0, 64, NULL, D,
+      "Map of attribute name to capture (\"$1\", \"$2\", ... or \"$#\")."),
+    M("capture_values", CFG__CAPVALS, capvals, NULL, 0, 16, NULL, 0,
+      "Map of capture to its allowed values; required for each capture used in a danube_topic template."),
+    M("encoding", CFG__ENUM, encoding, "binary", 0, 0, encodings, 0,
+      "Avro payload encoding: binary (raw datum) or json."),
+};
+const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
+
+const char *cfg__type_name(const cfg__key_t *k)
+{
+    switch (k->type) {
+    case CFG__STR: return "string";
+    case CFG__BOOL: return "bool";
+    case CFG__U32: case CFG__U64: return "integer";
+    case CFG__BYTES: return "bytes";
+    case CFG__MS: return "milliseconds";
+    case CFG__ENUM: return "enum";
+    case CFG__ADDR: return "address";
+    case CFG__URL: return "url";
+    case CFG__ATTRS: return "map";
+    case CFG__CAPVALS: return "map of lists";
+    case CFG__MAPPINGS: return "list";
+    }
+    return "?";
+}

@@ -1,0 +1,25 @@
+/*
+ * gateway.h: the gateway process (the gateway/ folder's one public header).
+ *
+ * gw_run() owns the event loop thread: it opens the log, starts the MQTT
+ * listener and the other services from the configuration, and returns when
+ * an orderly shutdown (SIGTERM/SIGINT) has finished.
+ *
+ * Prefix: gw_ (public), gw__ (internal to gateway/).
+ */
+#ifndef GW_GATEWAY_H
+#define GW_GATEWAY_H
+
+#include "config/config.h"
+
+/* Exit codes of the `tributary` binary (docs/CLI.md). */
+enum {
+    GW_EXIT_OK = 0,      /* clean stop, or command succeeded */
+    GW_EXIT_FAILURE = 1, /* runtime failure (cannot listen, cannot open the log, ...) */
+    GW_EXIT_USAGE = 2,   /* bad command line or invalid configuration */
+};
+
+/* Runs the gateway until shutdown. Returns a GW_EXIT_* code. */
+int gw_run(const cfg_t *cfg);
+
+#endif

@@ -1,0 +1,100 @@
+"""The tributary command line: exit codes, check, describe, run and SIGTERM."""
+import os
+import signal
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tlib.gateway import Gateway, run_cli, json_log_lines  # noqa: E402
+
+SRC = os.environ["TRIB_SOURCE_DIR"]
+DATA = os.environ["TRIB_TESTDATA"]
+
+MINIMAL = """
+edge: {edge_name: e1, cluster_url: "http://127.0.0.1:1"}
+mqtt:
+  listener: "127.0.0.1:0"
+  topic_mappings:
+    - {mqtt_pattern: "a/+", danube_topic: /e1/t}
+wal: {dir: ./wal}
+http: {listener: "127.0.0.1:0"}
+log: {format: json}
+"""
+
+
+class Cli(unittest.TestCase):
+    def test_version(self):
+        r = run_cli("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"^tributary \d+\.\d+\.\d+\n$")
+
+    def test_help_exits_zero(self):
+        r = run_cli("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: tributary", r.stdout)
+
+    def test_unknown_command_gives_usage_and_2(self):
+        r = run_cli("frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command", r.stderr)
+        self.assertIn("usage: tributary", r.stderr)
+
+    def test_unknown_flag_gives_usage_and_2(self):
+        r = run_cli("run", "--frobnicate")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage: tributary", r.stderr)
+
+    def test_check_example_is_valid(self):
+        r = run_cli("check", "-c", os.path.join(SRC, "edge.yaml.example"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("fsync: always", r.stdout)
+
+    def test_check_danube_file_masks_token(self):
+        r = run_cli("check", "-c", os.path.join(DATA, "danube-edge.yaml"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("secret-edge-token", r.stdout + r.stderr)
+        self.assertIn('token: "***"', r.stdout)
+
+    def test_check_invalid_names_file_line_key(self):
+        g = Gateway("edge:\n  edge_name: e1\n  cluster_url: http://h:1\n  heartbeat_interval: 5\n")
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{g.config}:4:3: edge.heartbeat_interval: unknown key", r.stderr)
+        self.assertIn('did you mean "heartbeat_interval_ms"', r.stderr)
+
+    def test_check_missing_file(self):
+        r = run_cli("check", "-c", "/nonexistent/edge.yaml")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent/edge.yaml: cannot open", r.stderr)
+
+    def test_env_override_shown_by_check(self):
+        r = run_cli("check", "-c", os.path.join(SRC, "edge.yaml.example"), env={"TRIBUTARY_WAL_FSYNC": "never"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("fsync: never", r.stdout)
+
+    def test_describe_lists_every_section(self):
+        r = run_cli("config", "--describe")
+        self.assertEqual(r.returncode, 0)
+        for key in ("edge.edge_name", "mqtt.ingestion.batch_size", "wal.fsync", "http.listener", "log.format",
+                    "mqtt.topic_mappings[].mqtt_pattern"):
+            self.assertIn(key, r.stdout)
+
+    def test_run_stops_cleanly_on_sigterm_with_json_logs(self):
+        with Gateway(MINIMAL) as g:
+            g.wait_log('"msg":"starting"')
+            rc = g.stop(signal.SIGTERM, timeout=5)
+            self.assertEqual(rc, 0, g.log())
+            lines = json_log_lines(g.log())
+            msgs = [ln["msg"] for ln in lines]
+            self.assertIn("shutdown complete", msgs)
+            self.assertTrue(all("ts" in ln and "level" in ln for ln in lines))
+
+    def test_run_with_invalid_config_exits_2(self):
+        g = Gateway("edge: {edge_name: e1}\n")
+        g.start()
+        self.assertEqual(g.proc.wait(timeout=10), 2)
+        self.assertIn("required key missing", g.log())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
