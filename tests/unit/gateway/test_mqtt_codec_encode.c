@@ -115,3 +115,35 @@ Test(mqtt_encode, decoder_refuses_unknown_version)
     mqtt_diag_t d;
     cr_assert_eq(mqtt_decode((const uint8_t *)"\xc0\x00", 2, 6, 0, &p, &d), -EINVAL);
 }
+
+Test(mqtt_encode, v5_empty_topic_without_alias_is_refused)
+{
+    mqtt_packet_t p;
+    small_publish(&p);
+    p.version = MQTT_V5;
+    p.u.publish.topic = MQTT_BYTES("");
+    cr_assert_eq(mqtt_encoded_size(&p), -EINVAL);
+}
+
+Test(mqtt_encode, v5_empty_topic_with_alias_encodes)
+{
+    mqtt_packet_t p;
+    small_publish(&p);
+    p.version = MQTT_V5;
+    p.u.publish.topic = MQTT_BYTES("");
+    p.props.topic_alias = 2;
+    MQTT_SET(&p.props, MQTT_PROP_TOPIC_ALIAS);
+    tmq_assert_bytes(tmq_encode(&p), "32 0b 00 00 00 07 03 23 00 02 'xyz'");
+}
+
+Test(mqtt_encode, no_local_on_shared_subscription_is_refused)
+{
+    uint8_t region[32];
+    size_t off = 0;
+    mqtt_packet_t p;
+    mqtt_packet_init(&p, MQTT_SUBSCRIBE, MQTT_V5);
+    p.u.sub.packet_id = 1;
+    cr_assert_eq(mqtt_put_sub(&p.u.sub.filters, region, sizeof region, &off, MQTT_BYTES("$share/g/a"),
+                              MQTT_SUBOPT_NO_LOCAL), 0);
+    cr_assert_eq(mqtt_encoded_size(&p), -EINVAL);
+}
