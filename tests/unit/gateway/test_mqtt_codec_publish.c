@@ -166,6 +166,11 @@ Test(mqtt_publish, response_topic_with_wildcard_is_protocol_error)
     cr_assert_eq(tmq_dec_err(0x30, "<t> 06 08 <r/#>", MQTT_V5), MQTT_RC_PROTOCOL_ERROR);
 }
 
+Test(mqtt_publish, empty_response_topic_is_protocol_error)
+{
+    cr_assert_eq(tmq_dec_err(0x30, "<t> 03 08 00 00", MQTT_V5), MQTT_RC_PROTOCOL_ERROR);
+}
+
 Test(mqtt_publish, subscription_identifier_zero_is_protocol_error)
 {
     cr_assert_eq(tmq_dec_err(0x30, "<t> 02 0b 00", MQTT_V5), MQTT_RC_PROTOCOL_ERROR);
