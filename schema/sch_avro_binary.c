@@ -103,8 +103,9 @@ static int read_len(walk_t *w, const char *what, size_t *out)
         FAIL(w, "%s has negative length %" PRId64, what, n);
     }
     if ((uint64_t)n > left(w)) {
+        size_t avail = left(w);
         w->p = at;
-        FAIL(w, "truncated %s: length %" PRId64 ", %zu bytes left", what, n, left(w));
+        FAIL(w, "truncated %s: length %" PRId64 ", %zu bytes left", what, n, avail);
     }
     *out = (size_t)n;
     return 0;
