@@ -151,8 +151,9 @@ static int walk_blocks(walk_t *w, const sch__av_node_t *n, int depth)
             items_at = w->p;
         }
         if (item_min > 0 && (uint64_t)count > left(w) / item_min) {
+            size_t avail = left(w);
             w->p = block_at;
-            FAIL(w, "block claims %" PRId64 " items, %zu bytes left", count, left(w));
+            FAIL(w, "block claims %" PRId64 " items, %zu bytes left", count, avail);
         }
         /* item_min == 0 only for arrays of zero-byte singletons: one check suffices. */
         int64_t todo = item_min == 0 ? 1 : count;

@@ -364,6 +364,10 @@ static int check_finite(const sch__avro_t *s, char *err, size_t errlen)
 static int check_defaults(builder_t *b)
 {
     char why[256];
+    /* Mark first: a record default may leave out a nested field that has
+     * its own default (which is checked in this same loop). */
+    for (size_t i = 0; i < b->ndefs; i++)
+        b->s->nodes[b->defs[i].rec].has_default[b->defs[i].field] = true;
     for (size_t i = 0; i < b->ndefs; i++) {
         const pending_default_t *d = &b->defs[i];
         sch__av_node_t *rec = &b->s->nodes[d->rec];
@@ -372,7 +376,6 @@ static int check_defaults(builder_t *b)
                       rec->name, rec->names[d->field], why);
             return TB_ESCHEMA;
         }
-        rec->has_default[d->field] = true;
     }
     return 0;
 }

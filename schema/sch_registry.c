@@ -179,7 +179,7 @@ int sch_registry_apply(sch_registry_t *r, const sch_resolved_t *rs, char *err, s
     e->validator = v;
     e->reason = reason;
     if (rc) {
-        tb_warn("schema not ready: does not compile", TB_S("subject", rs->subject),
+        tb_warn("schema not ready", TB_S("subject", rs->subject),
                 TB_U("schema_id", rs->schema_id), TB_U("schema_version", rs->schema_version),
                 TB_S("reason", reason), TB_ERR(rc));
         sch__errf(err, errlen, "%s", reason);
