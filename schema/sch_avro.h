@@ -15,6 +15,7 @@
  *  - a string or bytes length is malloc'ed before it is checked against the
  *    input: a 10-byte payload claiming 2 GiB fails only if malloc does;
  *  - an array<null> claiming 2^62 items grew to 1.3 GB RSS over 7-14 s;
+ *  - 100 kB nesting a recursive record 100000 deep overflows its stack;
  *  - trailing bytes, an enum index past the symbols and invalid UTF-8 in a
  *    string are all accepted.
  * It also materialises every value, which a validator does not need: on a
