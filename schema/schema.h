@@ -114,7 +114,7 @@ typedef struct sch_lookup {
     sch_validator_t *validator;    /* one reference for the caller; NULL unless ready */
     uint64_t schema_id;
     uint32_t schema_version;
-    sch_kind_t kind;
+    sch_kind_t kind;               /* the envelope's; schema_type's if the envelope did not parse */
 } sch_lookup_t;
 
 /* opts apply to every compile (NULL: defaults). Copied. */
