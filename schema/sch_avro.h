@@ -74,6 +74,8 @@ typedef struct sch__av_node {
     uint32_t n;         /* record: fields; enum: symbols; union: branches; array/map: 1 */
     int64_t size;       /* fixed: size in bytes */
     uint64_t minsize;   /* fewest bytes any datum encodes to; SCH__AV_INF if none exists */
+    int64_t width;      /* >= 0: every datum is exactly this many bytes and any bytes are
+                         * valid (null, float, double, fixed, records of those); else -1 */
     char *name;         /* record/enum/fixed: full name (namespace.name) */
     uint32_t *kids;     /* node indices: record field types, union branches, array items, map values */
     char **names;       /* record: field names; enum: symbols */
