@@ -19,7 +19,7 @@
  *  - trailing bytes, an enum index past the symbols and invalid UTF-8 in a
  *    string are all accepted.
  * It also materialises every value, which a validator does not need: on a
- * valid 10-field record it is about 5x slower than the walker. The
+ * valid 10-field record it is 5-7x slower than the walker. The
  * walker is bounded by the payload: it reads each byte once, never
  * allocates, refuses a length or count the remaining bytes cannot hold, and
  * limits nesting to SCH__AV_MAX_DEPTH. Being read-only over immutable nodes,
