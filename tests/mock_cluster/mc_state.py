@@ -245,10 +245,14 @@ class ClusterState:
             if n == 0:
                 st.empty_batches += 1
                 return None
-            for i, m in enumerate(batch.messages):
+            top = -1
+            for i, m in enumerate(batch.messages):     # the hot loop: one pass
                 if not m.HasField("msg_id"):
                     raise BadBatch(f"message {i} of the batch ending at {batch.batch_last_offset} "
                                    f"on {batch.topic_name} has no msg_id")
+                off = m.msg_id.topic_offset
+                if off > top:
+                    top = off
             st.batches += 1
             if st.marker is not None and batch.batch_last_offset <= st.marker:
                 st.duplicate_batches += 1
@@ -262,7 +266,6 @@ class ClusterState:
                                        f"{batch.batch_last_offset} failed: {e}") from None
                 st.marker = batch.batch_last_offset
                 st.stored += n
-                top = max(m.msg_id.topic_offset for m in batch.messages)
                 if st.highest_offset is None or top > st.highest_offset:
                     st.highest_offset = top
         return edge_pb.ReplicateAck(topic_name=batch.topic_name,

@@ -23,30 +23,37 @@ import json
 import os
 
 
-def message_record(topic, batch_last_offset, m, received_at_ms):
-    """The JSON-lines record of one danube.StreamMessage."""
-    rec = {
-        "topic": topic,
-        "offset": m.msg_id.topic_offset,
-        "batch_last_offset": batch_last_offset,
-        "publish_time": m.publish_time,
-        "producer_name": m.producer_name,
-        "attributes": dict(m.attributes),
-    }
-    if m.HasField("schema_id"):
-        rec["schema_id"] = m.schema_id
-    if m.HasField("schema_version"):
-        rec["schema_version"] = m.schema_version
-    if m.HasField("routing_key"):
-        rec["routing_key"] = m.routing_key
-    try:
-        rec["payload"] = m.payload.decode("utf-8")
-        rec["payload_encoding"] = "utf-8"
-    except UnicodeDecodeError:
-        rec["payload"] = base64.b64encode(m.payload).decode("ascii")
-        rec["payload_encoding"] = "base64"
-    rec["received_at"] = received_at_ms
-    return rec
+# Compact JSON, UTF-8 kept as is (the file is UTF-8).
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def format_batch(batch, received_at_ms):
+    """The JSON-lines text of one danube.edge.ReplicateBatch, one line per
+    message, newline-terminated. Written out by hand rather than through a
+    dict per message: it is the mock's hot path in jsonl mode (about 3x
+    faster, measured), and the integration tests parse every field back."""
+    head = '{"topic":%s,"offset":' % _dumps(batch.topic_name)
+    mid = ',"batch_last_offset":%d,"publish_time":' % batch.batch_last_offset
+    lines = []
+    for m in batch.messages:
+        try:
+            payload, encoding = _dumps(m.payload.decode("utf-8")), "utf-8"
+        except UnicodeDecodeError:
+            payload, encoding = '"%s"' % base64.b64encode(m.payload).decode("ascii"), "base64"
+        attrs = _dumps(dict(m.attributes)) if len(m.attributes) else "{}"
+        opt = ""
+        if m.HasField("schema_id"):
+            opt += ',"schema_id":%d' % m.schema_id
+        if m.HasField("schema_version"):
+            opt += ',"schema_version":%d' % m.schema_version
+        if m.HasField("routing_key"):
+            opt += ',"routing_key":' + _dumps(m.routing_key)
+        lines.append('%s%d%s%d,"producer_name":%s,"attributes":%s%s,"payload":%s,'
+                     '"payload_encoding":"%s","received_at":%d}\n'
+                     % (head, m.msg_id.topic_offset, mid, m.publish_time,
+                        _dumps(m.producer_name), attrs, opt, payload, encoding,
+                        received_at_ms))
+    return "".join(lines)
 
 
 class JsonlStore:
@@ -59,10 +66,7 @@ class JsonlStore:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
     def append(self, batch, received_at_ms):
-        lines = [json.dumps(message_record(batch.topic_name, batch.batch_last_offset,
-                                           m, received_at_ms), separators=(",", ":"))
-                 for m in batch.messages]
-        data = memoryview(("\n".join(lines) + "\n").encode("utf-8"))
+        data = memoryview(format_batch(batch, received_at_ms).encode("utf-8"))
         while data:
             n = os.write(self._fd, data)
             data = data[n:]
