@@ -127,9 +127,13 @@ class GrpcFront:
         if not self._gate(context, True):
             return edge_pb.EdgeHeartbeatResponse()
         try:
-            return self.state.heartbeat(req)
+            resp = self.state.heartbeat(req)
         except NotFound as e:
+            log.info("heartbeat edge=%s: not registered", req.edge_name)
             context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        log.info("heartbeat edge=%s version=%d -> version=%d changes=%d",
+                 req.edge_name, req.config_version, resp.config_version, len(resp.changes))
+        return resp
 
     def _lookup(self, req, context):
         if not self._gate(context, True):
@@ -180,12 +184,14 @@ class GrpcFront:
         reader = threading.Thread(target=self._read_batches, args=(request_iterator, out),
                                   name="replicate-reader", daemon=True)
         reader.start()
+        log.info("stream opened from %s", context.peer())
         try:
             while True:
                 item = out.get()
                 if item[0] == "end":
                     return
                 if item[0] == "abort":
+                    log.info("stream from %s: %s %s", context.peer(), item[1].name, item[2])
                     context.abort(item[1], item[2])
                 _, ack, due = item
                 wait = due - time.monotonic()
@@ -195,6 +201,7 @@ class GrpcFront:
                 yield ack
         finally:
             self.state.count("streams_open", -1)
+            log.info("stream from %s ended", context.peer())
 
     # ---- handler table ----------------------------------------------------
 

@@ -54,7 +54,7 @@ def parse_args(argv):
                         "(default: $TRIB_MOCK_PROTO_PY)")
     p.add_argument("--workers", type=int, default=64,
                    help="gRPC worker threads; each open stream or hung call holds one (default 64)")
-    p.add_argument("--verbose", action="store_true", help="log every call and control request")
+    p.add_argument("--verbose", action="store_true", help="log registrations, heartbeats, streams, faults and control requests")
     args = p.parse_args(argv)
     if args.store_mode is None:
         args.store_mode = "jsonl" if args.store else "count"
