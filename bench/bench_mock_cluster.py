@@ -14,7 +14,7 @@ shared with whatever else runs: note the load average beside a figure).
 
 Prints figures; never passes or fails on time. Run after a build:
   /usr/bin/python3 bench/bench_mock_cluster.py [--build build] [--batches 3000]
-      [--window 32] [--streams 1] [--modes count,jsonl] [--runs 3]
+      [--window 32] [--streams 1] [--modes count,jsonl] [--runs 3] [--in-process]
 """
 import argparse
 import json
@@ -125,6 +125,27 @@ def one_run(args, mode, grpc, edge_pb, api_pb, run_no):
             proc.wait(timeout=15)
 
 
+def in_process(args, edge_pb, api_pb):
+    """The mock's own ceiling without gRPC: parse each serialised batch and
+    hand it to ClusterState.ingest (dedup, counters, store), on one core."""
+    sys.path.insert(0, os.path.join(args.build, "mock_cluster"))
+    from mc_state import ClusterState
+    from mc_store import CountStore, JsonlStore
+    raw = build_batches(edge_pb, api_pb, "/bench/inproc", args.batches, args.messages,
+                        args.payload, 0)
+    for mode in args.modes.split(","):
+        with tempfile.TemporaryDirectory(prefix="tb-bench-mock-") as wd:
+            store = JsonlStore(os.path.join(wd, "s.jsonl")) if mode == "jsonl" else CountStore()
+            state = ClusterState(store)
+            t0 = time.perf_counter()
+            for b in raw:
+                state.ingest(edge_pb.ReplicateBatch.FromString(b))
+            dt = time.perf_counter() - t0
+            store.close()
+        print(f"  {mode:5s} in process (parse + ingest, no gRPC): "
+              f"{args.batches * args.messages / dt:10,.0f} msg/s")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.environ.get("TRIB_BUILD_DIR", "build"))
@@ -136,6 +157,8 @@ def main():
     p.add_argument("--modes", default="count,jsonl")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--json", action="store_true", help="one JSON object per run")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure parse + ingest without gRPC instead (the mock's ceiling)")
     args = p.parse_args()
 
     sys.path.insert(0, os.path.join(args.build, "proto_py"))
@@ -143,6 +166,11 @@ def main():
     import DanubeApi_pb2 as api_pb
     import EdgeReplicator_pb2 as edge_pb
 
+    if args.in_process:
+        print(f"mock cluster internals: {args.batches} batches x {args.messages} messages "
+              f"x {args.payload} B")
+        in_process(args, edge_pb, api_pb)
+        return
     print(f"mock cluster: {args.streams} stream(s) x {args.batches} batches x {args.messages} "
           f"messages x {args.payload} B, window {args.window}, {os.cpu_count()} CPUs")
     for mode in args.modes.split(","):
