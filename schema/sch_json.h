@@ -152,6 +152,7 @@ typedef enum {
     SCH_JSON_FMT_REL_JSON_POINTER,
     SCH_JSON_FMT_REGEX,
     SCH_JSON_FMT_URI_TEMPLATE,
+    SCH_JSON_FMT_IDN_EMAIL,
 } sch_json_format_t;
 
 sch_json_format_t sch__json_format_lookup(const char *name);

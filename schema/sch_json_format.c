@@ -15,7 +15,10 @@
  *   uuid                    RFC 4122 8-4-4-4-12 hex
  *   json-pointer, relative-json-pointer, regex (our ECMA-262 dialect),
  *   uri-template            (RFC 6570: balanced, well-formed expressions)
- * Unknown formats, idn-hostname and idn-email are never asserted.
+ *   idn-email               email with UTF-8 allowed in the local part and
+ *                           domain labels (IDNA2008 rules not applied)
+ * Unknown formats and idn-hostname are never asserted (IDNA2008 needs
+ * tables we do not carry), nor are A-labels (xn--) decoded for hostname.
  * Every check is a hand-written scanner over the bytes: no regex, no
  * allocation (except "regex", which compiles the pattern).
  */
@@ -38,7 +41,7 @@ static const struct {
     { "iri", SCH_JSON_FMT_IRI },                   { "iri-reference", SCH_JSON_FMT_IRI_REFERENCE },
     { "uuid", SCH_JSON_FMT_UUID },                 { "json-pointer", SCH_JSON_FMT_JSON_POINTER },
     { "relative-json-pointer", SCH_JSON_FMT_REL_JSON_POINTER }, { "regex", SCH_JSON_FMT_REGEX },
-    { "uri-template", SCH_JSON_FMT_URI_TEMPLATE },
+    { "uri-template", SCH_JSON_FMT_URI_TEMPLATE }, { "idn-email", SCH_JSON_FMT_IDN_EMAIL },
 };
 
 sch_json_format_t sch__json_format_lookup(const char *name)
@@ -237,20 +240,34 @@ static bool check_hostname(const char *s, size_t len)
         /* "--" in the 3rd and 4th positions is reserved for A-labels (xn--) */
         if (l >= 4 && s[st + 2] == '-' && s[st + 3] == '-' && !((s[st] | 0x20) == 'x' && (s[st + 1] | 0x20) == 'n'))
             return false;
-        if (i < len) {
-            i++;
-            if (i == len) return true; /* one trailing dot: the root */
-        }
+        if (i < len && ++i == len) return false; /* a trailing dot leaves an empty label */
     }
     return true;
 }
 
-static bool is_atext(char c)
+static bool is_atext(char c, bool intl)
 {
-    return is_alpha(c) || is_digit(c) || (c && strchr("!#$%&'*+-/=?^_`{|}~", c));
+    return is_alpha(c) || is_digit(c) || (c && strchr("!#$%&'*+-/=?^_`{|}~", c)) || (intl && (unsigned char)c >= 0x80);
 }
 
-static bool check_email(const char *s, size_t len)
+/* A hostname whose labels may also hold non-ASCII (UTF-8) characters: the
+ * syntax of idn-email's domain, without IDNA2008's character rules. */
+static bool check_intl_hostname(const char *s, size_t len)
+{
+    if (len == 0) return false;
+    size_t st = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i < len && s[i] != '.') {
+            if (!is_alpha(s[i]) && !is_digit(s[i]) && s[i] != '-' && (unsigned char)s[i] < 0x80) return false;
+            continue;
+        }
+        if (i == st || s[st] == '-' || s[i - 1] == '-') return false;
+        st = i + 1;
+    }
+    return true;
+}
+
+static bool check_email(const char *s, size_t len, bool intl)
 {
     const char *at = NULL;
     size_t i = 0;
@@ -270,7 +287,7 @@ static bool check_email(const char *s, size_t len)
         for (; i < len && s[i] != '@'; i++) {
             if (s[i] == '.') {
                 if (i == st || i + 1 >= len || s[i + 1] == '.' || s[i + 1] == '@') return false;
-            } else if (!is_atext(s[i])) {
+            } else if (!is_atext(s[i], intl)) {
                 return false;
             }
         }
@@ -283,7 +300,7 @@ static bool check_email(const char *s, size_t len)
         if (dl > 7 && strncmp(d + 1, "IPv6:", 5) == 0) return check_ipv6(d + 6, dl - 7);
         return check_ipv4(d + 1, dl - 2);
     }
-    return check_hostname(d, dl);
+    return intl ? check_intl_hostname(d, dl) : check_hostname(d, dl);
 }
 
 /* ---- URIs (RFC 3986 syntax; IRIs allow non-ASCII) ---------------------------- */
@@ -414,21 +431,58 @@ static bool check_regex(const char *s, size_t len)
     return rc == 0 || rc == TB_EUNSUPPORTED;
 }
 
+/* RFC 6570: literals, and {[operator] varspec *("," varspec)} where
+ * varspec = varname [":" 1*4DIGIT (no leading zero) / "*"]. */
 static bool check_uri_template(const char *s, size_t len)
 {
-    bool in = false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '{') {
-            if (in) return false;
-            in = true;
-        } else if (s[i] == '}') {
-            if (!in || s[i - 1] == '{') return false;
-            in = false;
-        } else if (!in && (s[i] == ' ' || s[i] == '"' || s[i] == '<' || s[i] == '>' || s[i] == '\\')) {
-            return false;
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '%') {
+            if (len - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2])) return false;
+            i += 3;
+            continue;
+        }
+        if (c != '{') {
+            if (c <= 0x20 || c == 0x7f || strchr("\"<>\\^`|}", c)) return false;
+            i++;
+            continue;
+        }
+        i++;
+        if (i < len && s[i] && strchr("+#./;?&", s[i])) i++;
+        for (;;) { /* one varspec */
+            size_t st = i;
+            while (i < len) {
+                if (is_alpha(s[i]) || is_digit(s[i]) || s[i] == '_') {
+                    i++;
+                } else if (s[i] == '%' && len - i >= 3 && is_hex(s[i + 1]) && is_hex(s[i + 2])) {
+                    i += 3;
+                } else if (s[i] == '.' && i > st && i + 1 < len && s[i + 1] != '.' && s[i + 1] != '}' &&
+                           s[i + 1] != ',' && s[i + 1] != ':' && s[i + 1] != '*') {
+                    i++;
+                } else {
+                    break;
+                }
+            }
+            if (i == st || i >= len) return false;
+            if (s[i] == '*') {
+                i++;
+            } else if (s[i] == ':') {
+                size_t d = ++i;
+                while (i < len && is_digit(s[i])) i++;
+                if (i == d || i - d > 4 || s[d] == '0') return false;
+            }
+            if (i >= len) return false;
+            if (s[i] == ',') {
+                i++;
+                continue;
+            }
+            if (s[i] != '}') return false;
+            i++;
+            break;
         }
     }
-    return !in;
+    return true;
 }
 
 bool sch__json_format_check(sch_json_format_t f, const char *s, size_t len)
@@ -442,7 +496,8 @@ bool sch__json_format_check(sch_json_format_t f, const char *s, size_t len)
     case SCH_JSON_FMT_DATE: return full_date(s, len, &i) && i == len;
     case SCH_JSON_FMT_TIME: return full_time(s, len, &i) && i == len;
     case SCH_JSON_FMT_DURATION: return check_duration(s, len);
-    case SCH_JSON_FMT_EMAIL: return check_email(s, len);
+    case SCH_JSON_FMT_EMAIL: return check_email(s, len, false);
+    case SCH_JSON_FMT_IDN_EMAIL: return check_email(s, len, true);
     case SCH_JSON_FMT_HOSTNAME: return check_hostname(s, len);
     case SCH_JSON_FMT_IPV4: return check_ipv4(s, len);
     case SCH_JSON_FMT_IPV6: return check_ipv6(s, len);

@@ -263,21 +263,25 @@ static int fill_object_applicators(fill_t *f)
     }
     if (kw_schema(f, "additionalProperties", &n->addl_props) || kw_schema(f, "propertyNames", &n->prop_names))
         return f->cs->rc;
-    const char *depkw = f->draft == SCH_JSON_DRAFT7 ? "dependencies" : "dependentSchemas";
-    if ((v = json_object_get(f->j, depkw))) {
+    /* 2020-12 also reads draft 7's "dependencies", which schemas written
+     * for both drafts still carry */
+    static const char *const depkws[] = { "dependencies", "dependentSchemas" };
+    for (size_t d = 0; d < (f->draft == SCH_JSON_DRAFT7 ? 1u : 2u) && !f->cs->rc; d++) {
+        const char *depkw = depkws[d];
+        if (!(v = json_object_get(f->j, depkw))) continue;
         if (!json_is_object(v)) return FAIL(f, "%s: %s must be an object", where(f), depkw);
         size_t k = n->ndeps;
         sch__json_dep_t *deps = sch__json_arena_alloc(ar, (k + json_object_size(v)) * sizeof *deps);
         if (k) memcpy(deps, n->deps, k * sizeof *deps);
         n->deps = deps;
         for (void *it = json_object_iter(v); it && !f->cs->rc; it = json_object_iter_next(v, it), k++) {
-            json_t *d = json_object_iter_value(it);
+            json_t *dv = json_object_iter_value(it);
             deps[k].name = json_object_iter_key(it);
             deps[k].len = json_object_iter_key_len(it);
-            if (f->draft == SCH_JSON_DRAFT7 && json_is_array(d)) {
-                if (string_list(f, d, depkw, &deps[k].req)) return f->cs->rc;
+            if (d == 0 && json_is_array(dv)) {
+                if (string_list(f, dv, depkw, &deps[k].req)) return f->cs->rc;
             } else {
-                deps[k].node = child(f, d, depkw);
+                deps[k].node = child(f, dv, depkw);
             }
         }
         n->ndeps = k;

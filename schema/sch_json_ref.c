@@ -323,11 +323,12 @@ static char *loc_index(sch__json_cstate_t *cs, const char *loc, size_t i)
 static const char *const kw_single_2020[] = { "additionalProperties", "propertyNames", "items", "contains", "not",
                                               "if", "then", "else", "unevaluatedItems", "unevaluatedProperties",
                                               "contentSchema" };
-static const char *const kw_map_2020[] = { "$defs", "properties", "patternProperties", "dependentSchemas" };
+static const char *const kw_map_2020[] = { "$defs", "properties", "patternProperties", "dependentSchemas",
+                                           "dependencies" };
 static const char *const kw_list_2020[] = { "allOf", "anyOf", "oneOf", "prefixItems" };
 static const char *const kw_single_7[] = { "additionalProperties", "propertyNames", "items", "additionalItems",
                                            "contains", "not", "if", "then", "else" };
-static const char *const kw_map_7[] = { "definitions", "properties", "patternProperties", "dependencies" };
+static const char *const kw_map_7[] = { "definitions", "properties", "patternProperties", "dependencies", NULL };
 static const char *const kw_list_7[] = { "allOf", "anyOf", "oneOf", "items" };
 
 static int scan_children(sch__json_cstate_t *cs, json_t *j, const char *base, sch__json_res_t *res,
@@ -342,7 +343,7 @@ static int scan_children(sch__json_cstate_t *cs, json_t *j, const char *base, sc
         json_t *v = json_object_get(j, single[k]);
         if (json_is_object(v)) scan(cs, v, base, res, loc_child(cs, loc, single[k], strlen(single[k])), depth + 1, false);
     }
-    for (size_t k = 0; k < 4 && !cs->rc; k++) {
+    for (size_t k = 0; k < 5 && map[k] && !cs->rc; k++) {
         json_t *m = json_object_get(j, map[k]);
         if (!json_is_object(m)) continue;
         const char *mloc = loc_child(cs, loc, map[k], strlen(map[k]));
