@@ -66,6 +66,7 @@ int sch__json_compile_draft(const char *text, size_t len, const sch_opts_t *opts
 
 #define SCH_JSON_MAX_SCHEMA_DEPTH 128   /* nesting of subschemas in one document */
 #define SCH_JSON_MAX_EVAL_DEPTH   256   /* nested subschema evaluations at validate */
+#define SCH_JSON_MAX_EVAL_STEPS   10000000 /* subschema evaluations per validation */
 #define SCH_JSON_MAX_DOCS         64    /* documents: root + remotes + metaschemas */
 #define SCH_JSON_MAX_INST_DEPTH   2048  /* instance nesting (jansson's parser cap) */
 
@@ -336,6 +337,7 @@ typedef struct sch__json_vctx {
     bool abort;                   /* a bound was hit: the instance is invalid */
     unsigned quiet;               /* > 0 inside anyOf/oneOf/not/if/contains */
     unsigned depth;
+    uint64_t steps;               /* subschema evaluations so far */
     size_t npath, nscope;
     sch__json_seg_t path[SCH_JSON_MAX_EVAL_DEPTH + 2];
     const sch__json_res_t *scope[SCH_JSON_MAX_EVAL_DEPTH + 2]; /* dynamic scope */

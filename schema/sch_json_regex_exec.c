@@ -49,30 +49,6 @@ typedef struct {
     bool over;
 } rx_m_t;
 
-static size_t decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned c = s[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || len > n) {
-        *cp = c;
-        return 1;
-    }
-    uint32_t v = len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80) {
-            *cp = c;
-            return 1;
-        }
-        v = (v << 6) | (s[k] & 0x3f);
-    }
-    *cp = v;
-    return len;
-}
-
 /* Start of the code point that ends just before sp. */
 static size_t prev_cp(const unsigned char *s, size_t sp)
 {
@@ -139,21 +115,21 @@ static bool run(rx_m_t *m, uint32_t pc0, size_t sp0, bool want_end, size_t end)
             switch ((rx_op_t)in->op) {
             case RX_CHAR:
                 if (sp >= m->n) goto dead;
-                len = decode(m->s + sp, m->n - sp, &cp);
+                len = sch__json_rx_utf8(m->s + sp, m->n - sp, &cp);
                 if (cp != in->a) goto dead;
                 sp += len;
                 pc++;
                 continue;
             case RX_ANY:
                 if (sp >= m->n) goto dead;
-                len = decode(m->s + sp, m->n - sp, &cp);
+                len = sch__json_rx_utf8(m->s + sp, m->n - sp, &cp);
                 if (cp == '\n' || cp == '\r' || cp == 0x2028 || cp == 0x2029) goto dead;
                 sp += len;
                 pc++;
                 continue;
             case RX_CLASS:
                 if (sp >= m->n) goto dead;
-                len = decode(m->s + sp, m->n - sp, &cp);
+                len = sch__json_rx_utf8(m->s + sp, m->n - sp, &cp);
                 if (!sch__json_rx_class_match(&m->re->cls[in->a], cp)) goto dead;
                 sp += len;
                 pc++;
@@ -252,7 +228,7 @@ int sch__json_regex_search(const sch__json_regex_t *re, const char *s, size_t le
         found = run(&m, 0, sp, false, 0);
         if (found || m.over || re->anchored || sp >= len) break;
         uint32_t cp;
-        sp += decode(m.s + sp, len - sp, &cp);
+        sp += sch__json_rx_utf8(m.s + sp, len - sp, &cp);
     }
     if (m.memo != small_memo) free(m.memo);
     if (m.looks != small_looks) free(m.looks);

@@ -20,7 +20,7 @@
  * as "<JSON Pointer of the instance>: <what failed>" (root is "(root)"),
  * e.g. "/temperature: 130 > maximum 120". Inside those keywords failures
  * are expected, so the context is quiet and the keyword reports for itself.
- * A bound (evaluation depth, regex work) aborts the whole validation as
+ * A bound (evaluation depth or steps, regex work) aborts the whole validation as
  * invalid, even under "not", so a bound can never turn into a pass.
  */
 #include "schema/sch_json.h"
@@ -274,6 +274,12 @@ bool sch__json_eval(sch__json_vctx_t *c, const sch__json_node_t *n, const json_t
         sch__json_verr(c, "not allowed (%s is false)", kw);
         return false;
     }
+    if (++c->steps > SCH_JSON_MAX_EVAL_STEPS) {
+        /* a schema whose applicators multiply (nested anyOf over $refs) can
+         * ask for exponential work; the loop thread must not pay it */
+        sch__json_vabort(c, "evaluation exceeded %d subschema steps", SCH_JSON_MAX_EVAL_STEPS);
+        return false;
+    }
     if (c->depth >= SCH_JSON_MAX_EVAL_DEPTH) {
         sch__json_vabort(c, "evaluation deeper than %d levels (instance too deeply nested for a recursive schema)",
                          SCH_JSON_MAX_EVAL_DEPTH);
@@ -306,6 +312,7 @@ int sch__json_validate_value(const sch__json_t *s, const json_t *instance, char 
     c.errlen = errlen;
     c.err_set = c.abort = false;
     c.quiet = c.depth = 0;
+    c.steps = 0;
     c.npath = c.nscope = 0;
     if (err && errlen) err[0] = '\0';
     bool ok = sch__json_eval(&c, s->root, instance, NULL, "the schema");
