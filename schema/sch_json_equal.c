@@ -12,6 +12,11 @@
  * doubles (the payload parser retries with JSON_DECODE_INT_AS_REAL), and a
  * double that large is always integral.
  *
+ * multipleOf on doubles divides and accepts a quotient within 4 ULPs of an
+ * integer, because the decimal operands ("19.99", "0.01") were rounded to
+ * binary before we saw them; the cost is that a double a few ULPs away from
+ * a true multiple also passes.
+ *
  * uniqueItems hashes the items (a hash consistent with the equality, so
  * 1 and 1.0 hash alike and key order does not matter) and compares only
  * items whose hashes collide, so a 100k-item array costs O(n log n) rather
@@ -19,6 +24,7 @@
  */
 #include "schema/sch_json.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +74,13 @@ bool sch__json_num_multiple_of(sch__json_num_t x, sch__json_num_t m)
 {
     if (x.is_int && m.is_int) return m.i != 0 && x.i % m.i == 0;
     double q = x.d / m.d;
-    if (isfinite(q)) return q == floor(q);
+    if (isfinite(q)) {
+        /* 19.99 / 0.01 is 1998.9999999999998 in binary floating point: both
+         * operands were rounded from decimal and the division rounds again,
+         * so a quotient within a few ULPs of an integer is that integer. */
+        double r = nearbyint(q);
+        return q == r || fabs(q - r) <= 4 * DBL_EPSILON * fabs(q);
+    }
     /* The quotient overflowed (1e308 / 0.5): fall back to the exact
      * floating remainder, which is 0 only for a true multiple. */
     return fmod(x.d, m.d) == 0.0;
