@@ -154,7 +154,7 @@ static uint64_t hash_bytes(const char *s, size_t n, uint64_t seed)
     return mix(h);
 }
 
-static uint64_t hash_at(const json_t *v, unsigned depth, bool *too_deep)
+static uint64_t hash_at(const json_t *v, uint64_t seed, unsigned depth, bool *too_deep)
 {
     if (depth > SCH_JSON_MAX_INST_DEPTH) {
         *too_deep = true;
@@ -162,29 +162,29 @@ static uint64_t hash_at(const json_t *v, unsigned depth, bool *too_deep)
     }
     switch (json_typeof(v)) {
     case JSON_INTEGER:
-        return mix((uint64_t)json_integer_value(v) ^ 0x1111);
+        return mix((uint64_t)json_integer_value(v) ^ seed);
     case JSON_REAL: {
         double d = json_real_value(v);
         /* an integral double in int64 range must hash like the integer */
         if (d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
-            return mix((uint64_t)(int64_t)d ^ 0x1111);
+            return mix((uint64_t)(int64_t)d ^ seed);
         uint64_t bits;
         memcpy(&bits, &d, sizeof bits);
-        return mix(bits ^ 0x2222);
+        return mix(bits ^ seed ^ 0x2222);
     }
     case JSON_STRING:
-        return hash_bytes(json_string_value(v), json_string_length(v), 0x3333);
+        return hash_bytes(json_string_value(v), json_string_length(v), seed ^ 0x3333);
     case JSON_ARRAY: {
         uint64_t h = 0x4444;
         for (size_t i = 0; i < json_array_size(v); i++)
-            h = mix(h ^ hash_at(json_array_get(v, i), depth + 1, too_deep));
+            h = mix(h ^ hash_at(json_array_get(v, i), seed, depth + 1, too_deep));
         return h;
     }
     case JSON_OBJECT: {
         uint64_t h = 0x5555; /* sum: independent of key order */
         for (void *it = json_object_iter((json_t *)v); it; it = json_object_iter_next((json_t *)v, it)) {
-            uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it), 0x6666);
-            h += mix(k ^ hash_at(json_object_iter_value(it), depth + 1, too_deep));
+            uint64_t k = hash_bytes(json_object_iter_key(it), json_object_iter_key_len(it), seed ^ 0x6666);
+            h += mix(k ^ hash_at(json_object_iter_value(it), seed, depth + 1, too_deep));
         }
         return mix(h);
     }
@@ -219,8 +219,11 @@ bool sch__json_unique(const json_t *array, size_t *di, size_t *dj, bool *too_dee
                 }
         return true;
     }
+    /* seeded from heap and stack addresses (ASLR): a sender cannot aim a
+     * payload full of colliding items at a hash it cannot predict */
+    uint64_t seed = mix((uint64_t)(uintptr_t)array ^ ((uint64_t)(uintptr_t)&n << 17));
     hashed_t *hs = tb_malloc(n * sizeof *hs);
-    for (size_t i = 0; i < n; i++) hs[i] = (hashed_t){ hash_at(json_array_get(array, i), 0, too_deep), i };
+    for (size_t i = 0; i < n; i++) hs[i] = (hashed_t){ hash_at(json_array_get(array, i), seed, 0, too_deep), i };
     qsort(hs, n, sizeof *hs, hashed_cmp);
     bool unique = true;
     for (size_t a = 0; a < n && unique && !*too_deep; a++) {
