@@ -370,6 +370,10 @@ void sch__json_verr_key(sch__json_vctx_t *c, const char *key, size_t len, const 
  * whole validation fails. */
 void sch__json_vabort(sch__json_vctx_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Cuts a string truncated by snprintf back to a whole UTF-8 character, so
+ * a capped message is still valid UTF-8 for JSON logs. */
+void sch__json_utf8_trim(char *s);
+
 static inline void sch__json_push_key(sch__json_vctx_t *c, const char *key, size_t len)
 {
     c->path[c->npath++] = (sch__json_seg_t){ key, len };

@@ -39,6 +39,7 @@ int sch__json_cfail(sch__json_cstate_t *cs, int rc, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(cs->err, cs->errlen, fmt, ap);
         va_end(ap);
+        sch__json_utf8_trim(cs->err);
     }
     return rc;
 }

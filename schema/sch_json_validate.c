@@ -34,6 +34,8 @@
 
 /* ---- errors ------------------------------------------------------------- */
 
+/* Writes the instance path into out (up to cap - 1 bytes, NUL-terminated
+ * when cap > 0); returns its full length, like snprintf. */
 static size_t render_path(const sch__json_vctx_t *c, char *out, size_t cap)
 {
     size_t o = 0;
@@ -59,17 +61,51 @@ static size_t render_path(const sch__json_vctx_t *c, char *out, size_t cap)
     }
 #undef PUT
     if (cap) out[o < cap ? o : cap - 1] = '\0';
-    return o < cap ? o : cap - 1;
+    return o;
 }
 
+/* Moves k back to the start of the UTF-8 character that contains s[k]. */
+static size_t char_start(const char *s, size_t k)
+{
+    while (k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80) k--;
+    return k;
+}
+
+void sch__json_utf8_trim(char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0) return;
+    size_t j = char_start(s, n - 1);
+    unsigned lead = (unsigned char)s[j];
+    size_t want = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 1;
+    if (n - j < want) s[j] = '\0';
+}
+
+/* "<path>: <message>". A path longer than half the buffer keeps its start
+ * and end around "...", so the reason is never crowded out; the result is
+ * cut on a UTF-8 character boundary. */
 static void vwrite(sch__json_vctx_t *c, const char *fmt, va_list ap)
 {
     if (!c->err || !c->errlen) return;
-    size_t o = render_path(c, c->err, c->errlen);
-    if (o + 2 < c->errlen) {
-        memcpy(c->err + o, ": ", 3);
-        vsnprintf(c->err + o + 2, c->errlen - o - 2, fmt, ap);
+    size_t full = render_path(c, NULL, 0);
+    char *path = tb_malloc(full + 1);
+    render_path(c, path, full + 1);
+    size_t budget = c->errlen / 2 > 16 ? c->errlen / 2 : 16;
+    if (full > budget) {
+        /* cut at segment boundaries when there is one: "/a/b/.../y/z" */
+        size_t head = budget / 2, tail = full - (budget - budget / 2 - 4);
+        size_t h = head, t = tail;
+        while (h > 0 && path[h] != '/') h--;
+        while (t < full && path[t] != '/') t++;
+        head = h > 0 ? h : char_start(path, head);
+        tail = t < full ? t : char_start(path, tail);
+        memmove(path + head + 4, path + tail, full - tail + 1);
+        memcpy(path + head, "/...", 4);
     }
+    int k = snprintf(c->err, c->errlen, "%s: ", path);
+    free(path);
+    if (k >= 0 && (size_t)k < c->errlen) vsnprintf(c->err + k, c->errlen - (size_t)k, fmt, ap);
+    sch__json_utf8_trim(c->err);
 }
 
 void sch__json_verr(sch__json_vctx_t *c, const char *fmt, ...)

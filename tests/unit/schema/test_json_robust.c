@@ -104,6 +104,17 @@ Test(json_robust, recursion_through_properties_is_allowed)
     cr_assert_str_eq(js_err(), "/kids/0/kids/0/v: type is string, expected integer");
 }
 
+Test(json_robust, long_instance_path_is_shortened_and_the_reason_kept)
+{
+    sch__json_t *s = js_compile("{\"items\":{\"$ref\":\"#\"},\"type\":\"array\"}");
+    char *payload = nested_array(40); /* the innermost 0 is not an array */
+    char err[64];
+    cr_assert_eq(sch__json_validate(s, (const uint8_t *)payload, strlen(payload), err, sizeof err), TB_EINVALID);
+    cr_assert_str_eq(err, "/0/0/0/0/0/0/0/0/.../0/0/0/0/0/0: type is integer, expected arr");
+    free(payload);
+    sch__json_free(s);
+}
+
 Test(json_robust, dynamic_ref_loop_is_bounded_at_validation)
 {
     sch__json_t *s = js_compile("{\"$dynamicAnchor\":\"x\",\"$dynamicRef\":\"#x\"}");

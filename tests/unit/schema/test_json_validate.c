@@ -285,3 +285,13 @@ Test(json_validate, boolean_schemas_accept_everything_or_nothing)
     cr_assert_not(js_check("false", "null"));
     cr_assert_str_eq(js_err(), "(root): not allowed (the schema is false)");
 }
+
+Test(json_validate, capped_message_does_not_split_a_utf8_character)
+{
+    sch__json_t *s = js_compile("{\"properties\":{\"\xc3\xa9t\xc3\xa9\":{\"type\":\"string\"}}}");
+    const char *p = "{\"\xc3\xa9t\xc3\xa9\":1}";
+    char err[6]; /* "/" + "é" + "t" + half of "é" would not fit whole */
+    cr_assert_eq(sch__json_validate(s, (const uint8_t *)p, strlen(p), err, sizeof err), TB_EINVALID);
+    cr_assert_str_eq(err, "/\xc3\xa9t");
+    sch__json_free(s);
+}
