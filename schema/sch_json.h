@@ -373,6 +373,9 @@ void sch__json_vabort(sch__json_vctx_t *c, const char *fmt, ...) __attribute__((
 /* Cuts a string truncated by snprintf back to a whole UTF-8 character, so
  * a capped message is still valid UTF-8 for JSON logs. */
 void sch__json_utf8_trim(char *s);
+/* The length of s's longest prefix of at most max bytes that ends on a
+ * whole UTF-8 character: quote long schema strings with "%.*s" and this. */
+int sch__json_utf8_cut(const char *s, size_t max);
 
 static inline void sch__json_push_key(sch__json_vctx_t *c, const char *key, size_t len)
 {

@@ -120,11 +120,13 @@ static bool check_string(sch__json_vctx_t *c, const sch__json_node_t *n, const j
     if (n->pattern) {
         int r = sch__json_regex_search(n->pattern, s, len);
         if (r < 0) {
-            sch__json_vabort(c, "pattern \"%.60s\" too costly to evaluate on this string", n->pattern_src);
+            sch__json_vabort(c, "pattern \"%.*s\" too costly to evaluate on this string",
+                             sch__json_utf8_cut(n->pattern_src, 60), n->pattern_src);
             return false;
         }
         if (!r) {
-            sch__json_verr(c, "does not match pattern \"%.60s\"", n->pattern_src);
+            sch__json_verr(c, "does not match pattern \"%.*s\"", sch__json_utf8_cut(n->pattern_src, 60),
+                           n->pattern_src);
             return false;
         }
     }
@@ -204,7 +206,7 @@ static bool check_object_counts(sch__json_vctx_t *c, const sch__json_node_t *n, 
             if (!json_object_getn(x, dep->req.s[i], dep->req.len[i])) {
                 sch__json_verr_key(c, dep->req.s[i], dep->req.len[i],
                                    "required property missing (dependentRequired by \"%.*s\")",
-                                   (int)TB_MIN(dep->len, 60), dep->name);
+                                   sch__json_utf8_cut(dep->name, TB_MIN(dep->len, 60)), dep->name);
                 return false;
             }
         }
@@ -240,7 +242,8 @@ bool sch__json_eval_object(sch__json_vctx_t *c, const sch__json_node_t *n, const
         for (size_t k = 0; ok && k < n->npatprops; k++) {
             int r = sch__json_regex_search(n->patprops[k].re, key, klen);
             if (r < 0) {
-                sch__json_vabort(c, "patternProperties \"%.60s\" too costly to evaluate", n->patprops[k].src);
+                sch__json_vabort(c, "patternProperties \"%.*s\" too costly to evaluate",
+                                 sch__json_utf8_cut(n->patprops[k].src, 60), n->patprops[k].src);
                 ok = false;
             } else if (r) {
                 matched = true;

@@ -129,7 +129,8 @@ static int regex(fill_t *f, json_t *v, const char *kw, const sch__json_regex_t *
     sch__json_regex_t *re;
     int rc = sch__json_regex_compile(json_string_value(v), json_string_length(v), &re, rerr, sizeof rerr);
     if (rc) {
-        sch__json_cfail(f->cs, rc, "%s: %s \"%.60s\": %s", where(f), kw, json_string_value(v), rerr);
+        sch__json_cfail(f->cs, rc, "%s: %s \"%.*s\": %s", where(f), kw,
+                        sch__json_utf8_cut(json_string_value(v), 60), json_string_value(v), rerr);
         return rc;
     }
     sch__json_t *s = f->cs->s;

@@ -81,6 +81,13 @@ void sch__json_utf8_trim(char *s)
     if (n - j < want) s[j] = '\0';
 }
 
+int sch__json_utf8_cut(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max) return (int)n;
+    return (int)char_start(s, max);
+}
+
 /* "<path>: <message>". A path longer than half the buffer keeps its start
  * and end around "...", so the reason is never crowded out; the result is
  * cut on a UTF-8 character boundary. */
