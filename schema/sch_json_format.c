@@ -136,7 +136,7 @@ static bool check_duration(const char *s, size_t len)
     static const char date_units[] = "YMD", time_units[] = "HMS";
     const char *units = date_units;
     size_t next = 0;
-    bool in_time = false, any = false, any_time = false, week = false;
+    bool in_time = false, any = false, any_time = false;
     while (i < len) {
         if (s[i] == 'T') {
             if (in_time) return false;
@@ -150,11 +150,7 @@ static bool check_duration(const char *s, size_t len)
         while (i < len && is_digit(s[i])) i++;
         if (i == st || i == len) return false;
         char u = s[i++];
-        if (u == 'W' && !in_time && !any && i == len) {
-            week = true;
-            any = true;
-            continue;
-        }
+        if (u == 'W' && !in_time && !any && i == len) return true; /* "PnW" stands alone */
         size_t k = next;
         while (k < 3 && units[k] != u) k++;
         if (k == 3) return false;
@@ -165,7 +161,6 @@ static bool check_duration(const char *s, size_t len)
         any = true;
         if (in_time) any_time = true;
     }
-    (void)week;
     return any && (!in_time || any_time);
 }
 
