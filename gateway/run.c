@@ -66,6 +66,8 @@ int gw_run(const cfg_t *cfg)
     gw_metrics_new(&metrics);
     if (gw_metrics_catalog_register(metrics, run_topic_capacity(cfg)) < 0)
         return GW_EXIT_FAILURE;
+    gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
+    gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
     for (size_t i = 0; i < cfg->mqtt.nmappings; i++)
         if (!strstr(cfg->mqtt.mappings[i].danube_topic, "${")) /* templates: TODO(lead), from the router */
             gw_metrics_topic_add(metrics, cfg->mqtt.mappings[i].danube_topic);
