@@ -196,6 +196,7 @@ typedef struct gw_http_service_opts {
     gw_http_opts_t http;
     uint64_t tick_ms;      /* loop health tick period [1000] */
     uint64_t max_lag_ms;   /* /healthz 503 past this tick lateness [3000] */
+    uint64_t render_ms;    /* /metrics and /stats are rendered at most once per this [250]; 0: every request */
     const char *edge_name; /* shown in /stats; may be NULL */
 } gw_http_service_opts_t;
 

@@ -68,6 +68,11 @@ struct gw_http_service {
     uv_timer_t tick;
     uint64_t last_tick_ns; /* when the tick last ran (monotonic) */
     uint64_t lag_ns;       /* how late it ran */
+    struct {
+        gw_buf_t body;     /* the last rendering of /metrics, /stats, /stats?pretty */
+        uint64_t at_ms;
+        bool valid;
+    } rendered[3];
     bool closing;
     int open;              /* the tick and the server, until closed */
     void (*done)(void *arg);

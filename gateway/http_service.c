@@ -42,6 +42,7 @@ void gw_http_service_opts_default(gw_http_service_opts_t *o)
     gw_http_opts_default(&o->http);
     o->tick_ms = 1000;
     o->max_lag_ms = 3000;
+    o->render_ms = 250;
     o->edge_name = NULL;
 }
 
@@ -189,6 +190,8 @@ void gw_http_service_free(gw_http_service_t *s)
     if (!s)
         return;
     gw_metrics_remove_collector(s->m, collect, s);
+    for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
+        gw_buf_free(&s->rendered[i].body);
     gw_http_server_free(s->srv);
     free(s);
 }

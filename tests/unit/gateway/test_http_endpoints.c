@@ -35,7 +35,15 @@ static th_t T;
 static fake_t FK;
 static gw_metrics_t *M;
 
-static void start(uint64_t tick_ms, uint64_t max_lag_ms)
+static int renders;
+
+static void count_renders(void *arg, gw_metrics_t *m)
+{
+    (void)arg, (void)m;
+    renders++; /* runs on the loop thread; read there too (renders_are) */
+}
+
+static void start_tuned(void (*tune)(gw_http_service_opts_t *o))
 {
     FK = (fake_t){ .r = { true, true, true, false }, .cluster = GW_CLUSTER_CONNECTED,
                    .topic = { GW_TOPIC_REPLICATING, GW_TOPIC_STALLED } };
@@ -43,19 +51,18 @@ static void start(uint64_t tick_ms, uint64_t max_lag_ms)
     cr_assert_eq(gw_metrics_catalog_register(M, 4), 0);
     gw_metrics_topic_add(M, "/e1/telemetry");
     gw_metrics_topic_add(M, "/e1/energy");
+    gw_metrics_add_collector(M, count_renders, NULL);
     gw_http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
     gw_http_service_opts_t o;
     gw_http_service_opts_default(&o);
     o.edge_name = "e1";
-    if (tick_ms) {
-        o.tick_ms = tick_ms;
-        o.max_lag_ms = max_lag_ms;
-    }
+    if (tune)
+        tune(&o);
     th_start(&T);
     th_service(&T, &o, M, &p);
 }
 
-static void setup(void) { start(0, 0); }
+static void setup(void) { start_tuned(NULL); }
 static void teardown(void)
 {
     th_stop(&T);
@@ -165,6 +172,48 @@ Test(http_endpoints, metrics_is_prometheus_text_004_that_promtool_accepts)
     cr_assert_not_null(strstr(body, "\ntributary_cluster_up 1\n"));
     cr_assert_not_null(strstr(body, "\ntributary_messages_received_total{topic=\"/e1/energy\"} 0\n"));
     free(body);
+}
+
+static bool renders_are(th_t *t, void *arg)
+{
+    (void)t;
+    return renders == *(int *)arg;
+}
+
+static void render_always(gw_http_service_opts_t *o)
+{
+    o->render_ms = 0;
+}
+
+TestSuite(http_render, .fini = teardown, .timeout = 30);
+
+static void render_rarely(gw_http_service_opts_t *o)
+{
+    o->render_ms = 60000;
+}
+
+Test(http_render, metrics_and_stats_are_rendered_at_most_once_per_render_period)
+{
+    start_tuned(render_rarely);
+    int status;
+    char ctype[128];
+    for (int i = 0; i < 5; i++) {
+        free(get_big("/metrics", &status, ctype, sizeof ctype));
+        free(get_big("/stats", &status, ctype, sizeof ctype));
+    }
+    int two = 2; /* one /metrics rendering, one /stats rendering */
+    cr_assert(th_wait_until(&T, renders_are, &two, 0));
+}
+
+Test(http_render, with_no_render_period_every_request_is_fresh)
+{
+    start_tuned(render_always);
+    int status;
+    char ctype[128];
+    for (int i = 0; i < 3; i++)
+        free(get_big("/metrics", &status, ctype, sizeof ctype));
+    int three = 3;
+    cr_assert(th_wait_until(&T, renders_are, &three, 0));
 }
 
 /* ---- /stats ------------------------------------------------------------- */
@@ -285,9 +334,15 @@ static void add_block_route(th_t *t, void *arg)
 
 TestSuite(http_health, .fini = teardown, .timeout = 30);
 
+static void fast_ticks(gw_http_service_opts_t *o)
+{
+    o->tick_ms = 20;    /* tick every 20 ms */
+    o->max_lag_ms = 100; /* 100 ms late is unhealthy */
+}
+
 Test(http_health, healthz_is_503_after_the_loop_was_blocked_then_recovers)
 {
-    start(20, 100); /* tick every 20 ms; 100 ms late is unhealthy */
+    start_tuned(fast_ticks);
     th_call(&T, add_block_route, NULL);
     cr_assert_eq(cl_get(T.port, "/block", NULL, 0), 200);
     char body[256];
