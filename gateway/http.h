@@ -10,16 +10,20 @@
  *
  * WHY OUR OWN SERVER. The endpoint runs on the loop that carries MQTT
  * ingestion, so it must be a libuv citizen whose every cost is bounded.
- * libmicrohttpd (Debian: libmicrohttpd12) runs its own threads or its own
- * select/poll/epoll loop, not libuv: it would need a thread reaching into
- * loop-owned state, which our threading rule forbids. h2o is packaged in
- * Debian 12 (apt-cache: h2o, libh2o0.13 "compiled with libuv",
- * libh2o-dev, libh2o-evloop-dev, all 2.2.5 from 2018), so it was
- * considered on its merits: its library API is unversioned and changed
- * incompatibly after 2.2, it pulls in libssl, libwslay and an HTTP/2 stack
- * we do not need on a loopback metrics port, and the limits below (a
- * whole-request deadline, a hard connection cap that evicts, one buffered
- * response per connection) would still be ours to write around it. What
+ * libmicrohttpd (Debian: libmicrohttpd12, 0.9.75) either runs its own
+ * threads, which would read loop-owned state from another thread (our
+ * threading rule forbids it), or is driven by the application through fd
+ * sets (MHD_get_fdset/MHD_run): bolting that onto libuv means mirroring
+ * descriptors MHD owns into uv_poll handles after every call; and its
+ * timeout is per-connection inactivity, not a whole-request deadline, so a
+ * slowloris trickle keeps it open. h2o IS packaged in Debian 12, contrary
+ * to what we first assumed (apt-cache policy: h2o, libh2o0.13 "H2O library
+ * compiled with libuv", libh2o-dev, libh2o-evloop-dev, all 2.2.5, a 2018
+ * release whose soname carries the minor version, i.e. no stable library
+ * API). It was rejected on its merits: it pulls in libssl, libwslay and an
+ * HTTP/2 stack a loopback metrics port does not need, and the limits below
+ * (a whole-request deadline, a connection cap that evicts, one buffered
+ * response per connection) would still be ours to build around it. What
  * we need is GET/HEAD of four in-memory documents: a few hundred lines we
  * can fuzz (tests/fuzz/fuzz_http_request.c) and bound exactly.
  *
@@ -38,6 +42,8 @@
  * a response is the newcomer answered 503 and closed at once. Reading
  * stops while a response is being written, so a slow reader holds at most
  * one response in memory and pipelined requests wait in the kernel.
+ * /metrics and /stats are rendered at most every render_ms [250 ms]
+ * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
  */
 #ifndef GW_HTTP_H
 #define GW_HTTP_H
