@@ -64,8 +64,10 @@ int gw_run(const cfg_t *cfg)
     /* HTTP endpoint: registered first, so it drains last (/healthz answers throughout). */
     gw_metrics_t *metrics;
     gw_metrics_new(&metrics);
-    if (gw_metrics_catalog_register(metrics, run_topic_capacity(cfg)) < 0)
+    if (gw_metrics_catalog_register(metrics, run_topic_capacity(cfg)) < 0) {
+        gw_metrics_free(metrics);
         return GW_EXIT_FAILURE;
+    }
     gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
     gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
     for (size_t i = 0; i < cfg->mqtt.nmappings; i++)
@@ -77,8 +79,10 @@ int gw_run(const cfg_t *cfg)
     gw_http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
     gw_http_service_t *http;
-    if (gw_http_service_new(&app.loop, &hopts, metrics, &provider, &http) < 0)
+    if (gw_http_service_new(&app.loop, &hopts, metrics, &provider, &http) < 0) {
+        gw_metrics_free(metrics);
         return GW_EXIT_FAILURE;
+    }
     gw__app_add(&app, &(gw__service_t){ "http", gw_http_service_start, gw_http_service_drain, http });
 
     /* (the MQTT listener, the WAL and the replicator register here) */

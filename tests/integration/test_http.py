@@ -239,6 +239,20 @@ class StatusWithoutGateway(unittest.TestCase):
         self.assertIn("usage: tributary status", r.stderr)
 
 
+class ListenerInUse(unittest.TestCase):
+    def test_gateway_refuses_to_start_when_the_http_port_is_taken(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            g = Gateway(CONFIG.replace('http: {listener: "127.0.0.1:0"}', f'http: {{listener: "127.0.0.1:{port}"}}'))
+            g.start()
+            self.assertEqual(g.proc.wait(timeout=10), 1, g.log())
+            g.logf.close()
+            self.assertIn('"msg":"http listen failed"', g.log())
+            self.assertIn(f'"addr":"127.0.0.1:{port}"', g.log())
+
+
 class OperationsDoc(unittest.TestCase):
     def test_example_alert_rules_pass_promtool(self):
         with open(os.path.join(SRC, "docs", "OPERATIONS.md")) as f:
