@@ -5,6 +5,7 @@
  *   tributary run [-c FILE]            run in the foreground (logs to stderr)
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--markdown]
+ *   tributary status [--http ADDR] [--json]
  *   tributary --version | --help
  */
 #include "gateway/cli.h"
@@ -20,6 +21,7 @@ static const struct {
     { "run", cli_run, "run the gateway in the foreground" },
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
+    { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
 };
 
 void cli_usage(FILE *out)
