@@ -83,7 +83,8 @@ static int list_dir(wal_topic_t *t, u64vec_t *out)
         }
     }
     closedir(d);
-    qsort(out->v, out->n, sizeof *out->v, cmp_u64);
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_u64);
     return 0;
 }
 

@@ -55,7 +55,8 @@ static int list(const char *dir, bool (*keep)(const char *dir, const char *name)
         if (keep(dir, e->d_name))
             sv_push(out, tb_strdup(e->d_name));
     closedir(d);
-    qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_str);
     return 0;
 }
 
