@@ -32,6 +32,7 @@ typedef struct dop {          /* unsynced data operation */
     uint64_t old_size;
     uint8_t *old;             /* bytes replaced inside the old size */
     uint64_t old_len;
+    bool lost;                /* a failed fdatasync "cleaned" it: never durable */
 } dop_t;
 
 typedef struct nop {          /* unsynced directory operation */
@@ -98,13 +99,21 @@ static void push_dop(crashio_t *c, dop_t *d)
     c->dops_tail = &d->next;
 }
 
-/* Forgets unsynced data operations of path: they are durable now. */
-static void synced_path(crashio_t *c, const char *path)
+/* Does later operation l make d irrelevant (overwrites it whole, or cuts
+ * the file below it)? */
+static bool covers(const dop_t *l, const dop_t *d)
+{
+    if (l->trunc)
+        return l->len <= d->off;
+    return !d->trunc && l->off <= d->off && l->off + l->len >= d->off + d->len;
+}
+
+static void unlink_dops(crashio_t *c, bool (*drop)(crashio_t *c, dop_t *d, const char *path), const char *path)
 {
     dop_t **pp = &c->dops;
     while (*pp) {
         dop_t *d = *pp;
-        if (strcmp(d->path, path) == 0) {
+        if (drop(c, d, path)) {
             *pp = d->next;
             dop_free(d);
         } else {
@@ -114,6 +123,37 @@ static void synced_path(crashio_t *c, const char *path)
     c->dops_tail = &c->dops;
     while (*c->dops_tail)
         c->dops_tail = &(*c->dops_tail)->next;
+}
+
+/* A lost write stays lost until something later (being synced now) makes it moot. */
+static bool lost_and_covered(crashio_t *c, dop_t *d, const char *path)
+{
+    if (!d->lost || strcmp(d->path, path) != 0)
+        return false;
+    for (dop_t *l = d->next; l; l = l->next)
+        if (!l->lost && strcmp(l->path, path) == 0 && covers(l, d))
+            return true;
+    return false;
+}
+
+static bool durable_now(crashio_t *c, dop_t *d, const char *path)
+{
+    return !d->lost && strcmp(d->path, path) == 0;
+}
+
+/* Forgets unsynced data operations of path: they are durable now. */
+static void synced_path(crashio_t *c, const char *path)
+{
+    unlink_dops(c, lost_and_covered, path);
+    unlink_dops(c, durable_now, path);
+}
+
+/* fsyncgate: the kernel marked these pages clean without writing them. */
+static void lose_path(crashio_t *c, const char *path)
+{
+    for (dop_t *d = c->dops; d; d = d->next)
+        if (strcmp(d->path, path) == 0)
+            d->lost = true;
 }
 
 static void synced_dir(crashio_t *c, const char *dir)
@@ -173,7 +213,7 @@ static void do_crash(crashio_t *c)
     }
     for (size_t i = 0; i < n; i++) {
         dop_t *d = v[i];
-        unsigned choice = rnd(c) % 4;
+        unsigned choice = d->lost ? 0 : rnd(c) % 4;
         if (d->trunc) {
             if (choice != 0)
                 raw_truncate(d->path, d->len);
@@ -360,7 +400,9 @@ static int cx_fdatasync(void *ctx, int fd)
         goto out;
     if (c->sync_err_n > 0) {
         c->sync_err_n--;
-        rc = c->sync_err; /* the writes stay unsynced: a later crash may lose them */
+        rc = c->sync_err;
+        if (fd < MAX_FD && c->paths[fd])
+            lose_path(c, c->paths[fd]);
         goto out;
     }
     if (fd < MAX_FD && c->paths[fd])

@@ -45,7 +45,10 @@ uint64_t crashio_pending_bytes(crashio_t *c);
 /* Every write fails with err (e.g. -ENOSPC) once `allow` more bytes have
  * been written; err 0 turns it off. */
 void crashio_fail_writes(crashio_t *c, int err, uint64_t allow);
-/* The next n data fdatasyncs fail with err; their writes stay unsynced. */
+/* The next n data fdatasyncs fail with err. As Linux does ("fsyncgate"),
+ * the file's unsynced writes are then lost for good: a later successful
+ * fdatasync does not make them durable, only writing them again does, and
+ * crashio_pending_bytes keeps counting them until then. */
 void crashio_fail_syncs(crashio_t *c, int err, int n);
 
 /* While closed, data fdatasyncs block. wait_blocked returns once one is
