@@ -205,7 +205,13 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
             d = decode(r, &rec);
             if (d != WAL_REC_OK) {
                 if (n == 0) {
-                    /* clean end of this segment: the record is in a newer one */
+                    /* clean end of this segment: the record is in a newer one,
+                     * or the newer one starts later (an offset hole left by a
+                     * quarantined active segment: reported as a gap) */
+                    if (r->newer_base && r->next < r->newer_base)
+                        return gap(r, r->next, r->newer_base);
+                    if (!r->newer_base && tries > 0)
+                        return WAL_END; /* looked again: still the newest segment */
                     close_seg(r);
                     continue;
                 }

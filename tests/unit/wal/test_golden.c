@@ -332,6 +332,26 @@ Test(golden, bad_crc_in_a_sealed_segment_is_a_gap_for_readers)
     wal_reader_close(r);
 }
 
+Test(golden, offset_hole_between_segments_is_reported_as_a_gap)
+{
+    free(install("features.seg", 1));
+    install_empty(15);
+    open_stats();
+    wal_reader_t *r;
+    wal_reader_open(wal_topic_find(h.w, "/edge1/golden"), 1, &r);
+    wal_record_t rec;
+    int n = 0, rc;
+    while ((rc = wal_reader_next(r, &rec)) == 0)
+        n++;
+    cr_assert_eq(n, 7);
+    cr_assert_eq(rc, WAL_GAP);
+    uint64_t from, to;
+    wal_reader_gap(r, &from, &to);
+    cr_assert(from == 8 && to == 15);
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_END);
+    wal_reader_close(r);
+}
+
 Test(golden, wrong_version_is_quarantined_and_offsets_skip_past_it)
 {
     char *p = install("wrong_version.seg", 1);
