@@ -26,7 +26,7 @@ void wal_opts_default(wal_opts_t *o)
     o->fsync = WAL_FSYNC_ALWAYS;
     o->fsync_interval_ms = 1000;
     o->retry_ms = 1000;
-    o->checkpoint_flush_ms = 1000;
+    o->checkpoint_flush_ms = 5000;
 }
 
 int wal_fsync_parse(const char *s, wal_fsync_t *out)

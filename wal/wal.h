@@ -43,6 +43,20 @@
  * stored, would silently drop those new messages.
  * A SIGKILL loses nothing in any mode (the page cache outlives the process).
  *
+ * FLASH WEAR. Linux counts a page in a process's write_bytes (and writes it
+ * to the card) each time it goes from clean to dirty. fdatasync cleans the
+ * partly filled last page of the segment, so the next batch dirties it
+ * again: every sync costs about one extra 4 KiB page on top of the bytes
+ * appended. Bytes written per message are therefore about
+ *     record + 4096 / (records per fdatasync)
+ * which group commit keeps low: at 2,000 msg/s of 144-byte records,
+ * measured (bench/bench_wal.sh, docs/WAL.md): NEVER 1.03x the record size,
+ * INTERVAL (1 s) 1.04x, ALWAYS with a batch every 100 ms 1.17x, every 50 ms
+ * 1.31x, every 10 ms 2.45x. The ALWAYS cost is the price of a sync per
+ * batch: batch bigger, or choose INTERVAL, to wear the card less. Each
+ * fdatasync that grows the file also commits the file system journal (a few
+ * blocks written by jbd2, not counted in the process's write_bytes).
+ *
  * ERRORS follow base.h: 0 or a negative code (-errno, TB_E*); tb_strerror()
  * names them. A function that fails leaves its out-parameters NULL/zeroed.
  */
@@ -115,8 +129,11 @@ typedef struct wal_opts {
     wal_fsync_t fsync;            /* wal.fsync: ALWAYS */
     uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
     uint32_t retry_ms;            /* 1000: how often a failed topic retries */
-    uint32_t checkpoint_flush_ms; /* 1000: checkpoints reach disk at most this often
-                                     (and at close); a lost update only re-sends */
+    uint32_t checkpoint_flush_ms; /* 5000: checkpoints reach disk at most this often
+                                     (and at close). Each write costs a fresh 4 KiB page
+                                     and a few journal commits; losing the last few
+                                     seconds of checkpoint in a crash only re-sends
+                                     batches the cluster already stored and skips */
     bool verify_on_open;          /* false: check every CRC of sealed segments at open
                                      (slow on big logs); otherwise sealed segments are
                                      verified by readers as they go, and by wal_check */
