@@ -38,7 +38,8 @@ int wal_batch_add(wal_batch_t *b, const wal_msg_t *m)
     if (b->len + size > limit)
         return TB_EFULL;
     if (b->len + size > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
+        /* 16 KiB holds a typical 100-message batch without regrowing */
+        size_t cap = b->cap ? b->cap : 16384;
         while (cap < b->len + size)
             cap *= 2;
         b->buf = tb_realloc(b->buf, cap);

@@ -57,6 +57,16 @@
  * fdatasync that grows the file also commits the file system journal (a few
  * blocks written by jbd2, not counted in the process's write_bytes).
  *
+ * FAILURES. A write that fails (ENOSPC, EIO) is cut back and its batch
+ * completes with the error; the topic enters WAL_TOPIC_FAILED, where new
+ * batches fail fast (TB_EFULL for a full disk) until a retry (every
+ * retry_ms, or wal_topic_retry) works. A failed fdatasync is never retried
+ * as if nothing happened (Linux may have dropped the dirty pages and will
+ * report success next time): the round's batches fail, the topic stops
+ * acknowledging, and repair re-reads the segment from the last good sync,
+ * rewrites what is intact, syncs, and counts what is not in lost_total
+ * (writer.c says exactly what is safe in each mode).
+ *
  * ERRORS follow base.h: 0 or a negative code (-errno, TB_E*); tb_strerror()
  * names them. A function that fails leaves its out-parameters NULL/zeroed.
  */
@@ -298,13 +308,15 @@ size_t wal_batch_bytes(const wal_batch_t *b);
  * back through wal_take_done(). Never fails here: every submitted batch
  * comes back exactly once, with rc 0 or an error (TB_ECLOSED after
  * wal_close started, TB_EFULL or -errno for a failed topic). An empty batch
- * completes with rc 0 and count 0.
+ * completes with rc 0 and count 0. (Only in the TB_ECLOSED case is the
+ * completion posted, and notify called, on the calling thread.)
  */
 void wal_submit(wal_batch_t *b, void *user);
 
 /*
  * Splices out every completed batch, oldest first, as a list linked by
- * wal_batch_next(). NULL when none. Loop thread.
+ * wal_batch_next() (read the next one before freeing a batch). NULL when
+ * none. Loop thread.
  */
 wal_batch_t *wal_take_done(wal_t *w);
 wal_batch_t *wal_batch_next(const wal_batch_t *b);
