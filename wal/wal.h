@@ -50,9 +50,9 @@
  * appended. Bytes written per message are therefore about
  *     record + 4096 / (records per fdatasync)
  * which group commit keeps low: at 2,000 msg/s of 144-byte records,
- * measured (bench/bench_wal.sh, docs/WAL.md): NEVER 1.03x the record size,
- * INTERVAL (1 s) 1.04x, ALWAYS with a batch every 100 ms 1.17x, every 50 ms
- * 1.31x, every 10 ms 2.45x. The ALWAYS cost is the price of a sync per
+ * measured (bench/bench_wal.sh, docs/WAL.md): NEVER 1.01x the record size,
+ * INTERVAL (1 s) 1.02x, ALWAYS with a batch every 100 ms 1.15x, every 50 ms
+ * 1.29x, every 10 ms 2.43x. The ALWAYS cost is the price of a sync per
  * batch: batch bigger, or choose INTERVAL, to wear the card less. Each
  * fdatasync that grows the file also commits the file system journal (a few
  * blocks written by jbd2, not counted in the process's write_bytes).
