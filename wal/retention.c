@@ -116,11 +116,17 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
     size_t n = 0;
     while (n + 1 < t->nsegs && t->segs[n + 1].base <= ck + 1)
         n++;
-    if (n > 0)
-        return delete_oldest(t, n);
-    wal_meta_t m = t->meta;
-    m.checkpoint = ck;
-    return wal__meta_write(t, &m);
+    int rc;
+    if (n > 0) {
+        rc = delete_oldest(t, n);
+    } else {
+        wal_meta_t m = t->meta;
+        m.checkpoint = ck;
+        rc = wal__meta_write(t, &m);
+    }
+    if (rc < 0) /* the disk is in trouble: try again in a second, not in a loop */
+        t->ck_persist_at_ms = now + TB_MAX(t->w->o.checkpoint_flush_ms, 1000u);
+    return rc;
 }
 
 int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint64_t first_bad, wal_meta_t *m)

@@ -216,7 +216,7 @@ void wal__topic_set_failed(wal_topic_t *t, int rc)
     if (atomic_exchange(&t->state, WAL_TOPIC_FAILED) != WAL_TOPIC_FAILED)
         tb_error("wal: topic failed, refusing new messages until the disk recovers",
                  TB_S("topic", t->name), TB_ERR(rc), TB_U("retry_ms", t->w->o.retry_ms));
-    t->retry_at_ms = tb_mono_ms() + t->w->o.retry_ms;
+    t->retry_at_ms = tb_mono_ms() + TB_MAX(t->w->o.retry_ms, 10u);
 }
 
 const char *wal_topic_name(const wal_topic_t *t)

@@ -167,11 +167,13 @@ void wal_opts_default(wal_opts_t *o /* OUT */);
 int wal_open(const wal_opts_t *opts, wal_t **out /* OUT */);
 
 /*
- * Drains pending batches (their completions are posted), fdatasyncs every
- * active segment in every mode, persists checkpoints and counters, joins
- * the writer thread and frees everything, including completions nobody
- * took. Readers must be closed first. Returns 0, or the first error met
- * while syncing or persisting (the log is still consistent on disk).
+ * Drains pending batches (their completions are posted), makes one last
+ * repair attempt on FAILED topics, fdatasyncs every active segment in every
+ * mode, persists checkpoints and counters, joins the writer thread and
+ * frees everything, including completions nobody took. Readers must be
+ * closed first. Returns 0, or the first error met while syncing or
+ * persisting, or a still-FAILED topic's error (the log is consistent on
+ * disk either way: recovery at the next open repairs it).
  */
 int wal_close(wal_t *w);
 
@@ -179,7 +181,8 @@ int wal_close(wal_t *w);
  * Barrier: returns once the writer has processed everything submitted
  * before the call, fdatasynced every topic and persisted checkpoints.
  * Completions of those batches are posted before it returns. Any thread but
- * the writer. Returns 0 or the first sync/persist error.
+ * the writer. Returns 0, the first sync/persist error, or the error of a
+ * topic still FAILED (whose data is then not known to be synced).
  */
 int wal_sync(wal_t *w);
 

@@ -338,15 +338,27 @@ static int sync_dirty(wal_t *w)
     return first;
 }
 
-/* Barrier and close: sync everything, persist checkpoints. */
-static int sync_all(wal_t *w)
+/* Barrier and close: sync everything, persist checkpoints. A topic still
+ * FAILED (after one last repair attempt at close) makes the result its
+ * error: its data is not known to be synced. */
+static int sync_all(wal_t *w, bool closing)
 {
+    for (size_t i = 0; closing && i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (atomic_load(&t->state) == WAL_TOPIC_FAILED) {
+            atomic_store(&t->retry_now, true);
+            try_repair(t, tb_mono_ms());
+        }
+    }
     int first = sync_dirty(w);
     for (size_t i = 0; i < w->ntopics; i++) {
         int rc = wal__checkpoint_apply(w->topics[i], true);
         if (rc < 0 && !first)
             first = rc;
     }
+    for (size_t i = 0; i < w->ntopics && !first; i++)
+        if (atomic_load(&w->topics[i]->state) == WAL_TOPIC_FAILED)
+            first = failfast_rc(w->topics[i]);
     return first;
 }
 
@@ -435,7 +447,7 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
     }
     case WAL_ITEM_SYNC:
         flush_round(w, r);
-        req_done(w, req, sync_all(w));
+        req_done(w, req, sync_all(w, false));
         break;
     case WAL_ITEM_QUARANTINE:
         wal__quarantine(req->topic, req->base, req->bad_offset);
@@ -485,7 +497,7 @@ void *wal__writer_main(void *arg)
             bool empty = w->q_head == NULL;
             pthread_mutex_unlock(&w->mu);
             if (empty) {
-                w->close_rc = sync_all(w);
+                w->close_rc = sync_all(w, true);
                 break;
             }
         }

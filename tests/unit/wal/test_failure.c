@@ -171,3 +171,29 @@ Test(failure, total_bound_refuses_a_batch_rather_than_exceed_it)
     cr_assert_leq(sa.bytes + sb.bytes, 8192);
     cr_assert_eq(wal_topic_state(t), WAL_TOPIC_OK, "a bound is not a disk failure");
 }
+
+Test(failure, sync_barrier_reports_a_topic_that_is_still_failed)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), -ENOSPC);
+    cr_assert_eq(wal_sync(h.w), TB_EFULL);
+}
+
+Test(failure, close_makes_one_last_repair_attempt)
+{
+    start();
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), 0);
+    crashio_fail_writes(c, -ENOSPC, 0);
+    cr_assert_eq(th_append(&h, t, 5, 5, PAYLOAD), -ENOSPC);
+    crashio_fail_writes(c, 0, 0); /* space is back, but no retry was due */
+    cr_assert_eq(th_close(&h), 0);
+}
+
+Test(failure, close_reports_a_topic_it_could_not_repair)
+{
+    start();
+    crashio_fail_syncs(c, -EIO, 1000);
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), -EIO);
+    cr_assert_eq(th_close(&h), -EIO);
+}
