@@ -71,6 +71,11 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 static char root[256];
 static wal_io_t io;
 
+static void remove_root(void)
+{
+    rmdir(root);
+}
+
 static void init_once(void)
 {
     if (root[0])
@@ -79,6 +84,7 @@ static void init_once(void)
     snprintf(root, sizeof root, "%s/fuzzwal-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(root))
         FAIL("mkdtemp");
+    atexit(remove_root);
     io = *wal_io_posix();
     io.fdatasync = nosync;
     io.fsync_dir = nosync_dir;
