@@ -372,7 +372,7 @@ enum {
 /*
  * Opens a reader positioned at from_offset (typically checkpoint + 1; below
  * the oldest offset on disk the first call reports WAL_GAP). Returns 0 and
- * *out, or -errno. The reader has its own file descriptor and a 1 MiB read
+ * *out, or -errno. The reader has its own file descriptor and a 256 KiB read
  * buffer; it survives rotation and retention.
  */
 int wal_reader_open(wal_topic_t *t, uint64_t from_offset, wal_reader_t **out /* OUT */);
