@@ -174,6 +174,9 @@ int wal_open(const wal_opts_t *opts, wal_t **out /* OUT */);
  * closed first. Returns 0, or the first error met while syncing or
  * persisting, or a still-FAILED topic's error (the log is consistent on
  * disk either way: recovery at the next open repairs it).
+ * Completions still on the done list are freed without looking at their
+ * user pointers; to answer them (SIGTERM drain), call wal_sync() and
+ * wal_take_done() first, then wal_close().
  */
 int wal_close(wal_t *w);
 
