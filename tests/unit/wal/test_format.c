@@ -1,0 +1,202 @@
+/* test_format.c: the byte-level rules of wal_format.h, without threads or files. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wal/wal_int.h"
+
+static const wal_attr_t attrs[] = {
+    { (const uint8_t *)"site", 4, (const uint8_t *)"north", 5 },
+    { (const uint8_t *)"mqtt.user.k", 11, (const uint8_t *)"", 0 },
+};
+
+static wal_msg_t sample(void)
+{
+    return (wal_msg_t){
+        .payload = (const uint8_t *)"{\"t\":21.5}", .payload_len = 10,
+        .attrs = attrs, .nattrs = 2,
+        .mqtt_topic = "plant/line1/temp", .mqtt_topic_len = 16,
+        .publish_time_ms = 1700000000123ull, .qos = 2, .retain = true,
+        .has_schema = true, .schema_id = 42, .schema_version = 3,
+    };
+}
+
+static size_t encode(uint8_t *buf, const wal_msg_t *m, uint64_t off, uint32_t seed)
+{
+    size_t n = wal__rec_size(m);
+    wal__rec_encode(buf, m, n);
+    wal__rec_seal(buf, off, seed);
+    return n;
+}
+
+Test(format, record_round_trips_every_field)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 77, 0xABCD);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 0xABCD, 77, &rec), WAL_REC_OK);
+    wal_record_t r;
+    wal__rec_view(&rec, buf, &r);
+    cr_assert_eq(r.offset, 77);
+    cr_assert_eq(r.publish_time_ms, 1700000000123ull);
+    cr_assert(r.qos == 2 && r.retain && r.has_schema && r.schema_id == 42 && r.schema_version == 3);
+    cr_assert(r.mqtt_topic_len == 16 && memcmp(r.mqtt_topic, "plant/line1/temp", 16) == 0);
+    cr_assert(r.payload_len == 10 && memcmp(r.payload, "{\"t\":21.5}", 10) == 0);
+    size_t pos = 0;
+    wal_attr_t a;
+    cr_assert(wal_record_attr_next(&r, &pos, &a));
+    cr_assert(a.key_len == 4 && memcmp(a.key, "site", 4) == 0 && a.val_len == 5 && memcmp(a.val, "north", 5) == 0);
+    cr_assert(wal_record_attr_next(&r, &pos, &a));
+    cr_assert(a.key_len == 11 && a.val_len == 0);
+    cr_assert_not(wal_record_attr_next(&r, &pos, &a));
+    cr_assert_eq(r.raw_len, n);
+}
+
+Test(format, record_head_is_28_bytes)
+{
+    uint8_t payload[100] = { 0 };
+    wal_msg_t m = { .payload = payload, .payload_len = 100 };
+    cr_assert_eq(wal__rec_size(&m), 128);
+    m.has_schema = true;
+    cr_assert_eq(wal__rec_size(&m), 140);
+}
+
+Test(format, record_from_another_segment_salt_does_not_validate)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 5, wal__crc32c(0, "\x01\x02\x03\x04", 4));
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, wal__crc32c(0, "\x01\x02\x03\x05", 4), 5, &rec), WAL_REC_BAD);
+}
+
+Test(format, record_at_unexpected_offset_does_not_validate)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 5, 9);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 6, &rec), WAL_REC_BAD);
+}
+
+Test(format, any_single_flipped_bit_invalidates_a_record)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 5, 9);
+    for (size_t bit = 0; bit < n * 8; bit++) {
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        wal_rec_t rec;
+        cr_assert_neq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_OK, "bit %zu", bit);
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+}
+
+Test(format, truncated_record_needs_more_or_is_torn)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 5, 9);
+    wal_rec_t rec;
+    for (size_t cut = 0; cut < n; cut++) {
+        cr_assert_eq(wal__rec_decode(buf, cut, UINT64_MAX, 9, 5, &rec), WAL_REC_SHORT, "cut %zu", cut);
+        cr_assert_eq(wal__rec_decode(buf, cut, cut, 9, 5, &rec), WAL_REC_BAD, "cut %zu at end of file", cut);
+    }
+}
+
+Test(format, record_with_reserved_flag_bits_is_rejected)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = wal__rec_size(&m);
+    wal__rec_encode(buf, &m, n);
+    buf[24] |= 0x10;
+    wal__rec_seal(buf, 5, 9); /* a valid CRC over the bad flags */
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_BAD);
+}
+
+Test(format, attributes_overrunning_the_record_are_rejected)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = wal__rec_size(&m);
+    wal__rec_encode(buf, &m, n);
+    buf[25] = 200; /* claims 200 attributes */
+    wal__rec_seal(buf, 5, 9);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_BAD);
+}
+
+Test(format, segment_header_round_trips)
+{
+    wal_seghdr_t h = { .base = 12345678901234ull, .created_ms = 1700000000000ull, .salt = 0xDEADBEEF }, g;
+    uint8_t b[WAL_SEG_HDR_SIZE];
+    wal__seghdr_encode(b, &h);
+    cr_assert_eq(wal__seghdr_decode(b, &g), 0);
+    cr_assert(g.base == h.base && g.created_ms == h.created_ms && g.salt == h.salt);
+    cr_assert_eq(g.seed, wal__crc32c(0, b + 24, 4));
+}
+
+Test(format, segment_header_with_bad_magic_is_corrupt)
+{
+    wal_seghdr_t h = { .base = 1 }, g;
+    uint8_t b[WAL_SEG_HDR_SIZE];
+    wal__seghdr_encode(b, &h);
+    b[0] = 'X';
+    cr_assert_eq(wal__seghdr_decode(b, &g), TB_ECORRUPT);
+}
+
+Test(format, segment_header_of_another_version_is_unsupported)
+{
+    wal_seghdr_t h = { .base = 1 }, g;
+    uint8_t b[WAL_SEG_HDR_SIZE];
+    wal__seghdr_encode(b, &h);
+    wal__st16(b + 4, 2);
+    wal__st32(b + 28, wal__crc32c(0, b, 28));
+    cr_assert_eq(wal__seghdr_decode(b, &g), TB_EUNSUPPORTED);
+}
+
+Test(format, meta_round_trips)
+{
+    wal_meta_t m = { .floor = 10, .checkpoint = 20, .dropped = 30, .quarantined = 2, .lost = 1 }, g;
+    uint8_t b[WAL_META_SIZE];
+    wal__meta_encode(b, &m);
+    cr_assert_eq(wal__meta_decode(b, sizeof b, &g), 0);
+    cr_assert_eq(memcmp(&m, &g, sizeof m), 0);
+    b[9] ^= 1;
+    cr_assert_eq(wal__meta_decode(b, sizeof b, &g), TB_ECORRUPT);
+}
+
+Test(format, topic_directory_names_round_trip)
+{
+    const char *names[] = { "/edge1/telemetry", "/a-b_c/D9", "/sp ace/%/+/./..", "x" };
+    const char *want[] = { "+edge1+telemetry", "+a-b_c+D9", "+sp%20ace+%25+%2B+%2E+%2E%2E", "x" };
+    for (size_t i = 0; i < 4; i++) {
+        char *e = wal__topic_encode(names[i]);
+        cr_assert_str_eq(e, want[i]);
+        char *d = wal__topic_decode(e);
+        cr_assert_str_eq(d, names[i]);
+        free(e);
+        free(d);
+    }
+}
+
+Test(format, non_canonical_directory_names_are_not_topics)
+{
+    const char *bad[] = { ".", "..", "LOCK.x", "%2f", "%41", "a%2", "" };
+    for (size_t i = 0; i < 7; i++) {
+        char *d = wal__topic_decode(bad[i]);
+        cr_assert_null(d, "%s", bad[i]);
+    }
+}
+
+Test(format, segment_names_parse_only_when_canonical)
+{
+    uint64_t b;
+    cr_assert(wal__seg_name_parse("00000000000000000042.seg", &b) && b == 42);
+    cr_assert_not(wal__seg_name_parse("0000000000000000042.seg", &b));
+    cr_assert_not(wal__seg_name_parse("00000000000000000042.seg.tmp", &b));
+    cr_assert_not(wal__seg_name_parse("99999999999999999999.seg", &b)); /* > UINT64_MAX */
+}

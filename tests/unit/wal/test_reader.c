@@ -1,0 +1,265 @@
+/* test_reader.c: readers follow the writer, survive rotation and retention, and report gaps. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helper_wal.h"
+
+static th_t h;
+static void setup(void) { th_init(&h, WAL_FSYNC_ALWAYS); }
+static void teardown(void) { th_cleanup(&h); }
+TestSuite(reader, .init = setup, .fini = teardown);
+
+#define PAYLOAD 100
+
+static wal_topic_t *open_topic(void)
+{
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    return t;
+}
+
+static void fill(wal_topic_t *t, int batches, uint64_t *seq)
+{
+    for (int i = 0; i < batches; i++, *seq += 10)
+        cr_assert_eq(th_append(&h, t, *seq, 10, PAYLOAD), 0);
+}
+
+/* Reads one record and checks it is message `seq` at offset `offset`. */
+static void expect(wal_reader_t *r, uint64_t offset, uint64_t seq)
+{
+    wal_record_t rec;
+    uint64_t got;
+    cr_assert_eq(wal_reader_next(r, &rec), 0, "offset %llu", (unsigned long long)offset);
+    cr_assert_eq(rec.offset, offset);
+    cr_assert(th_record_ok(&rec, PAYLOAD, &got));
+    cr_assert_eq(got, seq);
+}
+
+Test(reader, returns_end_then_resumes_when_the_readable_end_moves)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 1, &seq);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    for (uint64_t i = 0; i < 10; i++)
+        expect(r, i + 1, i);
+    wal_record_t rec;
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_END);
+    fill(t, 1, &seq);
+    expect(r, 11, 10);
+    wal_reader_close(r);
+}
+
+Test(reader, follows_records_across_rotation)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 12, &seq);
+    uint64_t seqs[200];
+    int gaps;
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 200, &gaps), 120);
+    cr_assert_eq(gaps, 0);
+    for (int i = 0; i < 120; i++)
+        cr_assert_eq(seqs[i], (uint64_t)i);
+}
+
+Test(reader, seek_positions_at_the_offset)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 12, &seq);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    cr_assert_eq(wal_reader_seek(r, 57), 0);
+    expect(r, 57, 56);
+    cr_assert_eq(wal_reader_seek(r, 3), 0);
+    expect(r, 3, 2);
+    wal_reader_close(r);
+}
+
+Test(reader, keeps_reading_when_retention_deletes_its_segment)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 12, &seq);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    for (uint64_t i = 0; i < 5; i++)
+        expect(r, i + 1, i);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    uint64_t segs = st.segments;
+    /* the first segment holds offsets 1..28 here; acknowledge a bit past it */
+    cr_assert_eq(wal_checkpoint(t, 30), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.segments, segs - 1, "the reader's segment is gone from the directory");
+    cr_assert_gt(st.oldest_offset, 6);
+    for (uint64_t i = 5; i < 120; i++)
+        expect(r, i + 1, i);
+    wal_reader_close(r);
+}
+
+Test(reader, jumps_forward_and_reports_the_gap_after_a_bound_dropped_its_records)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 2, &seq);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    fill(t, 30, &seq);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    wal_record_t rec;
+    int rc;
+    uint64_t n = 0;
+    while ((rc = wal_reader_next(r, &rec)) == 0)
+        n++;
+    cr_assert_eq(rc, WAL_GAP);
+    uint64_t from, to;
+    uint64_t skipped = wal_reader_gap(r, &from, &to);
+    cr_assert_eq(from, n + 1);
+    cr_assert_eq(to, st.oldest_offset);
+    cr_assert_eq(skipped, to - from);
+    expect(r, st.oldest_offset, st.oldest_offset - 1);
+    wal_reader_close(r);
+}
+
+typedef struct {
+    wal_topic_t *t;
+    uint64_t want;
+    uint64_t got;
+    bool in_order;
+} follower_t;
+
+static void *follow(void *arg)
+{
+    follower_t *f = arg;
+    wal_reader_t *r;
+    wal_reader_open(f->t, 1, &r);
+    f->in_order = true;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (f->got < f->want && tb_mono_ms() < deadline) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_END) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL); /* poll the readable end; the deadline bounds the wait */
+            continue;
+        }
+        uint64_t seq;
+        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, PAYLOAD, &seq) || seq != f->got) {
+            f->in_order = false;
+            break;
+        }
+        f->got++;
+    }
+    wal_reader_close(r);
+    return NULL;
+}
+
+Test(reader, concurrent_reader_sees_every_record_in_order)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    follower_t f = { .t = t, .want = 2000 };
+    pthread_t th;
+    pthread_create(&th, NULL, follow, &f);
+    for (uint64_t i = 0; i < 200; i++)
+        th_submit(&h, t, i * 10, 10, PAYLOAD);
+    cr_assert(th_wait(&h, 200));
+    pthread_join(th, NULL);
+    cr_assert(f.in_order);
+    cr_assert_eq(f.got, 2000);
+}
+
+static char *seg_path(uint64_t base)
+{
+    return tb_asprintf("%s/+e+t/%020llu.seg", h.wal_dir, (unsigned long long)base);
+}
+
+/* Flips one byte at `at` in a file. */
+static void flip(const char *path, long at)
+{
+    int fd = open(path, O_RDWR);
+    uint8_t b;
+    cr_assert_eq(pread(fd, &b, 1, at), 1);
+    b ^= 0x40;
+    cr_assert_eq(pwrite(fd, &b, 1, at), 1);
+    close(fd);
+}
+
+/* Bases of the segments, from the first records' offsets: 10-record batches
+ * of ~145 bytes put 20 records in each 4 KiB segment here. */
+Test(reader, corrupt_sealed_segment_is_skipped_and_quarantined)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 8, &seq);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_geq(st.segments, 3);
+    char *p = seg_path(1);
+    long size = th_file_size(p);
+    flip(p, size - 20); /* inside the last record of the first segment */
+    uint64_t seqs[200];
+    int gaps;
+    long n = th_read_all(t, 1, PAYLOAD, seqs, 200, &gaps);
+    cr_assert_eq(gaps, 1);
+    cr_assert_eq(wal_sync(h.w), 0); /* the quarantine request is processed in order */
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.quarantined_segments, 1);
+    char *q = tb_asprintf("%s.corrupt", p);
+    cr_assert_gt(th_file_size(q), 0);
+    cr_assert_eq(th_file_size(p), -1);
+    /* the records after the bad one are counted as dropped */
+    cr_assert_eq((uint64_t)n + st.dropped_total, 80);
+    free(q);
+    free(p);
+}
+
+Test(reader, verify_on_open_quarantines_a_corrupt_sealed_segment_at_start)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 8, &seq);
+    cr_assert_eq(th_close(&h), 0);
+    char *p = seg_path(1);
+    flip(p, 200);
+    h.o.verify_on_open = true;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_stats_t st;
+    wal_topic_stats(wal_topic_find(h.w, "/e/t"), &st);
+    cr_assert_eq(st.quarantined_segments, 1);
+    cr_assert_eq(st.dropped_total, st.oldest_offset - 1);
+    free(p);
+}
+
+Test(reader, bad_record_below_the_readable_end_of_the_active_segment_is_an_error)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 1, &seq);
+    char *p = seg_path(1);
+    flip(p, 100);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t rec;
+    cr_assert_eq(wal_reader_next(r, &rec), TB_ECORRUPT);
+    wal_reader_close(r);
+    free(p);
+}

@@ -1,0 +1,170 @@
+/*
+ * retention.c: what leaves the disk and how it is counted (writer thread).
+ *
+ * Three reasons to delete or set aside a sealed segment, never the active one:
+ *   - checkpoint: every record in it is at or below the cluster's checkpoint;
+ *   - bound: a write would take the topic past max_topic_bytes or the WAL
+ *     past max_total_bytes; the oldest sealed segment goes first (for the
+ *     total bound, the oldest by creation time across all topics), even if
+ *     not replicated;
+ *   - corruption: a reader found a bad record in it (quarantine).
+ *
+ * Counting: records above the checkpoint that leave the disk are added to
+ * the topic's dropped counter. A record is known by offset: a segment holds
+ * [base, next segment's base). The counter and the new floor are persisted
+ * (atomic replace of meta) BEFORE the unlink, so a crash in between leaves
+ * files below the floor that recovery removes without counting them again;
+ * the count is never lost and never doubled.
+ *
+ * The bounds are exact for sealed data: with segment_bytes S, a batch is at
+ * most S bytes, so after deleting every sealed segment a topic holds at most
+ * its active segment (<= S) plus the batch: wal_open requires
+ * max_topic_bytes >= 2 * S. If only active segments are left and the total
+ * bound still refuses, the batch fails with TB_EFULL rather than exceed it.
+ */
+#include "wal/wal_int.h"
+
+#include <stdlib.h>
+
+static uint64_t unacked(uint64_t from, uint64_t to, uint64_t ck)
+{
+    uint64_t lo = TB_MAX(from, ck + 1);
+    return to > lo ? to - lo : 0;
+}
+
+/* Deletes t's n oldest segments (n < nsegs: never the active one). */
+static int delete_oldest(wal_topic_t *t, size_t n)
+{
+    wal_t *w = t->w;
+    const wal_io_t *io = w->io;
+    uint64_t ck = atomic_load(&t->ck_req);
+    wal_meta_t m = t->meta;
+    uint64_t dropped = 0;
+    for (size_t i = 0; i < n; i++)
+        dropped += unacked(t->segs[i].base, t->segs[i + 1].base, ck);
+    m.dropped += dropped;
+    m.floor = TB_MAX(m.floor, t->segs[n].base);
+    m.checkpoint = TB_MAX(m.checkpoint, ck);
+    int rc = wal__meta_write(t, &m);
+    if (rc < 0)
+        return rc;
+    uint64_t freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *p = wal__seg_path(t, t->segs[i].base, NULL);
+        int u = io->unlink(io->ctx, p);
+        if (u < 0)
+            tb_warn("wal: cannot delete segment (recovery will)", TB_S("topic", t->name), TB_S("segment", p),
+                    TB_ERR(u));
+        free(p);
+        freed += t->segs[i].bytes;
+    }
+    pthread_mutex_lock(&t->mu);
+    memmove(&t->segs[0], &t->segs[n], (t->nsegs - n) * sizeof *t->segs);
+    t->nsegs -= n;
+    pthread_mutex_unlock(&t->mu);
+    t->bytes -= freed;
+    w->total_bytes -= freed;
+    uint64_t suppressed;
+    if (dropped > 0 && tb_ratelimit(&t->drop_rl, &suppressed))
+        tb_warn("wal: bound reached, dropping oldest messages not yet replicated", TB_S("topic", t->name),
+                TB_U("dropped", dropped), TB_U("dropped_total", m.dropped), TB_U("suppressed", suppressed));
+    return 0;
+}
+
+/* The topic whose oldest sealed segment is the oldest of all. */
+static wal_topic_t *oldest_sealed(wal_t *w)
+{
+    wal_topic_t *best = NULL;
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (t->nsegs < 2)
+            continue;
+        if (!best || t->segs[0].created_ms < best->segs[0].created_ms)
+            best = t;
+    }
+    return best;
+}
+
+int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need)
+{
+    int rc;
+    while (t->bytes + need > w->o.max_topic_bytes && t->nsegs > 1)
+        if ((rc = delete_oldest(t, 1)) < 0)
+            return rc;
+    if (t->bytes + need > w->o.max_topic_bytes)
+        return TB_EFULL;
+    while (w->total_bytes + need > w->o.max_total_bytes) {
+        wal_topic_t *v = oldest_sealed(w);
+        if (!v)
+            return TB_EFULL;
+        if ((rc = delete_oldest(v, 1)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int wal__checkpoint_apply(wal_topic_t *t, bool force)
+{
+    uint64_t now = tb_mono_ms();
+    if (!force && now < t->ck_persist_at_ms)
+        return 0;
+    atomic_store(&t->ck_pending, false);
+    uint64_t ck = atomic_load(&t->ck_req);
+    if (ck <= t->meta.checkpoint)
+        return 0;
+    t->ck_persist_at_ms = now + t->w->o.checkpoint_flush_ms;
+    size_t n = 0;
+    while (n + 1 < t->nsegs && t->segs[n + 1].base <= ck + 1)
+        n++;
+    int rc;
+    if (n > 0) {
+        rc = delete_oldest(t, n);
+    } else {
+        wal_meta_t m = t->meta;
+        m.checkpoint = ck;
+        rc = wal__meta_write(t, &m);
+    }
+    if (rc < 0) /* the disk is in trouble: try again in a second, not in a loop */
+        t->ck_persist_at_ms = now + TB_MAX(t->w->o.checkpoint_flush_ms, 1000u);
+    return rc;
+}
+
+int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint64_t first_bad, wal_meta_t *m)
+{
+    const wal_io_t *io = t->w->io;
+    char *from = wal__seg_path(t, base, NULL);
+    char *to = wal__seg_path(t, base, WAL_CORRUPT_SUFFIX);
+    int rc = io->rename(io->ctx, from, to);
+    if (rc == 0)
+        rc = io->fsync_dir(io->ctx, t->dir);
+    uint64_t lost = unacked(TB_MAX(first_bad, base), next_base, atomic_load(&t->ck_req));
+    if (rc == 0) {
+        m->quarantined++;
+        m->dropped += lost;
+        tb_error("wal: quarantined corrupt segment", TB_S("topic", t->name), TB_S("segment", to),
+                 TB_U("first_bad_offset", first_bad), TB_U("dropped", lost));
+    } else {
+        tb_error("wal: cannot quarantine corrupt segment", TB_S("topic", t->name), TB_S("segment", from),
+                 TB_ERR(rc));
+    }
+    free(from);
+    free(to);
+    return rc;
+}
+
+void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset)
+{
+    size_t i = 0;
+    while (i < t->nsegs && t->segs[i].base != base)
+        i++;
+    if (i + 1 >= t->nsegs)
+        return; /* gone already, or the active segment: not ours to set aside */
+    wal_meta_t m = t->meta;
+    if (wal__quarantine_file(t, base, t->segs[i + 1].base, bad_offset, &m) < 0)
+        return;
+    uint64_t bytes = t->segs[i].bytes;
+    wal__segs_remove(t, i);
+    t->bytes -= bytes;
+    t->w->total_bytes -= bytes;
+    wal__meta_write(t, &m);
+}

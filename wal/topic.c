@@ -1,0 +1,289 @@
+/*
+ * topic.c: a topic's identity on disk (directory name, segment paths, the
+ * meta file) and its lifetime in memory.
+ *
+ * Directory names: upstream topics look like "/edge1/telemetry". Bytes in
+ * [A-Za-z0-9_-] stay as they are, '/' becomes '+', anything else '%XX'.
+ * '+' and '%' never appear unescaped otherwise, so decoding is exact, and
+ * since '.' is escaped no name can be "." or "..". Typical names map 1:1
+ * in length, so a glance at the directory tells which topic it is.
+ */
+#include "wal/wal_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOPIC_NAME_MAX 200
+#define DIRNAME_MAX 255
+
+static bool plain(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+}
+
+char *wal__topic_encode(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > TOPIC_NAME_MAX)
+        return NULL;
+    char *out = tb_malloc(n * 3 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (plain(c))
+            out[o++] = (char)c;
+        else if (c == '/')
+            out[o++] = '+';
+        else
+            o += (size_t)sprintf(out + o, "%%%02X", c);
+    }
+    out[o] = '\0';
+    if (o > DIRNAME_MAX) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+char *wal__topic_decode(const char *dirname)
+{
+    size_t n = strlen(dirname);
+    if (n == 0)
+        return NULL;
+    char *out = tb_malloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)dirname[i];
+        if (plain(c)) {
+            out[o++] = (char)c;
+        } else if (c == '+') {
+            out[o++] = '/';
+        } else if (c == '%' && i + 2 < n && hexval(dirname[i + 1]) >= 0 &&
+                   hexval(dirname[i + 2]) >= 0) {
+            int v = hexval(dirname[i + 1]) * 16 + hexval(dirname[i + 2]);
+            /* only escapes the encoder would have produced: exact round trip */
+            if (v == 0 || v == '/' || plain((unsigned char)v)) {
+                free(out);
+                return NULL;
+            }
+            out[o++] = (char)v;
+            i += 2;
+        } else {
+            free(out);
+            return NULL;
+        }
+    }
+    out[o] = '\0';
+    if (o > TOPIC_NAME_MAX) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+char *wal__seg_path(const wal_topic_t *t, uint64_t base, const char *suffix)
+{
+    return tb_asprintf("%s/%020llu%s%s", t->dir, (unsigned long long)base, WAL_SEG_SUFFIX,
+                       suffix ? suffix : "");
+}
+
+bool wal__seg_name_parse(const char *name, uint64_t *base)
+{
+    if (strlen(name) != WAL_SEG_NAME_LEN || strcmp(name + 20, WAL_SEG_SUFFIX) != 0)
+        return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(name[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *base = v;
+    return true;
+}
+
+wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
+{
+    wal_topic_t *t = tb_calloc(1, sizeof *t);
+    t->w = w;
+    t->name = tb_strdup(name);
+    t->dir = tb_strdup(dir);
+    pthread_mutex_init(&t->mu, NULL);
+    t->fd = -1;
+    t->meta.floor = 1;
+    t->next = 1;
+    t->synced_next = 1;
+    atomic_init(&t->readable_end, 1);
+    atomic_init(&t->ck_req, 0);
+    atomic_init(&t->ck_pending, false);
+    atomic_init(&t->next_pub, 1);
+    atomic_init(&t->dropped, 0);
+    atomic_init(&t->lost, 0);
+    atomic_init(&t->quarantined, 0);
+    atomic_init(&t->write_errors, 0);
+    atomic_init(&t->state, WAL_TOPIC_OK);
+    atomic_init(&t->last_error, 0);
+    atomic_init(&t->retry_now, false);
+    t->drop_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
+    pthread_mutex_init(&t->drop_rl.mu, NULL);
+    return t;
+}
+
+void wal__topic_free(wal_topic_t *t)
+{
+    if (!t)
+        return;
+    if (t->fd >= 0)
+        t->w->io->close(t->w->io->ctx, t->fd);
+    pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->drop_rl.mu);
+    free(t->segs);
+    free(t->name);
+    free(t->dir);
+    free(t);
+}
+
+void wal__topic_register(wal_t *w, wal_topic_t *t)
+{
+    pthread_mutex_lock(&w->topics_mu);
+    if (w->ntopics == w->topics_cap) {
+        w->topics_cap = w->topics_cap ? w->topics_cap * 2 : 8;
+        w->topics = tb_realloc(w->topics, w->topics_cap * sizeof *w->topics);
+    }
+    size_t i = w->ntopics;
+    while (i > 0 && strcmp(w->topics[i - 1]->name, t->name) > 0) {
+        w->topics[i] = w->topics[i - 1];
+        i--;
+    }
+    w->topics[i] = t;
+    w->ntopics++;
+    pthread_mutex_unlock(&w->topics_mu);
+}
+
+int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
+{
+    uint8_t buf[WAL_META_SIZE];
+    wal__meta_encode(buf, m);
+    char *path = tb_asprintf("%s/meta", t->dir);
+    const wal_io_t *io = t->w->io;
+    int rc = io->write_atomic(io->ctx, path, buf, sizeof buf);
+    free(path);
+    if (rc < 0) {
+        tb_warn("wal: cannot persist topic meta", TB_S("topic", t->name), TB_ERR(rc));
+        return rc;
+    }
+    t->meta = *m;
+    atomic_store(&t->dropped, m->dropped);
+    atomic_store(&t->lost, m->lost);
+    atomic_store(&t->quarantined, m->quarantined);
+    return 0;
+}
+
+int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m)
+{
+    memset(m, 0, sizeof *m);
+    char *path = tb_asprintf("%s/meta", dir);
+    int fd = io->open(io->ctx, path, O_RDONLY, 0);
+    free(path);
+    if (fd < 0)
+        return fd;
+    uint8_t buf[WAL_META_SIZE + 1];
+    ssize_t n = wal__pread_full(io, fd, buf, sizeof buf, 0);
+    io->close(io->ctx, fd);
+    if (n < 0)
+        return (int)n;
+    return wal__meta_decode(buf, (size_t)n, m);
+}
+
+void wal__topic_set_failed(wal_topic_t *t, int rc)
+{
+    atomic_fetch_add(&t->write_errors, 1);
+    atomic_store(&t->last_error, rc);
+    if (atomic_exchange(&t->state, WAL_TOPIC_FAILED) != WAL_TOPIC_FAILED)
+        tb_error("wal: topic failed, refusing new messages until the disk recovers",
+                 TB_S("topic", t->name), TB_ERR(rc), TB_U("retry_ms", t->w->o.retry_ms));
+    t->retry_at_ms = tb_mono_ms() + TB_MAX(t->w->o.retry_ms, 10u);
+}
+
+const char *wal_topic_name(const wal_topic_t *t)
+{
+    return t->name;
+}
+
+wal_topic_state_t wal_topic_state(const wal_topic_t *t)
+{
+    return (wal_topic_state_t)atomic_load(&((wal_topic_t *)t)->state);
+}
+
+int wal_topic_error(const wal_topic_t *t)
+{
+    return atomic_load(&((wal_topic_t *)t)->last_error);
+}
+
+uint64_t wal_topic_readable_end(const wal_topic_t *t)
+{
+    return atomic_load_explicit(&((wal_topic_t *)t)->readable_end, memory_order_acquire);
+}
+
+uint64_t wal_topic_checkpoint(const wal_topic_t *t)
+{
+    return atomic_load(&((wal_topic_t *)t)->ck_req);
+}
+
+void wal_topic_retry(wal_topic_t *t)
+{
+    atomic_store(&t->retry_now, true);
+    wal__kick(t->w);
+}
+
+int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset)
+{
+    if (acked_offset >= wal_topic_readable_end(t))
+        return TB_EINVALID;
+    uint64_t cur = atomic_load(&t->ck_req);
+    while (acked_offset > cur) {
+        if (atomic_compare_exchange_weak(&t->ck_req, &cur, acked_offset)) {
+            /* wake the writer only when it does not know yet: acks come often */
+            if (!atomic_exchange(&t->ck_pending, true))
+                wal__kick(t->w);
+            break;
+        }
+    }
+    return 0;
+}
+
+void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&t->mu);
+    for (size_t i = 0; i < t->nsegs; i++)
+        out->bytes += t->segs[i].bytes;
+    out->segments = (uint32_t)t->nsegs;
+    out->oldest_offset = t->nsegs ? t->segs[0].base : 0;
+    pthread_mutex_unlock(&t->mu);
+    out->next_offset = atomic_load(&t->next_pub);
+    if (out->oldest_offset > out->next_offset)
+        out->oldest_offset = out->next_offset;
+    out->readable_end = wal_topic_readable_end(t);
+    out->checkpoint = atomic_load(&t->ck_req);
+    out->dropped_total = atomic_load(&t->dropped);
+    out->lost_total = atomic_load(&t->lost);
+    out->quarantined_segments = atomic_load(&t->quarantined);
+    out->write_errors = atomic_load(&t->write_errors);
+    out->state = (wal_topic_state_t)atomic_load(&t->state);
+    out->last_error = atomic_load(&t->last_error);
+}

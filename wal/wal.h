@@ -1,0 +1,419 @@
+/*
+ * wal.h: the per-topic segmented write-ahead log, the one public header of wal/.
+ *
+ * Every accepted message is stored here before it is acknowledged to the
+ * device, and read back from here by the replicator. The promises, each a
+ * test in tests/unit/wal/ (docs/WAL.md has the long form and the figures):
+ *   - nothing acknowledged is lost: a completion with rc 0 means the batch
+ *     is in the log to the durability wal.fsync names;
+ *   - order: per topic, offsets are contiguous in submission order, and
+ *     completions for a topic arrive in submission order;
+ *   - offsets never go backwards, across clean and unclean restarts;
+ *   - the disk stays bounded (per topic and in total), and every message
+ *     deleted before the cluster acknowledged it is counted, persistently;
+ *   - a flash card is not worn out: one write(2) per batch, one fdatasync
+ *     per group of batches, small record heads (wal_format.h).
+ *
+ * THREADS. Three kinds of caller, and one thread of our own:
+ *   - the event loop (the MQTT gateway) builds batches, submits them and
+ *     takes completions. wal/ does not depend on libuv: wal_open takes a
+ *     notify(arg) callback that the writer thread calls when the list of
+ *     completions goes from empty to non-empty (calls coalesce: drain the
+ *     whole list with wal_take_done() each time; uv_async_send fits).
+ *   - the writer thread, inside wal/, does every disk mutation: writes,
+ *     fdatasync, segment rotation, retention, meta files, recovery repairs.
+ *     A slow SD card therefore never stalls the loop.
+ *   - readers (the replicator) read through their own file descriptors,
+ *     concurrently with the writer, up to the readable end.
+ *   - wal_checkpoint() and the wal_topic_* getters may be called from any
+ *     thread.
+ *
+ * DURABILITY (wal.fsync) and THE READABLE END:
+ *   ALWAYS    a completion is posted only after fdatasync covered the batch.
+ *             Batches pending together share one fdatasync per file (group
+ *             commit). Readable end = synced end.
+ *   INTERVAL  completion after write(2); the writer fdatasyncs every
+ *             fsync_interval_ms. Readable end = synced end.
+ *   NEVER     completion after write(2); fdatasync only when a segment is
+ *             sealed and at close. Readable end = written end.
+ * The rule: readers never see what a power loss could take back (except in
+ * NEVER mode, which says so). Otherwise a power loss could cut records the
+ * replicator already sent, recovery would hand their offsets to new
+ * messages, and the cluster, which skips offsets at or below the highest it
+ * stored, would silently drop those new messages.
+ * A SIGKILL loses nothing in any mode (the page cache outlives the process).
+ *
+ * FLASH WEAR. Linux counts a page in a process's write_bytes (and writes it
+ * to the card) each time it goes from clean to dirty. fdatasync cleans the
+ * partly filled last page of the segment, so the next batch dirties it
+ * again: every sync costs about one extra 4 KiB page on top of the bytes
+ * appended. Bytes written per message are therefore about
+ *     record + 4096 / (records per fdatasync)
+ * which group commit keeps low: at 2,000 msg/s of 144-byte records,
+ * measured (bench/bench_wal.sh, docs/WAL.md): NEVER 1.01x the record size,
+ * INTERVAL (1 s) 1.02x, ALWAYS with a batch every 100 ms 1.15x, every 50 ms
+ * 1.29x, every 10 ms 2.43x. The ALWAYS cost is the price of a sync per
+ * batch: batch bigger, or choose INTERVAL, to wear the card less. Each
+ * fdatasync that grows the file also commits the file system journal (a few
+ * blocks written by jbd2, not counted in the process's write_bytes).
+ *
+ * FAILURES. A write that fails (ENOSPC, EIO) is cut back and its batch
+ * completes with the error; the topic enters WAL_TOPIC_FAILED, where new
+ * batches fail fast (TB_EFULL for a full disk) until a retry (every
+ * retry_ms, or wal_topic_retry) works. A failed fdatasync is never retried
+ * as if nothing happened (Linux may have dropped the dirty pages and will
+ * report success next time): the round's batches fail, the topic stops
+ * acknowledging, and repair re-reads the segment from the last good sync,
+ * rewrites what is intact, syncs, and counts what is not in lost_total
+ * (writer.c says exactly what is safe in each mode).
+ *
+ * ERRORS follow base.h: 0 or a negative code (-errno, TB_E*); tb_strerror()
+ * names them. A function that fails leaves its out-parameters NULL/zeroed.
+ */
+#ifndef WAL_WAL_H
+#define WAL_WAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "base/base.h"
+
+typedef struct wal wal_t;
+typedef struct wal_topic wal_topic_t;
+typedef struct wal_batch wal_batch_t;
+typedef struct wal_reader wal_reader_t;
+
+/* ---- I/O vtable ---------------------------------------------------------- */
+
+/*
+ * Every file operation of the WAL goes through this table, so tests can
+ * install a crash-injection layer (tests/unit/wal/helper_crashio.c) that
+ * holds unsynced writes, drops or garbles them at the N-th sync, and fails
+ * writes with ENOSPC or EIO. Directory listing and file locking are not
+ * routed (they mutate nothing). Entropy and the clock are here too, so the
+ * golden-file test can make the writer's output deterministic.
+ * Every function returns >= 0 on success (a fd, a byte count, 0) or -errno.
+ * ctx is passed through untouched; functions may be called from the writer
+ * and reader threads at once.
+ */
+typedef struct wal_io {
+    void *ctx;
+    int (*open)(void *ctx, const char *path, int flags, mode_t mode);
+    int (*close)(void *ctx, int fd);
+    ssize_t (*pread)(void *ctx, int fd, void *buf, size_t n, off_t off);
+    ssize_t (*pwrite)(void *ctx, int fd, const void *buf, size_t n, off_t off);
+    int (*fdatasync)(void *ctx, int fd);
+    int (*ftruncate)(void *ctx, int fd, off_t len);
+    int (*fsize)(void *ctx, int fd, uint64_t *size /* OUT */);
+    int (*rename)(void *ctx, const char *from, const char *to);
+    int (*unlink)(void *ctx, const char *path);
+    int (*mkdir)(void *ctx, const char *path, mode_t mode);
+    int (*fsync_dir)(void *ctx, const char *path);
+    /* write temp, fsync, rename, fsync dir (default: tb_write_file_atomic) */
+    int (*write_atomic)(void *ctx, const char *path, const void *data, size_t len);
+    int (*random)(void *ctx, void *buf, size_t n); /* default: getrandom */
+    uint64_t (*now_ms)(void *ctx);                 /* default: tb_wall_ms */
+} wal_io_t;
+
+/* The POSIX table (ctx unused). */
+const wal_io_t *wal_io_posix(void);
+
+/* ---- options ------------------------------------------------------------- */
+
+typedef enum { WAL_FSYNC_ALWAYS = 0, WAL_FSYNC_INTERVAL = 1, WAL_FSYNC_NEVER = 2 } wal_fsync_t;
+
+/* Parses "always" | "interval" | "never"; returns 0 or TB_ECONFIG. */
+int wal_fsync_parse(const char *s, wal_fsync_t *out /* OUT */);
+const char *wal_fsync_name(wal_fsync_t m);
+
+typedef struct wal_opts {
+    const char *dir;              /* wal.dir: root directory (created if missing) */
+    uint64_t segment_bytes;       /* wal.segment_bytes: 16 MiB. A segment is sealed
+                                     before a record would take it past this; also the
+                                     largest batch wal_batch_add accepts */
+    uint64_t max_topic_bytes;     /* wal.max_topic_bytes: 1 GiB; >= 2 * segment_bytes */
+    uint64_t max_total_bytes;     /* wal.max_total_bytes: 4 GiB; >= 2 * segment_bytes */
+    wal_fsync_t fsync;            /* wal.fsync: ALWAYS */
+    uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
+    uint32_t retry_ms;            /* 1000: how often a failed topic retries */
+    uint32_t checkpoint_flush_ms; /* 5000: checkpoints reach disk at most this often
+                                     (and at close). Each write costs a fresh 4 KiB page
+                                     and a few journal commits; losing the last few
+                                     seconds of checkpoint in a crash only re-sends
+                                     batches the cluster already stored and skips */
+    bool verify_on_open;          /* false: check every CRC of sealed segments at open
+                                     (slow on big logs); otherwise sealed segments are
+                                     verified by readers as they go, and by wal_check */
+    void (*notify)(void *arg);    /* writer thread: completions are waiting */
+    void *notify_arg;
+    const wal_io_t *io;           /* NULL: wal_io_posix() */
+} wal_opts_t;
+
+/* Fills the documented defaults (dir NULL, notify NULL). */
+void wal_opts_default(wal_opts_t *o /* OUT */);
+
+/*
+ * Opens (creating if needed) the WAL under opts->dir, recovers every topic
+ * directory found there (so the total bound covers all of them), and starts
+ * the writer thread. Takes an exclusive flock on <dir>/LOCK: a second
+ * process gets -EWOULDBLOCK. Returns 0 and *out, or TB_ECONFIG for bad
+ * options, or -errno. Recovery never refuses to start because of corrupt
+ * data: it cuts torn tails and quarantines corrupt sealed segments (logged,
+ * counted in wal_topic_stats).
+ */
+int wal_open(const wal_opts_t *opts, wal_t **out /* OUT */);
+
+/*
+ * Drains pending batches (their completions are posted), makes one last
+ * repair attempt on FAILED topics, fdatasyncs every active segment in every
+ * mode, persists checkpoints and counters, joins the writer thread and
+ * frees everything, including completions nobody took. Readers must be
+ * closed first. Returns 0, or the first error met while syncing or
+ * persisting, or a still-FAILED topic's error (the log is consistent on
+ * disk either way: recovery at the next open repairs it).
+ * Completions still on the done list are freed without looking at their
+ * user pointers; to answer them (SIGTERM drain), call wal_sync() and
+ * wal_take_done() first, then wal_close().
+ */
+int wal_close(wal_t *w);
+
+/*
+ * Barrier: returns once the writer has processed everything submitted
+ * before the call, fdatasynced every topic and persisted checkpoints.
+ * Completions of those batches are posted before it returns. Any thread but
+ * the writer. Returns 0, the first sync/persist error, or the error of a
+ * topic still FAILED (whose data is then not known to be synced).
+ */
+int wal_sync(wal_t *w);
+
+/* ---- topics --------------------------------------------------------------- */
+
+/*
+ * Returns the topic's handle, creating its directory and first segment (on
+ * the writer thread; this call waits) if it does not exist. Names are any
+ * bytes but NUL, 1..200 of them (upstream topics look like /edge1/telemetry).
+ * The handle lives until wal_close. Returns 0, TB_EINVALID for a bad name,
+ * TB_ECLOSED, or -errno.
+ */
+int wal_topic_open(wal_t *w, const char *name, wal_topic_t **out /* OUT */);
+/* The topic handle if the WAL has that topic, else NULL. */
+wal_topic_t *wal_topic_find(wal_t *w, const char *name);
+/* Topics in name order: calls fn for each; stops when fn returns non-zero. */
+void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg);
+const char *wal_topic_name(const wal_topic_t *t);
+
+typedef enum {
+    WAL_TOPIC_OK = 0,
+    WAL_TOPIC_FAILED = 1, /* a write or fdatasync failed: batches fail fast with
+                             TB_EFULL (disk full) or the errno until a retry works */
+} wal_topic_state_t;
+
+wal_topic_state_t wal_topic_state(const wal_topic_t *t);
+/* The error that put the topic in FAILED (0 when OK). */
+int wal_topic_error(const wal_topic_t *t);
+/* Asks the writer to retry a failed topic now rather than at the next retry_ms tick. */
+void wal_topic_retry(wal_topic_t *t);
+
+/*
+ * The readable end: records with offset < this value may be read (see
+ * DURABILITY above). One atomic load; poll it, or retry a reader that
+ * returned WAL_END when it moves.
+ */
+uint64_t wal_topic_readable_end(const wal_topic_t *t);
+
+/*
+ * Records that the cluster acknowledged everything up to and including
+ * acked_offset (any thread). The writer persists it (atomic replace of the
+ * topic's meta file, at most every checkpoint_flush_ms, and at close) and
+ * deletes sealed segments whose records are all at or below it. A value
+ * lower than the current checkpoint is ignored. Returns 0, or TB_EINVALID if
+ * acked_offset is at or past the readable end.
+ */
+int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset);
+/* The checkpoint (0: nothing acknowledged yet). After a restart: what was
+ * persisted. Replication resumes at wal_topic_checkpoint(t) + 1. */
+uint64_t wal_topic_checkpoint(const wal_topic_t *t);
+
+typedef struct wal_topic_stats {
+    uint64_t bytes;           /* on disk, all segments */
+    uint32_t segments;
+    uint64_t oldest_offset;   /* first offset still on disk */
+    uint64_t next_offset;     /* the offset the next message will get */
+    uint64_t readable_end;    /* see wal_topic_readable_end */
+    uint64_t checkpoint;
+    uint64_t dropped_total;   /* deleted by a bound (or quarantined) before being acked; persistent */
+    uint64_t lost_total;      /* acked in INTERVAL/NEVER mode, then lost to an fdatasync error; persistent */
+    uint64_t quarantined_segments; /* persistent */
+    uint64_t write_errors;    /* failed writes and syncs since open */
+    wal_topic_state_t state;
+    int last_error;
+} wal_topic_stats_t;
+
+void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out /* OUT */);
+
+/* fdatasync durations: bucket i counts durations in [2^i, 2^(i+1)) microseconds
+ * (bucket 0 also holds < 1 us; the last bucket is open-ended). Lock-free;
+ * any thread may read while the writer records. */
+#define WAL_FSYNC_HIST_BUCKETS 24
+typedef struct wal_fsync_hist {
+    uint64_t buckets[WAL_FSYNC_HIST_BUCKETS];
+    uint64_t count;
+    uint64_t sum_us;
+    uint64_t max_us;
+} wal_fsync_hist_t;
+
+void wal_fsync_hist(wal_t *w, wal_fsync_hist_t *out /* OUT */);
+/* The smallest bucket upper bound (us) at or below which a fraction q of samples lie. */
+uint64_t wal_fsync_hist_quantile(const wal_fsync_hist_t *h, double q);
+
+/* ---- batches (event-loop thread) ------------------------------------------ */
+
+typedef struct wal_attr {
+    const uint8_t *key;
+    size_t key_len;   /* <= 65535 */
+    const uint8_t *val;
+    size_t val_len;   /* <= 65535 */
+} wal_attr_t;
+
+/* One message to append. Every pointer is only read during wal_batch_add. */
+typedef struct wal_msg {
+    const uint8_t *payload;
+    size_t payload_len;
+    const wal_attr_t *attrs;
+    size_t nattrs;             /* <= 255 */
+    const char *mqtt_topic;    /* the topic the device published to */
+    size_t mqtt_topic_len;     /* <= 65535 */
+    uint64_t publish_time_ms;
+    uint8_t qos;               /* 0..2 */
+    bool retain;
+    bool has_schema;
+    uint64_t schema_id;
+    uint32_t schema_version;
+} wal_msg_t;
+
+/* A new empty batch for topic t (loop thread). The caller owns it until wal_submit. */
+wal_batch_t *wal_batch_new(wal_topic_t *t);
+
+/*
+ * Copies m into the batch, once, already laid out as an on-disk record (the
+ * writer fills in the offset and CRC). Returns 0; -EINVAL for a field out of
+ * range (qos, lengths, count); -EMSGSIZE if the record alone could never fit
+ * a segment; TB_EFULL if the batch is full (submit it and start another:
+ * a batch never exceeds segment_bytes). On error the batch is unchanged.
+ */
+int wal_batch_add(wal_batch_t *b, const wal_msg_t *m);
+
+uint32_t wal_batch_count(const wal_batch_t *b);
+size_t wal_batch_bytes(const wal_batch_t *b);
+
+/*
+ * Hands b to the writer thread; the batch belongs to the WAL until it comes
+ * back through wal_take_done(). Never fails here: every submitted batch
+ * comes back exactly once, with rc 0 or an error (TB_ECLOSED after
+ * wal_close started, TB_EFULL or -errno for a failed topic). An empty batch
+ * completes with rc 0 and count 0. (Only in the TB_ECLOSED case is the
+ * completion posted, and notify called, on the calling thread.)
+ */
+void wal_submit(wal_batch_t *b, void *user);
+
+/*
+ * Splices out every completed batch, oldest first, as a list linked by
+ * wal_batch_next() (read the next one before freeing a batch). NULL when
+ * none. Loop thread.
+ */
+wal_batch_t *wal_take_done(wal_t *w);
+wal_batch_t *wal_batch_next(const wal_batch_t *b);
+
+typedef struct wal_completion {
+    int rc;                /* 0, or why nothing of the batch is stored */
+    uint64_t first_offset; /* offsets first_offset .. first_offset + count - 1 */
+    uint32_t count;
+    void *user;            /* as given to wal_submit */
+    wal_topic_t *topic;
+} wal_completion_t;
+
+const wal_completion_t *wal_batch_completion(const wal_batch_t *b);
+
+/* Frees a batch that was never submitted or has come back. */
+void wal_batch_free(wal_batch_t *b);
+
+/* ---- readers (any thread, typically the replicator) ----------------------- */
+
+/* A record read back. Pointers are views valid until the next call on the reader. */
+typedef struct wal_record {
+    uint64_t offset;
+    uint64_t publish_time_ms;
+    uint8_t qos;
+    bool retain;
+    bool has_schema;
+    uint64_t schema_id;
+    uint32_t schema_version;
+    const uint8_t *payload;
+    uint32_t payload_len;
+    const char *mqtt_topic;    /* not NUL-terminated */
+    uint16_t mqtt_topic_len;
+    uint8_t nattrs;
+    const uint8_t *attrs_raw;  /* use wal_record_attr_next */
+    uint32_t attrs_raw_len;
+    const uint8_t *raw;        /* the whole on-disk record (tools and checks) */
+    uint32_t raw_len;
+} wal_record_t;
+
+/* Iterates a record's attributes: *pos starts at 0; returns false at the end. */
+bool wal_record_attr_next(const wal_record_t *r, size_t *pos, wal_attr_t *out /* OUT */);
+
+/* wal_reader_next() results besides 0 (a record) and errors (< 0). */
+enum {
+    WAL_END = 1, /* nothing more is readable now: retry when wal_topic_readable_end moves */
+    WAL_GAP = 2, /* the wanted offsets were deleted (bound, quarantine); the reader
+                    moved forward: see wal_reader_gap(). No record returned. */
+};
+
+/*
+ * Opens a reader positioned at from_offset (typically checkpoint + 1; below
+ * the oldest offset on disk the first call reports WAL_GAP). Returns 0 and
+ * *out, or -errno. The reader has its own file descriptor and a 256 KiB read
+ * buffer; it survives rotation and retention.
+ */
+int wal_reader_open(wal_topic_t *t, uint64_t from_offset, wal_reader_t **out /* OUT */);
+
+/*
+ * Returns 0 and the record at the reader's position (then moves past it),
+ * WAL_END, WAL_GAP, or an error (-errno reading; TB_ECORRUPT if the
+ * newest data fails its checksum). A corrupt sealed segment is reported to
+ * the writer (which quarantines it) and skipped with WAL_GAP.
+ */
+int wal_reader_next(wal_reader_t *r, wal_record_t *out /* OUT */);
+
+/* Repositions the reader. Returns 0 or -errno. */
+int wal_reader_seek(wal_reader_t *r, uint64_t offset);
+/* The offset the next wal_reader_next() looks for. */
+uint64_t wal_reader_offset(const wal_reader_t *r);
+/* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
+uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
+void wal_reader_close(wal_reader_t *r);
+
+/* ---- offline tools (the CLI calls these; they take no lock) ---------------- */
+
+/*
+ * Prints one JSON object per valid record, per line, for one topic (or all
+ * when topic is NULL), from from_offset: topic, offset, publish_time, qos,
+ * retain, mqtt_topic, attributes (object), schema_id and schema_version if
+ * present, and payload: a string when it is valid UTF-8, else base64 with
+ * "payload_encoding":"base64". Returns 0, or -errno / TB_EINVALID.
+ */
+int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out);
+
+/*
+ * Verifies every header and record CRC under dir and prints one JSON object
+ * per topic: first/last offset, records, bytes, segments, dropped,
+ * checkpoint, corrupt segments (including quarantined ones) and the torn
+ * tail bytes of the active segment. Returns 0 when nothing is corrupt,
+ * 1 when something is, or a negative error.
+ */
+int wal_check(const char *dir, FILE *out);
+
+#endif

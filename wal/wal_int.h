@@ -1,0 +1,245 @@
+/*
+ * wal_int.h: what the files of wal/ share and nobody else sees.
+ *
+ * Ownership, in one place:
+ *   - wal_t: created by wal_open, freed by wal_close. The submission queue
+ *     (items) is guarded by w->mu; the completion list is a tb_mbox.
+ *   - wal_topic_t: created by recovery or a topic-open request, freed by
+ *     wal_close. Fields marked [W] belong to the writer thread (and to
+ *     wal_open before the thread starts). The segment array is written only
+ *     by the writer, always under t->mu, and read by readers and stats under
+ *     t->mu. Fields marked [A] are atomics any thread may read.
+ *   - wal_batch_t: owned by the loop until wal_submit, by the writer until
+ *     pushed on the done list, then by the loop again.
+ */
+#ifndef WAL_INT_H
+#define WAL_INT_H
+
+#include "wal/wal.h"
+#include "wal/wal_format.h"
+
+#include <stdatomic.h>
+
+/* ---- queue items: batches and requests share one FIFO so order holds ------ */
+
+enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE };
+
+typedef struct wal_item {
+    struct wal_item *next;
+    int kind;
+} wal_item_t;
+
+struct wal_batch {
+    tb_mnode_t node;   /* on the done list */
+    wal_item_t item;   /* on the submission queue */
+    struct wal_batch *round_next; /* in the writer's current group-commit round */
+    wal_topic_t *t;
+    uint8_t *buf;      /* records laid out as on disk; offset and CRC blank until written */
+    size_t len, cap;
+    uint32_t count;
+    wal_completion_t c;
+};
+
+/* A request to the writer. OPEN and SYNC are waited on (done under w->mu,
+ * w->req_cond broadcast); QUARANTINE is fire-and-forget (writer frees it). */
+typedef struct wal_req {
+    wal_item_t item;
+    int rc;
+    bool done;
+    const char *name;      /* OPEN */
+    wal_topic_t *topic;    /* OPEN result; QUARANTINE target */
+    uint64_t base;         /* QUARANTINE: segment */
+    uint64_t bad_offset;   /* QUARANTINE: first offset that failed */
+} wal_req_t;
+
+/* ---- segments and topics ------------------------------------------------- */
+
+typedef struct wal_seg {
+    uint64_t base;
+    uint64_t bytes;       /* file size */
+    uint64_t created_ms;
+} wal_seg_t;
+
+struct wal_topic {
+    wal_t *w;
+    char *name;
+    char *dir;                    /* <wal.dir>/<encoded name> */
+    pthread_mutex_t mu;           /* guards segs/nsegs */
+    wal_seg_t *segs;              /* sorted by base; the last one is active */
+    size_t nsegs, segs_cap;
+
+    /* [W] the active segment */
+    int fd;                       /* -1 when there is none (failed repair) */
+    uint64_t wpos;                /* bytes written (file size) */
+    uint64_t spos;                /* bytes known synced */
+    uint32_t seed;                /* CRC seed from the active segment's salt */
+    uint64_t next;                /* offset for the next record */
+    uint64_t synced_next;         /* everything below is synced */
+    uint64_t bytes;               /* sum of segs[].bytes */
+    bool dirty;                   /* written since the last fdatasync */
+    bool touched;                 /* written in the current group-commit round */
+    int round_sync_rc;            /* fdatasync result of this round */
+    bool needs_repair;            /* on-disk state unknown: re-run recovery first */
+    bool rewrite_unsynced;        /* an fdatasync failed with acked data after spos */
+    uint64_t retry_at_ms;
+    wal_meta_t meta;              /* as persisted */
+    uint64_t ck_persist_at_ms;    /* earliest time the next checkpoint write may happen */
+
+    /* [A] */
+    _Atomic uint64_t readable_end;
+    _Atomic uint64_t ck_req;      /* latest checkpoint asked for */
+    _Atomic bool ck_pending;      /* ck_req moved since the writer last looked */
+    _Atomic uint64_t next_pub;    /* copy of next for stats */
+    _Atomic uint64_t dropped;
+    _Atomic uint64_t lost;
+    _Atomic uint64_t quarantined;
+    _Atomic uint64_t write_errors;
+    _Atomic int state;
+    _Atomic int last_error;
+    _Atomic bool retry_now;
+
+    tb_ratelimit_t drop_rl;       /* "dropping messages" at most once a minute */
+};
+
+struct wal {
+    wal_opts_t o;
+    char *dir;
+    const wal_io_t *io;
+    int lock_fd;
+
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;           /* guards the queue, stopping, kick */
+    pthread_cond_t cond;          /* writer waits here (CLOCK_MONOTONIC) */
+    pthread_cond_t req_cond;      /* requesters wait here */
+    wal_item_t *q_head, *q_tail;
+    bool stopping;
+    bool kick;                    /* checkpoint or retry asked for: wake the writer */
+
+    tb_mbox_t done;
+
+    pthread_mutex_t topics_mu;    /* guards the topics array (sorted by name) */
+    wal_topic_t **topics;
+    size_t ntopics, topics_cap;
+
+    /* [W] */
+    uint64_t total_bytes;
+    uint64_t last_interval_sync_ms;
+    int close_rc;
+
+    /* fdatasync histogram [A] */
+    _Atomic uint64_t h_buckets[WAL_FSYNC_HIST_BUCKETS];
+    _Atomic uint64_t h_count, h_sum_us, h_max_us;
+};
+
+/* ---- io.c ----------------------------------------------------------------- */
+
+/* Full pwrite/pread loops over the vtable (short counts and EINTR handled). */
+int wal__pwrite_all(const wal_io_t *io, int fd, const void *buf, size_t n, uint64_t off);
+/* Returns bytes read (< n only at end of file) or -errno. */
+ssize_t wal__pread_full(const wal_io_t *io, int fd, void *buf, size_t n, uint64_t off);
+
+/* ---- format.c: record encoding (loop thread) ------------------------------ */
+
+/* Bytes the record for m takes, or 0 if a field is out of range (-EINVAL). */
+size_t wal__rec_size(const wal_msg_t *m);
+/* Encodes m at out (wal__rec_size(m) bytes), offset and CRC zero. */
+void wal__rec_encode(uint8_t *out, const wal_msg_t *m, size_t size);
+/* Fills a public record view from a decoded record. */
+void wal__rec_view(const wal_rec_t *rec, const uint8_t *raw, wal_record_t *out);
+
+/* ---- topic.c: names, paths, meta ------------------------------------------ */
+
+/* Escapes a topic name into a directory name; returns NULL if invalid. */
+char *wal__topic_encode(const char *name);
+/* The reverse; NULL if dirname is not an encoded topic name. */
+char *wal__topic_decode(const char *dirname);
+char *wal__seg_path(const wal_topic_t *t, uint64_t base, const char *suffix);
+/* Parses "<20 digits>.seg"; returns true and *base. */
+bool wal__seg_name_parse(const char *name, uint64_t *base /* OUT */);
+wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir);
+void wal__topic_free(wal_topic_t *t);
+/* Inserts t into w's sorted topic array. */
+void wal__topic_register(wal_t *w, wal_topic_t *t);
+/* Atomically replaces the topic's meta file with m; on success t->meta = *m. */
+int wal__meta_write(wal_topic_t *t, const wal_meta_t *m);
+/* Reads the meta file: 0 (found), -ENOENT (absent) or TB_ECORRUPT. */
+int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */);
+void wal__topic_set_failed(wal_topic_t *t, int rc);
+
+/* ---- segment.c ------------------------------------------------------------ */
+
+typedef struct wal_scan {
+    int hdr_rc;           /* 0, TB_ECORRUPT or TB_EUNSUPPORTED */
+    wal_seghdr_t hdr;
+    uint64_t size;        /* file size */
+    uint64_t valid_end;   /* position after the last valid record */
+    uint64_t count;       /* valid records */
+    uint64_t next;        /* offset after the last valid record (hdr.base if none) */
+} wal_scan_t;
+
+typedef int (*wal_scan_cb)(void *arg, const wal_rec_t *rec, const uint8_t *raw);
+
+/*
+ * Reads the header and the longest valid prefix of records of an open
+ * segment file, calling cb (if any) for each record; cb returning non-zero
+ * stops the scan (its value is returned). name_base is the base from the
+ * file name (the header must agree). Returns 0 (header problems are in
+ * out->hdr_rc) or -errno.
+ */
+int wal__seg_scan(const wal_io_t *io, int fd, uint64_t name_base, wal_scan_t *out /* OUT */,
+                  wal_scan_cb cb, void *arg);
+
+/* Creates segment <base>.seg for t: header written and synced under .tmp,
+ * renamed, directory synced. Returns the open fd (O_RDWR) or -errno. */
+int wal__seg_create(wal_topic_t *t, uint64_t base, wal_seghdr_t *hdr /* OUT */);
+
+/* Appends a segment to t->segs (under t->mu). */
+void wal__segs_push(wal_topic_t *t, const wal_seg_t *s);
+/* Removes segs[i] (under t->mu). */
+void wal__segs_remove(wal_topic_t *t, size_t i);
+/* fdatasync via the vtable, timed into the histogram. */
+int wal__fdatasync(wal_t *w, int fd);
+
+/* ---- recover.c ------------------------------------------------------------ */
+
+/*
+ * Brings t's in-memory state in line with its directory: finishes
+ * interrupted deletions, quarantines corrupt sealed segments, cuts a torn
+ * tail off the active segment (rewriting the unsynced part first if
+ * t->rewrite_unsynced), syncs it, and makes sure an active segment exists
+ * at the next offset. Used at open and to repair a failed topic. Returns 0
+ * or -errno (the topic stays unusable).
+ */
+int wal__topic_recover(wal_topic_t *t);
+
+/* ---- retention.c ---------------------------------------------------------- */
+
+/* Makes room for need more bytes in t under both bounds, deleting oldest
+ * sealed segments (counting drops). Returns 0, TB_EFULL if only active
+ * segments are left and the total bound still does not allow it, or -errno. */
+int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need);
+/* Persists the requested checkpoint if due (or force) and deletes sealed
+ * segments entirely at or below it. Returns 0 or -errno. */
+int wal__checkpoint_apply(wal_topic_t *t, bool force);
+/* Quarantines sealed segment base of t (reader found bad_offset corrupt). */
+void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset);
+/* Renames segment <base>.seg aside as .corrupt (directory synced), counts it
+ * in m->quarantined and adds its offsets in [max(first_bad, checkpoint + 1),
+ * next_base) to m->dropped. Does not persist m; the caller does. */
+int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint64_t first_bad,
+                         wal_meta_t *m);
+
+/* ---- writer.c ------------------------------------------------------------- */
+
+void *wal__writer_main(void *arg);
+/* Queues an item and wakes the writer; returns TB_ECLOSED if stopping. */
+int wal__enqueue(wal_t *w, wal_item_t *it);
+/* Wakes the writer for housekeeping (checkpoint, retry). */
+void wal__kick(wal_t *w);
+/* Makes a new topic (directory, first segment) and registers it: writer thread. */
+int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out);
+/* Publishes t's readable end according to the fsync mode. */
+void wal__publish(wal_topic_t *t);
+
+#endif

@@ -1,0 +1,532 @@
+/*
+ * writer.c: the one thread that mutates the disk.
+ *
+ * DESIGN. The loop hands over batches and requests through one FIFO
+ * (w->mu + w->cond). Each time the writer wakes it splices out everything
+ * pending and runs a group-commit round:
+ *
+ *   for each item, in submission order:
+ *       batch:  make room under the bounds, assign contiguous offsets, seal
+ *               each record (offset + CRC, in place in the batch buffer) and
+ *               write the whole batch with one pwrite (two if a rotation
+ *               splits it)
+ *       request: topic open, sync barrier (ends the round first), quarantine
+ *   ALWAYS: fdatasync each file written in the round once
+ *   post every completion of the round, in order, to the done list
+ *   housekeeping: INTERVAL syncs, retries of failed topics, checkpoints
+ *
+ * So however many batches arrive while an fdatasync is running, the next
+ * round covers them all with one more fdatasync per topic.
+ *
+ * FAILURES. A failed write (ENOSPC, EIO, ...) is undone: the segment is cut
+ * back to where the batch started (a segment created for it is deleted),
+ * the batch fails with the error, and the topic enters FAILED: new batches
+ * fail fast (TB_EFULL for a full disk, else the errno) until a retry, every
+ * retry_ms or when the loop calls wal_topic_retry(), works.
+ *
+ * A failed fdatasync is the "fsyncgate" case: Linux may already have
+ * marked the dirty pages clean (the data may never reach the disk, yet a
+ * second fdatasync can succeed), so we never retry it as if nothing
+ * happened. Instead:
+ *   - every batch of the round on that topic fails (none was acknowledged);
+ *   - ALWAYS: nothing after the last successful sync was acknowledged, so the
+ *     segment is cut back to that point (a client resend then cannot
+ *     duplicate it) and offsets continue from there;
+ *   - INTERVAL/NEVER: data after the last sync was acknowledged. Repair
+ *     reopens the segment, re-reads it from the last synced point, keeps the
+ *     longest valid prefix, rewrites those bytes (re-dirtying the pages so
+ *     the next fdatasync really writes them), cuts the rest and syncs. What
+ *     could not be kept is counted in lost_total and logged as an error;
+ *     offsets continue past it (it may have been read), never reused;
+ *   - the topic is FAILED until a repair (full recovery of the topic from
+ *     disk, then fdatasync) succeeds: health shows it, nothing is acked.
+ */
+#include "wal/wal_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct round {
+    wal_batch_t *head, *tail;
+} round_t;
+
+static void round_add(round_t *r, wal_batch_t *b)
+{
+    b->round_next = NULL;
+    if (r->tail)
+        r->tail->round_next = b;
+    else
+        r->head = b;
+    r->tail = b;
+}
+
+void wal__publish(wal_topic_t *t)
+{
+    uint64_t end = t->w->o.fsync == WAL_FSYNC_NEVER ? t->next : t->synced_next;
+    atomic_store(&t->next_pub, t->next);
+    atomic_store_explicit(&t->readable_end, end, memory_order_release);
+}
+
+static void set_active_bytes(wal_topic_t *t, uint64_t bytes)
+{
+    pthread_mutex_lock(&t->mu);
+    wal_seg_t *s = &t->segs[t->nsegs - 1];
+    uint64_t old = s->bytes;
+    s->bytes = bytes;
+    pthread_mutex_unlock(&t->mu);
+    t->bytes = t->bytes - old + bytes;
+    t->w->total_bytes = t->w->total_bytes - old + bytes;
+}
+
+static void synced(wal_topic_t *t)
+{
+    t->spos = t->wpos;
+    t->synced_next = t->next;
+    t->dirty = false;
+    wal__publish(t);
+}
+
+/* The fsyncgate response (see DESIGN). in_round: fail this round's batches too. */
+static void sync_failed(wal_topic_t *t, int rc, bool in_round)
+{
+    wal_t *w = t->w;
+    tb_error("wal: fdatasync failed; topic stops acknowledging until repaired", TB_S("topic", t->name),
+             TB_ERR(rc), TB_U("synced_end", t->synced_next), TB_U("written_end", t->next));
+    if (in_round)
+        t->round_sync_rc = rc;
+    if (w->o.fsync == WAL_FSYNC_ALWAYS) {
+        if (t->fd >= 0 && t->wpos > t->spos && w->io->ftruncate(w->io->ctx, t->fd, (off_t)t->spos) == 0) {
+            set_active_bytes(t, t->spos);
+            t->wpos = t->spos;
+        }
+        t->next = t->synced_next;
+    } else {
+        t->rewrite_unsynced = true;
+    }
+    t->dirty = false;
+    t->needs_repair = true;
+    wal__topic_set_failed(t, rc);
+}
+
+static int failfast_rc(wal_topic_t *t)
+{
+    int e = atomic_load(&t->last_error);
+    if (e == -ENOSPC || e == -EDQUOT || e == TB_EFULL)
+        return TB_EFULL;
+    return e ? e : TB_ENOTREADY;
+}
+
+/* Seals the active segment (fdatasync) and starts a new one at base. The
+ * old fd stays open in *old_fd so a failure later in the batch can undo. */
+static int rotate(wal_topic_t *t, uint64_t base, int *old_fd, bool *sync_err)
+{
+    int rc = wal__fdatasync(t->w, t->fd);
+    if (rc < 0) {
+        *sync_err = true;
+        return rc;
+    }
+    wal_seghdr_t h;
+    int fd = wal__seg_create(t, base, &h);
+    if (fd < 0)
+        return fd;
+    *old_fd = t->fd;
+    t->fd = fd;
+    t->seed = h.seed;
+    wal__segs_push(t, &(wal_seg_t){ .base = base, .bytes = WAL_SEG_HDR_SIZE, .created_ms = h.created_ms });
+    t->bytes += WAL_SEG_HDR_SIZE;
+    t->w->total_bytes += WAL_SEG_HDR_SIZE;
+    return 0;
+}
+
+/* Writes b at the end of t's log. On failure the log is as before the batch
+ * (or t->needs_repair says it could not be put back) and the topic FAILED. */
+static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
+{
+    const wal_io_t *io = w->io;
+    const uint64_t old_wpos = t->wpos;
+    const uint32_t old_seed = t->seed;
+    int old_fd = -1;
+    bool sync_err = false;
+    uint64_t off = t->next, rot_base = 0, wpos = t->wpos, chunk_fpos = t->wpos;
+    size_t pos = 0, chunk = 0;
+    int rc;
+
+    while (pos < b->len) {
+        uint32_t len = wal__ld32(b->buf + pos);
+        if (old_fd < 0 && wpos > WAL_SEG_HDR_SIZE && wpos + len > w->o.segment_bytes) {
+            if (pos > chunk && (rc = wal__pwrite_all(io, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
+                goto undo;
+            set_active_bytes(t, wpos);
+            if ((rc = rotate(t, off, &old_fd, &sync_err)) < 0)
+                goto undo;
+            rot_base = off;
+            wpos = chunk_fpos = WAL_SEG_HDR_SIZE;
+            chunk = pos;
+        }
+        wal__rec_seal(b->buf + pos, off++, t->seed);
+        pos += len;
+        wpos += len;
+    }
+    if ((rc = wal__pwrite_all(io, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
+        goto undo;
+    set_active_bytes(t, wpos);
+    if (old_fd >= 0) {
+        /* the old segment was synced whole when it was sealed */
+        io->close(io->ctx, old_fd);
+        t->spos = WAL_SEG_HDR_SIZE;
+        t->synced_next = TB_MAX(t->synced_next, rot_base);
+    }
+    t->wpos = wpos;
+    t->next = off;
+    return 0;
+
+undo:
+    if (old_fd >= 0) {
+        /* the new segment holds nothing but this batch */
+        io->close(io->ctx, t->fd);
+        char *p = wal__seg_path(t, rot_base, NULL);
+        if (io->unlink(io->ctx, p) < 0)
+            t->needs_repair = true;
+        free(p);
+        pthread_mutex_lock(&t->mu);
+        uint64_t nb = t->segs[t->nsegs - 1].bytes;
+        t->nsegs--;
+        pthread_mutex_unlock(&t->mu);
+        t->bytes -= nb;
+        w->total_bytes -= nb;
+        t->fd = old_fd;
+        t->seed = old_seed;
+    }
+    if (io->ftruncate(io->ctx, t->fd, (off_t)old_wpos) == 0) {
+        set_active_bytes(t, old_wpos);
+        /* make the cut durable, so a crash cannot bring back records whose
+         * batch was reported failed; not after a failed sync (see DESIGN) */
+        if (!sync_err && wal__fdatasync(w, t->fd) < 0)
+            t->needs_repair = true;
+    } else {
+        t->needs_repair = true;
+    }
+    t->wpos = old_wpos;
+    if (sync_err)
+        sync_failed(t, rc, true);
+    else
+        wal__topic_set_failed(t, rc);
+    tb_warn("wal: write failed, batch not stored", TB_S("topic", t->name), TB_ERR(rc),
+            TB_U("count", b->count), TB_U("bytes", b->len));
+    return rc;
+}
+
+static void try_repair(wal_topic_t *t, uint64_t now)
+{
+    bool asked = atomic_exchange(&t->retry_now, false);
+    if (!asked && now < t->retry_at_ms)
+        return;
+    int rc = 0;
+    if (t->needs_repair || t->fd < 0)
+        rc = wal__topic_recover(t);
+    if (rc < 0) {
+        wal__topic_set_failed(t, rc);
+        return;
+    }
+    atomic_store(&t->last_error, 0);
+    atomic_store(&t->state, WAL_TOPIC_OK);
+    tb_info("wal: topic writable again", TB_S("topic", t->name), TB_U("next_offset", t->next));
+    wal__publish(t);
+}
+
+static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
+{
+    wal_topic_t *t = b->t;
+    b->c.topic = t;
+    b->c.count = b->count;
+    b->c.first_offset = 0;
+    round_add(r, b);
+    if (b->count == 0) {
+        b->c.rc = 0;
+        b->c.first_offset = t->next;
+        return;
+    }
+    if (atomic_load(&t->state) == WAL_TOPIC_FAILED && t->round_sync_rc == 0)
+        try_repair(t, tb_mono_ms());
+    if (atomic_load(&t->state) == WAL_TOPIC_FAILED) {
+        b->c.rc = failfast_rc(t);
+        return;
+    }
+    int rc = wal__make_room(w, t, b->len + WAL_SEG_HDR_SIZE);
+    if (rc == TB_EFULL) {
+        uint64_t suppressed;
+        if (tb_ratelimit(&t->drop_rl, &suppressed))
+            tb_warn("wal: total bound reached with only active segments left; refusing batch",
+                    TB_S("topic", t->name), TB_U("max_total_bytes", w->o.max_total_bytes),
+                    TB_U("suppressed", suppressed));
+        b->c.rc = rc;
+        return;
+    }
+    if (rc < 0) {
+        wal__topic_set_failed(t, rc);
+        b->c.rc = rc;
+        return;
+    }
+    uint64_t first = t->next;
+    if ((rc = append(w, t, b)) < 0) {
+        b->c.rc = rc;
+        return;
+    }
+    b->c.rc = 0;
+    b->c.first_offset = first;
+    t->touched = true;
+    t->dirty = true;
+    atomic_store(&t->next_pub, t->next);
+    if (w->o.fsync == WAL_FSYNC_NEVER)
+        wal__publish(t);
+}
+
+static void flush_round(wal_t *w, round_t *r)
+{
+    if (!r->head)
+        return;
+    if (w->o.fsync == WAL_FSYNC_ALWAYS) {
+        for (wal_batch_t *b = r->head; b; b = b->round_next) {
+            wal_topic_t *t = b->t;
+            if (!t->touched)
+                continue;
+            t->touched = false;
+            if (!t->dirty || t->round_sync_rc != 0 || t->fd < 0)
+                continue;
+            int rc = wal__fdatasync(w, t->fd);
+            if (rc < 0)
+                sync_failed(t, rc, true);
+            else
+                synced(t);
+        }
+    }
+    for (wal_batch_t *b = r->head; b; b = b->round_next)
+        if (b->c.rc == 0 && b->c.count > 0 && b->t->round_sync_rc != 0)
+            b->c.rc = b->t->round_sync_rc;
+    for (wal_batch_t *b = r->head; b; b = b->round_next) {
+        b->t->touched = false;
+        b->t->round_sync_rc = 0;
+    }
+    /* from here on a batch may be freed by the loop as soon as it is pushed */
+    wal_batch_t *b = r->head;
+    while (b) {
+        wal_batch_t *next = b->round_next;
+        tb_mbox_push(&w->done, &b->node);
+        b = next;
+    }
+    r->head = r->tail = NULL;
+}
+
+/* fdatasyncs every topic with unsynced data; returns the first error. */
+static int sync_dirty(wal_t *w)
+{
+    int first = 0;
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (t->fd < 0 || atomic_load(&t->state) != WAL_TOPIC_OK || (!t->dirty && t->wpos == t->spos))
+            continue;
+        int rc = wal__fdatasync(w, t->fd);
+        if (rc < 0) {
+            sync_failed(t, rc, false);
+            if (!first)
+                first = rc;
+        } else {
+            synced(t);
+        }
+    }
+    return first;
+}
+
+/* Barrier and close: sync everything, persist checkpoints. A topic still
+ * FAILED (after one last repair attempt at close) makes the result its
+ * error: its data is not known to be synced. */
+static int sync_all(wal_t *w, bool closing)
+{
+    for (size_t i = 0; closing && i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (atomic_load(&t->state) == WAL_TOPIC_FAILED) {
+            atomic_store(&t->retry_now, true);
+            try_repair(t, tb_mono_ms());
+        }
+    }
+    int first = sync_dirty(w);
+    for (size_t i = 0; i < w->ntopics; i++) {
+        int rc = wal__checkpoint_apply(w->topics[i], true);
+        if (rc < 0 && !first)
+            first = rc;
+    }
+    for (size_t i = 0; i < w->ntopics && !first; i++)
+        if (atomic_load(&w->topics[i]->state) == WAL_TOPIC_FAILED)
+            first = failfast_rc(w->topics[i]);
+    return first;
+}
+
+static void housekeeping(wal_t *w)
+{
+    uint64_t now = tb_mono_ms();
+    if (w->o.fsync == WAL_FSYNC_INTERVAL && now >= w->last_interval_sync_ms + w->o.fsync_interval_ms) {
+        sync_dirty(w);
+        w->last_interval_sync_ms = now;
+    }
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (atomic_load(&t->state) == WAL_TOPIC_FAILED)
+            try_repair(t, now);
+        if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
+            wal__checkpoint_apply(t, false);
+    }
+}
+
+static uint64_t next_deadline(wal_t *w)
+{
+    uint64_t dl = UINT64_MAX;
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (w->o.fsync == WAL_FSYNC_INTERVAL && t->dirty)
+            dl = TB_MIN(dl, w->last_interval_sync_ms + w->o.fsync_interval_ms);
+        if (atomic_load(&t->state) == WAL_TOPIC_FAILED)
+            dl = TB_MIN(dl, t->retry_at_ms);
+        if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
+            dl = TB_MIN(dl, t->ck_persist_at_ms);
+    }
+    return dl;
+}
+
+static void req_done(wal_t *w, wal_req_t *req, int rc)
+{
+    pthread_mutex_lock(&w->mu);
+    req->rc = rc;
+    req->done = true;
+    pthread_cond_broadcast(&w->req_cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
+{
+    const wal_io_t *io = w->io;
+    *out = NULL;
+    char *enc = wal__topic_encode(name);
+    if (!enc)
+        return TB_EINVALID;
+    char *dir = tb_asprintf("%s/%s", w->dir, enc);
+    free(enc);
+    int rc = io->mkdir(io->ctx, dir, 0755);
+    if (rc < 0 && rc != -EEXIST)
+        goto out;
+    if ((rc = io->fsync_dir(io->ctx, w->dir)) < 0)
+        goto out;
+    wal_topic_t *t = wal__topic_new(w, name, dir);
+    if ((rc = wal__topic_recover(t)) < 0) {
+        wal__topic_free(t);
+        goto out;
+    }
+    wal__topic_register(w, t);
+    *out = t;
+out:
+    if (rc < 0)
+        tb_warn("wal: cannot create topic", TB_S("topic", name), TB_ERR(rc));
+    free(dir);
+    return rc;
+}
+
+static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
+{
+    if (it->kind == WAL_ITEM_BATCH) {
+        process_batch(w, r, TB_CONTAINER_OF(it, wal_batch_t, item));
+        return;
+    }
+    wal_req_t *req = TB_CONTAINER_OF(it, wal_req_t, item);
+    switch (it->kind) {
+    case WAL_ITEM_OPEN: {
+        wal_topic_t *t = wal_topic_find(w, req->name);
+        int rc = t ? 0 : wal__topic_create(w, req->name, &t);
+        req->topic = t;
+        req_done(w, req, rc);
+        break;
+    }
+    case WAL_ITEM_SYNC:
+        flush_round(w, r);
+        req_done(w, req, sync_all(w, false));
+        break;
+    case WAL_ITEM_QUARANTINE:
+        wal__quarantine(req->topic, req->base, req->bad_offset);
+        free(req);
+        break;
+    }
+}
+
+void *wal__writer_main(void *arg)
+{
+    wal_t *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->q_head && !w->stopping && !w->kick) {
+            uint64_t dl = next_deadline(w);
+            if (dl == UINT64_MAX) {
+                pthread_cond_wait(&w->cond, &w->mu);
+                continue;
+            }
+            uint64_t now = tb_mono_ms();
+            if (now >= dl)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (dl - now) * 1000000u;
+            ts.tv_sec += (time_t)(ns / 1000000000u);
+            ts.tv_nsec = (long)(ns % 1000000000u);
+            pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+        }
+        wal_item_t *items = w->q_head;
+        w->q_head = w->q_tail = NULL;
+        bool stopping = w->stopping;
+        w->kick = false;
+        pthread_mutex_unlock(&w->mu);
+
+        round_t r = { 0 };
+        while (items) {
+            wal_item_t *it = items;
+            items = it->next;
+            handle_item(w, &r, it);
+        }
+        flush_round(w, &r);
+        housekeeping(w);
+
+        if (stopping) {
+            pthread_mutex_lock(&w->mu);
+            bool empty = w->q_head == NULL;
+            pthread_mutex_unlock(&w->mu);
+            if (empty) {
+                w->close_rc = sync_all(w, true);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+int wal__enqueue(wal_t *w, wal_item_t *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->stopping) {
+        pthread_mutex_unlock(&w->mu);
+        return TB_ECLOSED;
+    }
+    if (w->q_tail)
+        w->q_tail->next = it;
+    else
+        w->q_head = it;
+    w->q_tail = it;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+void wal__kick(wal_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->kick = true;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
