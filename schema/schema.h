@@ -75,4 +75,70 @@ int sch_envelope_parse(const uint8_t *def, size_t len, sch_kind_t *kind /* OUT *
 
 const char *sch_kind_name(sch_kind_t kind);
 
+/* ---- registry cache ------------------------------------------------------
+ *
+ * The edge's copy of the cluster's schema registry, keyed by subject (one
+ * entry per subject) and, within it, by fingerprint: applying the schema a
+ * subject already has (same fingerprint; the definition bytes when there is
+ * no fingerprint) compiles nothing and keeps the validator every topic with
+ * that subject already shares; a new fingerprint compiles and replaces it
+ * (holders of the old validator keep it alive until they unref it).
+ *
+ * Fail closed: a schema that does not parse or compile is recorded as
+ * failed with the compiler's reason; lookups then answer TB_ENOTREADY with
+ * that reason and no validator, and the caller keeps the topic not ready. A
+ * failed update replaces a working validator too: the cluster's latest
+ * schema is the one that counts, and passing payloads under the old one
+ * would be a guess.
+ *
+ * Threads: not thread-safe; owned by the event loop, which alone applies
+ * updates and looks up. The validators it hands out are thread-safe.
+ */
+typedef struct sch_registry sch_registry_t;
+
+/* One ResolvedSchema from RegisterEdge or a heartbeat's SCHEMA_UPDATED, as
+ * received. Everything is borrowed for the duration of the call. */
+typedef struct sch_resolved {
+    const char *subject;
+    uint64_t schema_id;
+    uint32_t schema_version;
+    const char *schema_type;       /* "avro", "json_schema", "bytes", ...; NULL or "" skips the cross-check */
+    const uint8_t *definition;     /* schema_definition: Danube's envelope */
+    size_t definition_len;
+    const char *fingerprint;       /* NULL or "": the envelope's, else the definition bytes identify it */
+} sch_resolved_t;
+
+/* What a subject currently resolves to. */
+typedef struct sch_lookup {
+    sch_validator_t *validator;    /* one reference for the caller; NULL unless ready */
+    uint64_t schema_id;
+    uint32_t schema_version;
+    sch_kind_t kind;
+} sch_lookup_t;
+
+/* opts apply to every compile (NULL: defaults). Copied. */
+sch_registry_t *sch_registry_new(const sch_opts_t *opts);
+/* Drops the registry's references; validators held elsewhere live on. */
+void sch_registry_free(sch_registry_t *r);
+
+/* Applies one resolved schema. 0: the subject is ready (compiled, or the
+ * same fingerprint as before). Otherwise the subject is now recorded as
+ * failed and the code says why (TB_EMALFORMED envelope, TB_ESCHEMA,
+ * TB_EUNSUPPORTED), err too. -EINVAL if subject is NULL or empty (nothing
+ * recorded). */
+int sch_registry_apply(sch_registry_t *r, const sch_resolved_t *rs, char *err, size_t errlen);
+
+/* 0: *out filled, out->validator referenced (caller unrefs). TB_ENOTREADY:
+ * the subject's schema failed; err has the recorded reason, out has the id,
+ * version and kind, no validator. -ENOENT: subject unknown. */
+int sch_registry_lookup(const sch_registry_t *r, const char *subject, sch_lookup_t *out,
+                        char *err, size_t errlen);
+
+/* Forgets a subject (SCHEMA_REMOVED). 0, or -ENOENT if it was unknown. */
+int sch_registry_remove(sch_registry_t *r, const char *subject);
+
+/* The kind named by ResolvedSchema.schema_type ("avro", "json_schema",
+ * "bytes", "string", "number", "protobuf"). 0 or -EINVAL. */
+int sch_kind_from_type(const char *schema_type, sch_kind_t *kind /* OUT */);
+
 #endif

@@ -1,0 +1,25 @@
+/*
+ * sch_internal.h: helpers shared by the files of schema/ (not public).
+ *
+ * Kept tiny on purpose: each validator kind has its own internal header
+ * (sch_avro.h, sch_json.h); this one holds only what every kind needs.
+ */
+#ifndef SCH_INTERNAL_H
+#define SCH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schema/schema.h"
+
+/* Writes a message into err (NUL-terminated, truncated to errlen). Does
+ * nothing when err is NULL or errlen is 0, so callers need not check. */
+void sch__errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Validates a payload against one of the kinds that need no schema text
+ * (SCH_BYTES, SCH_STRING, SCH_NUMBER): 0 or TB_EINVALID with err filled. */
+int sch__simple_validate(sch_kind_t kind, const uint8_t *payload, size_t len, char *err,
+                         size_t errlen);
+
+#endif
