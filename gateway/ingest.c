@@ -4,10 +4,18 @@
  *
  * Group commit, the gateway's half: a topic's messages gather in one open
  * batch (wal_batch_add copies each message once, already in its on-disk
- * layout) until mqtt.ingestion.batch_size messages or
- * mqtt.ingestion.batch_timeout_ms after the batch's first message; then
- * the batch goes to the WAL writer thread (one write; with wal.fsync
- * always, batches pending together share one fdatasync: the WAL's half).
+ * layout) until mqtt.ingestion.batch_size messages, or
+ * mqtt.ingestion.batch_timeout_ms after the batch's first message, or
+ * mqtt.ingestion.idle_flush_ms after its latest one; then the batch goes
+ * to the WAL writer thread (one write; with wal.fsync always, batches
+ * pending together share one fdatasync: the WAL's half).
+ *
+ * Why the idle flush: acks wait for the log, so a client whose window of
+ * unacknowledged messages is full stops sending. If every client is in
+ * that state with messages in a batch that is not full, nothing more will
+ * arrive and the batch would wait out its whole timeout (measured: 7 such
+ * stalls of 500 ms in a 5.7 s run of 100 QoS 1 publishers). A pause in
+ * arrivals is the sign; one timer per topic covers both deadlines.
  * The writer's completions come back through a uv_async; every message's
  * pending ack is marked ready (or refused, if the write failed: nothing is
  * ever acknowledged that the log does not hold) and each affected
@@ -43,7 +51,21 @@ void gw__ingest_flush(gw_topic_t *t)
 
 static void timer_cb(uv_timer_t *h)
 {
-    submit(h->data);
+    gw_topic_t *t = h->data;
+    const cfg_t *cfg = t->srv->cfg;
+    uint64_t now = uv_now(t->srv->loop);
+    uint64_t timeout_at = t->batch_first_ms + cfg->mqtt.ingestion.batch_timeout_ms;
+    uint64_t idle = cfg->mqtt.ingestion.idle_flush_ms;
+    uint64_t idle_at = idle ? t->batch_last_ms + idle : UINT64_MAX;
+    if (now >= timeout_at) {
+        t->batches_timeout++;
+        submit(t);
+    } else if (now >= idle_at) {
+        t->batches_idle++;
+        submit(t);
+    } else {
+        uv_timer_start(&t->timer, timer_cb, TB_MIN(timeout_at, idle_at) - now, 0);
+    }
 }
 
 int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
@@ -70,7 +92,11 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
             t->batch = wal_batch_new(t->wal);
             t->ctx = tb_calloc(1, sizeof *t->ctx);
             t->ctx->t = t;
-            uint32_t timeout = t->srv->cfg->mqtt.ingestion.batch_timeout_ms;
+            const cfg_t *cfg = t->srv->cfg;
+            uint32_t timeout = cfg->mqtt.ingestion.batch_timeout_ms;
+            if (cfg->mqtt.ingestion.idle_flush_ms)
+                timeout = TB_MIN(timeout, cfg->mqtt.ingestion.idle_flush_ms);
+            t->batch_first_ms = uv_now(t->srv->loop);
             uv_timer_start(&t->timer, timer_cb, timeout, 0);
         }
         int rc = wal_batch_add(t->batch, &wm);
@@ -82,6 +108,7 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
             return rc;
         break;
     }
+    t->batch_last_ms = uv_now(t->srv->loop);
     if (p) {
         gw_batch_ctx_t *ctx = t->ctx;
         if (ctx->n == ctx->cap) {
@@ -92,8 +119,10 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
         p->waits++;
         c->refs++;
     }
-    if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size)
+    if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size) {
+        t->batches_full++;
         submit(t);
+    }
     return 0;
 }
 

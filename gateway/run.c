@@ -78,6 +78,12 @@ static void server_closed(gw_server_t *srv)
 static void server_drained(gw_server_t *srv)
 {
     ingest_t *in = srv->owner;
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        gw_topic_t *t = &srv->topics[i];
+        tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
+                TB_U("batches_full", t->batches_full), TB_U("batches_timeout", t->batches_timeout),
+                TB_U("batches_idle", t->batches_idle));
+    }
     int rc = wal_close(in->wal);
     in->wal = NULL;
     if (rc < 0)

@@ -57,7 +57,9 @@ typedef struct gw_topic {
     wal_topic_t *wal;
     wal_batch_t *batch;          /* open batch, NULL when none */
     struct gw_batch_ctx *ctx;    /* acks waiting on the open batch */
-    uv_timer_t timer;            /* batch timeout, armed at the batch's first message */
+    uv_timer_t timer;            /* batch timeout / idle flush, armed at the batch's first message */
+    uint64_t batch_first_ms;     /* loop time of the open batch's first message */
+    uint64_t batch_last_ms;      /* ... and of its latest */
     gw_server_t *srv;
     uint32_t inflight;           /* batches at the writer */
     /* schema (from registration / heartbeat) */
@@ -72,6 +74,7 @@ typedef struct gw_topic {
     uint64_t received;           /* PUBLISHes routed to this topic */
     uint64_t stored;             /* durable in the log */
     uint64_t rejected[GW_REJ_COUNT];
+    uint64_t batches_full, batches_timeout, batches_idle; /* why batches were submitted */
 } gw_topic_t;
 
 /* Per mapping rule: what the router does not know. */
