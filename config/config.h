@@ -79,6 +79,7 @@ typedef struct cfg {
         uint32_t max_session_expiry_s;
         uint32_t max_sessions;
         cfg_unmatched_t unmatched;
+        bool dead_letter;
         struct {
             uint32_t batch_size;
             uint32_t batch_timeout_ms;

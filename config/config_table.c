@@ -62,6 +62,9 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
       "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
       "connection; drop: acknowledge and count, never stored."),
+    K("mqtt.dead_letter", CFG__BOOL, mqtt.dead_letter, "false", 0, 0, NULL, 0,
+      "Keep payloads refused by their schema (enforce) in a local dead-letter log, topic "
+      "\"$dead-letter\" in wal.dir, with the validation error; `tributary wal dump` reads it."),
     K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
       "Most messages per write-ahead-log batch (one write, one sync)."),
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,

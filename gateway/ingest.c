@@ -136,6 +136,8 @@ void gw__ingest_completions(gw_server_t *srv)
         t->inflight--;
         if (done->rc == 0) {
             t->stored += done->count;
+        } else if (t == srv->dead_letter) {
+            tb_error("dead-letter log write failed: refused payloads not kept", TB_ERR(done->rc));
         } else {
             t->rejected[GW_REJ_QUOTA] += wal_batch_count(b);
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
@@ -148,6 +150,7 @@ void gw__ingest_completions(gw_server_t *srv)
             gw_pending_t *p = ctx->p[i];
             gw_conn_t *c = p->conn;
             if (done->rc != 0) {
+                /* not stored (or, for the dead-letter log, not kept): never say it was */
                 p->reason = MQTT_RC_QUOTA_EXCEEDED;
                 p->close = c->version != MQTT_V5;
                 p->qos2_record = false;

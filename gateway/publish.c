@@ -108,6 +108,31 @@ static mqtt_bytes_t resolve_alias(gw_conn_t *c, const mqtt_packet_t *pkt)
     return MQTT_BYTES_STR(c->aliases[a]);
 }
 
+/*
+ * Keeps a payload its schema refused in the dead-letter log, with why, the
+ * upstream topic and the client; the ack (MQTT 5: 0x99; 3.1.1: a plain
+ * PUBACK, the only answer it has) waits until that record is stored, so a
+ * 3.1.1 device's refused message is acknowledged only once it is kept.
+ */
+static void dead_letter(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, const gw_topic_t *t,
+                        const char *why, gw_pending_t *p)
+{
+    const mqtt_publish_t *pub = &pkt->u.publish;
+    wal_attr_t attrs[3] = {
+        { (const uint8_t *)"dead_letter.error", 17, (const uint8_t *)why, strlen(why) },
+        { (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)t->name, strlen(t->name) },
+        { (const uint8_t *)"mqtt.client_id", 14, (const uint8_t *)c->client_id, strlen(c->client_id) },
+    };
+    gw_msg_t msg = {
+        .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 3,
+        .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n, .qos = pub->qos, .retain = pub->retain,
+    };
+    if (gw__ingest(c->srv->dead_letter, &msg, c, p) < 0 && p) {
+        p->reason = MQTT_RC_QUOTA_EXCEEDED; /* not kept: do not say it was */
+        p->close = c->version != MQTT_V5;
+    }
+}
+
 /* Routes and stores one message. p: its pending ack (NULL for QoS 0). */
 static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, gw_pending_t *p)
 {
@@ -158,6 +183,8 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
                         TB_S("why", why), TB_U("suppressed", skipped));
             if (p) /* 3.1.1 gets its PUBACK: it cannot be told (counted, see above) */
                 p->reason = MQTT_RC_PAYLOAD_FORMAT_INVALID;
+            if (srv->dead_letter)
+                dead_letter(c, pkt, topic, t, why, p);
             return;
         }
     }

@@ -89,6 +89,19 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
                 t->schema_subject = tb_strdup(subj);
         }
     }
+    if (cfg->mqtt.dead_letter) {
+        gw_topic_t *t = srv->dead_letter = tb_calloc(1, sizeof *t);
+        t->name = tb_strdup(GW_DEAD_LETTER_TOPIC);
+        t->id = UINT32_MAX;
+        t->srv = srv;
+        uv_timer_init(srv->loop, &t->timer);
+        t->timer.data = t;
+        int rc = wal_topic_open(srv->wal, t->name, &t->wal);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
+            return rc;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         int rc = wal_topic_open(srv->wal, srv->topics[i].name, &srv->topics[i].wal);
         if (rc < 0) {
@@ -240,13 +253,16 @@ static bool busy(gw_server_t *srv)
     for (size_t i = 0; i < srv->ntopics; i++)
         if (srv->topics[i].inflight || srv->topics[i].batch)
             return true;
-    return false;
+    gw_topic_t *dl = srv->dead_letter;
+    return dl && (dl->inflight || dl->batch);
 }
 
 static void flush_all(gw_server_t *srv)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
         gw__ingest_flush(&srv->topics[i]);
+    if (srv->dead_letter)
+        gw__ingest_flush(srv->dead_letter);
 }
 
 static void check_drained(gw_server_t *srv)
@@ -293,8 +309,10 @@ static void handle_closed(uv_handle_t *h)
     gw_server_t *srv = h->data;
     if (--srv->closing_handles > 0)
         return;
-    for (size_t i = 0; i < srv->ntopics; i++) {
-        gw_topic_t *t = &srv->topics[i];
+    for (size_t i = 0; i <= srv->ntopics; i++) {
+        gw_topic_t *t = i < srv->ntopics ? &srv->topics[i] : srv->dead_letter;
+        if (!t)
+            break;
         if (t->batch)
             wal_batch_free(t->batch);
         if (t->ctx) {
@@ -307,6 +325,7 @@ static void handle_closed(uv_handle_t *h)
         free(t->schema_subject);
     }
     free(srv->topics);
+    free(srv->dead_letter);
     free(srv->rules);
     free(srv->scratch);
     gw_router_free(srv->router);
@@ -331,6 +350,8 @@ void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv))
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
     for (size_t i = 0; i < srv->ntopics; i++)
         close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
+    if (srv->dead_letter)
+        close_handle(srv, (uv_handle_t *)&srv->dead_letter->timer);
     srv->sweep.data = srv;
     handle_closed((uv_handle_t *)&srv->sweep);
 }

@@ -165,6 +165,8 @@ struct gw_session {
     struct gw_session *hnext;       /* hash chain */
 };
 
+#define GW_DEAD_LETTER_TOPIC "$dead-letter"
+
 struct gw_server {
     uv_loop_t *loop;
     const cfg_t *cfg;
@@ -179,6 +181,7 @@ struct gw_server {
     size_t nrules;
     gw_topic_t *topics;
     size_t ntopics;
+    gw_topic_t *dead_letter;        /* mqtt.dead_letter: refused payloads, never replicated */
     gw_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
