@@ -11,6 +11,7 @@ int cli_run(int argc, char **argv);
 int cli_check(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_wal(int argc, char **argv);
+int cli_status(int argc, char **argv);
 
 /* Parses "-c FILE" / "--config FILE" / "--config=FILE" options shared by
  * run and check. Returns 0, or GW_EXIT_USAGE after printing usage. */

@@ -6,6 +6,7 @@
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--markdown]
  *   tributary wal dump|check --dir DIR ...
+ *   tributary status [--http ADDR] [--json]
  *   tributary --version | --help
  */
 #include "gateway/cli.h"
@@ -22,6 +23,7 @@ static const struct {
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
+    { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
 };
 
 void cli_usage(FILE *out)

@@ -6,9 +6,14 @@
  * through mqtt__wr_t. mqtt_encoded_size runs it in counting mode; mqtt_encode
  * runs it once to count, then writes the fixed header and runs it again to
  * write. One code path for both means the size announced is always the size
- * written. The encoder refuses (-EINVAL) what it could only put on the wire
- * as a packet the decoder would reject for its structure: it does not
- * re-check every property value, which is the caller's to get right.
+ * written.
+ *
+ * The encoder refuses (-EINVAL) what the decoder would reject for its
+ * structure (flags, packet ids, lists, reason codes, property placement,
+ * lengths, an empty topic without alias, No Local on a shared filter). It
+ * does not re-validate strings (UTF-8, wildcards) or property values: those
+ * are the caller's to get right, and the server only encodes its own. 3.1.1
+ * has no properties: pkt->props is ignored for it.
  */
 #include "gateway/mqtt_wire.h"
 
@@ -41,7 +46,8 @@ static void put_publish(mqtt__wr_t *w, const mqtt_packet_t *pkt)
         put_packet_id(w, p->packet_id);
     if (pkt->version == MQTT_V5)
         mqtt__props_put(w, &pkt->props, MQTT_PUBLISH);
-    else if (p->topic.n == 0)
+    /* an empty topic needs a Topic Alias (5) and is never valid in 3.1.1 */
+    if (p->topic.n == 0 && (pkt->version != MQTT_V5 || !MQTT_HAS(&pkt->props, MQTT_PROP_TOPIC_ALIAS)))
         w->err = -EINVAL;
     mqtt__put(w, p->payload.p, p->payload.n);
 }
@@ -81,6 +87,8 @@ static void put_subscribe(mqtt__wr_t *w, const mqtt_packet_t *pkt)
         while (mqtt_next_sub(&it, &f, &o)) {
             if ((o & reserved) || (o & 3) == 3 || MQTT_SUBOPT_RETAIN_HANDLING(o) == 3)
                 w->err = -EINVAL;
+            if (pkt->version == MQTT_V5 && (o & MQTT_SUBOPT_NO_LOCAL) && mqtt_topic_filter_is_shared(f))
+                w->err = -EINVAL; /* [MQTT-3.8.3-4] */
             mqtt__put_bin(w, f);
             mqtt__put_u8(w, o);
             n++;

@@ -159,6 +159,8 @@ static uint8_t check_value(uint8_t id, uint32_t num, mqtt_bytes_t s1, mqtt_bytes
     case MQTT_PROP_TOPIC_ALIAS:           /* [MQTT-3.3.2-8]: 0 not permitted */
         return num == 0 ? MQTT_RC_PROTOCOL_ERROR : 0;
     case MQTT_PROP_RESPONSE_TOPIC:        /* a Topic Name [MQTT-3.3.2-13], [MQTT-3.3.2-14] */
+        if (s1.n == 0)                    /* [MQTT-4.7.3-1] */
+            return MQTT_RC_PROTOCOL_ERROR;
         return mqtt__topic_name_check(s1.p, s1.n);
     case MQTT_PROP_USER:                  /* [MQTT-1.5.7-1]: both UTF-8 strings */
         return mqtt__utf8_ok(s1.p, s1.n) && mqtt__utf8_ok(s2.p, s2.n) ? 0 : MQTT_RC_MALFORMED_PACKET;

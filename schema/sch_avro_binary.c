@@ -16,9 +16,10 @@
  *    index must name a branch;
  *  - array/map blocks: a count whose items could not fit in the bytes left
  *    (count * minsize of an item) is refused before looping; a negative count
- *    carries a byte size, which must match what its items take; items that
- *    always encode to zero bytes (null, empty records) are checked once, not
- *    count times, so a block of 2^62 nulls costs nothing;
+ *    carries a byte size, which must match what its items take; items of one
+ *    fixed width with no invalid bytes (float, double, fixed, null, records
+ *    of those) are stepped over in one move, so a block of 2^62 nulls or of
+ *    a thousand floats costs one check;
  *  - nesting deeper than SCH__AV_MAX_DEPTH is refused (recursive schemas
  *    make depth data-driven and this walker uses the C stack);
  *  - the datum must end exactly at the end of the payload.
@@ -58,6 +59,12 @@ static inline size_t left(const walk_t *w)
 /* Zigzag varint of at most `maxbytes` bytes whose raw value fits `bits`. */
 static int read_varint(walk_t *w, int maxbytes, int bits, const char *what, int64_t *out)
 {
+    /* Fast path: most lengths, counts, indices and small numbers fit one byte. */
+    if (w->p != w->end && *w->p < 0x80) {
+        uint64_t b = *w->p++;
+        *out = (int64_t)((b >> 1) ^ (~(b & 1) + 1));
+        return 0;
+    }
     uint64_t raw = 0;
     for (int i = 0;; i++) {
         if (w->p == w->end)
@@ -111,12 +118,29 @@ static int read_len(walk_t *w, const char *what, size_t *out)
     return 0;
 }
 
+/* Device strings are mostly ASCII: check 8 bytes at a time for a high bit
+ * and leave the full UTF-8 rules to tb_utf8_valid only when one is set. */
+static bool utf8_ok(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        if (word & 0x8080808080808080ULL)
+            return tb_utf8_valid(p + i, n - i);
+    }
+    for (; i < n; i++)
+        if (p[i] & 0x80)
+            return tb_utf8_valid(p + i, n - i);
+    return true;
+}
+
 static int walk_string(walk_t *w, const char *what)
 {
     size_t n;
     if (read_len(w, what, &n))
         return -1;
-    if (!tb_utf8_valid(w->p, n))
+    if (!utf8_ok(w->p, n))
         FAIL(w, "%s is not valid UTF-8", what);
     w->p += n;
     return 0;
@@ -155,16 +179,25 @@ static int walk_blocks(walk_t *w, const sch__av_node_t *n, int depth)
             w->p = block_at;
             FAIL(w, "block claims %" PRId64 " items, %zu bytes left", count, avail);
         }
-        /* item_min == 0 only for arrays of zero-byte singletons: one check suffices. */
-        int64_t todo = item_min == 0 ? 1 : count;
-        for (int64_t i = 0; i < todo; i++, index++) {
+        /* Items of one fixed width whose bytes are all valid (floats, doubles,
+         * fixed, records of those; zero-byte singletons like null): the
+         * check above already proved count * width fits, so step over them. */
+        if (!is_map && item->width >= 0) {
+            w->p += (uint64_t)count * (uint64_t)item->width;
+            index += (uint64_t)count;
+            if (items_at && (size_t)(w->p - items_at) != size)
+                FAIL(w, "block byte size says %zu bytes, its items took %zu", size,
+                     (size_t)(w->p - items_at));
+            continue;
+        }
+        for (int64_t i = 0; i < count; i++, index++) {
             const uint8_t *key = NULL;
             size_t keylen = 0;
             if (is_map) {
                 if (read_len(w, "map key", &keylen))
                     return -1;
                 key = w->p;
-                if (!tb_utf8_valid(key, keylen))
+                if (!utf8_ok(key, keylen))
                     FAIL(w, "map key is not valid UTF-8");
                 w->p += keylen;
             }
@@ -176,8 +209,6 @@ static int walk_blocks(walk_t *w, const sch__av_node_t *n, int depth)
                 return -1;
             }
         }
-        if (item_min == 0)
-            index += (uint64_t)count - 1;
         if (items_at && (size_t)(w->p - items_at) != size)
             FAIL(w, "block byte size says %zu bytes, its items took %zu", size,
                  (size_t)(w->p - items_at));

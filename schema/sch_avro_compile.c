@@ -20,7 +20,9 @@
  * start at "infinite"). It lets the binary walker refuse an array block
  * claiming more items than the bytes left could hold, before looping, and it
  * exposes types with no finite datum (a record that always contains itself),
- * which we refuse to compile.
+ * which we refuse to compile. Last, width marks types whose every datum is
+ * the same number of arbitrary bytes (float, double, fixed, records of those)
+ * so that the walker can step over an array block of them in one move.
  *
  * Nodes live in a growing array, so code here holds indices, never node
  * pointers, across a call that may add nodes.
@@ -348,6 +350,47 @@ static void solve_minsize(sch__avro_t *s)
     }
 }
 
+static int64_t width_of(const sch__avro_t *s, const sch__av_node_t *n)
+{
+    switch (n->type) {
+    case SCH__AV_NULL: return 0;
+    case SCH__AV_FLOAT: return 4;
+    case SCH__AV_DOUBLE: return 8;
+    case SCH__AV_FIXED: return n->size;
+    case SCH__AV_RECORD: {
+        int64_t sum = 0;
+        for (uint32_t i = 0; i < n->n; i++) {
+            int64_t k = s->nodes[n->kids[i]].width;
+            if (k < 0 || k > INT64_MAX / 2 - sum)
+                return -1;
+            sum += k;
+        }
+        return sum;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* Widths only ever go from -1 to a value, so this settles; a record in a
+ * cycle always reaches a union, array or map, and stays -1. */
+static void solve_width(sch__avro_t *s)
+{
+    for (uint32_t i = 0; i < s->nnodes; i++)
+        s->nodes[i].width = -1;
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (uint32_t i = s->nnodes; i-- > 0;) {
+            int64_t w = width_of(s, &s->nodes[i]);
+            if (w != s->nodes[i].width) {
+                s->nodes[i].width = w;
+                changed = true;
+            }
+        }
+    }
+}
+
 static int check_finite(const sch__avro_t *s, char *err, size_t errlen)
 {
     for (uint32_t i = 0; i < s->nnodes; i++) {
@@ -409,6 +452,9 @@ int sch__avro_compile(const char *text, size_t len, const sch_opts_t *opts, sch_
     if (rc == 0) {
         solve_minsize(b.s);
         rc = check_finite(b.s, err, errlen);
+    }
+    if (rc == 0) {
+        solve_width(b.s);
     }
     if (rc == 0)
         rc = check_defaults(&b);

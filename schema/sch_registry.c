@@ -113,6 +113,9 @@ static int compile_def(const sch_registry_t *r, const sch_resolved_t *rs, sch_ki
     char *raw = NULL;
     *v = NULL;
     *reason = NULL;
+    /* The kind to report if the envelope does not even parse. */
+    if (sch_kind_from_type(rs->schema_type, kind) != 0)
+        *kind = SCH_BYTES;
     int rc = sch_envelope_parse(rs->definition, rs->definition_len, kind, &raw, fp_out, why,
                                 sizeof why);
     sch_kind_t typed;

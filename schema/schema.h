@@ -9,8 +9,9 @@
  *
  * Kinds: Bytes (anything), String (valid UTF-8), Number (4 or 8 bytes),
  * JSON Schema (drafts 7 and 2020-12, our own validator on jansson: no C
- * library for it is packaged in Debian), Avro (avro-c; raw binary datum, or
- * Avro's JSON encoding). Protobuf is refused at compile time with
+ * library for it is packaged in Debian), Avro (avro-c parses the schema; our
+ * own non-allocating walker checks a raw binary datum, or Avro's JSON
+ * encoding: see sch_avro.h for why). Protobuf is refused at compile time with
  * TB_EUNSUPPORTED and a clear message, never a crash.
  *
  * Errors: functions return 0 or a negative TB_E* / -errno code. Where an
@@ -113,7 +114,7 @@ typedef struct sch_lookup {
     sch_validator_t *validator;    /* one reference for the caller; NULL unless ready */
     uint64_t schema_id;
     uint32_t schema_version;
-    sch_kind_t kind;
+    sch_kind_t kind;               /* the envelope's; schema_type's if the envelope did not parse */
 } sch_lookup_t;
 
 /* opts apply to every compile (NULL: defaults). Copied. */

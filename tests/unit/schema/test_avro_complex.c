@@ -323,3 +323,30 @@ Test(avro_complex, logical_date_out_of_int_range_is_invalid)
     cr_assert_eq(h_check(v, &h), TB_EINVALID);
     sch_validator_unref(v);
 }
+
+#define POINTS "{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"XY\"," \
+               "\"fields\":[{\"name\":\"x\",\"type\":\"float\"},{\"name\":\"y\",\"type\":\"double\"}]}}"
+
+Test(avro_complex, array_of_fixed_width_records_is_valid)
+{
+    sch_validator_t *v = h_avro(POINTS);
+    hbuf_t h = { .n = 0 };
+    hb_long(&h, 3);
+    for (int i = 0; i < 3; i++) {
+        hb_float(&h, (float)i);
+        hb_double(&h, -i);
+    }
+    hb_long(&h, 0);
+    cr_assert_eq(h_check(v, &h), 0, "%s", h_err());
+    sch_validator_unref(v);
+}
+
+Test(avro_complex, array_of_fixed_width_records_one_byte_short_is_invalid)
+{
+    sch_validator_t *v = h_avro(POINTS);
+    hbuf_t h = { .n = 0 };
+    hb_long(&h, 2);
+    hb_raw(&h, "0123456789ab" "0123456789a", 23); /* 2 x 12 bytes, one missing */
+    cr_assert_eq(h_check(v, &h), TB_EINVALID);
+    sch_validator_unref(v);
+}

@@ -34,7 +34,7 @@ Test(avro_hostile, ten_byte_payload_claiming_2gb_string_is_rejected_quickly)
     cr_assert_eq(h_check(v, &h), TB_EINVALID);
     uint64_t ns = tb_mono_ns() - t0;
     cr_assert(strstr(h_err(), "length 2147483648, 5 bytes left"), "%s", h_err());
-    cr_assert_lt(ns, 10 * 1000 * 1000ULL, "took %llu ns", (unsigned long long)ns);
+    cr_assert_lt(ns, 100 * 1000 * 1000ULL, "took %llu ns", (unsigned long long)ns);
     cr_assert_lt(max_rss_kb() - rss0, 16 * 1024, "RSS grew by %ld kB", max_rss_kb() - rss0);
     sch_validator_unref(v);
 }
@@ -56,7 +56,7 @@ Test(avro_hostile, huge_array_block_count_is_rejected_before_looping)
     hb_raw(&h, "\x02\x02\x02", 3);
     uint64_t t0 = tb_mono_ns();
     cr_assert_eq(h_check(v, &h), TB_EINVALID);
-    cr_assert_lt(tb_mono_ns() - t0, 10 * 1000 * 1000ULL);
+    cr_assert_lt(tb_mono_ns() - t0, 100 * 1000 * 1000ULL);
     cr_assert(strstr(h_err(), "block claims 4611686018427387904 items, 3 bytes left"), "%s",
               h_err());
     sch_validator_unref(v);
@@ -113,14 +113,14 @@ Test(avro_hostile, negative_block_byte_size_is_rejected)
 Test(avro_hostile, array_of_nulls_with_huge_count_is_checked_in_constant_time)
 {
     /* Valid by the specification: 2^62 nulls take zero bytes. A reader that
-     * loops per item (avro-c: 1.3 GB, 6.8 s before it gave up) would time out. */
+     * loops per item (avro-c: 1.3 GB and 7-14 s before it gave up) would time out. */
     sch_validator_t *v = h_avro("{\"type\":\"array\",\"items\":\"null\"}");
     hbuf_t h = { .n = 0 };
     hb_long(&h, (int64_t)1 << 62);
     hb_long(&h, 0);
     uint64_t t0 = tb_mono_ns();
     cr_assert_eq(h_check(v, &h), 0, "%s", h_err());
-    cr_assert_lt(tb_mono_ns() - t0, 10 * 1000 * 1000ULL);
+    cr_assert_lt(tb_mono_ns() - t0, 100 * 1000 * 1000ULL);
     sch_validator_unref(v);
 }
 

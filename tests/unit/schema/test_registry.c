@@ -185,6 +185,16 @@ Test(registry, malformed_envelope_is_not_ready)
     sch_registry_free(r);
 }
 
+Test(registry, malformed_envelope_reports_the_kind_schema_type_names)
+{
+    sch_registry_t *r = sch_registry_new(NULL);
+    apply(r, resolved("s", 1, 1, "avro", "{\"Avro\":1}", "sha256:x"));
+    sch_lookup_t l;
+    sch_registry_lookup(r, "s", &l, err, sizeof err);
+    cr_assert_eq(l.kind, SCH_AVRO);
+    sch_registry_free(r);
+}
+
 Test(registry, schema_type_disagreeing_with_envelope_is_not_ready)
 {
     sch_registry_t *r = sch_registry_new(NULL);

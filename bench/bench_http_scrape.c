@@ -1,0 +1,90 @@
+/* bench-lib: tb_gateway */
+/*
+ * bench_http_scrape.c: what one scrape costs the event loop. /metrics and
+ * /stats are rendered on the loop thread that also carries MQTT ingestion,
+ * so their time is time the loop does nothing else. Prints, for 10, 100
+ * and 1,000 upstream topics, the body size and the median and worst time
+ * of collect + render (the /proc/self reads included), over 200 renders.
+ * Prints figures only; never passes or fails.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/base.h"
+#include "gateway/http.h"
+#include "gateway/metrics.h"
+
+#define RUNS 200
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, size_t topics, size_t bytes, uint64_t *ns)
+{
+    qsort(ns, RUNS, sizeof *ns, cmp_u64);
+    printf("%-8s topics=%-5zu body_bytes=%-8zu median_us=%-8.1f max_us=%.1f\n", what, topics, bytes,
+           ns[RUNS / 2] / 1e3, ns[RUNS - 1] / 1e3);
+}
+
+static void bench(size_t ntopics)
+{
+    gw_metrics_t *m;
+    gw_metrics_new(&m);
+    gw_metrics_catalog_register(m, ntopics);
+    for (size_t t = 0; t < ntopics; t++) {
+        char name[64];
+        snprintf(name, sizeof name, "/edge-1/topic-%zu", t);
+        gw_metrics_topic_add(m, name);
+        gw_metrics_add(gw_metrics_fam(m, GW_M_RECEIVED), t, 0, 1000000 + t);
+        gw_metrics_add(gw_metrics_fam(m, GW_M_REPLICATED), t, 0, 1000000 + t);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_OLDEST_UNREPLICATED_AGE), t, 0, 1234);
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    gw_http_service_t *s;
+    gw_http_service_new(&loop, NULL, m, NULL, &s);
+
+    uint64_t ns[RUNS];
+    size_t bytes = 0;
+    for (int i = 0; i < RUNS; i++) {
+        gw_buf_t b = GW_BUF_INIT;
+        uint64_t t0 = tb_mono_ns();
+        gw_metrics_collect(m);
+        gw_metrics_catalog_derive(m);
+        gw_metrics_write_prometheus(m, &b);
+        ns[i] = tb_mono_ns() - t0;
+        bytes = b.len;
+        gw_buf_free(&b);
+    }
+    report("/metrics", ntopics, bytes, ns);
+    for (int i = 0; i < RUNS; i++) {
+        uint64_t t0 = tb_mono_ns();
+        json_t *doc = gw_http_stats_json(s);
+        char *text = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
+        ns[i] = tb_mono_ns() - t0;
+        bytes = strlen(text);
+        free(text);
+        json_decref(doc);
+    }
+    report("/stats", ntopics, bytes, ns);
+
+    gw_http_service_close(s, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    gw_http_service_free(s);
+    uv_loop_close(&loop);
+    gw_metrics_free(m);
+}
+
+int main(void)
+{
+    tb_log_setup(TB_LOG_WARN, TB_LOG_TEXT, 2);
+    bench(10);
+    bench(100);
+    bench(1000);
+    return 0;
+}
