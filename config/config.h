@@ -73,9 +73,18 @@ typedef struct cfg {
         char *listener;
         uint32_t max_payload_size;
         uint32_t max_connections;
+        uint32_t connect_timeout_ms;
+        uint32_t receive_maximum;
+        uint32_t topic_alias_maximum;
+        uint32_t max_session_expiry_s;
+        uint32_t max_sessions;
+        cfg_unmatched_t unmatched;
+        bool dead_letter;
         struct {
             uint32_t batch_size;
             uint32_t batch_timeout_ms;
+            uint32_t idle_flush_ms;
+            uint64_t max_pending_bytes;
         } ingestion;
         cfg_mapping_t *mappings;
         size_t nmappings;

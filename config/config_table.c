@@ -24,6 +24,7 @@
 static const char *const fsync_modes[] = { "always", "interval", "never", NULL };
 static const char *const policies[] = { "none", "enforce", NULL };
 static const char *const encodings[] = { "binary", "json", NULL };
+static const char *const unmatched_modes[] = { "reject", "drop", NULL };
 static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
 static const char *const log_formats[] = { "text", "json", NULL };
 
@@ -48,10 +49,32 @@ const cfg__key_t cfg__keys[] = {
       "Largest PUBLISH payload accepted, in bytes."),
     K("mqtt.max_connections", CFG__U32, mqtt.max_connections, "10000", 1, 1000000, NULL, D,
       "Most concurrent MQTT connections; past it a CONNECT is refused with a CONNACK."),
+    K("mqtt.connect_timeout_ms", CFG__MS, mqtt.connect_timeout_ms, "10000", 100, 600000, NULL, 0,
+      "A connection that has not sent CONNECT within this time is closed."),
+    K("mqtt.receive_maximum", CFG__U32, mqtt.receive_maximum, "1024", 1, 65535, NULL, 0,
+      "MQTT 5 Receive Maximum advertised in CONNACK: unacknowledged QoS 1/2 PUBLISHes a client may have in flight."),
+    K("mqtt.topic_alias_maximum", CFG__U32, mqtt.topic_alias_maximum, "64", 0, 65535, NULL, 0,
+      "MQTT 5 Topic Alias Maximum advertised in CONNACK (0 disables aliases)."),
+    K("mqtt.max_session_expiry_s", CFG__U32, mqtt.max_session_expiry_s, "604800", 0, 4294967295u, NULL, 0,
+      "Longest a persistent session (clean_session=0, or MQTT 5 session expiry) is kept after its client goes."),
+    K("mqtt.max_sessions", CFG__U32, mqtt.max_sessions, "100000", 1, 10000000, NULL, 0,
+      "Most persistent sessions remembered; past it the one idle longest is forgotten."),
+    K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
+      "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
+      "connection; drop: acknowledge and count, never stored."),
+    K("mqtt.dead_letter", CFG__BOOL, mqtt.dead_letter, "false", 0, 0, NULL, 0,
+      "Keep payloads refused by their schema (enforce) in a local dead-letter log, topic "
+      "\"$dead-letter\" in wal.dir, with the validation error; `tributary wal dump` reads it."),
     K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
       "Most messages per write-ahead-log batch (one write, one sync)."),
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,
       "Longest a message waits for its log batch to fill; bounds ack latency at low rates."),
+    K("mqtt.ingestion.idle_flush_ms", CFG__MS, mqtt.ingestion.idle_flush_ms, "2", 0, 60000, NULL, 0,
+      "Submit a topic's batch once no message has arrived for it this long (0: only size and timeout). "
+      "Acks wait for the log, so clients with a full window stop sending; this keeps them from waiting "
+      "for batch_timeout_ms. See docs/WAL.md for its cost in syncs."),
+    K("mqtt.ingestion.max_pending_bytes", CFG__BYTES, mqtt.ingestion.max_pending_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
+      "Bytes of messages waiting for the log; past it the gateway stops reading sockets (backpressure)."),
     K("mqtt.topic_mappings", CFG__MAPPINGS, mqtt.mappings, NULL, 1, 100000, NULL, D | R,
       "Ordered MQTT-topic to Danube-topic rules; the first match wins (see below)."),
 

@@ -118,8 +118,9 @@ int gw__app_run(gw__app_t *app)
         if (rc < 0) {
             tb_error("start failed", TB_S("service", s->name), TB_ERR(rc));
             app->exit_code = GW_EXIT_FAILURE;
-            /* drain what did start, in reverse */
-            app->nservices = i;
+            /* drain what did start, in reverse; the failed one's drain
+             * step undoes its partial start */
+            app->nservices = i + 1;
             app->stopping = true;
             app->draining = app->nservices + 1;
             drain_next(app);

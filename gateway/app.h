@@ -22,7 +22,8 @@ typedef struct gw__app gw__app_t;
 typedef struct gw__service {
     const char *name;
     int (*start)(gw__app_t *app, void *arg);   /* 0 or negative error: the boot fails */
-    void (*drain)(gw__app_t *app, void *arg);  /* must call gw__app_drained(app) once done */
+    void (*drain)(gw__app_t *app, void *arg);  /* must call gw__app_drained(app) once done;
+                                                  also called after its own start failed */
     void *arg;
 } gw__service_t;
 

@@ -10,6 +10,7 @@ void cli_usage(FILE *out);
 int cli_run(int argc, char **argv);
 int cli_check(int argc, char **argv);
 int cli_config(int argc, char **argv);
+int cli_wal(int argc, char **argv);
 int cli_status(int argc, char **argv);
 
 /* Parses "-c FILE" / "--config FILE" / "--config=FILE" options shared by

@@ -202,10 +202,8 @@ int gw_http_service_start(gw__app_t *app, void *arg)
 {
     gw_http_service_t *s = arg;
     s->app = app;
-    int rc = gw_http_service_listen(s, app->cfg->http.listener);
-    if (rc < 0)
-        gw_http_service_close(s, NULL, NULL); /* not drained by the app: close our handles now */
-    return rc;
+    /* on failure the app still calls our drain step, which closes the handles */
+    return gw_http_service_listen(s, app->cfg->http.listener);
 }
 
 static void drained(void *arg)

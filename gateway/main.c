@@ -5,6 +5,7 @@
  *   tributary run [-c FILE]            run in the foreground (logs to stderr)
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--markdown]
+ *   tributary wal dump|check --dir DIR ...
  *   tributary status [--http ADDR] [--json]
  *   tributary --version | --help
  */
@@ -21,6 +22,7 @@ static const struct {
     { "run", cli_run, "run the gateway in the foreground" },
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
+    { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
 };
 

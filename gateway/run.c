@@ -1,46 +1,246 @@
 /*
  * run.c: gw_run(), the boot sequence. Each phase is logged; the services
- * it registers drain in reverse order on shutdown (app.h).
+ * registered here start in order and drain in reverse (app.h):
+ *
+ *   http   /metrics, /stats, /healthz, /readyz      (drains last: probes answer throughout)
+ *   log    the WAL (recovery), rules and topics   (closes after everything that writes)
+ *   (replicator: registration, heartbeat, replication, between the log and the listener)
+ *   mqtt   the MQTT listener                        (drains first: acks, then goodbye)
+ *   boot-complete                                   (marks /readyz's bootstrap step)
+ *
+ * The listener never waits for the cluster: an unreachable cluster is an
+ * outage the log absorbs, not a failed boot.
  */
 #include "gateway/app.h"
 #include "gateway/gateway.h"
 #include "gateway/http.h"
 #include "gateway/metrics.h"
+#include "gateway/server.h"
 #include "base/base.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-/* ---- HTTP endpoint wiring (gateway/http*.c, gateway/metrics*.c) ----------
- * Until MQTT and the WAL are wired in, readiness says the MQTT listener has
- * not started, and the per-topic metrics stay at 0. The lead replaces
- * run_readiness() and feeds the registry: router counters on the loop with
- * gw_metrics_add(), the WAL writer's and replicator's atomics through
- * gw_metrics_add_collector(). */
-typedef struct run_http {
+typedef struct run {
     gw__app_t *app;
-    bool booted; /* set by the "boot-complete" service, which starts last */
-} run_http_t;
+    gw_server_t *srv;
+    wal_t *wal;
+    gw_metrics_t *metrics;
+    int *metric_topic;           /* server topic index -> metrics topic label index (-1: none) */
+    uint64_t *dropped_at_start;  /* per server topic */
+    uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
+    bool booted;
+} run_t;
 
-static void run_readiness(void *arg, gw_http_readiness_t *out)
+/* ---- the log and the topics ------------------------------------------------ */
+
+static void wal_notify(void *arg)
 {
-    run_http_t *h = arg;
-    out->bootstrap_done = h->booted;
-    out->mqtt_listening = false; /* TODO(lead): the MQTT listener's state */
-    out->wal_writable = false;   /* TODO(lead): the WAL's state */
-    out->draining = h->app->stopping;
+    uv_async_send(arg);
 }
 
-static int run_boot_complete(gw__app_t *app, void *arg)
+static int log_start(gw__app_t *app, void *arg)
+{
+    run_t *r = arg;
+    const cfg_t *cfg = app->cfg;
+    r->srv = tb_calloc(1, sizeof *r->srv);
+    r->srv->owner = r;
+    gw_server_prepare(r->srv, &app->loop);
+
+    wal_opts_t o;
+    wal_opts_default(&o);
+    o.dir = cfg->wal.dir;
+    o.segment_bytes = cfg->wal.segment_bytes;
+    o.max_topic_bytes = cfg->wal.max_topic_bytes;
+    o.max_total_bytes = cfg->wal.max_total_bytes;
+    o.fsync = (wal_fsync_t)cfg->wal.fsync;
+    o.fsync_interval_ms = cfg->wal.fsync_interval_ms;
+    o.notify = wal_notify;
+    o.notify_arg = &r->srv->wal_async;
+    uint64_t t0 = tb_mono_ms();
+    int rc = wal_open(&o, &r->wal);
+    if (rc < 0) {
+        tb_error("cannot open the write-ahead log", TB_S("dir", cfg->wal.dir), TB_ERR(rc));
+        return rc;
+    }
+    tb_info("log opened", TB_S("dir", cfg->wal.dir), TB_S("fsync", cfg_fsync_name(cfg->wal.fsync)),
+            TB_U("ms", tb_mono_ms() - t0));
+    char err[1024];
+    rc = gw_server_init(r->srv, &app->loop, cfg, r->wal, err, sizeof err);
+    if (rc < 0) {
+        tb_error("cannot set up the topics", TB_S("why", err));
+        return rc;
+    }
+    r->metric_topic = tb_calloc(r->srv->ntopics + 1, sizeof *r->metric_topic);
+    r->dropped_at_start = tb_calloc(r->srv->ntopics + 1, sizeof *r->dropped_at_start);
+    for (size_t i = 0; i < r->srv->ntopics; i++) {
+        gw_topic_t *t = &r->srv->topics[i];
+        wal_topic_stats_t st;
+        wal_topic_stats(t->wal, &st);
+        r->dropped_at_start[i] = st.dropped_total;
+        r->metric_topic[i] = gw_metrics_topic_add(r->metrics, t->name);
+        tb_info("topic", TB_S("topic", t->name), TB_U("next_offset", st.next_offset),
+                TB_U("checkpoint", st.checkpoint), TB_U("bytes", st.bytes), TB_U("dropped_total", st.dropped_total),
+                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""));
+    }
+    return 0;
+}
+
+static void server_closed(gw_server_t *srv)
+{
+    run_t *r = srv->owner;
+    free(srv);
+    r->srv = NULL;
+    gw__app_drained(r->app);
+}
+
+static void log_drain(gw__app_t *app, void *arg)
+{
+    run_t *r = arg;
+    if (!r->srv) {
+        gw__app_drained(app);
+        return;
+    }
+    if (r->wal) {
+        int rc = wal_close(r->wal);
+        r->wal = NULL;
+        if (rc < 0)
+            tb_error("closing the log reported an error", TB_ERR(rc));
+        else
+            tb_info("log closed: everything synced");
+    }
+    /* the writer thread is joined: the WAL's wake-up handle can close now */
+    gw_server_close(r->srv, server_closed);
+}
+
+/* ---- the MQTT listener -------------------------------------------------------- */
+
+static int mqtt_start(gw__app_t *app, void *arg)
 {
     (void)app;
-    ((run_http_t *)arg)->booted = true;
+    run_t *r = arg;
+    return gw_server_listen(r->srv);
+}
+
+static void server_drained(gw_server_t *srv)
+{
+    run_t *r = srv->owner;
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        gw_topic_t *t = &srv->topics[i];
+        tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
+                TB_U("batches_full", t->batches_full), TB_U("batches_timeout", t->batches_timeout),
+                TB_U("batches_idle", t->batches_idle));
+    }
+    gw__app_drained(r->app);
+}
+
+static void mqtt_drain(gw__app_t *app, void *arg)
+{
+    run_t *r = arg;
+    if (!r->srv || !r->srv->topics) {
+        gw__app_drained(app);
+        return;
+    }
+    gw_server_drain(r->srv, server_drained);
+}
+
+static int boot_complete(gw__app_t *app, void *arg)
+{
+    (void)app;
+    ((run_t *)arg)->booted = true;
     tb_info("bootstrap complete");
     return 0;
 }
 
-/* Upstream topics known at startup: one per literal danube_topic, and one per
- * capture_values combination of a template (the bound of the topic label set). */
-static size_t run_topic_capacity(const cfg_t *cfg)
+/* ---- what /metrics, /stats, /readyz report ------------------------------------ */
+
+static void readiness(void *arg, gw_http_readiness_t *out)
+{
+    run_t *r = arg;
+    out->bootstrap_done = r->booted;
+    out->mqtt_listening = r->srv && r->srv->listening;
+    out->wal_writable = r->srv && r->srv->topics;
+    for (size_t i = 0; out->wal_writable && i < r->srv->ntopics; i++)
+        if (wal_topic_state(r->srv->topics[i].wal) != WAL_TOPIC_OK)
+            out->wal_writable = false;
+    out->draining = r->app->stopping;
+}
+
+static gw_topic_state_t topic_state(void *arg, size_t mi)
+{
+    run_t *r = arg;
+    if (!r->srv || !r->srv->topics)
+        return GW_TOPIC_UNKNOWN;
+    for (size_t i = 0; i < r->srv->ntopics; i++)
+        if (r->metric_topic[i] == (int)mi)
+            return wal_topic_state(r->srv->topics[i].wal) == WAL_TOPIC_OK ? GW_TOPIC_IDLE : GW_TOPIC_FAILED;
+    return GW_TOPIC_UNKNOWN;
+}
+
+/* gw_reject_t (publish.c) -> the metrics' reason label */
+static const int reject_label[GW_REJ_COUNT] = {
+    [GW_REJ_UNMATCHED] = -1,
+    [GW_REJ_INVALID] = GW_REJECT_SCHEMA_INVALID,
+    [GW_REJ_NOT_READY] = GW_REJECT_SCHEMA_UNAVAILABLE,
+    [GW_REJ_TOO_LARGE] = GW_REJECT_PAYLOAD_TOO_LARGE,
+    [GW_REJ_QUOTA] = GW_REJECT_WAL_UNAVAILABLE,
+};
+
+/* Copies the loop's counters and the WAL's stats into the registry, at scrape time. */
+static void collect(void *arg, gw_metrics_t *m)
+{
+    run_t *r = arg;
+    gw_server_t *srv = r->srv;
+    if (!srv || !srv->topics)
+        return;
+    gw_metrics_set(gw_metrics_fam(m, GW_M_MQTT_CONNECTIONS), 0, 0, srv->nconnected);
+    gw_metrics_set(gw_metrics_fam(m, GW_M_UNMATCHED), 0, 0, (int64_t)srv->unmatched_dropped);
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        if (r->metric_topic[i] < 0)
+            continue;
+        size_t mi = (size_t)r->metric_topic[i];
+        gw_topic_t *t = &srv->topics[i];
+        wal_topic_stats_t st;
+        wal_topic_stats(t->wal, &st);
+        uint64_t rejected = 0;
+        gw_metrics_set(gw_metrics_fam(m, GW_M_RECEIVED), mi, 0, (int64_t)t->received);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_STORED), mi, 0, (int64_t)t->stored);
+        for (int k = 0; k < GW_REJ_COUNT; k++) {
+            rejected += t->rejected[k];
+            if (reject_label[k] >= 0)
+                gw_metrics_set(gw_metrics_fam(m, GW_M_REJECTED), mi, (size_t)reject_label[k], (int64_t)t->rejected[k]);
+        }
+        uint64_t dropped = st.dropped_total - r->dropped_at_start[i];
+        gw_metrics_set(gw_metrics_fam(m, GW_M_DROPPED), mi, 0, (int64_t)dropped);
+        /* until replication lands, nothing is replicated: everything accepted is queued */
+        gw_metrics_set(gw_metrics_fam(m, GW_M_QUEUED), mi, 0, (int64_t)(t->received - rejected - dropped));
+        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_BYTES), mi, 0, (int64_t)st.bytes);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_SEGMENTS), mi, 0, st.segments);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_OLDEST_OFFSET), mi, 0, (int64_t)st.oldest_offset);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_NEWEST_OFFSET), mi, 0,
+                       st.next_offset > 0 ? (int64_t)st.next_offset - 1 : 0);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_ACKED_OFFSET), mi, 0, (int64_t)st.checkpoint);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_LAG_MESSAGES), mi, 0,
+                       (int64_t)(st.next_offset - 1 - TB_MIN(st.checkpoint, st.next_offset - 1)));
+    }
+    if (r->wal) {
+        wal_fsync_hist_t h;
+        wal_fsync_hist(r->wal, &h);
+        gw_metrics_family_t *f = gw_metrics_fam(m, GW_M_WAL_FSYNC_SECONDS);
+        gw_metrics_hist_view_t view;
+        if (f && gw_metrics_hist_get(f, 0, 0, &view) == 0) {
+            /* the WAL's log2-microsecond buckets, re-observed as nanoseconds at
+             * each bucket's upper bound: only the new samples since last time */
+            for (int b = 0; b < WAL_FSYNC_HIST_BUCKETS; b++) {
+                uint64_t upper_ns = (2ull << b) * 1000u;
+                for (; r->fsync_seen[b] < h.buckets[b]; r->fsync_seen[b]++)
+                    gw_metrics_observe(f, 0, 0, upper_ns);
+            }
+        }
+    }
+}
+
+static size_t topic_capacity(const cfg_t *cfg)
 {
     size_t total = 0;
     for (size_t i = 0; i < cfg->mqtt.nmappings; i++) {
@@ -51,7 +251,6 @@ static size_t run_topic_capacity(const cfg_t *cfg)
     }
     return total ? TB_MIN(total, 10000) : 1;
 }
-/* ---- end of HTTP endpoint wiring ---- */
 
 int gw_run(const cfg_t *cfg)
 {
@@ -61,36 +260,34 @@ int gw_run(const cfg_t *cfg)
             TB_S("edge", cfg->edge.edge_name), TB_S("cluster", cfg->edge.cluster_url),
             TB_U("topic_mappings", cfg->mqtt.nmappings), TB_S("wal_fsync", cfg_fsync_name(cfg->wal.fsync)));
 
-    /* HTTP endpoint: registered first, so it drains last (/healthz answers throughout). */
-    gw_metrics_t *metrics;
-    gw_metrics_new(&metrics);
-    if (gw_metrics_catalog_register(metrics, run_topic_capacity(cfg)) < 0) {
-        gw_metrics_free(metrics);
+    run_t r = { .app = &app };
+    if (gw_metrics_new(&r.metrics) < 0 || gw_metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
+        gw_metrics_free(r.metrics);
         return GW_EXIT_FAILURE;
     }
-    gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
-    gw_metrics_set(gw_metrics_fam(metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
-    for (size_t i = 0; i < cfg->mqtt.nmappings; i++)
-        if (!strstr(cfg->mqtt.mappings[i].danube_topic, "${")) /* templates: TODO(lead), from the router */
-            gw_metrics_topic_add(metrics, cfg->mqtt.mappings[i].danube_topic);
-    run_http_t rh = { &app, false };
-    gw_http_provider_t provider = { .arg = &rh, .readiness = run_readiness };
+    gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
+    gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
+    gw_metrics_add_collector(r.metrics, collect, &r);
+    gw_http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state };
     gw_http_service_opts_t hopts;
     gw_http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
     gw_http_service_t *http;
-    if (gw_http_service_new(&app.loop, &hopts, metrics, &provider, &http) < 0) {
-        gw_metrics_free(metrics);
+    if (gw_http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
+        gw_metrics_free(r.metrics);
         return GW_EXIT_FAILURE;
     }
     gw__app_add(&app, &(gw__service_t){ "http", gw_http_service_start, gw_http_service_drain, http });
+    gw__app_add(&app, &(gw__service_t){ "log", log_start, log_drain, &r });
+    /* (the replicator registers here: after the log, before the listener) */
+    gw__app_add(&app, &(gw__service_t){ "mqtt", mqtt_start, mqtt_drain, &r });
+    gw__app_add(&app, &(gw__service_t){ "boot-complete", boot_complete, NULL, &r }); /* keep last */
 
-    /* (the MQTT listener, the WAL and the replicator register here) */
-
-    gw__app_add(&app, &(gw__service_t){ "boot-complete", run_boot_complete, NULL, &rh }); /* keep last */
     int rc = gw__app_run(&app);
     gw_http_service_free(http);
-    gw_metrics_free(metrics);
+    gw_metrics_free(r.metrics);
+    free(r.metric_topic);
+    free(r.dropped_at_start);
     tb_info("stopped", TB_I("exit_code", rc));
     return rc;
 }

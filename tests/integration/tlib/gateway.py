@@ -1,6 +1,7 @@
 """Run the real tributary binary in tests: config in a temp dir, logs captured,
 waits on conditions with deadlines (never bare sleeps as synchronisation)."""
 import json
+import re
 import os
 import signal
 import socket
@@ -80,6 +81,25 @@ class Gateway:
                 return False
         return wait_for(connectable, timeout, what=f"port {port}")
 
+    def mqtt_port(self, timeout=10.0):
+        """The MQTT port the gateway bound (listener may be port 0)."""
+        return self._bound("mqtt listening", timeout)
+
+    def http_port(self, timeout=10.0):
+        return self._bound("http listening", timeout)
+
+    def _bound(self, msg, timeout):
+        pat = re.compile(r'(?:msg="%s"|"msg":"%s").*?addr[=":]+\[?([0-9a-f.:]*?)\]?:(\d+)' % (msg, msg))
+
+        def found():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited ({self.proc.returncode}):\n{self.log()}")
+            m = None
+            for m in pat.finditer(self.log()):
+                pass
+            return int(m.group(2)) if m else None
+        return wait_for(found, timeout, what=f"log line {msg!r}")
+
     def stop(self, sig=signal.SIGTERM, timeout=10.0):
         """Sends sig and returns the exit code (raises if it does not exit in time)."""
         if self.proc.poll() is None:
@@ -112,3 +132,11 @@ def json_log_lines(text):
         if line.startswith("{"):
             out.append(json.loads(line))
     return out
+
+
+def wal_dump(wal_dir, topic=None):
+    """Every record in the log, as dicts (tributary wal dump)."""
+    args = ["wal", "dump", "--dir", wal_dir] + (["--topic", topic] if topic else [])
+    r = run_cli(*args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]

@@ -1,0 +1,251 @@
+/* bench-lib: PkgConfig::MOSQ Threads::Threads */
+/*
+ * loadgen.c: an MQTT publish load generator on libmosquitto, for comparing
+ * Tributary with Mosquitto on the same machine in the same run.
+ *
+ *   loadgen -p PORT -c CONNECTIONS -n MESSAGES -s PAYLOAD_BYTES -q QOS
+ *           [-t TOPIC_PREFIX] [-V 311|5] [-w INFLIGHT] [-j THREADS] [-r RATE]
+ *
+ * Each connection publishes its share of MESSAGES to TOPIC_PREFIX/<conn>/tele.
+ * QoS 1/2: the next message goes when the window (-w, default 20, like
+ * libmosquitto's default) has room; the run ends when every message is
+ * acknowledged. QoS 0: messages are written as fast as the socket takes
+ * them, then each connection sends one QoS 1 message as a barrier: when
+ * every barrier is acknowledged, the broker has processed everything
+ * before it (same connection, in order), so the figure is what the broker
+ * ingested, not what the client wrote. -r paces the total rate (messages/s).
+ *
+ * Output: one line "messages=N seconds=S rate=R acked=A" on stdout.
+ * Connections are spread over -j threads, each polling its sockets.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <mosquitto.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct conn {
+    struct mosquitto *m;
+    int idx;
+    long total, sent, acked, inflight;
+    bool connected, barrier_sent, barrier_acked, done;
+    int barrier_mid;
+} conn_t;
+
+static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
+static long g_messages = 100000;
+static double g_rate = 0;
+static const char *g_prefix = "bench", *g_host = "127.0.0.1";
+static char *g_payload;
+static atomic_long g_acked_total, g_sent_total;
+static double g_t0;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_connect(struct mosquitto *m, void *arg, int rc)
+{
+    (void)m;
+    conn_t *c = arg;
+    if (rc != 0) {
+        fprintf(stderr, "loadgen: connection %d refused: %s\n", c->idx, mosquitto_connack_string(rc));
+        exit(1);
+    }
+    c->connected = true;
+}
+
+static void on_publish(struct mosquitto *m, void *arg, int mid)
+{
+    (void)m;
+    conn_t *c = arg;
+    if (c->barrier_sent && mid == c->barrier_mid) {
+        c->barrier_acked = true;
+        return;
+    }
+    if (g_qos == 0)
+        return; /* libmosquitto reports QoS 0 messages as written: not an ack */
+    c->acked++;
+    c->inflight--;
+    atomic_fetch_add(&g_acked_total, 1);
+}
+
+static bool allowed_by_rate(void)
+{
+    if (g_rate <= 0)
+        return true;
+    double want = (now_s() - g_t0) * g_rate;
+    return (double)atomic_load(&g_sent_total) < want;
+}
+
+static void pump(conn_t *c)
+{
+    if (!c->connected || c->done)
+        return;
+    while (c->sent < c->total && allowed_by_rate()) {
+        if (g_qos > 0 && c->inflight >= g_inflight)
+            break;
+        if (g_qos == 0 && mosquitto_want_write(c->m))
+            break; /* let the socket drain first: no unbounded client queue */
+        char topic[128];
+        snprintf(topic, sizeof topic, "%s/c%d/tele", g_prefix, c->idx);
+        int rc = mosquitto_publish(c->m, NULL, topic, g_size, g_payload, g_qos, false);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            fprintf(stderr, "loadgen: publish failed: %s\n", mosquitto_strerror(rc));
+            exit(1);
+        }
+        c->sent++;
+        atomic_fetch_add(&g_sent_total, 1);
+        if (g_qos > 0)
+            c->inflight++;
+    }
+    if (c->sent == c->total) {
+        if (g_qos > 0 && c->acked == c->total)
+            c->done = true;
+        if (g_qos == 0 && !c->barrier_sent && !mosquitto_want_write(c->m)) {
+            char topic[128];
+            snprintf(topic, sizeof topic, "%s/c%d/tele", g_prefix, c->idx);
+            mosquitto_publish(c->m, &c->barrier_mid, topic, 1, "b", 1, false);
+            c->barrier_sent = true;
+        }
+        if (g_qos == 0 && c->barrier_acked) {
+            c->done = true;
+            c->acked = c->total;
+            atomic_fetch_add(&g_acked_total, c->total);
+        }
+    }
+}
+
+typedef struct { conn_t *conns; int n; } worker_t;
+
+static void *worker(void *arg)
+{
+    worker_t *w = arg;
+    struct pollfd *pfd = calloc((size_t)w->n, sizeof *pfd);
+    for (;;) {
+        int live = 0;
+        for (int i = 0; i < w->n; i++) {
+            conn_t *c = &w->conns[i];
+            pump(c);
+            pfd[i].fd = c->done ? -1 : mosquitto_socket(c->m);
+            pfd[i].events = POLLIN | (mosquitto_want_write(c->m) ? POLLOUT : 0);
+            pfd[i].revents = 0;
+            live += !c->done;
+        }
+        if (!live)
+            break;
+        int rc = poll(pfd, (nfds_t)w->n, g_rate > 0 ? 1 : 100);
+        if (rc < 0 && errno != EINTR) {
+            perror("poll");
+            exit(1);
+        }
+        for (int i = 0; i < w->n; i++) {
+            conn_t *c = &w->conns[i];
+            if (c->done)
+                continue;
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                int r = mosquitto_loop_read(c->m, 1);
+                if (r != MOSQ_ERR_SUCCESS) {
+                    fprintf(stderr, "loadgen: connection %d lost: %s\n", c->idx, mosquitto_strerror(r));
+                    exit(1);
+                }
+            }
+            if (pfd[i].revents & POLLOUT)
+                mosquitto_loop_write(c->m, 1);
+            mosquitto_loop_misc(c->m);
+        }
+    }
+    free(pfd);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int ch;
+    while ((ch = getopt(argc, argv, "h:p:c:n:s:q:t:V:w:j:r:")) != -1) {
+        switch (ch) {
+        case 'h': g_host = optarg; break;
+        case 'p': g_port = atoi(optarg); break;
+        case 'c': g_conns = atoi(optarg); break;
+        case 'n': g_messages = atol(optarg); break;
+        case 's': g_size = atoi(optarg); break;
+        case 'q': g_qos = atoi(optarg); break;
+        case 't': g_prefix = optarg; break;
+        case 'V': g_version = strcmp(optarg, "5") == 0 ? 5 : 4; break;
+        case 'w': g_inflight = atoi(optarg); break;
+        case 'j': g_threads = atoi(optarg); break;
+        case 'r': g_rate = atof(optarg); break;
+        default:
+            fprintf(stderr, "usage: loadgen -p PORT -c CONNS -n MSGS -s BYTES -q QOS [-t PREFIX] [-V 311|5] "
+                            "[-w INFLIGHT] [-j THREADS] [-r RATE]\n");
+            return 2;
+        }
+    }
+    if (g_threads > g_conns) g_threads = g_conns;
+    mosquitto_lib_init();
+    g_payload = malloc((size_t)g_size + 1);
+    memset(g_payload, 'x', (size_t)g_size);
+    conn_t *conns = calloc((size_t)g_conns, sizeof *conns);
+    for (int i = 0; i < g_conns; i++) {
+        conn_t *c = &conns[i];
+        c->idx = i;
+        c->total = g_messages / g_conns + (i < g_messages % g_conns);
+        char id[64];
+        snprintf(id, sizeof id, "loadgen-%d-%d", (int)getpid(), i);
+        c->m = mosquitto_new(id, true, c);
+        mosquitto_int_option(c->m, MOSQ_OPT_PROTOCOL_VERSION, g_version == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311);
+        mosquitto_max_inflight_messages_set(c->m, (unsigned)g_inflight);
+        mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
+        mosquitto_connect_callback_set(c->m, on_connect);
+        mosquitto_publish_callback_set(c->m, on_publish);
+        int rc = mosquitto_connect(c->m, g_host, g_port, 60);
+        if (rc != MOSQ_ERR_SUCCESS) {
+            fprintf(stderr, "loadgen: connect: %s\n", mosquitto_strerror(rc));
+            return 1;
+        }
+    }
+    /* wait for every CONNACK before the clock starts */
+    for (double deadline = now_s() + 30;;) {
+        int ok = 0;
+        for (int i = 0; i < g_conns; i++) {
+            mosquitto_loop(conns[i].m, 0, 1);
+            ok += conns[i].connected;
+        }
+        if (ok == g_conns) break;
+        if (now_s() > deadline) { fprintf(stderr, "loadgen: connections not accepted in 30 s\n"); return 1; }
+        usleep(1000);
+    }
+    g_t0 = now_s();
+    pthread_t *th = calloc((size_t)g_threads, sizeof *th);
+    worker_t *ws = calloc((size_t)g_threads, sizeof *ws);
+    int per = g_conns / g_threads, off = 0;
+    for (int t = 0; t < g_threads; t++) {
+        ws[t].conns = conns + off;
+        ws[t].n = per + (t < g_conns % g_threads);
+        off += ws[t].n;
+        pthread_create(&th[t], NULL, worker, &ws[t]);
+    }
+    for (int t = 0; t < g_threads; t++)
+        pthread_join(th[t], NULL);
+    double secs = now_s() - g_t0;
+    long acked = atomic_load(&g_acked_total);
+    printf("messages=%ld seconds=%.3f rate=%.0f acked=%ld\n", g_messages, secs, (double)acked / secs, acked);
+    for (int i = 0; i < g_conns; i++) {
+        mosquitto_disconnect(conns[i].m);
+        mosquitto_loop(conns[i].m, 10, 1);
+        mosquitto_destroy(conns[i].m);
+    }
+    mosquitto_lib_cleanup();
+    return acked == g_messages ? 0 : 1;
+}
