@@ -30,10 +30,15 @@ deps() {
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-configure_build() { # dir, extra cmake args...
+configure_build() { # dir, extra cmake args... (output kept in DIR/build.log, shown on failure)
     local dir=$1; shift
-    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-    cmake --build "$dir" -j "$JOBS"
+    mkdir -p "$dir"
+    if ! { cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" && cmake --build "$dir" -j "$JOBS"; } \
+            > "$dir/build.log" 2>&1; then
+        grep -E "error|warning" "$dir/build.log" | head -40 || tail -40 "$dir/build.log"
+        echo "build failed in $dir (full log: $dir/build.log)" >&2
+        return 1
+    fi
 }
 
 build()      { say "build (build/)"; configure_build build -DTRIB_WERROR=ON; }
@@ -57,9 +62,11 @@ fuzz_short() {
         name=${f##*/fuzz_}
         corpus=$(mktemp -d)
         cp -r tests/fuzz/corpus/"$name"/. "$corpus"/ 2>/dev/null || true
-        "$f" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$ROOT/tests/fuzz/crash-$name-" \
-             "$corpus" 2>&1 | grep -E '^(stat::number_of_executed_units|==|SUMMARY)' || true
-        local rc=${PIPESTATUS[0]}
+        local out rc=0
+        out=$("$f" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$ROOT/tests/fuzz/crash-$name-" \
+                   "$corpus" 2>&1) || rc=$?
+        printf "%-16s %s\n" "$name" "$(grep -E "^(stat::number_of_executed_units|==[0-9]+==|SUMMARY)" <<<"$out" | tr "\n" " ")"
+        [[ $rc -eq 0 ]] || tail -40 <<<"$out"
         rm -rf "$corpus"
         [[ $rc -eq 0 ]] || { echo "fuzz target $name failed (rc=$rc)"; return 1; }
     done
