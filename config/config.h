@@ -131,4 +131,10 @@ void cfg_print(const cfg_t *cfg, FILE *out);
 
 const char *cfg_fsync_name(cfg_fsync_t f);
 
+/* Calls cb with the path of every key whose value differs between a and b
+ * ("wal.fsync", "mqtt.topic_mappings[2].validation_policy"; a different
+ * number of mappings is reported as "mqtt.topic_mappings"). Secrets are
+ * compared but never passed to cb by value. */
+void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg);
+
 #endif

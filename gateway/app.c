@@ -1,7 +1,6 @@
 /*
  * app.c: start services in order, drain them in reverse on SIGTERM/SIGINT.
- * See app.h for the contract. SIGHUP is reserved for reloading (logged and
- * otherwise ignored until reload lands).
+ * See app.h for the contract. SIGHUP calls the reload hook (reload.c).
  */
 #include "gateway/app.h"
 #include "gateway/gateway.h"
@@ -90,7 +89,10 @@ static void signal_cb(uv_signal_t *h, int signum)
 {
     gw__app_t *app = h->data;
     if (signum == SIGHUP) {
-        tb_info("SIGHUP received: reload is not supported yet; nothing changed");
+        if (app->reload && !app->stopping)
+            app->reload(app, app->reload_arg);
+        else
+            tb_info("SIGHUP received: nothing to reload");
         return;
     }
     if (app->stopping) {

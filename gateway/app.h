@@ -35,6 +35,8 @@ struct gw__app {
     gw__service_t services[16];
     int nservices;
     int draining;        /* index+1 of the service being drained, 0 = running */
+    void (*reload)(gw__app_t *app, void *arg); /* SIGHUP; NULL: logged and ignored */
+    void *reload_arg;
     bool stopping;
     int exit_code;
 };

@@ -240,6 +240,11 @@ static void collect(void *arg, gw_metrics_t *m)
     }
 }
 
+static void reload(gw__app_t *app, void *arg)
+{
+    gw__reload(((run_t *)arg)->srv, app->cfg);
+}
+
 static size_t topic_capacity(const cfg_t *cfg)
 {
     size_t total = 0;
@@ -282,6 +287,8 @@ int gw_run(const cfg_t *cfg)
     /* (the replicator registers here: after the log, before the listener) */
     gw__app_add(&app, &(gw__service_t){ "mqtt", mqtt_start, mqtt_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "boot-complete", boot_complete, NULL, &r }); /* keep last */
+    app.reload = reload;
+    app.reload_arg = &r;
 
     int rc = gw__app_run(&app);
     gw_http_service_free(http);

@@ -222,6 +222,12 @@ int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop);
 void gw__server_pending_add(gw_server_t *srv, int64_t bytes);
 gw_topic_t *gw__server_topic(gw_server_t *srv, const char *name);
 
+/* reload.c: SIGHUP. Re-reads the configuration file; applies what can
+ * change at run time (log level and format, each mapping's
+ * validation_policy) and logs every other changed key as needing a
+ * restart. An invalid file changes nothing. */
+void gw__reload(gw_server_t *srv, const cfg_t *running);
+
 /* conn.c */
 void gw__conn_accept(gw_server_t *srv);
 void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why);

@@ -425,3 +425,38 @@ Test(config, example_mentions_every_key)
     }
     free(buf);
 }
+
+static char diffs[16][128];
+static int ndiffs;
+static void collect_diff(void *arg, const char *key)
+{
+    (void)arg;
+    if (ndiffs < 16)
+        snprintf(diffs[ndiffs++], sizeof diffs[0], "%s", key);
+}
+
+Test(config, diff_names_each_changed_key)
+{
+    char *a = cat(HEAD, "log:\n  level: info\n");
+    char *b = cat(HEAD, "      validation_policy: none\n      schema_subject: s\nlog:\n  level: debug\n"
+                        "wal:\n  fsync: never\n");
+    cfg_t *ca = load(a, NULL);
+    cr_assert_not_null(ca, "%s", err);
+    char *const env[] = { "TRIBUTARY_EDGE_TOKEN=new-secret", NULL };
+    cfg_t *cb = load(b, env);
+    cr_assert_not_null(cb, "%s", err);
+    ndiffs = 0;
+    cfg_diff(ca, cb, collect_diff, NULL);
+    cr_assert_eq(ndiffs, 4);
+    cr_assert_str_eq(diffs[0], "edge.token");
+    cr_assert_str_eq(diffs[1], "mqtt.topic_mappings[0].schema_subject");
+    cr_assert_str_eq(diffs[2], "wal.fsync");
+    cr_assert_str_eq(diffs[3], "log.level");
+    ndiffs = 0;
+    cfg_diff(ca, ca, collect_diff, NULL);
+    cr_assert_eq(ndiffs, 0);
+    cfg_free(ca);
+    cfg_free(cb);
+    free(a);
+    free(b);
+}
