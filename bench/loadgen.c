@@ -247,5 +247,9 @@ int main(int argc, char **argv)
         mosquitto_destroy(conns[i].m);
     }
     mosquitto_lib_cleanup();
+    free(th);
+    free(ws);
+    free(conns);
+    free(g_payload);
     return acked == g_messages ? 0 : 1;
 }

@@ -364,7 +364,7 @@ gw_pending_t *gw__conn_pending_new(gw_conn_t *c, uint16_t packet_id, uint8_t qos
 static void send_ack(gw_conn_t *c, gw_pending_t *p)
 {
     uint8_t out[64];
-    mqtt_type_t type = p->qos == 1 ? MQTT_PUBACK : MQTT_PUBREC;
+    mqtt_type_t type = p->pubcomp ? MQTT_PUBCOMP : p->qos == 1 ? MQTT_PUBACK : MQTT_PUBREC;
     uint8_t reason = c->version == MQTT_V5 ? p->reason : 0;
     int n = mqtt_encode_ack(out, sizeof out, c->version, type, p->packet_id, reason, NULL);
     if (n > 0)
@@ -404,8 +404,8 @@ void gw__conn_drain_acks(gw_conn_t *c)
             }
             send_ack(c, p);
             sent = true;
-            /* QoS 1 ends here; QoS 2 ends at PUBCOMP unless refused now */
-            if ((p->qos == 1 || p->reason >= 0x80) && c->inflight > 0)
+            /* QoS 1 ends at PUBACK; QoS 2 at PUBCOMP, or at a refusing PUBREC */
+            if ((p->pubcomp || p->qos == 1 || p->reason >= 0x80) && c->inflight > 0)
                 c->inflight--;
         }
         free(p);

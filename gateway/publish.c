@@ -262,6 +262,8 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
         }
     }
     route_and_store(c, pkt, topic, p);
+    if (p && p->qos2_record && p->waits > 0)
+        gw__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
     if (p && p->waits == 0)
         gw__conn_drain_acks(c);
 }
@@ -269,12 +271,16 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
 void gw__on_pubrel(gw_conn_t *c, const mqtt_packet_t *pkt)
 {
     uint16_t id = pkt->u.ack.packet_id;
-    bool known = c->session && gw__session_del_qos2(c->session, id);
-    if (c->inflight > 0)
-        c->inflight--;
-    uint8_t out[32];
-    uint8_t reason = known || c->version != MQTT_V5 ? 0 : MQTT_RC_PACKET_IDENTIFIER_NOT_FOUND;
-    int n = mqtt_encode_ack(out, sizeof out, c->version, MQTT_PUBCOMP, id, reason, NULL);
-    if (n > 0)
-        gw__conn_send(c, out, (size_t)n);
+    gw_session_t *s = c->session;
+    bool known = s && gw__session_del_qos2(s, id);
+    /* the PUBCOMP takes its place in the ack FIFO; for a persistent session
+     * it waits until the release is in the journal, so a crash before then
+     * leaves the id known and the client's resent PUBREL still answered */
+    gw_pending_t *p = gw__conn_pending_new(c, id, 2);
+    p->pubcomp = true;
+    p->reason = known || c->version != MQTT_V5 ? 0 : MQTT_RC_PACKET_IDENTIFIER_NOT_FOUND;
+    if (known)
+        gw__journal_qos2(c->srv, s, id, false, p);
+    if (p->waits == 0)
+        gw__conn_drain_acks(c);
 }

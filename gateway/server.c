@@ -53,6 +53,27 @@ static int build_router(gw_server_t *srv, char *err, size_t errlen)
     return rc;
 }
 
+gw_topic_t *gw__server_local_topic(gw_server_t *srv, size_t i)
+{
+    gw_topic_t *local[] = { srv->dead_letter, srv->journal };
+    for (size_t k = 0; k < TB_ARRAY_LEN(local); k++)
+        if (local[k] && i-- == 0)
+            return local[k];
+    return NULL;
+}
+
+int gw__server_local_open(gw_server_t *srv, const char *name, gw_topic_t **out)
+{
+    gw_topic_t *t = tb_calloc(1, sizeof *t);
+    t->name = tb_strdup(name);
+    t->id = UINT32_MAX;
+    t->srv = srv;
+    uv_timer_init(srv->loop, &t->timer);
+    t->timer.data = t;
+    *out = t;
+    return wal_topic_open(srv->wal, t->name, &t->wal);
+}
+
 static int build_topics(gw_server_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
@@ -90,18 +111,15 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
         }
     }
     if (cfg->mqtt.dead_letter) {
-        gw_topic_t *t = srv->dead_letter = tb_calloc(1, sizeof *t);
-        t->name = tb_strdup(GW_DEAD_LETTER_TOPIC);
-        t->id = UINT32_MAX;
-        t->srv = srv;
-        uv_timer_init(srv->loop, &t->timer);
-        t->timer.data = t;
-        int rc = wal_topic_open(srv->wal, t->name, &t->wal);
+        int rc = gw__server_local_open(srv, GW_DEAD_LETTER_TOPIC, &srv->dead_letter);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
             return rc;
         }
     }
+    int jrc = gw__journal_open(srv, err, errlen);
+    if (jrc < 0)
+        return jrc;
     for (size_t i = 0; i < n; i++) {
         int rc = wal_topic_open(srv->wal, srv->topics[i].name, &srv->topics[i].wal);
         if (rc < 0) {
@@ -253,16 +271,20 @@ static bool busy(gw_server_t *srv)
     for (size_t i = 0; i < srv->ntopics; i++)
         if (srv->topics[i].inflight || srv->topics[i].batch)
             return true;
-    gw_topic_t *dl = srv->dead_letter;
-    return dl && (dl->inflight || dl->batch);
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++) {
+        gw_topic_t *t = gw__server_local_topic(srv, i);
+        if (t->inflight || t->batch)
+            return true;
+    }
+    return false;
 }
 
 static void flush_all(gw_server_t *srv)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
         gw__ingest_flush(&srv->topics[i]);
-    if (srv->dead_letter)
-        gw__ingest_flush(srv->dead_letter);
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
+        gw__ingest_flush(gw__server_local_topic(srv, i));
 }
 
 static void check_drained(gw_server_t *srv)
@@ -309,8 +331,8 @@ static void handle_closed(uv_handle_t *h)
     gw_server_t *srv = h->data;
     if (--srv->closing_handles > 0)
         return;
-    for (size_t i = 0; i <= srv->ntopics; i++) {
-        gw_topic_t *t = i < srv->ntopics ? &srv->topics[i] : srv->dead_letter;
+    for (size_t i = 0;; i++) {
+        gw_topic_t *t = i < srv->ntopics ? &srv->topics[i] : gw__server_local_topic(srv, i - srv->ntopics);
         if (!t)
             break;
         if (t->batch)
@@ -326,6 +348,7 @@ static void handle_closed(uv_handle_t *h)
     }
     free(srv->topics);
     free(srv->dead_letter);
+    free(srv->journal);
     free(srv->rules);
     free(srv->scratch);
     gw_router_free(srv->router);
@@ -350,8 +373,8 @@ void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv))
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
     for (size_t i = 0; i < srv->ntopics; i++)
         close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
-    if (srv->dead_letter)
-        close_handle(srv, (uv_handle_t *)&srv->dead_letter->timer);
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
+        close_handle(srv, (uv_handle_t *)&gw__server_local_topic(srv, i)->timer);
     srv->sweep.data = srv;
     handle_closed((uv_handle_t *)&srv->sweep);
 }

@@ -95,6 +95,7 @@ typedef struct gw_pending {
     uint8_t reason;      /* MQTT 5 reason code to send (0 = success) */
     bool close;          /* 3.1.1 cannot say "refused": close instead of acking */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
+    bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } gw_pending_t;
 
 /* What the gateway keeps with a batch while the log has it: the pending
@@ -160,12 +161,14 @@ struct gw_session {
     uint32_t nstoring, cap_storing;
     int refs;                       /* pending QoS 2 entries pointing here */
     bool linked;                    /* in the server's table */
+    bool journaled;                 /* an OPEN record for it is in the session journal */
     /* delayed will (MQTT 5 Will Delay Interval) */
     struct gw_will *will;
     struct gw_session *hnext;       /* hash chain */
 };
 
 #define GW_DEAD_LETTER_TOPIC "$dead-letter"
+#define GW_JOURNAL_TOPIC "$sessions"
 
 struct gw_server {
     uv_loop_t *loop;
@@ -181,7 +184,11 @@ struct gw_server {
     size_t nrules;
     gw_topic_t *topics;
     size_t ntopics;
-    gw_topic_t *dead_letter;        /* mqtt.dead_letter: refused payloads, never replicated */
+    /* Local logs, never replicated: the dead-letter log (mqtt.dead_letter)
+     * and the session journal. NULL when not in use. */
+    gw_topic_t *dead_letter;
+    gw_topic_t *journal;
+    uint64_t journal_records;       /* since its checkpoint: compaction trigger */
     gw_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
@@ -221,6 +228,17 @@ void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv));
 int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop);
 void gw__server_pending_add(gw_server_t *srv, int64_t bytes);
 gw_topic_t *gw__server_topic(gw_server_t *srv, const char *name);
+
+/* journal.c: persistent sessions and their QoS 2 packet ids, kept in the
+ * log ("$sessions", never replicated) so they survive a restart. */
+int gw__journal_open(gw_server_t *srv, char *err, size_t errlen);
+void gw__journal_session(gw_server_t *srv, gw_session_t *s, bool open);
+/* Adds a record for a QoS 2 packet id (stored / released); p, when not
+ * NULL, waits for it to be durable. */
+void gw__journal_qos2(gw_server_t *srv, gw_session_t *s, uint16_t id, bool stored, gw_pending_t *p);
+/* local topics (dead letter, journal): for loops over every topic */
+gw_topic_t *gw__server_local_topic(gw_server_t *srv, size_t i);
+int gw__server_local_open(gw_server_t *srv, const char *name, gw_topic_t **out);
 
 /* reload.c: SIGHUP. Re-reads the configuration file; applies what can
  * change at run time (log level and format, each mapping's
@@ -279,6 +297,9 @@ void gw__session_set_storing(gw_session_t *s, uint16_t id, struct gw_pending *p 
 void gw__session_expire(gw_server_t *srv, uint64_t now_ms);
 void gw__sessions_free(gw_server_t *srv);
 void gw__session_unref(gw_session_t *s);
+gw_session_t *gw__session_create(gw_server_t *srv, const char *client_id);
+/* Ends a session (journaled END when it was persistent). */
+void gw__session_forget(gw_server_t *srv, gw_session_t *s);
 /* will.c */
 void gw__will_cancel(gw_session_t *s);
 

@@ -11,10 +11,8 @@
  *
  * Persistent sessions live in memory until they expire
  * (mqtt.max_session_expiry_s caps every expiry, 3.1.1's "forever"
- * included) or mqtt.max_sessions pushes out the one detached longest. They
- * do not survive a restart of the gateway yet: docs/MQTT.md says what that
- * costs (a QoS 2 message resent across a gateway restart can be stored
- * twice; QoS 1 is at-least-once anyway).
+ * included) or mqtt.max_sessions pushes out the one detached longest, and
+ * in the session journal (journal.c) so they survive a restart.
  */
 #include "gateway/server.h"
 
@@ -68,6 +66,7 @@ static void session_free(gw_session_t *s)
 
 static void unlink_session(gw_server_t *srv, gw_session_t *s)
 {
+    gw__journal_session(srv, s, false); /* END, if it was journaled */
     gw_session_t **pp = &srv->sess_buckets[hash(s->client_id) & (srv->sess_nbuckets - 1)];
     while (*pp && *pp != s)
         pp = &(*pp)->hnext;
@@ -80,7 +79,7 @@ static void unlink_session(gw_server_t *srv, gw_session_t *s)
         session_free(s);
 }
 
-static gw_session_t *create(gw_server_t *srv, const char *client_id)
+gw_session_t *gw__session_create(gw_server_t *srv, const char *client_id)
 {
     if (srv->nsessions + 1 > srv->sess_nbuckets)
         grow(srv);
@@ -112,11 +111,17 @@ gw_session_t *gw__session_attach(gw_server_t *srv, gw_conn_t *c, bool clean, uin
         *present = s->persistent;
         gw__will_cancel(s); /* back before its will delay ran out: no will */
     } else {
-        s = create(srv, c->client_id);
+        s = gw__session_create(srv, c->client_id);
     }
     s->conn = c;
+    bool was = s->journaled;
+    uint32_t old_expiry = s->expiry_s;
     s->persistent = expiry_s > 0;
     s->expiry_s = expiry_s;
+    if (s->persistent && (!was || old_expiry != expiry_s))
+        gw__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
+    else if (!s->persistent && was)
+        gw__journal_session(srv, s, false); /* END: no longer persistent */
     return s;
 }
 
@@ -156,6 +161,12 @@ void gw__session_expire(gw_server_t *srv, uint64_t now)
                 TB_S("client", oldest->client_id), TB_U("max_sessions", srv->cfg->mqtt.max_sessions));
         unlink_session(srv, oldest);
     }
+}
+
+void gw__session_forget(gw_server_t *srv, gw_session_t *s)
+{
+    if (s->linked)
+        unlink_session(srv, s);
 }
 
 void gw__session_unref(gw_session_t *s)

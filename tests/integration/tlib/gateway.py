@@ -56,6 +56,7 @@ class Gateway:
     def start(self):
         cmd = [BIN, "run"] + (["-c", self.config] if self.config else []) + self.args
         self.logf = open(self.log_path, "ab")
+        self.run_start = os.path.getsize(self.log_path)  # this run's lines start here
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
         return self
 
@@ -95,7 +96,7 @@ class Gateway:
             if self.proc.poll() is not None:
                 raise AssertionError(f"gateway exited ({self.proc.returncode}):\n{self.log()}")
             m = None
-            for m in pat.finditer(self.log()):
+            for m in pat.finditer(self.log()[self.run_start:]):
                 pass
             return int(m.group(2)) if m else None
         return wait_for(found, timeout, what=f"log line {msg!r}")
