@@ -2,7 +2,10 @@
 # bench_ingest.sh: MQTT ingest rate, Tributary beside Mosquitto 2 (Debian's,
 # persistence on), same machine, same run, same load generator (loadgen.c).
 #
-#   bench/bench_ingest.sh [-n MESSAGES] [-s PAYLOAD_BYTES] [-c "10 100"] [-q "0 1"] [-f "always interval"]
+#   bench/bench_ingest.sh [-n MESSAGES] [-s PAYLOAD_BYTES] [-c "10 100"] [-q "0 1"] [-f "always interval"] [-r REPEATS]
+#
+# Each figure is the median of REPEATS runs (default 3): single runs of
+# either server vary by up to 2x on a shared machine.
 #
 # Mosquitto stores nothing here (nobody subscribes), while Tributary writes
 # every message to its log and acks QoS 1 only after the log's fsync mode is
@@ -11,9 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build
-N=200000 SIZE=100 CONNS="10 100" QOSES="0 1" MODES="always interval"
-while getopts "n:s:c:q:f:" o; do
-    case $o in n) N=$OPTARG ;; s) SIZE=$OPTARG ;; c) CONNS=$OPTARG ;; q) QOSES=$OPTARG ;; f) MODES=$OPTARG ;; *) exit 2 ;; esac
+N=200000 SIZE=100 CONNS="10 100" QOSES="0 1" MODES="always interval" REPEATS=3
+while getopts "n:s:c:q:f:r:" o; do
+    case $o in n) N=$OPTARG ;; s) SIZE=$OPTARG ;; c) CONNS=$OPTARG ;; q) QOSES=$OPTARG ;; f) MODES=$OPTARG ;;
+               r) REPEATS=$OPTARG ;; *) exit 2 ;; esac
 done
 LOADGEN=$B/bench/loadgen
 [[ -x $LOADGEN && -x $B/tributary ]] || { echo "build first: ./scripts/dev.sh build" >&2; exit 2; }
@@ -22,7 +26,11 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 200); do (echo > /dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 1; }
-rate() { "$LOADGEN" -p "$1" -c "$2" -n "$N" -s "$SIZE" -q "$3" -t bench | sed -n 's/.*rate=\([0-9]*\).*/\1/p'; }
+rate1() { "$LOADGEN" -p "$1" -c "$2" -n "$N" -s "$SIZE" -q "$3" -t bench | sed -n 's/.*rate=\([0-9]*\).*/\1/p'; }
+rate() { # median of REPEATS runs
+    local i
+    for i in $(seq "$REPEATS"); do rate1 "$@"; done | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
 
 MPORT=$(free_port)
 mkdir -p "$WORK/mosq"
@@ -45,7 +53,7 @@ kill $MPID; wait $MPID 2>/dev/null || true
 
 OUT=$B/bench/ingest.md
 {
-    echo "Ingest, $N messages of $SIZE bytes, $(nproc) cores, $(date -u +%Y-%m-%d), $(mosquitto -h 2>/dev/null | head -1 | sed 's/ is an.*//')"
+    echo "Ingest, $N messages of $SIZE bytes, median of $REPEATS runs, $(nproc) cores, $(date -u +%Y-%m-%d), $(mosquitto -h 2>/dev/null | head -1 | sed 's/ is an.*//')"
     echo
     echo "| fsync | QoS | connections | Tributary msg/s | Mosquitto msg/s | ratio |"
     echo "|---|---|---|---|---|---|"

@@ -244,7 +244,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             }
         }
     }
-    gw__conn_flush(c);
 }
 
 void gw__conn_resume(gw_conn_t *c)
@@ -295,6 +294,26 @@ void gw__conn_send(gw_conn_t *c, const uint8_t *p, size_t n)
     }
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
+    if (!c->dirty) {
+        /* written once at the end of this loop turn (server.c's check
+         * handle): a batch completion acking 100 messages of one client
+         * becomes one write, not 100 */
+        c->dirty = true;
+        c->refs++;
+        c->dirty_next = c->srv->dirty;
+        c->srv->dirty = c;
+    }
+}
+
+void gw__conn_flush_dirty(gw_server_t *srv)
+{
+    while (srv->dirty) {
+        gw_conn_t *c = srv->dirty;
+        srv->dirty = c->dirty_next;
+        c->dirty = false;
+        gw__conn_flush(c);
+        gw__conn_unref(c);
+    }
 }
 
 void gw__conn_flush(gw_conn_t *c)
@@ -373,7 +392,6 @@ static void send_ack(gw_conn_t *c, gw_pending_t *p)
 
 void gw__conn_drain_acks(gw_conn_t *c)
 {
-    bool sent = false;
     c->refs++; /* freeing the last pending entry must not free c under us */
     while (c->pend_head && c->pend_head->waits == 0) {
         gw_pending_t *p = c->pend_head;
@@ -402,8 +420,7 @@ void gw__conn_drain_acks(gw_conn_t *c)
                 gw__conn_close(c, 0, "message refused and MQTT 3.1.1 cannot say so");
                 continue;
             }
-            send_ack(c, p);
-            sent = true;
+            send_ack(c, p); /* written at the end of the loop turn (gw__conn_flush_dirty) */
             /* QoS 1 ends at PUBACK; QoS 2 at PUBCOMP, or at a refusing PUBREC */
             if ((p->pubcomp || p->qos == 1 || p->reason >= 0x80) && c->inflight > 0)
                 c->inflight--;
@@ -412,8 +429,6 @@ void gw__conn_drain_acks(gw_conn_t *c)
         c->unanswered--;
         gw__conn_unref(c);
     }
-    if (sent)
-        gw__conn_flush(c);
     if (!c->reading && !c->closing && !c->srv->paused && c->unanswered < c->srv->cfg->mqtt.receive_maximum)
         gw__conn_resume(c);
     gw__conn_unref(c);

@@ -142,9 +142,18 @@ int gw_server_init(gw_server_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *w
 }
 
 /* The async handle must exist before the WAL's writer thread can call notify. */
+static void flush_check_cb(uv_check_t *h)
+{
+    gw__conn_flush_dirty(h->data);
+}
+
 int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop)
 {
     srv->loop = loop;
+    uv_check_init(loop, &srv->flush_check);
+    srv->flush_check.data = srv;
+    uv_check_start(&srv->flush_check, flush_check_cb);
+    uv_unref((uv_handle_t *)&srv->flush_check);
     uv_timer_init(loop, &srv->sweep);
     srv->sweep.data = srv;
     srv->wal_async.data = srv;
@@ -369,8 +378,10 @@ void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv))
     srv->closed_cb = cb;
     srv->closing_handles = 1; /* held until every close below is started */
     gw__sessions_free(srv);
+    gw__conn_flush_dirty(srv);
     close_handle(srv, (uv_handle_t *)&srv->sweep);
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
+    close_handle(srv, (uv_handle_t *)&srv->flush_check);
     for (size_t i = 0; i < srv->ntopics; i++)
         close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
     for (size_t i = 0; gw__server_local_topic(srv, i); i++)

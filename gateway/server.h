@@ -133,6 +133,8 @@ struct gw_conn {
     uint32_t unanswered;            /* QoS 1/2 PUBLISHes without their PUBACK / PUBREC yet */
     uint8_t *out;
     size_t out_len, out_cap;
+    struct gw_conn *dirty_next;     /* server->dirty: has replies to write this loop turn */
+    bool dirty;
     size_t writing;                 /* bytes handed to uv_write, not yet done */
     /* will */
     bool has_will;
@@ -178,6 +180,8 @@ struct gw_server {
     char listen_addr[80];
     uv_timer_t sweep;               /* connect timeout and keepalive */
     uv_async_t wal_async;           /* the WAL writer's completions */
+    uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
+    gw_conn_t *dirty;
     wal_t *wal;
     gw_router_t *router;
     gw_rule_t *rules;
@@ -252,6 +256,7 @@ void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why);
 void gw__conn_unref(gw_conn_t *c);
 void gw__conn_send(gw_conn_t *c, const uint8_t *p, size_t n);
 void gw__conn_flush(gw_conn_t *c);
+void gw__conn_flush_dirty(gw_server_t *srv);
 void gw__conn_pause(gw_conn_t *c);
 void gw__conn_resume(gw_conn_t *c);
 /* Sends, in order, every ready pending ack at the head of the FIFO. */
