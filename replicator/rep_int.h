@@ -119,6 +119,28 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
 static inline bool rep__open_full(const rep__open_t *o, const rep__enc_t *e) { return o->count >= e->batch_size; }
 void rep__open_free(rep__open_t *o);
 
+/* ---- filling a batch from the log (rep_fill.c) ------------------------------- */
+
+typedef struct rep__src {
+    wal_reader_t *rd;
+    wal_record_t held;           /* read, did not fit the last batch: leads the next */
+    bool has_held;
+    uint8_t *held_buf;
+    size_t held_cap;
+    uint64_t gaps;               /* WAL_GAPs skipped */
+    uint64_t gap_from, gap_to;   /* the latest one */
+} rep__src_t;
+
+/*
+ * Adds records (the held one first) to o. Returns 1 when o is complete
+ * (batch_size reached, or the next record did not fit and is now held),
+ * 0 when nothing more is readable (WAL_END), or a reader error (< 0).
+ * WAL_GAPs are skipped and counted in s.
+ */
+int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms);
+/* Closes the reader and frees the held copy. */
+void rep__src_free(rep__src_t *s);
+
 /* ---- batches in flight (rep_window.c) ---------------------------------------- */
 
 typedef enum {
@@ -251,14 +273,13 @@ typedef struct rep__topic {
     char *name;
     char *subject;               /* NULL: none */
     wal_topic_t *wal;
-    wal_reader_t *reader;
+    rep__src_t src;              /* its WAL reader */
     rep__enc_t enc;
     rep__open_t open;
     rep__window_t win;
     rep_topic_state_t state;
     bool registered;
     bool removed;                /* TOPIC_REMOVED: wait for re-registration */
-    bool held;                   /* a record was read but did not fit: re-read at `pos` */
     /* lookup and stream */
     rep__chan_t *chan;           /* the broker's channel; NULL: look it up first */
     rep__chan_t *wait;           /* CONNECTING: the channel we wait to be READY */

@@ -220,9 +220,7 @@ void *rep__thread_main(void *arg)
     r->cq = NULL;
     for (size_t i = 0; i < r->ntopics; i++) {
         rep__topic_t *t = &r->topics[i];
-        if (t->reader)
-            wal_reader_close(t->reader);
-        t->reader = NULL;
+        rep__src_free(&t->src); /* before the WAL closes */
         rep__topic_publish(r, t);
     }
     tb_info("replicator stopped");

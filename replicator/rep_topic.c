@@ -129,9 +129,7 @@ void rep__topic_free(rep__topic_t *t)
         rep__batch_release(rep__window_at(&t->win, i));
     rep__window_free(&t->win);
     rep__open_free(&t->open);
-    if (t->reader)
-        wal_reader_close(t->reader);
-    t->reader = NULL;
+    rep__src_free(&t->src);
     free(t->name);
     free(t->subject);
 }
@@ -349,57 +347,43 @@ static void maybe_recheck(rep_t *r, rep__topic_t *t)
 /* Reads records into the open batch. Returns true when a batch was closed. */
 static bool read_more(rep_t *r, rep__topic_t *t)
 {
-    uint64_t now = tb_mono_ms(), wall = tb_wall_ms();
-    if (!t->reader) {
-        int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->reader);
+    uint64_t now = tb_mono_ms();
+    if (!t->src.rd) {
+        int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->src.rd);
         if (rc < 0) {
             tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc));
             rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
             return false;
         }
     }
-    for (;;) {
-        if (open_due(r, t, now)) {
-            finish_open(r, t);
-            return true;
-        }
-        wal_record_t rec;
-        int rc = wal_reader_next(t->reader, &rec);
-        if (rc == 0) {
-            if (rep__open_add(&t->open, &t->enc, &rec, wall) == REP__ADD_FULL) {
-                finish_open(r, t);
-                if (t->win.n < t->win.cap)
-                    rep__open_add(&t->open, &t->enc, &rec, wall); /* an empty batch takes any record */
-                else
-                    wal_reader_seek(t->reader, rec.offset);   /* no room: read it again later */
-                if (t->open.count)
-                    rep__timer_arm(&r->timers, &t->batch_timer, t->open.started_ms + r->o.batch_timeout_ms);
-                return true;
-            }
-            if (t->open.count == 1)
-                rep__timer_arm(&r->timers, &t->batch_timer, t->open.started_ms + r->o.batch_timeout_ms);
-            continue;
-        }
-        if (rc == WAL_GAP) {
-            uint64_t from, to;
-            uint64_t total = wal_reader_gap(t->reader, &from, &to);
-            t->st.gaps++;
-            tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
-                    REP__LOG_TOPIC(t), TB_U("from", from), TB_U("to", to), TB_U("skipped_total", total));
-            continue;
-        }
-        if (rc == WAL_END) {
-            maybe_recheck(r, t);
-            return false;
-        }
-        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
-        uint64_t skipped;
-        if (tb_ratelimit(&rl, &skipped))
-            tb_error("replicator: reading the log failed; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc),
-                     TB_U("offset", wal_reader_offset(t->reader)), TB_U("suppressed", skipped));
-        rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
+    if (open_due(r, t, now)) {
+        finish_open(r, t);
+        return true;
+    }
+    uint64_t gaps = t->src.gaps;
+    int rc = rep__fill(&t->open, &t->enc, &t->src, tb_wall_ms());
+    if (t->src.gaps != gaps) {
+        t->st.gaps += t->src.gaps - gaps;
+        tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
+                REP__LOG_TOPIC(t), TB_U("from", t->src.gap_from), TB_U("to", t->src.gap_to));
+    }
+    if (rc == 1 || (rc == 0 && open_due(r, t, now))) {
+        finish_open(r, t);
+        return true;
+    }
+    if (t->open.count && !rep__timer_armed(&t->batch_timer))
+        rep__timer_arm(&r->timers, &t->batch_timer, t->open.started_ms + r->o.batch_timeout_ms);
+    if (rc == 0) {
+        maybe_recheck(r, t);
         return false;
     }
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_error("replicator: reading the log failed; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc),
+                 TB_U("offset", wal_reader_offset(t->src.rd)), TB_U("suppressed", skipped));
+    rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
+    return false;
 }
 
 static void pump(rep_t *r, rep__topic_t *t)
