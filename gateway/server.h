@@ -32,6 +32,7 @@
 #include "config/config.h"
 #include "gateway/mqtt_codec.h"
 #include "gateway/router.h"
+#include "replicator/replicator.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
 
@@ -176,6 +177,7 @@ struct gw_server {
     uv_timer_t sweep;               /* connect timeout and keepalive */
     uv_async_t wal_async;           /* the WAL writer's completions */
     wal_t *wal;
+    rep_t *rep;                     /* told when a topic's log has new data (NULL: none) */
     gw_router_t *router;
     gw_rule_t *rules;
     size_t nrules;

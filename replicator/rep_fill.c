@@ -57,6 +57,25 @@ int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_w
     return 1;
 }
 
+int rep__src_peek(rep__src_t *s, const wal_record_t **out)
+{
+    *out = NULL;
+    while (!s->has_held) {
+        wal_record_t rec;
+        int rc = wal_reader_next(s->rd, &rec);
+        if (rc == WAL_GAP) {
+            s->gaps++;
+            wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            continue;
+        }
+        if (rc != 0)
+            return rc;
+        hold(s, &rec);
+    }
+    *out = &s->held;
+    return 0;
+}
+
 void rep__src_free(rep__src_t *s)
 {
     if (s->rd)

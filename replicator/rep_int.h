@@ -5,6 +5,7 @@
  * The layering, bottom up:
  *   pure logic      rep_backoff.c (delays), rep_timer.c (deadline heap),
  *                   rep_encode.c (WAL records -> ReplicateBatch bytes),
+ *                   rep_fill.c (a batch from the WAL reader, byte bound),
  *                   rep_window.c (in-flight batches, contiguous acks)
  *                   -- no gRPC, no threads: unit-tested directly
  *   gRPC plumbing   rep_grpc.c (URLs, credentials, unary calls, buffers),
@@ -138,6 +139,10 @@ typedef struct rep__src {
  * WAL_GAPs are skipped and counted in s.
  */
 int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms);
+/* The next record without consuming it (it becomes the held one): 0 and
+ * *out, WAL_END, or an error. For the age of the oldest unreplicated
+ * message while nothing is being sent. */
+int rep__src_peek(rep__src_t *s, const wal_record_t **out /* OUT */);
 /* Closes the reader and frees the held copy. */
 void rep__src_free(rep__src_t *s);
 

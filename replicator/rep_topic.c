@@ -49,7 +49,10 @@ void rep__topic_publish(rep_t *r, rep__topic_t *t)
     t->st.batches_in_flight = t->win.n;
     t->st.acked_offset = t->win.acked;
     rep__batch_t *old = t->win.n ? rep__window_at(&t->win, 0) : NULL;
-    t->st.oldest_unacked_ms = old ? old->first_publish_ms : t->open.count ? t->open.first_publish_ms : 0;
+    t->st.oldest_unacked_ms = old              ? old->first_publish_ms
+                              : t->open.count  ? t->open.first_publish_ms
+                              : t->src.has_held ? t->src.held.publish_time_ms
+                                               : 0;
     pthread_mutex_lock(&r->mu);
     t->pub = t->st;
     t->pub_progress_ms = t->progress_ms;
@@ -344,18 +347,25 @@ static void maybe_recheck(rep_t *r, rep__topic_t *t)
         rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + r->o.recheck_ms);
 }
 
+static bool ensure_reader(rep_t *r, rep__topic_t *t)
+{
+    if (t->src.rd)
+        return true;
+    int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->src.rd);
+    if (rc < 0) {
+        tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc));
+        rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + 1000);
+        return false;
+    }
+    return true;
+}
+
 /* Reads records into the open batch. Returns true when a batch was closed. */
 static bool read_more(rep_t *r, rep__topic_t *t)
 {
     uint64_t now = tb_mono_ms();
-    if (!t->src.rd) {
-        int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->src.rd);
-        if (rc < 0) {
-            tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc));
-            rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
-            return false;
-        }
-    }
+    if (!ensure_reader(r, t))
+        return false;
     if (open_due(r, t, now)) {
         finish_open(r, t);
         return true;
@@ -416,9 +426,17 @@ static void pump(rep_t *r, rep__topic_t *t)
 
 void rep__topic_kicked(rep_t *r, rep__topic_t *t)
 {
-    if (t->state == REP_TOPIC_STREAMING && t->win.n == 0 && t->open.count == 0)
-        t->progress_ms = tb_mono_ms(); /* caught up until now: a stall is measured from here */
-    pump(r, t);
+    if (t->state == REP_TOPIC_STREAMING) {
+        if (t->win.n == 0 && t->open.count == 0)
+            t->progress_ms = tb_mono_ms(); /* caught up until now: a stall is measured from here */
+        pump(r, t);
+        return;
+    }
+    /* not sending: learn the oldest waiting message's age (it stays held for its batch) */
+    const wal_record_t *rec;
+    if (t->win.n == 0 && t->open.count == 0 && !t->src.has_held && !r->stopping && ensure_reader(r, t) &&
+        rep__src_peek(&t->src, &rec) == 0)
+        rep__topic_publish(r, t);
 }
 
 /* ---- stopping --------------------------------------------------------------------- */
