@@ -141,10 +141,12 @@ static void apply_registration(rep_t *r, const Danube__Edge__RegisterEdgeRespons
         ev->schema_resolved = res->schema_resolved;
         if (res->schema)
             copy_schema(ev, res->schema);
-        tb_info("topic registered", REP__LOG_TOPIC(t), TB_B("created", res->topic_created),
-                TB_S("schema_subject", t->subject ? t->subject : ""), TB_B("schema_resolved", res->schema_resolved),
-                TB_U("schema_id", res->schema ? res->schema->schema_id : 0),
-                TB_U("schema_version", res->schema ? res->schema->schema_version : 0));
+        /* per topic at info the first time; re-registrations say it in one line */
+        tb_log(r->st.registrations > 1 ? TB_LOG_DEBUG : TB_LOG_INFO, "topic registered", REP__LOG_TOPIC(t),
+               TB_B("created", res->topic_created),
+               TB_S("schema_subject", t->subject ? t->subject : ""), TB_B("schema_resolved", res->schema_resolved),
+               TB_U("schema_id", res->schema ? res->schema->schema_id : 0),
+               TB_U("schema_version", res->schema ? res->schema->schema_version : 0));
         rep__post(r, ev);
         rep__topic_registered(r, t);
     }

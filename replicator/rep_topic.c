@@ -169,12 +169,14 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
     rep__lookup_start(r, t, NULL);
 }
 
-static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details)
+/* quiet: an idle stream the cluster closed cleanly is no outage: reopen
+ * (with the backoff, so a peer that keeps doing it is not hammered) */
+static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
 {
     t->st.retries[why]++;
     t->last_reason = why;
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
-    if (!t->outage_logged) {
+    if (!t->outage_logged && !quiet) {
         t->outage_logged = true;
         tb_warn("replication interrupted: retrying with backoff (logged once until it resumes)", REP__LOG_TOPIC(t),
                 TB_S("reason", rep_retry_name(why)), TB_S("details", details ? details : ""),
@@ -235,7 +237,7 @@ void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const ch
         return;
     }
     if (!chan) {
-        retry(r, t, REP_RETRY_LOOKUP, why);
+        retry(r, t, REP_RETRY_LOOKUP, why, false);
         return;
     }
     t->chan = chan;
@@ -263,7 +265,7 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
     char text[300];
     snprintf(text, sizeof text, "%s%s%s", rep__status_name(st), details && *details ? ": " : "",
              details ? details : "");
-    retry(r, t, why, text);
+    retry(r, t, why, text, st == GRPC_STATUS_OK && t->win.n == 0);
 }
 
 /* ---- acks and sends ------------------------------------------------------------- */

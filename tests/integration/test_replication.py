@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,11 +99,37 @@ class TenThousand(Case):
                     self.assertEqual((r["schema_id"], r["schema_version"]), (sid, 1))
         st = mc.control.stats()["totals"]
         self.assertEqual(st["stored"], 10000)
+        # what the operator sees: everything replicated, nothing queued, the accounting holds
+        http = self.gw.http_port()
+        def stats():
+            with urllib.request.urlopen(f"http://127.0.0.1:{http}/stats", timeout=5) as r:
+                doc = json.load(r)
+            return {t["topic"]: t for t in doc["topics"]}, doc
+        wait_until(lambda: all(stats()[0][t]["replicated"] == n for t, n in topics.items()), WAIT, "/stats")
+        by_topic, doc = stats()
+        for topic, n in topics.items():
+            self.assertEqual(by_topic[topic]["queued"], 0)
+            self.assertEqual(by_topic[topic]["lag_messages"], 0)
+            self.assertEqual(by_topic[topic]["acked_offset"], n)
+            self.assertEqual(by_topic[topic]["state"], "idle")
+            self.assertTrue(by_topic[topic]["invariant_ok"])
+        self.assertEqual(doc["cluster"]["state"], "connected")
         self.stop_gateway()
         # the checkpoint followed the acks: nothing is left to send
         for topic, n in topics.items():
             last = [r for r in wal_dump(os.path.join(self.gw.dir, "wal"), topic)][-1]
             self.assertEqual(last["offset"], n)
+
+
+class FsyncInterval(Case):
+    def test_with_fsync_interval_data_is_replicated_once_synced(self):
+        # the readable end moves with the interval sync, not with a completion
+        self.start([mapping("a/+/tele", "/edge1/alpha")], wal="fsync: interval, fsync_interval_ms: 200")
+        self.gw.wait_log('msg="topic ready" topic=/edge1/alpha', WAIT)
+        publish_all(self.port, [("a/d1/tele", json.dumps({"n": n})) for n in range(100)])
+        wait_until(lambda: self.stored("/edge1/alpha") >= 100, WAIT, "replication in interval mode")
+        check_topic(self.mc.store_records("/edge1/alpha"), 100)
+        self.stop_gateway()
 
 
 class ClusterDownAtBoot(Case):

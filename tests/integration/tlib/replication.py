@@ -18,7 +18,8 @@ import time
 import paho.mqtt.client as paho
 
 
-def edge_yaml(cluster_url, mappings, edge="edge1", replicator=None, extra="", heartbeat_ms=500, token=None):
+def edge_yaml(cluster_url, mappings, edge="edge1", replicator=None, extra="", heartbeat_ms=500, token=None,
+              wal="fsync: always"):
     """mappings: a list of dicts (mqtt_pattern, danube_topic, ...), written as YAML flow maps."""
     rep = {"batch_timeout_ms": 10, "ack_timeout_ms": 1000, "retry_max_ms": 1000, "rpc_timeout_ms": 2000}
     rep.update(replicator or {})
@@ -32,7 +33,7 @@ mqtt:
   ingestion: {{batch_timeout_ms: 5}}
   topic_mappings:
 {maps}
-wal: {{dir: ./wal, fsync: always}}
+wal: {{dir: ./wal, {wal}}}
 http: {{listener: "127.0.0.1:0"}}
 {extra}
 """
