@@ -15,6 +15,8 @@ messages/s; live p99 under 50 ms at 2,000 messages/s with batch_timeout_ms 10).
            in C, decoding every batch with protobuf-c) while the Python mock
            answers registration and lookup: the figure is then the replicator's
            (the sink's own clock, first stored batch to the N-th message).
+           CPU columns: seconds of CPU over the run's wall time (gateway start
+           to the last message), 100% = one core.
   latency  QoS 1 publishes at --rate for --seconds from paho, payload
            {"n", "ts": ms since the epoch at publish}, gateway with
            replicator.batch_timeout_ms 10 and the mock in `jsonl` mode; the
@@ -126,12 +128,13 @@ def replay_run_sink(args, batch, inflight):
                 line = sink.stdout.readline()
                 span = time.monotonic() - t_start
                 gw_cpu = cpu_seconds(gw.proc.pid)
+                sink_cpu = cpu_seconds(sink.pid)
                 sink.wait(30)
                 rc = gw.stop(timeout=30)
             fields = dict(kv.split("=") for kv in line.split())
             if rc != 0 or int(fields["stored"]) < args.messages or fields["bad"] != "0":
                 raise RuntimeError(f"replay to the sink incomplete: {line!r}, gateway exit {rc}")
-            return float(fields["rate"]), args.messages / span, gw_cpu / span * 100, None
+            return float(fields["rate"]), args.messages / span, gw_cpu / span * 100, sink_cpu / span * 100
         finally:
             if sink.poll() is None:
                 sink.kill()
@@ -145,7 +148,7 @@ def replay(args):
     print(f"\n## replay: {args.messages:,} messages of 100 bytes to {peer} "
           f"({os.cpu_count()} cores, load {loadavg()})\n")
     print("| batch_size x max_inflight | steady msg/s (median) | runs | from gateway start msg/s | "
-          "gateway CPU | mock CPU |")
+          f"gateway CPU | {'sink' if args.sink == 'c' else 'mock'} CPU |")
     print("|---|---|---|---|---|---|")
     run = replay_run_sink if args.sink == "c" else replay_run
     for cfg in args.configs.split(","):
@@ -154,8 +157,8 @@ def replay(args):
         steady = [r[0] for r in runs]
         print(f"| {batch} x {inflight} | {statistics.median(steady):,.0f} | "
               f"{', '.join(f'{s:,.0f}' for s in steady)} | {statistics.median(r[1] for r in runs):,.0f} | "
-              f"{statistics.median(r[2] for r in runs):.0f}% | "
-              f"{'-' if runs[0][3] is None else f'{statistics.median(r[3] for r in runs):.0f}%'} |", flush=True)
+              f"{statistics.median(r[2] for r in runs):.0f}% | {statistics.median(r[3] for r in runs):.0f}% |",
+              flush=True)
 
 
 def latency(args):
