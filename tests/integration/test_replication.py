@@ -15,7 +15,9 @@ Each test runs its own mock cluster and gateway; every wait has a deadline.
 """
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -26,6 +28,7 @@ from tlib import mqttraw as m  # noqa: E402
 from tlib.gateway import Gateway, free_port, wal_dump  # noqa: E402
 from tlib.mock import MockCluster, wait_until  # noqa: E402
 from tlib.replication import check_topic, edge_yaml, payload_numbers, publish_all  # noqa: E402
+from tlib.tls_cluster import TlsCluster  # noqa: E402
 
 WAIT = 60  # seconds: the bound of the long waits (sanitizer builds are slow)
 SCHEMA_OBJ = {"type": "json_schema", "raw": {"type": "object"}}
@@ -266,6 +269,44 @@ class Auth(Case):
         self.assertEqual(len(wal_dump(os.path.join(self.gw.dir, "wal"), "/edge1/alpha")), 1)
         self.assertEqual(self.stored("/edge1/alpha"), 0)
         self.stop_gateway()
+
+
+class Tls(Case):
+    def tls_gateway(self, tc, tls):
+        yaml = edge_yaml(tc.url, [mapping("a/+/tele", "/edge1/alpha")]).replace(
+            "heartbeat_interval_ms: 500}", "heartbeat_interval_ms: 500, tls: " + json.dumps(tls) + "}")
+        self.gw = Gateway(yaml).start()
+        self.addCleanup(self.gw.__exit__)
+        self.port = self.gw.mqtt_port()
+
+    def test_mutual_tls_with_the_configured_ca_and_client_certificate(self):
+        with TlsCluster(self.id_dir(), require_client_cert=True) as tc:
+            self.tls_gateway(tc, {"ca_file": tc.ca_file, "cert_file": tc.client_cert, "key_file": tc.client_key})
+            publish_all(self.port, [("a/d1/tele", json.dumps({"n": n})) for n in range(20)])
+            wait_until(lambda: tc.offsets("/edge1/alpha") == list(range(1, 21)), WAIT, "replication over TLS")
+            self.assertIn("tls=true", self.gw.log())
+            self.stop_gateway()
+
+    def test_without_the_client_certificate_the_cluster_is_unreachable_and_messages_wait(self):
+        with TlsCluster(self.id_dir(), require_client_cert=True) as tc:
+            self.tls_gateway(tc, {"ca_file": tc.ca_file})
+            self.gw.wait_log("cluster unreachable", WAIT)
+            publish_all(self.port, [("a/d1/tele", json.dumps({"n": 1}))])
+            self.assertEqual(len(wal_dump(os.path.join(self.gw.dir, "wal"), "/edge1/alpha")), 1)
+            self.assertEqual(tc.registrations, 0)
+            self.stop_gateway()
+
+    def test_an_unreadable_ca_file_refuses_to_start_naming_the_key(self):
+        gw = Gateway(edge_yaml("https://127.0.0.1:1", [mapping("a/+/tele", "/edge1/alpha")]).replace(
+            "heartbeat_interval_ms: 500}", 'heartbeat_interval_ms: 500, tls: {ca_file: /nonexistent/ca.pem}}')).start()
+        self.addCleanup(gw.__exit__)
+        self.assertEqual(gw.proc.wait(30), 1)
+        self.assertIn("edge.tls.ca_file: cannot read /nonexistent/ca.pem", gw.log())
+
+    def id_dir(self):
+        d = tempfile.mkdtemp(prefix="tb-tls-")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
 
 
 class Discovery(Case):
