@@ -284,7 +284,6 @@ typedef struct rep__topic {
     rep__window_t win;
     rep_topic_state_t state;
     bool registered;
-    bool removed;                /* TOPIC_REMOVED: wait for re-registration */
     /* lookup and stream */
     rep__chan_t *chan;           /* the broker's channel; NULL: look it up first */
     rep__chan_t *wait;           /* CONNECTING: the channel we wait to be READY */
@@ -293,7 +292,6 @@ typedef struct rep__topic {
     rep__stream_t *stream;
     uint32_t acks_this_stream;
     rep__backoff_t backoff;
-    rep_retry_t last_reason;
     bool outage_logged;          /* "replication interrupted" logged for this outage */
     rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
     /* from other threads */

@@ -240,7 +240,6 @@ static void apply_change(rep_t *r, const Danube__Edge__EdgeChange *ch, size_t hi
         tb_warn("heartbeat: topic removed on the cluster; registering again at the next heartbeat re-creates it",
                 REP__LOG_TOPIC(t), TB_S("detail", ch->detail ? ch->detail : ""));
         rep__post(r, event(r, REP_EV_TOPIC_REMOVED, t->idx, ch->detail));
-        t->removed = true;
         rep__topic_unregistered(r, t);
         r->reregister = true;
         break;

@@ -42,7 +42,6 @@ struct rep__stream {
     bool closing;                /* WritesDone sent */
     bool eos;                    /* the server's side of the stream ended */
     rep_retry_t why;             /* why we cancelled */
-    uint64_t sending_last;       /* batch_last_offset of the batch being sent */
     grpc_byte_buffer *send_bb, *recv_bb;
     grpc_metadata_array init_md, trail_md;
     grpc_status_code status;
@@ -217,7 +216,6 @@ void rep__stream_send(rep__stream_t *s, rep__batch_t *b)
         b->wire = sl;
     }
     s->send_bb = grpc_raw_byte_buffer_create(b->wire, 1);
-    s->sending_last = b->last;
     s->send_busy = true;
     grpc_op op;
     memset(&op, 0, sizeof op);

@@ -49,6 +49,7 @@ void rep__topic_publish(rep_t *r, rep__topic_t *t)
     t->st.batches_in_flight = t->win.n;
     t->st.acked_offset = t->win.acked;
     rep__batch_t *old = t->win.n ? rep__window_at(&t->win, 0) : NULL;
+    t->st.attributes_skipped = t->open.skipped_attrs;
     t->st.oldest_unacked_ms = old              ? old->first_publish_ms
                               : t->open.count  ? t->open.first_publish_ms
                               : t->src.has_held ? t->src.held.publish_time_ms
@@ -174,7 +175,6 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
 static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
 {
     t->st.retries[why]++;
-    t->last_reason = why;
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
     if (!t->outage_logged && !quiet) {
         t->outage_logged = true;
@@ -192,7 +192,6 @@ static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *detail
 void rep__topic_registered(rep_t *r, rep__topic_t *t)
 {
     t->registered = true;
-    t->removed = false;
     t->st.registered = true;
     if (!r->stopping && t->state == REP_TOPIC_UNREGISTERED)
         connect_topic(r, t);

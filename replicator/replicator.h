@@ -206,6 +206,7 @@ typedef struct rep_topic_stats {
     uint64_t messages_acked_new; /* of those, offsets >= start_offset (received since start) */
     uint64_t messages_replayed;  /* sent with tributary.replayed=true (first sends) */
     uint64_t gaps;               /* WAL_GAPs met (records deleted before being read) */
+    uint64_t attributes_skipped; /* attributes left out: not UTF-8 (a proto3 string must be) */
     uint64_t retries[REP_RETRY__COUNT];
     uint64_t stream_resets;      /* streams that ended while open */
     uint64_t last_ack_ms;        /* wall clock; 0: never */
