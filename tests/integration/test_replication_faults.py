@@ -105,8 +105,9 @@ class Outage(unittest.TestCase):
         took, _ = self.outage(lambda: self.mc.control.fault("silent"), lambda: self.mc.control.fault("normal"),
                               "reason=ack_timeout")
         # the first swallowed batch leaves within batch_timeout_ms (10) of the fault; the
-        # stream is cancelled ack_timeout_ms after that batch was sent
-        self.assertLess(took, ACK_TIMEOUT_MS / 1000 + 0.3, f"silence noticed after {took:.2f} s")
+        # stream is cancelled ack_timeout_ms after that batch was sent (margin: a loaded CI)
+        self.assertLess(took, ACK_TIMEOUT_MS / 1000 + 0.5, f"silence noticed after {took:.2f} s")
+        sys.stderr.write(f"\n  silence noticed {took:.3f} s after the fault (ack_timeout_ms {ACK_TIMEOUT_MS})\n")
         self.assertGreater(self.mc.control.stats()["totals"]["silent_dropped_batches"], 0)
 
     def test_cluster_killed_and_started_again(self):
