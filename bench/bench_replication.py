@@ -74,6 +74,7 @@ def replay_run(args, batch, inflight):
     from tlib.gateway import Gateway
     from tlib.mock import MockCluster, wait_until
     work = tempfile.mkdtemp(prefix="tb-bench-rep-")
+    cleanup = []
     try:
         wal = os.path.join(work, "wal")
         subprocess.run([os.path.join(args.build, "bench", "bench_wal_fill"), wal, "/bench/replay",
@@ -83,6 +84,7 @@ def replay_run(args, batch, inflight):
             mock_cpu0 = cpu_seconds(mc.proc.pid)
             t_start = time.monotonic()
             gw.start()
+            cleanup.append(gw.__exit__)
             first = None
             n = args.messages
             deadline = time.monotonic() + 600
@@ -105,6 +107,8 @@ def replay_run(args, batch, inflight):
             span = t_end - t_start
             return steady, whole, gw_cpu / span * 100, mock_cpu / span * 100
     finally:
+        for fn in cleanup:
+            fn()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -113,6 +117,7 @@ def replay_run_sink(args, batch, inflight):
     from tlib.gateway import Gateway
     from tlib.mock import MockCluster
     work = tempfile.mkdtemp(prefix="tb-bench-rep-")
+    cleanup = []
     try:
         wal = os.path.join(work, "wal")
         subprocess.run([os.path.join(args.build, "bench", "bench_wal_fill"), wal, "/bench/replay",
@@ -125,6 +130,7 @@ def replay_run_sink(args, batch, inflight):
                 gw = Gateway(edge_yaml(mc.grpc_url, wal, batch, inflight), workdir=work)
                 t_start = time.monotonic()
                 gw.start()
+                cleanup.append(gw.__exit__)
                 line = sink.stdout.readline()
                 span = time.monotonic() - t_start
                 gw_cpu = cpu_seconds(gw.proc.pid)
@@ -140,6 +146,8 @@ def replay_run_sink(args, batch, inflight):
                 sink.kill()
                 sink.wait()
     finally:
+        for fn in cleanup:
+            fn()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -166,9 +174,12 @@ def latency(args):
     from tlib.mock import MockCluster, wait_until
     from tlib.replication import Publisher
     work = tempfile.mkdtemp(prefix="tb-bench-lat-")
+    cleanup = []
     try:
         with MockCluster() as mc:
-            gw = Gateway(edge_yaml(mc.grpc_url, os.path.join(work, "wal"), 100, 4, log_level="info"), workdir=work).start()
+            gw = Gateway(edge_yaml(mc.grpc_url, os.path.join(work, "wal"), 100, 4, log_level="info"), workdir=work)
+            gw.start()
+            cleanup.append(gw.__exit__)  # kills it if the run fails half-way
             port = gw.mqtt_port()
             wait_until(lambda: "bench" in mc.control.registrations()["edges"], 30, "registration")
             pub = Publisher(port, lambda n: f"dev/{n % 10}/tele", rate=args.rate, client_id="bench-lat").start()
@@ -187,6 +198,8 @@ def latency(args):
         print("|---|---|---|---|---|")
         print(f"| {q(0.50)} ms | {q(0.90)} ms | {q(0.99)} ms | {lat[-1]} ms | {len(lat):,} |")
     finally:
+        for fn in cleanup:
+            fn()
         shutil.rmtree(work, ignore_errors=True)
 
 
