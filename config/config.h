@@ -64,10 +64,24 @@ typedef struct cfg {
         char *cluster_url;
         char *token;
         uint32_t heartbeat_interval_ms;
+        struct {
+            char *ca_file;   /* "" = gRPC's default roots */
+            char *cert_file; /* "" = no client certificate */
+            char *key_file;
+        } tls;
     } edge;
     struct {
         uint32_t batch_size;
         uint32_t batch_timeout_ms;
+        uint64_t max_batch_bytes;
+        uint32_t max_inflight_batches;
+        uint32_t ack_timeout_ms;
+        uint32_t rpc_timeout_ms;
+        uint32_t checkpoint_interval_ms;
+        uint32_t live_window_ms;
+        uint32_t retry_initial_ms;
+        uint32_t retry_max_ms;
+        uint32_t shutdown_grace_ms;
     } replicator;
     struct {
         char *listener;

@@ -205,5 +205,11 @@ int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, si
     if (cfg->wal.max_topic_bytes > cfg->wal.max_total_bytes)
         return fail(&c, -1, "wal.max_total_bytes", "must be at least wal.max_topic_bytes (%llu)",
                     (unsigned long long)cfg->wal.max_topic_bytes);
+    if (!*cfg->edge.tls.cert_file != !*cfg->edge.tls.key_file)
+        return fail(&c, -1, *cfg->edge.tls.cert_file ? "edge.tls.key_file" : "edge.tls.cert_file",
+                    "edge.tls.cert_file and edge.tls.key_file go together: give both or neither");
+    if (cfg->replicator.retry_max_ms < cfg->replicator.retry_initial_ms)
+        return fail(&c, -1, "replicator.retry_max_ms", "must be at least replicator.retry_initial_ms (%u)",
+                    cfg->replicator.retry_initial_ms);
     return 0;
 }

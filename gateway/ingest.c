@@ -22,7 +22,9 @@
  * connection sends what is ready at the head of its FIFO.
  *
  * A batch context keeps, per message with a pending ack, the connection
- * (one reference each) and the pending entry.
+ * (one reference each) and the pending entry. A completed batch also kicks
+ * the replicator (rep_kick: coalesced, one atomic exchange when it is
+ * already awake), which reads the new records from the log itself.
  */
 #include "gateway/server.h"
 
@@ -136,6 +138,8 @@ void gw__ingest_completions(gw_server_t *srv)
         t->inflight--;
         if (done->rc == 0) {
             t->stored += done->count;
+            if (srv->rep && t != srv->dead_letter)
+                rep_kick(srv->rep, t->id); /* new records are readable: wake the replicator */
         } else if (t == srv->dead_letter) {
             tb_error("dead-letter log write failed: refused payloads not kept", TB_ERR(done->rc));
         } else {

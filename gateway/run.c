@@ -2,19 +2,25 @@
  * run.c: gw_run(), the boot sequence. Each phase is logged; the services
  * registered here start in order and drain in reverse (app.h):
  *
- *   http   /metrics, /stats, /healthz, /readyz      (drains last: probes answer throughout)
- *   log    the WAL (recovery), rules and topics   (closes after everything that writes)
- *   (replicator: registration, heartbeat, replication, between the log and the listener)
- *   mqtt   the MQTT listener                        (drains first: acks, then goodbye)
- *   boot-complete                                   (marks /readyz's bootstrap step)
+ *   http        /metrics, /stats, /healthz, /readyz  (drains last: probes answer throughout)
+ *   log         the WAL (recovery), rules and topics (closes after everything that writes
+ *               or reads it: the replicator's readers are closed before wal_close)
+ *   replicator  RegisterEdge (retried with backoff while the cluster is away), then per
+ *               topic lookup and replication from the checkpoint, and the heartbeat
+ *               (drains after the listener: in-flight batches get a grace, the
+ *               checkpoint follows their acks, streams close)
+ *   mqtt        the MQTT listener                    (drains first: acks, then goodbye)
+ *   boot-complete                                    (marks /readyz's bootstrap step)
  *
- * The listener never waits for the cluster: an unreachable cluster is an
- * outage the log absorbs, not a failed boot.
+ * The listener never waits for the cluster: registration runs on the
+ * replicator's thread and an unreachable cluster is an outage the log
+ * absorbs, not a failed boot (replication.c, docs/REPLICATION.md).
  */
 #include "gateway/app.h"
 #include "gateway/gateway.h"
 #include "gateway/http.h"
 #include "gateway/metrics.h"
+#include "gateway/replication.h"
 #include "gateway/server.h"
 #include "base/base.h"
 
@@ -25,6 +31,7 @@ typedef struct run {
     gw__app_t *app;
     gw_server_t *srv;
     wal_t *wal;
+    gw_repl_t *repl;
     gw_metrics_t *metrics;
     int *metric_topic;           /* server topic index -> metrics topic label index (-1: none) */
     uint64_t *dropped_at_start;  /* per server topic */
@@ -55,6 +62,7 @@ static int log_start(gw__app_t *app, void *arg)
     o.max_total_bytes = cfg->wal.max_total_bytes;
     o.fsync = (wal_fsync_t)cfg->wal.fsync;
     o.fsync_interval_ms = cfg->wal.fsync_interval_ms;
+    o.checkpoint_flush_ms = cfg->replicator.checkpoint_interval_ms;
     o.notify = wal_notify;
     o.notify_arg = &r->srv->wal_async;
     uint64_t t0 = tb_mono_ms();
@@ -113,6 +121,20 @@ static void log_drain(gw__app_t *app, void *arg)
     gw_server_close(r->srv, server_closed);
 }
 
+/* ---- the replicator (replication.c) ---------------------------------------------- */
+
+static int repl_start(gw__app_t *app, void *arg)
+{
+    run_t *r = arg;
+    gw_repl_set_server(r->repl, r->srv);
+    return gw_repl_start(app, r->repl);
+}
+
+static void repl_drain(gw__app_t *app, void *arg)
+{
+    gw_repl_drain(app, ((run_t *)arg)->repl);
+}
+
 /* ---- the MQTT listener -------------------------------------------------------- */
 
 static int mqtt_start(gw__app_t *app, void *arg)
@@ -127,7 +149,11 @@ static void server_drained(gw_server_t *srv)
     run_t *r = srv->owner;
     for (size_t i = 0; i < srv->ntopics; i++) {
         gw_topic_t *t = &srv->topics[i];
+        rep_topic_stats_t rs = { 0 };
+        if (srv->rep)
+            rep_topic_stats(srv->rep, i, &rs);
         tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
+                TB_U("replicated", rs.messages_acked), TB_U("acked_offset", rs.acked_offset),
                 TB_U("batches_full", t->batches_full), TB_U("batches_timeout", t->batches_timeout),
                 TB_U("batches_idle", t->batches_idle));
     }
@@ -171,10 +197,38 @@ static gw_topic_state_t topic_state(void *arg, size_t mi)
     run_t *r = arg;
     if (!r->srv || !r->srv->topics)
         return GW_TOPIC_UNKNOWN;
-    for (size_t i = 0; i < r->srv->ntopics; i++)
-        if (r->metric_topic[i] == (int)mi)
-            return wal_topic_state(r->srv->topics[i].wal) == WAL_TOPIC_OK ? GW_TOPIC_IDLE : GW_TOPIC_FAILED;
+    for (size_t i = 0; i < r->srv->ntopics; i++) {
+        if (r->metric_topic[i] != (int)mi)
+            continue;
+        if (wal_topic_state(r->srv->topics[i].wal) != WAL_TOPIC_OK)
+            return GW_TOPIC_FAILED;
+        rep_t *rep = gw_repl_rep(r->repl);
+        if (!rep)
+            return GW_TOPIC_IDLE;
+        rep_topic_stats_t st;
+        rep_topic_stats(rep, i, &st);
+        if (st.stalled)
+            return GW_TOPIC_STALLED;
+        if (st.lag_messages == 0)
+            return GW_TOPIC_IDLE;
+        bool behind = st.oldest_unacked_ms && tb_wall_ms() > st.oldest_unacked_ms + r->app->cfg->replicator.live_window_ms;
+        return behind ? GW_TOPIC_CATCHING_UP : GW_TOPIC_REPLICATING;
+    }
     return GW_TOPIC_UNKNOWN;
+}
+
+static gw_cluster_state_t cluster_state(void *arg)
+{
+    rep_t *rep = gw_repl_rep(((run_t *)arg)->repl);
+    if (!rep)
+        return GW_CLUSTER_UNKNOWN;
+    rep_stats_t st;
+    rep_stats(rep, &st);
+    switch (st.cluster) {
+    case REP_CLUSTER_CONNECTED: return GW_CLUSTER_CONNECTED;
+    case REP_CLUSTER_UNREACHABLE: return GW_CLUSTER_UNREACHABLE;
+    default: return GW_CLUSTER_CONNECTING;
+    }
 }
 
 /* gw_reject_t (publish.c) -> the metrics' reason label */
@@ -195,6 +249,14 @@ static void collect(void *arg, gw_metrics_t *m)
         return;
     gw_metrics_set(gw_metrics_fam(m, GW_M_MQTT_CONNECTIONS), 0, 0, srv->nconnected);
     gw_metrics_set(gw_metrics_fam(m, GW_M_UNMATCHED), 0, 0, (int64_t)srv->unmatched_dropped);
+    rep_t *rep = gw_repl_rep(r->repl);
+    if (rep) {
+        rep_stats_t cs;
+        rep_stats(rep, &cs);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_CLUSTER_UP), 0, 0,
+                       cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+    }
+    uint64_t now_ms = tb_wall_ms();
     for (size_t i = 0; i < srv->ntopics; i++) {
         if (r->metric_topic[i] < 0)
             continue;
@@ -212,8 +274,17 @@ static void collect(void *arg, gw_metrics_t *m)
         }
         uint64_t dropped = st.dropped_total - r->dropped_at_start[i];
         gw_metrics_set(gw_metrics_fam(m, GW_M_DROPPED), mi, 0, (int64_t)dropped);
-        /* until replication lands, nothing is replicated: everything accepted is queued */
-        gw_metrics_set(gw_metrics_fam(m, GW_M_QUEUED), mi, 0, (int64_t)(t->received - rejected - dropped));
+        rep_topic_stats_t rs = { 0 };
+        if (rep)
+            rep_topic_stats(rep, i, &rs);
+        /* replicated: acked messages received by this process (offsets from its start), so
+         * that received = replicated + queued + dropped + rejected holds across restarts */
+        gw_metrics_set(gw_metrics_fam(m, GW_M_REPLICATED), mi, 0, (int64_t)rs.messages_acked_new);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_QUEUED), mi, 0,
+                       (int64_t)(t->received - rejected - dropped) - (int64_t)rs.messages_acked_new);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_OLDEST_UNREPLICATED_AGE), mi, 0,
+                       rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? (int64_t)(now_ms - rs.oldest_unacked_ms) : 0);
+        gw_metrics_set(gw_metrics_fam(m, GW_M_TOPIC_STALLED), mi, 0, rs.stalled);
         gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_BYTES), mi, 0, (int64_t)st.bytes);
         gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_SEGMENTS), mi, 0, st.segments);
         gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_OLDEST_OFFSET), mi, 0, (int64_t)st.oldest_offset);
@@ -265,26 +336,29 @@ int gw_run(const cfg_t *cfg)
             TB_S("edge", cfg->edge.edge_name), TB_S("cluster", cfg->edge.cluster_url),
             TB_U("topic_mappings", cfg->mqtt.nmappings), TB_S("wal_fsync", cfg_fsync_name(cfg->wal.fsync)));
 
-    run_t r = { .app = &app };
+    run_t r = { .app = &app, .repl = gw_repl_new() };
     if (gw_metrics_new(&r.metrics) < 0 || gw_metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
         gw_metrics_free(r.metrics);
+        gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
     gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
     gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
     gw_metrics_add_collector(r.metrics, collect, &r);
-    gw_http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state };
+    gw_http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state,
+                                    .cluster_state = cluster_state };
     gw_http_service_opts_t hopts;
     gw_http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
     gw_http_service_t *http;
     if (gw_http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
         gw_metrics_free(r.metrics);
+        gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
     gw__app_add(&app, &(gw__service_t){ "http", gw_http_service_start, gw_http_service_drain, http });
     gw__app_add(&app, &(gw__service_t){ "log", log_start, log_drain, &r });
-    /* (the replicator registers here: after the log, before the listener) */
+    gw__app_add(&app, &(gw__service_t){ "replicator", repl_start, repl_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "mqtt", mqtt_start, mqtt_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "boot-complete", boot_complete, NULL, &r }); /* keep last */
     app.reload = reload;
@@ -293,6 +367,7 @@ int gw_run(const cfg_t *cfg)
     int rc = gw__app_run(&app);
     gw_http_service_free(http);
     gw_metrics_free(r.metrics);
+    gw_repl_free(r.repl);
     free(r.metric_topic);
     free(r.dropped_at_start);
     tb_info("stopped", TB_I("exit_code", rc));

@@ -32,6 +32,7 @@
 #include "config/config.h"
 #include "gateway/mqtt_codec.h"
 #include "gateway/router.h"
+#include "replicator/replicator.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
 
@@ -183,6 +184,7 @@ struct gw_server {
     uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
     gw_conn_t *dirty;
     wal_t *wal;
+    rep_t *rep;                     /* told when a topic's log has new data (NULL: none) */
     gw_router_t *router;
     gw_rule_t *rules;
     size_t nrules;

@@ -1,0 +1,308 @@
+/*
+ * replication.c: the replicator service and the loop's half of the
+ * replicator's mailboxes. See replication.h for what it is for.
+ *
+ * Start (after the log, before the MQTT listener): the wake-up handle
+ * first (the thread may post as soon as it runs), then rep_new with every
+ * upstream topic in server order (so a topic's index is the same on both
+ * sides), then the thread. Nothing here waits for the cluster.
+ *
+ * Drain (after the MQTT server has drained, before the log closes):
+ * rep_stop gives batches in flight replicator.shutdown_grace_ms to be
+ * acknowledged, then closes the streams; REP_EV_STOPPED arrives through the
+ * mailbox; then the thread is joined (its WAL readers are closed by then)
+ * and the wake-up handle closed. Only then may wal_close run.
+ *
+ * Schemas: one sch_registry per Avro payload encoding (a registry compiles
+ * with one set of options), each keyed by subject and fingerprint, so a
+ * heartbeat that repeats a schema compiles nothing.
+ */
+#include "gateway/replication.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct gw_repl {
+    gw__app_t *app;
+    gw_server_t *srv;
+    rep_t *rep;
+    sch_registry_t *reg[2];     /* by cfg_encoding_t */
+    uint8_t *encoding;          /* per topic: which registry */
+    bool *was_ready;            /* per topic: for logging transitions */
+    uv_async_t async;
+    bool async_open;
+    bool draining;
+};
+
+gw_repl_t *gw_repl_new(void)
+{
+    return tb_calloc(1, sizeof(gw_repl_t));
+}
+
+void gw_repl_set_server(gw_repl_t *g, gw_server_t *srv)
+{
+    g->srv = srv;
+}
+
+rep_t *gw_repl_rep(gw_repl_t *g)
+{
+    return g ? g->rep : NULL;
+}
+
+void gw_repl_free(gw_repl_t *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < 2; i++)
+        sch_registry_free(g->reg[i]);
+    free(g->encoding);
+    free(g->was_ready);
+    free(g);
+}
+
+bool gw_repl_topic_ready(const gw_topic_t *t)
+{
+    return t->wal && t->registered && (!t->schema_subject || t->validator);
+}
+
+static void set_validator(gw_topic_t *t, sch_validator_t *v)
+{
+    sch_validator_t *old = t->validator;
+    t->validator = v; /* the loop is the only reader: the swap lands between two PUBLISHes */
+    if (old)
+        sch_validator_unref(old);
+}
+
+static void log_readiness(gw_repl_t *g, gw_topic_t *t, const char *why)
+{
+    bool ready = gw_repl_topic_ready(t);
+    if (ready == g->was_ready[t->id])
+        return;
+    g->was_ready[t->id] = ready;
+    if (ready)
+        tb_info("topic ready", TB_S("topic", t->name), TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""),
+                TB_U("schema_id", t->schema_id), TB_U("schema_version", t->schema_version));
+    else
+        tb_warn("topic not ready: enforce mappings refuse its messages, others are still logged",
+                TB_S("topic", t->name), TB_S("why", why));
+}
+
+static void apply_schema(gw_repl_t *g, gw_topic_t *t, const rep_event_t *ev)
+{
+    sch_resolved_t rs;
+    rep_event_resolved(ev, &rs);
+    const char *subject = rs.subject && *rs.subject ? rs.subject : t->schema_subject;
+    rs.subject = subject;
+    sch_registry_t *reg = g->reg[g->encoding[t->id]];
+    char err[512] = "";
+    sch_registry_apply(reg, &rs, err, sizeof err);
+    sch_lookup_t lk;
+    char why[512] = "";
+    int rc = sch_registry_lookup(reg, subject, &lk, why, sizeof why);
+    if (rc == 0) {
+        set_validator(t, lk.validator);
+        t->schema_failed = false;
+    } else {
+        set_validator(t, NULL);
+        t->schema_failed = true;
+        tb_error("schema does not compile: topic not ready (fail closed)", TB_S("topic", t->name),
+                 TB_S("subject", subject), TB_U("schema_id", rs.schema_id), TB_U("schema_version", rs.schema_version),
+                 TB_S("why", why[0] ? why : err));
+    }
+    /* the schema is known either way: stamp it on every message, whatever the policy */
+    t->has_schema = true;
+    t->schema_id = rs.schema_id;
+    t->schema_version = rs.schema_version;
+}
+
+static void forget_schema(gw_topic_t *t)
+{
+    set_validator(t, NULL);
+    t->has_schema = false;
+    t->schema_failed = false;
+    t->schema_id = 0;
+    t->schema_version = 0;
+}
+
+static void apply(gw_repl_t *g, const rep_event_t *ev)
+{
+    gw_topic_t *t = &g->srv->topics[ev->topic];
+    const char *why = "";
+    switch (ev->kind) {
+    case REP_EV_TOPIC_REGISTERED:
+        t->registered = true;
+        if (!t->schema_subject) {
+            forget_schema(t);
+        } else if (ev->has_schema) {
+            apply_schema(g, t, ev);
+            why = "its schema does not compile";
+        } else {
+            forget_schema(t);
+            why = "its schema subject is not in the cluster's registry";
+        }
+        break;
+    case REP_EV_TOPIC_FAILED:
+        t->registered = false;
+        why = "the cluster refused its registration";
+        break;
+    case REP_EV_SCHEMA_UPDATED:
+        if (t->schema_subject)
+            apply_schema(g, t, ev);
+        why = "its new schema does not compile";
+        break;
+    case REP_EV_SCHEMA_REMOVED:
+        if (t->schema_subject)
+            sch_registry_remove(g->reg[g->encoding[t->id]], t->schema_subject);
+        forget_schema(t);
+        why = "its schema was removed from the cluster's registry";
+        break;
+    case REP_EV_TOPIC_REMOVED:
+        t->registered = false;
+        forget_schema(t);
+        why = "it was removed on the cluster (it is registered again at the next heartbeat)";
+        break;
+    case REP_EV_STOPPED:
+        return;
+    }
+    log_readiness(g, t, why);
+}
+
+static void async_closed(uv_handle_t *h)
+{
+    gw_repl_t *g = h->data;
+    g->async_open = false;
+    if (g->draining)
+        gw__app_drained(g->app);
+}
+
+static void stopped(gw_repl_t *g)
+{
+    g->srv->rep = NULL;
+    rep_free(g->rep); /* joins the thread; its WAL readers are closed */
+    g->rep = NULL;
+    uv_close((uv_handle_t *)&g->async, async_closed);
+}
+
+static void async_cb(uv_async_t *h)
+{
+    gw_repl_t *g = h->data;
+    if (!g->rep)
+        return;
+    bool stop = false;
+    for (rep_event_t *ev = rep_take_events(g->rep), *next; ev; ev = next) {
+        next = rep_event_next(ev);
+        if (ev->kind == REP_EV_STOPPED)
+            stop = true;
+        else
+            apply(g, ev);
+        rep_event_free(ev);
+    }
+    if (stop)
+        stopped(g);
+}
+
+static void notify(void *arg)
+{
+    uv_async_send(arg);
+}
+
+/* Which Avro encoding each topic's schema is compiled for: its mapping's. */
+static void topic_encodings(gw_repl_t *g)
+{
+    gw_server_t *srv = g->srv;
+    g->encoding = tb_calloc(srv->ntopics + 1, 1);
+    g->was_ready = tb_calloc(srv->ntopics + 1, sizeof *g->was_ready);
+    for (size_t r = 0; r < srv->nrules; r++) {
+        size_t n;
+        const uint32_t *ids = gw_router_rule_topics(srv->router, r, &n);
+        for (size_t k = 0; k < n; k++)
+            if (srv->rules[r].m->schema_subject)
+                g->encoding[ids[k]] = srv->rules[r].m->encoding == CFG_ENC_JSON ? 1 : 0;
+    }
+}
+
+int gw_repl_start(gw__app_t *app, void *arg)
+{
+    gw_repl_t *g = arg;
+    g->app = app;
+    gw_server_t *srv = g->srv;
+    const cfg_t *cfg = app->cfg;
+    if (!srv || !srv->topics)
+        return TB_ECLOSED;
+    for (int i = 0; i < 2; i++) {
+        sch_opts_t so = { .avro_encoding = i ? SCH_AVRO_JSON : SCH_AVRO_BINARY };
+        g->reg[i] = sch_registry_new(&so);
+    }
+    topic_encodings(g);
+    int rc = uv_async_init(&app->loop, &g->async, async_cb);
+    if (rc < 0)
+        return rc;
+    g->async.data = g;
+    g->async_open = true;
+
+    rep_opts_t o;
+    rep_opts_default(&o);
+    o.edge_name = cfg->edge.edge_name;
+    o.cluster_url = cfg->edge.cluster_url;
+    o.token = cfg->edge.token;
+    o.tls_ca_file = cfg->edge.tls.ca_file;
+    o.tls_cert_file = cfg->edge.tls.cert_file;
+    o.tls_key_file = cfg->edge.tls.key_file;
+    o.heartbeat_interval_ms = cfg->edge.heartbeat_interval_ms;
+    o.batch_size = cfg->replicator.batch_size;
+    o.batch_timeout_ms = cfg->replicator.batch_timeout_ms;
+    o.max_batch_bytes = cfg->replicator.max_batch_bytes;
+    o.max_inflight_batches = cfg->replicator.max_inflight_batches;
+    o.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
+    o.rpc_timeout_ms = cfg->replicator.rpc_timeout_ms;
+    o.live_window_ms = cfg->replicator.live_window_ms;
+    o.retry_initial_ms = cfg->replicator.retry_initial_ms;
+    o.retry_max_ms = cfg->replicator.retry_max_ms;
+    o.shutdown_grace_ms = cfg->replicator.shutdown_grace_ms;
+    if (cfg->wal.fsync == CFG_FSYNC_INTERVAL)
+        o.recheck_ms = TB_MAX(5u, cfg->wal.fsync_interval_ms / 4);
+    rep_topic_spec_t *specs = tb_calloc(srv->ntopics + 1, sizeof *specs);
+    for (size_t i = 0; i < srv->ntopics; i++)
+        specs[i] = (rep_topic_spec_t){ srv->topics[i].name, srv->topics[i].schema_subject, srv->topics[i].wal };
+    o.topics = specs;
+    o.ntopics = srv->ntopics;
+    o.notify = notify;
+    o.notify_arg = &g->async;
+    char err[512];
+    rc = rep_new(&o, &g->rep, err, sizeof err);
+    free(specs);
+    if (rc < 0) {
+        tb_error("cannot set up replication", TB_S("config", cfg->source), TB_S("why", err));
+        return rc;
+    }
+    rc = rep_start(g->rep);
+    if (rc < 0) {
+        tb_error("cannot start the replicator thread", TB_ERR(rc));
+        return rc;
+    }
+    srv->rep = g->rep;
+    for (size_t i = 0; i < srv->ntopics; i++)
+        rep_kick(g->rep, i); /* a backlog from before the restart */
+    tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", srv->ntopics),
+            TB_U("batch_size", o.batch_size), TB_U("max_inflight_batches", o.max_inflight_batches),
+            TB_U("ack_timeout_ms", o.ack_timeout_ms), TB_B("tls", strncmp(o.cluster_url, "https://", 8) == 0),
+            TB_B("token", o.token && *o.token));
+    return 0;
+}
+
+void gw_repl_drain(gw__app_t *app, void *arg)
+{
+    gw_repl_t *g = arg;
+    g->app = app;
+    g->draining = true;
+    if (g->rep) {
+        /* REP_EV_STOPPED comes back through async_cb (at once if the thread never started) */
+        rep_stop(g->rep);
+        return;
+    }
+    if (g->async_open) {
+        uv_close((uv_handle_t *)&g->async, async_closed);
+        return;
+    }
+    gw__app_drained(app);
+}

@@ -1,0 +1,85 @@
+/*
+ * rep_fill.c: filling a topic's open batch from its WAL reader.
+ *
+ * The batch closes at batch_size messages, or when the next record would
+ * take it past max_batch_bytes. That record has been read already, and a
+ * reader's records are views that die at the next read; seeking back would
+ * reopen the segment and scan it from the start (wal/reader.c), up to 16
+ * MiB per batch. So the record is copied ("held", its views rebased onto
+ * the copy) and becomes the first message of the next batch. A held
+ * record is never lost and never sent twice: the unit tests replay a log
+ * through this function and check every offset arrives once, in order.
+ */
+#include "replicator/rep_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void hold(rep__src_t *s, const wal_record_t *rec)
+{
+    if (s->held_cap < rec->raw_len) {
+        s->held_cap = rec->raw_len;
+        s->held_buf = tb_realloc(s->held_buf, s->held_cap);
+    }
+    memcpy(s->held_buf, rec->raw, rec->raw_len);
+    s->held = *rec;
+#define REBASE(p) ((p) ? (void *)(s->held_buf + ((const uint8_t *)(p) - rec->raw)) : NULL)
+    s->held.raw = s->held_buf;
+    s->held.payload = REBASE(rec->payload);
+    s->held.mqtt_topic = REBASE(rec->mqtt_topic);
+    s->held.attrs_raw = REBASE(rec->attrs_raw);
+#undef REBASE
+    s->has_held = true;
+}
+
+int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms)
+{
+    if (s->has_held) {
+        if (rep__open_add(o, e, &s->held, now_wall_ms) == REP__ADD_FULL)
+            return 1; /* only when o already had messages: close it, the held one leads the next */
+        s->has_held = false;
+    }
+    while (!rep__open_full(o, e)) {
+        wal_record_t rec;
+        int rc = wal_reader_next(s->rd, &rec);
+        if (rc == WAL_GAP) {
+            s->gaps++;
+            wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            continue;
+        }
+        if (rc != 0)
+            return rc == WAL_END ? 0 : rc;
+        if (rep__open_add(o, e, &rec, now_wall_ms) == REP__ADD_FULL) {
+            hold(s, &rec);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+int rep__src_peek(rep__src_t *s, const wal_record_t **out)
+{
+    *out = NULL;
+    while (!s->has_held) {
+        wal_record_t rec;
+        int rc = wal_reader_next(s->rd, &rec);
+        if (rc == WAL_GAP) {
+            s->gaps++;
+            wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            continue;
+        }
+        if (rc != 0)
+            return rc;
+        hold(s, &rec);
+    }
+    *out = &s->held;
+    return 0;
+}
+
+void rep__src_free(rep__src_t *s)
+{
+    if (s->rd)
+        wal_reader_close(s->rd);
+    free(s->held_buf);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,408 @@
+/*
+ * rep_int.h: the replicator's internals, shared by replicator/'s files and
+ * its unit tests (never by other folders). Prefix rep__.
+ *
+ * The layering, bottom up:
+ *   pure logic      rep_backoff.c (delays), rep_timer.c (deadline heap),
+ *                   rep_encode.c (WAL records -> ReplicateBatch bytes),
+ *                   rep_fill.c (a batch from the WAL reader, byte bound),
+ *                   rep_window.c (in-flight batches, contiguous acks)
+ *                   -- no gRPC, no threads: unit-tested directly
+ *   gRPC plumbing   rep_grpc.c (URLs, credentials, unary calls, buffers),
+ *                   rep_chan.c (channels by URL, connectivity watches)
+ *   the protocol    rep_register.c (RegisterEdge, heartbeat),
+ *                   rep_lookup.c (Discovery), rep_stream.c (one
+ *                   ReplicateData call), rep_topic.c (a topic's state
+ *                   machine: reading the WAL, sending, acks, retries)
+ *   the thread      rep_thread.c (the completion-queue loop, the waker,
+ *                   commands, stop), rep.c (public API, events, stats)
+ *
+ * Everything below the public API runs on the replicator thread only,
+ * except what is marked "any thread".
+ */
+#ifndef REP_INT_H
+#define REP_INT_H
+
+#include <grpc/grpc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "replicator/replicator.h"
+
+/* ---- completion-queue tags ------------------------------------------------ */
+
+/* Every tag given to gRPC is one of these; the loop calls cb(ok). */
+typedef struct rep__op {
+    void (*cb)(rep_t *r, struct rep__op *op, bool ok);
+} rep__op_t;
+
+/* ---- timers (rep_timer.c): a binary heap of deadlines ---------------------- */
+
+typedef struct rep__timer {
+    uint64_t due;        /* tb_mono_ms() */
+    size_t pos;          /* heap index + 1; 0: not armed */
+    void (*cb)(rep_t *r, struct rep__timer *tm);
+} rep__timer_t;
+
+typedef struct rep__heap {
+    rep__timer_t **v;
+    size_t n, cap;
+} rep__heap_t;
+
+/* Arms (or re-arms) tm for `due`. */
+void rep__timer_arm(rep__heap_t *h, rep__timer_t *tm, uint64_t due);
+void rep__timer_cancel(rep__heap_t *h, rep__timer_t *tm);
+static inline bool rep__timer_armed(const rep__timer_t *tm) { return tm->pos != 0; }
+/* The earliest armed timer, or NULL. */
+rep__timer_t *rep__timer_peek(const rep__heap_t *h);
+/* Removes and returns the earliest timer if it is due at `now`, else NULL. */
+rep__timer_t *rep__timer_pop_due(rep__heap_t *h, uint64_t now);
+void rep__heap_free(rep__heap_t *h);
+
+/* ---- backoff (rep_backoff.c) -------------------------------------------------- */
+
+typedef struct rep__backoff {
+    uint32_t initial_ms;
+    uint32_t max_ms;
+    uint32_t attempt;    /* failures since the last reset */
+    bool full_jitter;    /* true: uniform in [0, cap]; false: uniform in [cap/2, cap] */
+} rep__backoff_t;
+
+/* xorshift64* step; *state must be non-zero. */
+uint64_t rep__rand(uint64_t *state);
+/* The cap of the next delay: min(max, initial * 2^attempt). */
+uint32_t rep__backoff_cap(const rep__backoff_t *b);
+/* The next delay (ms) and one more attempt counted. */
+uint32_t rep__backoff_next(rep__backoff_t *b, uint64_t *rng);
+void rep__backoff_reset(rep__backoff_t *b);
+/* ms scaled by a uniform factor in [1 - pct/100, 1 + pct/100]. */
+uint32_t rep__jitter(uint32_t ms, uint32_t pct, uint64_t *rng);
+
+/* ---- batches: encoding (rep_encode.c) ----------------------------------------- */
+
+#define REP__REPLAYED_KEY "tributary.replayed"
+
+/* What every message of a topic's batches shares. */
+typedef struct rep__enc {
+    const char *topic;
+    size_t topic_len;
+    const char *producer;        /* producer_name */
+    size_t producer_len;
+    uint32_t batch_size;
+    uint64_t max_bytes;
+    uint32_t live_window_ms;
+    uint64_t live_base;          /* offsets >= this were received since start (stats) */
+} rep__enc_t;
+
+/* The batch being filled: an encoded ReplicateBatch without its trailer. */
+typedef struct rep__open {
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t count;
+    uint32_t count_new;          /* offsets >= live_base */
+    uint32_t replayed;           /* messages marked tributary.replayed */
+    uint32_t skipped_attrs;      /* attributes left out: not valid UTF-8 */
+    uint64_t first, last;        /* WAL offsets */
+    uint64_t first_publish_ms;
+    uint64_t started_ms;         /* tb_mono_ms() when its first message was added */
+} rep__open_t;
+
+enum { REP__ADD_FULL = 1 }; /* the record would take the batch past max_bytes: not added */
+
+/* The encoded size of one StreamMessage for rec (without its field header). */
+size_t rep__msg_size(const rep__enc_t *e, const wal_record_t *rec, bool replayed);
+/*
+ * Appends rec as a StreamMessage. Returns 0, or REP__ADD_FULL when the
+ * batch already holds a message and this one would take it past
+ * max_bytes (an empty batch takes any message, however large).
+ */
+int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, uint64_t now_wall_ms);
+static inline bool rep__open_full(const rep__open_t *o, const rep__enc_t *e) { return o->count >= e->batch_size; }
+void rep__open_free(rep__open_t *o);
+
+/* ---- filling a batch from the log (rep_fill.c) ------------------------------- */
+
+typedef struct rep__src {
+    wal_reader_t *rd;
+    wal_record_t held;           /* read, did not fit the last batch: leads the next */
+    bool has_held;
+    uint8_t *held_buf;
+    size_t held_cap;
+    uint64_t gaps;               /* WAL_GAPs skipped */
+    uint64_t gap_from, gap_to;   /* the latest one */
+} rep__src_t;
+
+/*
+ * Adds records (the held one first) to o. Returns 1 when o is complete
+ * (batch_size reached, or the next record did not fit and is now held),
+ * 0 when nothing more is readable (WAL_END), or a reader error (< 0).
+ * WAL_GAPs are skipped and counted in s.
+ */
+int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms);
+/* The next record without consuming it (it becomes the held one): 0 and
+ * *out, WAL_END, or an error. For the age of the oldest unreplicated
+ * message while nothing is being sent. */
+int rep__src_peek(rep__src_t *s, const wal_record_t **out /* OUT */);
+/* Closes the reader and frees the held copy. */
+void rep__src_free(rep__src_t *s);
+
+/* ---- batches in flight (rep_window.c) ---------------------------------------- */
+
+typedef enum {
+    REP__B_BUILT,    /* encoded, not sent on the current stream */
+    REP__B_SENDING,  /* its SEND_MESSAGE is pending */
+    REP__B_SENT,     /* sent, waiting for its ack */
+    REP__B_ACKED,    /* acked, waiting for earlier batches' acks */
+} rep__bstate_t;
+
+typedef struct rep__batch {
+    uint64_t first, last;        /* WAL offsets; last is batch_last_offset */
+    uint32_t count, count_new, replayed;
+    uint64_t first_publish_ms;
+    uint8_t *buf;                /* the encoded ReplicateBatch (until `wire` takes it) */
+    size_t len;
+    void *wire;                  /* rep_stream.c: the refcounted grpc_slice holding buf */
+    rep__bstate_t state;
+    uint64_t sent_ms;            /* tb_mono_ms() of its latest send */
+    uint32_t sends;
+} rep__batch_t;
+
+/* Closes the open batch into *out: appends batch_last_offset and hands over the buffer. */
+void rep__open_finish(rep__open_t *o, rep__batch_t *out /* OUT */);
+
+typedef struct rep__window {
+    rep__batch_t *v;
+    uint32_t cap, head, n;
+    uint32_t sent;               /* batches SENDING or SENT */
+    uint64_t acked;              /* highest offset covered by contiguous acks */
+} rep__window_t;
+
+void rep__window_init(rep__window_t *w, uint32_t cap, uint64_t acked);
+void rep__window_free(rep__window_t *w); /* the batches' buffers are the caller's to free first */
+/* The i-th batch from the oldest (i < n). */
+rep__batch_t *rep__window_at(rep__window_t *w, uint32_t i);
+/* A free slot at the tail, or NULL when full. */
+rep__batch_t *rep__window_push(rep__window_t *w);
+/* The oldest BUILT batch (batches go out in order), or NULL. */
+rep__batch_t *rep__window_next_unsent(rep__window_t *w);
+void rep__window_mark_sending(rep__window_t *w, rep__batch_t *b, uint64_t now_ms);
+void rep__window_mark_sent(rep__window_t *w, rep__batch_t *b);
+
+typedef enum {
+    REP__ACK_IN_ORDER,     /* the oldest unacked batch */
+    REP__ACK_OUT_OF_ORDER, /* a later batch while an earlier one is unacked */
+    REP__ACK_UNKNOWN,      /* no batch in flight ends at that offset (or acked already) */
+} rep__ack_t;
+
+rep__ack_t rep__window_ack(rep__window_t *w, uint64_t acked_offset);
+/* Pops the oldest batch if acked (copied to *out) and advances w->acked. */
+bool rep__window_pop(rep__window_t *w, rep__batch_t *out /* OUT */);
+/* After a stream ended: every batch not acked goes back to BUILT, same boundaries. */
+void rep__window_rewind(rep__window_t *w);
+/* The oldest batch not acked (for its deadline), or NULL. */
+rep__batch_t *rep__window_oldest_unacked(rep__window_t *w);
+
+/* ---- gRPC plumbing (rep_grpc.c) ----------------------------------------------- */
+
+/* "http://h:p" -> target "h:p", tls false; "https://..." -> tls true. 0 or TB_ECONFIG. */
+int rep__parse_url(const char *url, char **target /* OUT */, bool *tls /* OUT */);
+
+/* A unary call: one batch with every op, one tag. */
+typedef struct rep__unary {
+    rep__op_t op;
+    struct rep__unary *prev, *next; /* r->unaries */
+    grpc_call *call;
+    grpc_byte_buffer *send, *recv;
+    grpc_metadata_array init_md, trail_md;
+    grpc_status_code status;
+    grpc_slice details;
+    void (*done)(rep_t *r, struct rep__unary *u); /* status, details, recv filled */
+    void *arg;
+} rep__unary_t;
+
+/*
+ * Starts method on ch with the packed request (copied), a deadline of
+ * rpc_timeout_ms and the bearer token. done runs on completion, whatever
+ * the outcome (u->status says); the caller frees u with rep__unary_free.
+ */
+rep__unary_t *rep__unary_start(rep_t *r, grpc_channel *ch, const char *method, const uint8_t *req, size_t len,
+                               void (*done)(rep_t *r, rep__unary_t *u), void *arg);
+void rep__unary_free(rep_t *r, rep__unary_t *u);
+/* The response bytes (NULL, 0 when none); free with free(). */
+uint8_t *rep__unary_response(rep__unary_t *u, size_t *len /* OUT */);
+/* The status details as a new string ("" when none). */
+char *rep__status_details(grpc_slice details);
+const char *rep__status_name(grpc_status_code c);
+/* Reads a received byte buffer into one malloc'd block. */
+uint8_t *rep__bb_read(grpc_byte_buffer *bb, size_t *len /* OUT */);
+/* The metadata every call carries (authorization), or NULL/0 without a token. */
+grpc_metadata *rep__call_md(rep_t *r, size_t *n /* OUT */);
+
+/* ---- channels (rep_chan.c) -------------------------------------------------- */
+
+typedef struct rep__chan {
+    struct rep__chan *next;
+    char *url;                   /* as given (cluster_url or a lookup answer) */
+    char *target;
+    bool tls;
+    grpc_channel *ch;
+    grpc_connectivity_state state;
+    rep__op_t watch_op;
+    bool watching;
+    bool logged_down;            /* "unreachable" was logged for this outage */
+} rep__chan_t;
+
+/* The channel for url (created on first use). NULL with a log line if the URL is bad. */
+rep__chan_t *rep__chan_get(rep_t *r, const char *url);
+/* Asks an IDLE channel to connect, and resets its reconnect backoff. */
+void rep__chan_connect(rep_t *r, rep__chan_t *c);
+/* Destroys every channel (pending watches then complete). */
+void rep__chans_close(rep_t *r);
+void rep__chans_free(rep_t *r);
+
+/* ---- a topic -------------------------------------------------------------------- */
+
+typedef enum { REP__CMD_KICK, REP__CMD_STOP } rep__cmd_kind_t;
+
+typedef struct rep__cmd {
+    tb_mnode_t node;
+    rep__cmd_kind_t kind;
+    size_t topic;
+} rep__cmd_t;
+
+typedef struct rep__stream rep__stream_t;
+
+typedef struct rep__topic {
+    rep_t *r;
+    size_t idx;
+    char *name;
+    char *subject;               /* NULL: none */
+    wal_topic_t *wal;
+    rep__src_t src;              /* its WAL reader */
+    rep__enc_t enc;
+    rep__open_t open;
+    rep__window_t win;
+    rep_topic_state_t state;
+    bool registered;
+    /* lookup and stream */
+    rep__chan_t *chan;           /* the broker's channel; NULL: look it up first */
+    rep__chan_t *wait;           /* CONNECTING: the channel we wait to be READY */
+    rep__unary_t *lookup;
+    int hops;
+    rep__stream_t *stream;
+    uint32_t acks_this_stream;
+    rep__backoff_t backoff;
+    bool outage_logged;          /* "replication interrupted" logged for this outage */
+    rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
+    /* from other threads */
+    rep__cmd_t kick;
+    atomic_bool queued;
+    /* stats: st is the thread's, pub the copy readers see (under r->mu) */
+    rep_topic_stats_t st;
+    rep_topic_stats_t pub;
+    uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data appeared) */
+    uint64_t pub_progress_ms;    /* its copy under r->mu */
+} rep__topic_t;
+
+/* rep_topic.c */
+void rep__topic_init(rep_t *r, rep__topic_t *t);
+void rep__topic_registered(rep_t *r, rep__topic_t *t);    /* start (or keep) replicating */
+void rep__topic_unregistered(rep_t *r, rep__topic_t *t);  /* TOPIC_REMOVED: stop the stream */
+void rep__topic_kicked(rep_t *r, rep__topic_t *t);        /* new data may be readable */
+void rep__topic_chan_ready(rep_t *r, rep__topic_t *t);    /* its channel became READY */
+void rep__topic_stop(rep_t *r, rep__topic_t *t);          /* rep_stop: drain then close */
+void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is left */
+void rep__topic_free(rep__topic_t *t);
+void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->pub */
+/* called by rep_stream.c */
+void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset);
+void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
+void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details);
+/* called by rep_lookup.c */
+void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan /* NULL: failed */, const char *why);
+
+/* rep_lookup.c: Discovery.TopicLookup for t, on url (NULL: the cluster's). */
+void rep__lookup_start(rep_t *r, rep__topic_t *t, const char *url);
+
+/* rep_stream.c: one ReplicateData call */
+rep__stream_t *rep__stream_open(rep_t *r, rep__topic_t *t);
+/* Starts sending b (no other send pending). */
+void rep__stream_send(rep__stream_t *s, rep__batch_t *b);
+bool rep__stream_send_busy(const rep__stream_t *s);
+/* WritesDone: the server ends the call once it has answered everything. */
+void rep__stream_close_send(rep__stream_t *s);
+/* Cancels; rep__topic_on_stream_end follows when every op is back. */
+void rep__stream_cancel(rep__stream_t *s, rep_retry_t why);
+/* Drops the batch's wire slice (after its ack). */
+void rep__batch_release(rep__batch_t *b);
+
+/* rep_register.c */
+void rep__reg_start(rep_t *r);
+void rep__reg_chan_ready(rep_t *r);   /* the cluster channel became READY */
+void rep__reg_stop(rep_t *r);
+void rep__reg_free(rep_t *r);
+
+/* ---- the replicator ---------------------------------------------------------------- */
+
+struct rep {
+    rep_opts_t o;                /* strings below are owned copies */
+    char *bearer;                /* "Bearer <token>" or NULL */
+    grpc_metadata md[1];
+    size_t nmd;
+    char *producer;              /* "tributary-<edge_name>" */
+    char *tls_roots, *tls_key, *tls_cert;
+    grpc_completion_queue *cq;
+    uint64_t rng;
+    rep__heap_t timers;
+    /* the waker: a parked call that other threads cancel to wake the thread */
+    grpc_channel *inert;
+    grpc_call *waker;
+    rep__op_t waker_op;
+    grpc_metadata_array waker_md;
+    grpc_status_code waker_status;
+    grpc_slice waker_details;
+    pthread_mutex_t waker_mu;
+    tb_mbox_t cmds;              /* -> the thread */
+    tb_mbox_t events;            /* -> the loop */
+    rep__cmd_t stop_cmd;
+    atomic_bool stop_requested;
+    pthread_t thread;
+    bool started;
+    /* channels and calls */
+    rep__chan_t *chans;
+    rep__chan_t *cluster;
+    rep__unary_t *unaries;
+    int outstanding;             /* tags given to gRPC and not returned (waker excluded) */
+    /* topics */
+    rep__topic_t *topics;
+    size_t ntopics;
+    /* registration and heartbeat (rep_register.c) */
+    rep_reg_state_t reg_state;
+    rep__backoff_t reg_backoff;
+    rep__timer_t reg_timer, hb_timer;
+    rep__unary_t *reg_call, *hb_call;
+    uint64_t config_version;
+    bool reregister;             /* register again at the next heartbeat tick */
+    bool hb_failing;             /* logged once per failing stretch */
+    uint8_t *reg_req;
+    size_t reg_req_len;
+    uint64_t lookup_seq;
+    /* stop */
+    bool stopping;
+    bool chans_closed;
+    rep__timer_t grace_timer;
+    /* stats */
+    pthread_mutex_t mu;
+    rep_stats_t st, pub;
+};
+
+/* rep_thread.c */
+void *rep__thread_main(void *arg);
+void rep__wake(void *arg); /* any thread */
+void rep__post(rep_t *r, rep_event_t *ev);
+void rep__publish(rep_t *r); /* refresh r->pub */
+void rep__grpc_log_setup(void);
+
+#define REP__LOG_TOPIC(t) TB_S("topic", (t)->name)
+
+#endif

@@ -1,0 +1,468 @@
+/*
+ * rep_topic.c: one topic's replication, as a state machine on the
+ * replicator thread.
+ *
+ *   UNREGISTERED --registered--> (lookup needed?) LOOKUP --Connect--> CONNECTING
+ *   CONNECTING --channel READY--> STREAMING --stream ends--> BACKOFF
+ *   BACKOFF --jittered delay--> CONNECTING (or LOOKUP after UNAVAILABLE)
+ *   any --rep_stop--> (in-flight batches get the grace) --> STOPPED
+ *   any --TOPIC_REMOVED--> UNREGISTERED (until the next registration)
+ *
+ * While STREAMING, pump() does the work: it sends the next built batch
+ * when no send is pending and the window allows, and reads the WAL into
+ * the open batch while the window has room. A batch is closed when it
+ * holds batch_size messages, when the next record would take it past
+ * max_batch_bytes, or batch_timeout_ms after its first message (so a quiet
+ * topic still has bounded latency). Reading only happens while streaming,
+ * so the replayed flag is decided close to the moment of sending.
+ *
+ * Slow start: a new stream carries one batch until its first ack, then up
+ * to max_inflight_batches. A stream that is silently swallowing batches
+ * (the mock's "silent" fault; a broken middlebox) then holds at most one
+ * unacked batch when it is given up, instead of a window of them that a
+ * recovering peer might half-store. It costs one round trip per stream.
+ *
+ * Acks: the window matches them to batches (rep_window.c); the checkpoint
+ * handed to wal_checkpoint only moves through contiguous acks. The ack
+ * deadline is the oldest sent batch's send time + ack_timeout_ms; at expiry
+ * the stream is cancelled and rebuilt from the last ack, resending the same
+ * batches. Outages are logged once when replication stops and once when it
+ * resumes; each retry in between is a debug line and a counter.
+ */
+#include "replicator/rep_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void pump(rep_t *r, rep__topic_t *t);
+static void connect_topic(rep_t *r, rep__topic_t *t);
+
+static void set_state(rep_t *r, rep__topic_t *t, rep_topic_state_t s)
+{
+    t->state = s;
+    t->st.state = s;
+    rep__topic_publish(r, t);
+}
+
+void rep__topic_publish(rep_t *r, rep__topic_t *t)
+{
+    t->st.batches_in_flight = t->win.n;
+    t->st.acked_offset = t->win.acked;
+    rep__batch_t *old = t->win.n ? rep__window_at(&t->win, 0) : NULL;
+    t->st.attributes_skipped = t->open.skipped_attrs;
+    t->st.oldest_unacked_ms = old              ? old->first_publish_ms
+                              : t->open.count  ? t->open.first_publish_ms
+                              : t->src.has_held ? t->src.held.publish_time_ms
+                                               : 0;
+    pthread_mutex_lock(&r->mu);
+    t->pub = t->st;
+    t->pub_progress_ms = t->progress_ms;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- timers ------------------------------------------------------------------ */
+
+static void arm_ack_timer(rep_t *r, rep__topic_t *t)
+{
+    rep__batch_t *b = rep__window_oldest_unacked(&t->win);
+    if (b && (b->state == REP__B_SENDING || b->state == REP__B_SENT))
+        rep__timer_arm(&r->timers, &t->ack_timer, b->sent_ms + r->o.ack_timeout_ms);
+    else
+        rep__timer_cancel(&r->timers, &t->ack_timer);
+}
+
+static void ack_timer_cb(rep_t *r, rep__timer_t *tm)
+{
+    rep__topic_t *t = TB_CONTAINER_OF(tm, rep__topic_t, ack_timer);
+    if (t->state == REP_TOPIC_STREAMING && t->stream) {
+        tb_debug("replicator: no ack within ack_timeout_ms: cancelling the stream", REP__LOG_TOPIC(t),
+                 TB_U("ack_timeout_ms", r->o.ack_timeout_ms), TB_U("acked_offset", t->win.acked));
+        rep__stream_cancel(t->stream, REP_RETRY_ACK_TIMEOUT);
+    }
+}
+
+static void retry_timer_cb(rep_t *r, rep__timer_t *tm)
+{
+    rep__topic_t *t = TB_CONTAINER_OF(tm, rep__topic_t, retry_timer);
+    if (t->state != REP_TOPIC_BACKOFF)
+        return;
+    if (r->stopping)
+        set_state(r, t, REP_TOPIC_STOPPED);
+    else if (!t->registered)
+        set_state(r, t, REP_TOPIC_UNREGISTERED);
+    else
+        connect_topic(r, t);
+}
+
+static void batch_timer_cb(rep_t *r, rep__timer_t *tm)
+{
+    pump(r, TB_CONTAINER_OF(tm, rep__topic_t, batch_timer));
+}
+
+static void read_timer_cb(rep_t *r, rep__timer_t *tm)
+{
+    pump(r, TB_CONTAINER_OF(tm, rep__topic_t, read_timer));
+}
+
+void rep__topic_init(rep_t *r, rep__topic_t *t)
+{
+    t->r = r;
+    t->enc = (rep__enc_t){
+        .topic = t->name, .topic_len = strlen(t->name),
+        .producer = r->producer, .producer_len = strlen(r->producer),
+        .batch_size = r->o.batch_size, .max_bytes = r->o.max_batch_bytes,
+        .live_window_ms = r->o.live_window_ms, .live_base = t->st.start_offset,
+    };
+    rep__window_init(&t->win, r->o.max_inflight_batches, wal_topic_checkpoint(t->wal));
+    t->backoff = (rep__backoff_t){ r->o.retry_initial_ms, r->o.retry_max_ms, 0, true };
+    t->ack_timer.cb = ack_timer_cb;
+    t->retry_timer.cb = retry_timer_cb;
+    t->batch_timer.cb = batch_timer_cb;
+    t->read_timer.cb = read_timer_cb;
+    t->kick.kind = REP__CMD_KICK;
+    t->kick.topic = t->idx;
+    atomic_init(&t->queued, false);
+    t->state = t->st.state = REP_TOPIC_UNREGISTERED;
+    t->st.acked_offset = t->win.acked;
+    t->progress_ms = tb_mono_ms();
+}
+
+void rep__topic_free(rep__topic_t *t)
+{
+    for (uint32_t i = 0; t->win.v && i < t->win.n; i++)
+        rep__batch_release(rep__window_at(&t->win, i));
+    rep__window_free(&t->win);
+    rep__open_free(&t->open);
+    rep__src_free(&t->src);
+    free(t->name);
+    free(t->subject);
+}
+
+/* ---- connecting ---------------------------------------------------------------- */
+
+static void open_stream(rep_t *r, rep__topic_t *t)
+{
+    t->wait = NULL;
+    t->acks_this_stream = 0;
+    t->stream = rep__stream_open(r, t);
+    set_state(r, t, REP_TOPIC_STREAMING);
+    tb_debug("replicator: stream opened", REP__LOG_TOPIC(t), TB_S("url", t->chan->url),
+             TB_U("from_offset", t->win.acked + 1), TB_U("resending", t->win.n));
+    pump(r, t);
+}
+
+/* Lookup first if the broker is unknown; either way only on a READY channel. */
+static void connect_topic(rep_t *r, rep__topic_t *t)
+{
+    rep__chan_t *need = t->chan ? t->chan : r->cluster;
+    if (need->state != GRPC_CHANNEL_READY) {
+        t->wait = need;
+        set_state(r, t, REP_TOPIC_CONNECTING);
+        rep__chan_connect(r, need);
+        return;
+    }
+    if (t->chan) {
+        open_stream(r, t);
+        return;
+    }
+    t->hops = 0;
+    set_state(r, t, REP_TOPIC_LOOKUP);
+    rep__lookup_start(r, t, NULL);
+}
+
+/* quiet: an idle stream the cluster closed cleanly is no outage: reopen
+ * (with the backoff, so a peer that keeps doing it is not hammered) */
+static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
+{
+    t->st.retries[why]++;
+    uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
+    if (!t->outage_logged && !quiet) {
+        t->outage_logged = true;
+        tb_warn("replication interrupted: retrying with backoff (logged once until it resumes)", REP__LOG_TOPIC(t),
+                TB_S("reason", rep_retry_name(why)), TB_S("details", details ? details : ""),
+                TB_U("acked_offset", t->win.acked), TB_U("next_try_ms", delay));
+    } else {
+        tb_debug("replicator: retrying", REP__LOG_TOPIC(t), TB_S("reason", rep_retry_name(why)),
+                 TB_S("details", details ? details : ""), TB_U("attempt", t->backoff.attempt), TB_U("delay_ms", delay));
+    }
+    set_state(r, t, REP_TOPIC_BACKOFF);
+    rep__timer_arm(&r->timers, &t->retry_timer, tb_mono_ms() + delay);
+}
+
+void rep__topic_registered(rep_t *r, rep__topic_t *t)
+{
+    t->registered = true;
+    t->st.registered = true;
+    if (!r->stopping && t->state == REP_TOPIC_UNREGISTERED)
+        connect_topic(r, t);
+    rep__topic_publish(r, t);
+}
+
+void rep__topic_unregistered(rep_t *r, rep__topic_t *t)
+{
+    t->registered = false;
+    t->st.registered = false;
+    switch (t->state) {
+    case REP_TOPIC_STREAMING:
+        rep__stream_cancel(t->stream, REP_RETRY_STATUS); /* its end leaves it UNREGISTERED */
+        break;
+    case REP_TOPIC_CONNECTING:
+    case REP_TOPIC_BACKOFF:
+        rep__timer_cancel(&r->timers, &t->retry_timer);
+        t->wait = NULL;
+        set_state(r, t, REP_TOPIC_UNREGISTERED);
+        break;
+    default: /* LOOKUP: its answer finds the topic unregistered */
+        break;
+    }
+    rep__topic_publish(r, t);
+}
+
+void rep__topic_chan_ready(rep_t *r, rep__topic_t *t)
+{
+    if (t->state == REP_TOPIC_CONNECTING && !r->stopping)
+        connect_topic(r, t);
+}
+
+void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const char *why)
+{
+    t->lookup = NULL;
+    if (r->stopping) {
+        set_state(r, t, REP_TOPIC_STOPPED);
+        return;
+    }
+    if (!t->registered) {
+        set_state(r, t, REP_TOPIC_UNREGISTERED);
+        return;
+    }
+    if (!chan) {
+        retry(r, t, REP_RETRY_LOOKUP, why, false);
+        return;
+    }
+    t->chan = chan;
+    connect_topic(r, t);
+}
+
+void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details)
+{
+    rep__window_rewind(&t->win);
+    rep__timer_cancel(&r->timers, &t->ack_timer);
+    if (r->stopping) {
+        if (t->win.n)
+            tb_info("replicator: stream closed with batches unacknowledged; they are resent after restart",
+                    REP__LOG_TOPIC(t), TB_U("batches", t->win.n), TB_U("acked_offset", t->win.acked));
+        set_state(r, t, REP_TOPIC_STOPPED);
+        return;
+    }
+    t->st.stream_resets++;
+    if (!t->registered) {
+        set_state(r, t, REP_TOPIC_UNREGISTERED);
+        return;
+    }
+    if (why == REP_RETRY_UNAVAILABLE)
+        t->chan = NULL; /* the broker may have moved: look it up again */
+    char text[300];
+    snprintf(text, sizeof text, "%s%s%s", rep__status_name(st), details && *details ? ": " : "",
+             details ? details : "");
+    retry(r, t, why, text, st == GRPC_STATUS_OK && t->win.n == 0);
+}
+
+/* ---- acks and sends ------------------------------------------------------------- */
+
+void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
+{
+    rep__ack_t res = rep__window_ack(&t->win, acked_offset);
+    if (res == REP__ACK_UNKNOWN) {
+        tb_debug("replicator: ack for no batch in flight (ignored)", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
+        return;
+    }
+    t->acks_this_stream++;
+    rep__backoff_reset(&t->backoff);
+    if (t->outage_logged) {
+        t->outage_logged = false;
+        tb_info("replication resumed", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
+    }
+    uint64_t before = t->win.acked;
+    rep__batch_t b;
+    while (rep__window_pop(&t->win, &b)) {
+        t->st.batches_acked++;
+        t->st.messages_acked += b.count;
+        t->st.messages_acked_new += b.count_new;
+        rep__batch_release(&b);
+    }
+    if (t->win.acked > before) {
+        int rc = wal_checkpoint(t->wal, t->win.acked);
+        if (rc < 0)
+            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", t->win.acked),
+                     TB_ERR(rc));
+        t->st.last_ack_ms = tb_wall_ms();
+        t->progress_ms = tb_mono_ms();
+    }
+    arm_ack_timer(r, t);
+    if (res == REP__ACK_OUT_OF_ORDER && t->stream) {
+        rep__batch_t *gap = rep__window_oldest_unacked(&t->win);
+        tb_error("the cluster acknowledged a batch before an earlier one; the earlier batch may be lost upstream",
+                 REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset), TB_U("unacked_first", gap ? gap->first : 0),
+                 TB_U("unacked_last", gap ? gap->last : 0));
+        rep__stream_cancel(t->stream, REP_RETRY_PROTOCOL);
+    }
+    pump(r, t);
+    rep__topic_publish(r, t);
+}
+
+void rep__topic_on_sent(rep_t *r, rep__topic_t *t)
+{
+    for (uint32_t i = 0; i < t->win.n; i++) {
+        rep__batch_t *b = rep__window_at(&t->win, i);
+        if (b->state == REP__B_SENDING) {
+            rep__window_mark_sent(&t->win, b);
+            break;
+        }
+    }
+    pump(r, t);
+}
+
+/* ---- reading the log ------------------------------------------------------------- */
+
+static void finish_open(rep_t *r, rep__topic_t *t)
+{
+    rep__batch_t *b = rep__window_push(&t->win);
+    rep__open_finish(&t->open, b);
+    rep__timer_cancel(&r->timers, &t->batch_timer);
+}
+
+static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
+{
+    return t->open.count && (rep__open_full(&t->open, &t->enc) || r->o.batch_timeout_ms == 0 ||
+                             now >= t->open.started_ms + r->o.batch_timeout_ms);
+}
+
+/* With wal.fsync interval the readable end moves without a completion. */
+static void maybe_recheck(rep_t *r, rep__topic_t *t)
+{
+    if (!r->o.recheck_ms || rep__timer_armed(&t->read_timer))
+        return;
+    wal_topic_stats_t ws;
+    wal_topic_stats(t->wal, &ws);
+    if (ws.next_offset > ws.readable_end)
+        rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + r->o.recheck_ms);
+}
+
+static bool ensure_reader(rep_t *r, rep__topic_t *t)
+{
+    if (t->src.rd)
+        return true;
+    int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->src.rd);
+    if (rc < 0) {
+        tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc));
+        rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + 1000);
+        return false;
+    }
+    return true;
+}
+
+/* Reads records into the open batch. Returns true when a batch was closed. */
+static bool read_more(rep_t *r, rep__topic_t *t)
+{
+    uint64_t now = tb_mono_ms();
+    if (!ensure_reader(r, t))
+        return false;
+    if (open_due(r, t, now)) {
+        finish_open(r, t);
+        return true;
+    }
+    uint64_t gaps = t->src.gaps;
+    int rc = rep__fill(&t->open, &t->enc, &t->src, tb_wall_ms());
+    if (t->src.gaps != gaps) {
+        t->st.gaps += t->src.gaps - gaps;
+        tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
+                REP__LOG_TOPIC(t), TB_U("from", t->src.gap_from), TB_U("to", t->src.gap_to));
+    }
+    if (rc == 1 || (rc == 0 && open_due(r, t, now))) {
+        finish_open(r, t);
+        return true;
+    }
+    if (t->open.count && !rep__timer_armed(&t->batch_timer))
+        rep__timer_arm(&r->timers, &t->batch_timer, t->open.started_ms + r->o.batch_timeout_ms);
+    if (rc == 0) {
+        maybe_recheck(r, t);
+        return false;
+    }
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_error("replicator: reading the log failed; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc),
+                 TB_U("offset", wal_reader_offset(t->src.rd)), TB_U("suppressed", skipped));
+    rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
+    return false;
+}
+
+static void pump(rep_t *r, rep__topic_t *t)
+{
+    while (t->state == REP_TOPIC_STREAMING && t->stream) {
+        uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* slow start */
+        if (!rep__stream_send_busy(t->stream) && t->win.sent < may_send) {
+            rep__batch_t *b = rep__window_next_unsent(&t->win);
+            if (b) {
+                if (b->sends)
+                    t->st.batches_resent++;
+                else
+                    t->st.messages_replayed += b->replayed;
+                rep__window_mark_sending(&t->win, b, tb_mono_ms());
+                t->st.batches_sent++;
+                rep__stream_send(t->stream, b);
+                arm_ack_timer(r, t);
+            }
+        }
+        if (r->stopping) {
+            if (t->win.sent == 0)
+                rep__stream_close_send(t->stream);
+            break;
+        }
+        if (t->win.n == t->win.cap || !read_more(r, t))
+            break;
+    }
+    rep__topic_publish(r, t);
+}
+
+void rep__topic_kicked(rep_t *r, rep__topic_t *t)
+{
+    if (t->state == REP_TOPIC_STREAMING) {
+        if (t->win.n == 0 && t->open.count == 0)
+            t->progress_ms = tb_mono_ms(); /* caught up until now: a stall is measured from here */
+        pump(r, t);
+        return;
+    }
+    /* not sending: learn the oldest waiting message's age (it stays held for its batch) */
+    const wal_record_t *rec;
+    if (t->win.n == 0 && t->open.count == 0 && !t->src.has_held && !r->stopping && ensure_reader(r, t) &&
+        rep__src_peek(&t->src, &rec) == 0)
+        rep__topic_publish(r, t);
+}
+
+/* ---- stopping --------------------------------------------------------------------- */
+
+void rep__topic_stop(rep_t *r, rep__topic_t *t)
+{
+    rep__timer_cancel(&r->timers, &t->batch_timer);
+    rep__timer_cancel(&r->timers, &t->read_timer);
+    rep__timer_cancel(&r->timers, &t->retry_timer);
+    switch (t->state) {
+    case REP_TOPIC_STREAMING:
+        pump(r, t); /* closes the sending side now if nothing is in flight */
+        break;
+    case REP_TOPIC_LOOKUP:
+        break; /* its cancelled call comes back through rep__topic_on_lookup */
+    default:
+        t->wait = NULL;
+        set_state(r, t, REP_TOPIC_STOPPED);
+        break;
+    }
+}
+
+void rep__topic_grace_over(rep_t *r, rep__topic_t *t)
+{
+    (void)r;
+    if (t->stream)
+        rep__stream_cancel(t->stream, REP_RETRY_STATUS);
+}

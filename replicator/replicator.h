@@ -1,0 +1,236 @@
+/*
+ * replicator.h: replication to a Danube cluster over gRPC (the replicator/
+ * folder's one public header). Prefix rep_ (public), rep__ (internal).
+ *
+ * What it does, in the order a boot sees it (docs/REPLICATION.md is the
+ * long form): RegisterEdge declares every upstream topic with its schema
+ * subject, retried with backoff (1 s doubling to 60 s, jittered) for as long
+ * as the cluster is away; each topic that registered is looked up
+ * (Discovery.TopicLookup) and replicated from its WAL checkpoint + 1 on one
+ * long-lived ReplicateData stream, several batches in flight, acks matched
+ * to batch_last_offset, the checkpoint advanced through contiguous acks
+ * only (wal_checkpoint, which also drives retention); a heartbeat keeps the
+ * schemas in step. Every RPC has a deadline, a stream whose oldest batch is
+ * not acked within ack_timeout_ms is cancelled and rebuilt from the last
+ * acked offset with the same batch boundaries, and nothing ever gives up.
+ *
+ * THREADS. rep_start() starts one thread that owns every gRPC object (the
+ * channels, the completion queue, the calls) and every WAL reader, and
+ * blocks in grpc_completion_queue_next() until the next completion or the
+ * next due timer of its own (batch timeout, ack deadline, backoff,
+ * heartbeat); it never polls on a tick. Other threads talk to it through a
+ * mailbox whose wake-up cancels a parked "waker" call (grpc_call_cancel is
+ * thread-safe per grpc.h; see rep_thread.c). Towards the event loop it posts
+ * rep_event_t's and calls opts.notify (coalesced, like wal_open's: drain
+ * with rep_take_events each time; uv_async_send fits). The loop applies
+ * schemas itself: validators and topic state belong to the loop thread.
+ *
+ * ERRORS follow base.h: 0 or a negative code; tb_strerror() names it.
+ */
+#ifndef REP_REPLICATOR_H
+#define REP_REPLICATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "schema/schema.h"
+#include "wal/wal.h"
+
+typedef struct rep rep_t;
+
+/* One upstream topic to register and replicate. */
+typedef struct rep_topic_spec {
+    const char *name;           /* /edge_name/topic */
+    const char *schema_subject; /* NULL: no schema (raw bytes) */
+    wal_topic_t *wal;           /* its log; must outlive the replicator */
+} rep_topic_spec_t;
+
+typedef struct rep_opts {
+    const char *edge_name;
+    const char *cluster_url;        /* http://host:port or https://host:port */
+    const char *token;              /* NULL or "": no authorization metadata */
+    const char *tls_ca_file;        /* https only; NULL/"": gRPC's default roots */
+    const char *tls_cert_file;      /* https only; client certificate (with key_file) */
+    const char *tls_key_file;
+    uint32_t heartbeat_interval_ms; /* 30000; each wait is jittered by +-10% */
+    uint32_t batch_size;            /* 100 messages */
+    uint32_t batch_timeout_ms;      /* 1000, from the batch's first message */
+    uint64_t max_batch_bytes;       /* 1 MiB encoded; a single larger message goes alone */
+    uint32_t max_inflight_batches;  /* 4 per topic, on one stream */
+    uint32_t ack_timeout_ms;        /* 5000: oldest unacked batch -> cancel the stream */
+    uint32_t rpc_timeout_ms;        /* 10000: deadline of every unary RPC */
+    uint32_t live_window_ms;        /* 2000: older messages get tributary.replayed=true */
+    uint32_t retry_initial_ms;      /* 100: stream rebuild backoff, full jitter */
+    uint32_t retry_max_ms;          /* 30000 */
+    uint32_t register_retry_initial_ms; /* 1000: RegisterEdge backoff */
+    uint32_t register_retry_max_ms; /* 60000 */
+    uint32_t shutdown_grace_ms;     /* 2000: at stop, how long in-flight batches may take */
+    uint32_t recheck_ms;            /* 0: off. With wal.fsync interval the readable end
+                                       moves without a completion; a topic with written
+                                       but not yet readable data looks again this often */
+    const rep_topic_spec_t *topics; /* copied */
+    size_t ntopics;
+    void (*notify)(void *arg);      /* replicator thread: events are waiting */
+    void *notify_arg;
+} rep_opts_t;
+
+/* Fills the documented defaults (strings NULL, no topics). */
+void rep_opts_default(rep_opts_t *o /* OUT */);
+
+/*
+ * Checks the options, reads the TLS files, records each topic's checkpoint
+ * and opens nothing on the network. Returns 0 and *out, or TB_ECONFIG with
+ * err naming the problem (e.g. "edge.tls.ca_file: cannot read ..."). Calls
+ * grpc_init() (balanced by rep_free).
+ */
+int rep_new(const rep_opts_t *o, rep_t **out /* OUT */, char *err, size_t errlen);
+
+/* Starts the replicator thread: registration begins at once. 0 or -errno. */
+int rep_start(rep_t *r);
+
+/*
+ * New data may be readable for topic i (index in opts.topics): any thread,
+ * typically the loop after a WAL completion. Cheap and coalesced: one
+ * atomic exchange, and a wake-up only if the topic was not already queued.
+ */
+void rep_kick(rep_t *r, size_t topic);
+
+/*
+ * Asks the thread to stop (any thread; idempotent): no new batches are
+ * built; in-flight batches get shutdown_grace_ms to be acknowledged (the
+ * checkpoint follows their acks); then streams are closed (WritesDone, or
+ * cancelled at the deadline) and pending calls cancelled. REP_EV_STOPPED is
+ * posted when everything is closed; then call rep_free.
+ */
+void rep_stop(rep_t *r);
+
+/* Joins the thread (if started), closes the WAL readers, frees everything,
+ * events not taken included. Call wal_close after this. NULL is allowed. */
+void rep_free(rep_t *r);
+
+/* ---- events towards the loop ------------------------------------------------ */
+
+typedef enum {
+    REP_EV_TOPIC_REGISTERED, /* RegisterEdge accepted the topic; schema_resolved says
+                                whether its subject resolved (true when it has none) */
+    REP_EV_TOPIC_FAILED,     /* RegisterEdge refused the topic (detail: the cluster's error) */
+    REP_EV_SCHEMA_UPDATED,   /* heartbeat: a new schema for the topic */
+    REP_EV_SCHEMA_REMOVED,   /* heartbeat: the topic's subject was deleted */
+    REP_EV_TOPIC_REMOVED,    /* heartbeat: the topic was deleted on the cluster; the
+                                replicator re-registers at the next heartbeat tick */
+    REP_EV_STOPPED,          /* after rep_stop: everything is closed */
+} rep_event_kind_t;
+
+/* An owned copy of a ResolvedSchema. */
+typedef struct rep_schema {
+    char *subject;
+    uint64_t schema_id;
+    uint32_t schema_version;
+    char *schema_type;
+    uint8_t *definition;     /* Danube's JSON envelope */
+    size_t definition_len;
+    char *fingerprint;
+} rep_schema_t;
+
+typedef struct rep_event {
+    tb_mnode_t node;         /* first: the mailbox link */
+    rep_event_kind_t kind;
+    size_t topic;            /* index in opts.topics (not for STOPPED) */
+    uint64_t config_version; /* the cluster's, when the event was made */
+    bool schema_resolved;
+    bool has_schema;         /* `schema` is filled */
+    rep_schema_t schema;
+    char *detail;            /* NULL or the cluster's text */
+} rep_event_t;
+
+/* Splices out every waiting event, oldest first (follow rep_event_next). NULL when none. */
+rep_event_t *rep_take_events(rep_t *r);
+rep_event_t *rep_event_next(const rep_event_t *ev);
+void rep_event_free(rep_event_t *ev);
+const char *rep_event_kind_name(rep_event_kind_t k);
+/* A borrowed sch_resolved_t view of ev->schema (valid while ev lives). */
+void rep_event_resolved(const rep_event_t *ev, sch_resolved_t *out /* OUT */);
+
+/* ---- stats for the operator (any thread) -------------------------------------- */
+
+typedef enum {
+    REP_CLUSTER_CONNECTING,  /* no answer yet (first attempt, or reconnecting) */
+    REP_CLUSTER_CONNECTED,   /* the cluster channel is READY */
+    REP_CLUSTER_UNREACHABLE, /* the channel is in TRANSIENT_FAILURE */
+    REP_CLUSTER__COUNT
+} rep_cluster_state_t;
+
+typedef enum {
+    REP_REG_NONE,            /* not tried yet */
+    REP_REG_REGISTERING,     /* RegisterEdge in flight */
+    REP_REG_REGISTERED,      /* heartbeating */
+    REP_REG_RETRYING,        /* the last attempt failed; waiting out the backoff */
+    REP_REG__COUNT
+} rep_reg_state_t;
+
+typedef enum {
+    REP_TOPIC_UNREGISTERED,  /* waiting for registration (or removed on the cluster) */
+    REP_TOPIC_LOOKUP,        /* Discovery.TopicLookup in flight */
+    REP_TOPIC_CONNECTING,    /* waiting for the broker channel to be READY */
+    REP_TOPIC_STREAMING,     /* the ReplicateData stream is open */
+    REP_TOPIC_BACKOFF,       /* the stream failed; rebuilt after a jittered delay */
+    REP_TOPIC_STOPPED,
+    REP_TOPIC__COUNT
+} rep_topic_state_t;
+
+/* Why a stream was rebuilt (or a lookup retried). */
+typedef enum {
+    REP_RETRY_UNAVAILABLE,   /* the stream ended UNAVAILABLE (connection lost, refused) */
+    REP_RETRY_ACK_TIMEOUT,   /* no ack within ack_timeout_ms: cancelled */
+    REP_RETRY_STATUS,        /* the stream ended with another status (INTERNAL, ...) */
+    REP_RETRY_PROTOCOL,      /* an ack out of order, or the stream ended with batches unacked */
+    REP_RETRY_LOOKUP,        /* TopicLookup failed or answered Failed */
+    REP_RETRY__COUNT
+} rep_retry_t;
+
+typedef struct rep_topic_stats {
+    rep_topic_state_t state;
+    bool registered;
+    uint64_t start_offset;       /* the WAL's next offset when the replicator was made */
+    uint64_t acked_offset;       /* the checkpoint: contiguous acks */
+    uint64_t readable_end;       /* live from the WAL */
+    uint64_t lag_messages;       /* readable_end - 1 - acked_offset */
+    uint64_t oldest_unacked_ms;  /* publish_time of the oldest message read and not acked; 0: none */
+    uint32_t batches_in_flight;  /* built and not acked (sent or waiting to be sent) */
+    uint64_t batches_sent;       /* SEND_MESSAGEs started, resends included */
+    uint64_t batches_resent;
+    uint64_t batches_acked;
+    uint64_t messages_acked;     /* acknowledged since start */
+    uint64_t messages_acked_new; /* of those, offsets >= start_offset (received since start) */
+    uint64_t messages_replayed;  /* sent with tributary.replayed=true (first sends) */
+    uint64_t gaps;               /* WAL_GAPs met (records deleted before being read) */
+    uint64_t attributes_skipped; /* attributes left out: not UTF-8 (a proto3 string must be) */
+    uint64_t retries[REP_RETRY__COUNT];
+    uint64_t stream_resets;      /* streams that ended while open */
+    uint64_t last_ack_ms;        /* wall clock; 0: never */
+    bool stalled;                /* unacked data and no ack within ack_timeout_ms */
+} rep_topic_stats_t;
+
+typedef struct rep_stats {
+    rep_cluster_state_t cluster;
+    rep_reg_state_t registration;
+    uint64_t config_version;
+    uint64_t registrations;      /* successful RegisterEdge calls */
+    uint64_t registration_failures;
+    uint64_t heartbeats;         /* answered */
+    uint64_t heartbeat_failures;
+    uint64_t last_heartbeat_ms;  /* wall clock; 0: never */
+} rep_stats_t;
+
+void rep_topic_stats(rep_t *r, size_t topic, rep_topic_stats_t *out /* OUT */);
+void rep_stats(rep_t *r, rep_stats_t *out /* OUT */);
+size_t rep_ntopics(const rep_t *r);
+
+const char *rep_cluster_state_name(rep_cluster_state_t s);
+const char *rep_reg_state_name(rep_reg_state_t s);
+const char *rep_topic_state_name(rep_topic_state_t s);
+const char *rep_retry_name(rep_retry_t r);
+
+#endif

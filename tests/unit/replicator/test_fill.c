@@ -1,0 +1,169 @@
+/*
+ * test_fill.c: how records become batches: closed at batch_size messages
+ * or before max_batch_bytes, a record that did not fit leads the next
+ * batch, a record larger than the bound goes alone, and over a whole log
+ * every offset is sent once, in order.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "helper_rep.h"
+
+/* Drains the log into batches; returns how many, with counts and sizes. */
+static size_t drain(rt_t *h, uint32_t *counts, size_t *sizes, uint64_t *offsets, size_t max_batches)
+{
+    rep__src_t s;
+    rt_src(h, &s, 1);
+    rep__open_t o = { 0 };
+    size_t nb = 0, no = 0;
+    for (;;) {
+        int rc = rep__fill(&o, &h->enc, &s, tb_wall_ms());
+        cr_assert_geq(rc, 0);
+        if (o.count == 0)
+            break;
+        cr_assert_lt(nb, max_batches);
+        rep__batch_t b = { 0 };
+        rep__open_finish(&o, &b);
+        Danube__Edge__ReplicateBatch *d = rt_decode(&b);
+        cr_assert_eq(d->batch_last_offset, b.last);
+        cr_assert_eq(d->n_messages, b.count);
+        for (size_t i = 0; i < d->n_messages && offsets; i++)
+            offsets[no++] = d->messages[i]->msg_id->topic_offset;
+        counts[nb] = b.count;
+        sizes[nb] = b.len;
+        nb++;
+        danube__edge__replicate_batch__free_unpacked(d, NULL);
+        free(b.buf);
+        if (rc == 0)
+            break;
+    }
+    rep__open_free(&o);
+    rep__src_free(&s);
+    return nb;
+}
+
+Test(fill, batch_closes_at_batch_size_messages)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 250, 10);
+    uint32_t counts[8];
+    size_t sizes[8];
+    size_t nb = drain(&h, counts, sizes, NULL, 8);
+    cr_assert_eq(nb, 3);
+    cr_assert_eq(counts[0], 100);
+    cr_assert_eq(counts[1], 100);
+    cr_assert_eq(counts[2], 50);
+    rt_close(&h);
+}
+
+Test(fill, batch_stays_within_max_bytes)
+{
+    rt_t h;
+    rt_open(&h);
+    h.enc.max_bytes = 8192;
+    rt_append_n(&h, 100, 1000);
+    uint32_t counts[64];
+    size_t sizes[64];
+    size_t nb = drain(&h, counts, sizes, NULL, 64);
+    uint32_t total = 0;
+    for (size_t i = 0; i < nb; i++) {
+        cr_assert_leq(sizes[i], 8192, "batch %zu is %zu bytes", i, sizes[i]);
+        if (i + 1 < nb) /* full batches: the last one holds what is left */
+            cr_assert_geq(counts[i], 7, "batch %zu holds only %u messages of ~1 KiB", i, counts[i]);
+        total += counts[i];
+    }
+    cr_assert_eq(total, 100);
+    rt_close(&h);
+}
+
+Test(fill, every_offset_is_sent_once_in_order_across_byte_bounded_batches)
+{
+    rt_t h;
+    rt_open(&h);
+    h.enc.max_bytes = 5000;
+    rt_append_n(&h, 300, 700);
+    uint32_t counts[256];
+    size_t sizes[256];
+    uint64_t offsets[300];
+    size_t nb = drain(&h, counts, sizes, offsets, 256);
+    cr_assert_gt(nb, 30);
+    for (uint64_t i = 0; i < 300; i++)
+        cr_assert_eq(offsets[i], i + 1);
+    rt_close(&h);
+}
+
+Test(fill, record_larger_than_max_bytes_goes_alone)
+{
+    rt_t h;
+    rt_open(&h);
+    h.enc.max_bytes = 4096;
+    rt_append_n(&h, 2, 10);
+    rt_append_n(&h, 1, 20000);
+    rt_append_n(&h, 2, 10);
+    uint32_t counts[8];
+    size_t sizes[8];
+    uint64_t offsets[5];
+    size_t nb = drain(&h, counts, sizes, offsets, 8);
+    cr_assert_eq(nb, 3);
+    cr_assert_eq(counts[0], 2);
+    cr_assert_eq(counts[1], 1);
+    cr_assert_gt(sizes[1], 20000);
+    cr_assert_eq(counts[2], 2);
+    for (uint64_t i = 0; i < 5; i++)
+        cr_assert_eq(offsets[i], i + 1);
+    rt_close(&h);
+}
+
+Test(fill, end_of_log_leaves_a_partial_batch_open)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 7, 10);
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    cr_assert_eq(o.count, 7);
+    cr_assert_eq(o.first, 1);
+    cr_assert_eq(o.last, 7);
+    rt_append_n(&h, 3, 10);
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0, "more data joins the open batch");
+    cr_assert_eq(o.count, 10);
+    cr_assert_eq(o.last, 10);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, resuming_from_a_checkpoint_starts_after_it)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 20, 10);
+    rep__src_t s;
+    rt_src(&h, &s, 13);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    cr_assert_eq(o.first, 13);
+    cr_assert_eq(o.count, 8);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, count_new_counts_only_offsets_received_since_start)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 10, 10);
+    h.enc.live_base = 8;
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    cr_assert_eq(o.count_new, 3);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
