@@ -111,10 +111,25 @@ static void sync_failed(wal_topic_t *t, int rc, bool in_round)
     wal__topic_set_failed(t, rc);
 }
 
+/* The topic's directory, created if missing, its name made durable. */
+static int topic_mkdir(wal_t *w, const char *dir)
+{
+    const wal_io_t *io = w->io;
+    int rc = io->mkdir(io->ctx, dir, 0755);
+    if (rc < 0 && rc != -EEXIST)
+        return rc;
+    return io->fsync_dir(io->ctx, w->dir);
+}
+
+static bool disk_full(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT;
+}
+
 static int failfast_rc(wal_topic_t *t)
 {
     int e = atomic_load(&t->last_error);
-    if (e == -ENOSPC || e == -EDQUOT || e == TB_EFULL)
+    if (disk_full(e) || e == TB_EFULL)
         return TB_EFULL;
     return e ? e : TB_ENOTREADY;
 }
@@ -252,7 +267,7 @@ static void try_repair(wal_topic_t *t, uint64_t now)
     if (!asked && now < t->retry_at_ms)
         return;
     /* probe first, so a repair's fdatasync also covers the probe's cut */
-    int rc = t->fd >= 0 ? probe_space(t) : 0;
+    int rc = t->fd >= 0 ? probe_space(t) : topic_mkdir(t->w, t->dir);
     if (rc == 0 && (t->needs_repair || t->fd < 0))
         rc = wal__topic_recover(t); /* with no segment, creating one is the probe */
     if (rc < 0) {
@@ -436,30 +451,43 @@ static void req_done(wal_t *w, wal_req_t *req, int rc)
     pthread_mutex_unlock(&w->mu);
 }
 
+/*
+ * A full disk is an outage, not a reason to refuse a topic (and with it the
+ * gateway's boot, or a new mapping): the topic is registered FAILED, its
+ * messages are refused with TB_EFULL, and the writer's retries create its
+ * directory and first segment once space returns (try_repair). Any other
+ * error (permissions, a read-only file system) is returned: someone must
+ * look.
+ */
 int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
 {
-    const wal_io_t *io = w->io;
     *out = NULL;
     char *enc = wal__topic_encode(name);
     if (!enc)
         return TB_EINVALID;
     char *dir = tb_asprintf("%s/%s", w->dir, enc);
     free(enc);
-    int rc = io->mkdir(io->ctx, dir, 0755);
-    if (rc < 0 && rc != -EEXIST)
-        goto out;
-    if ((rc = io->fsync_dir(io->ctx, w->dir)) < 0)
-        goto out;
-    wal_topic_t *t = wal__topic_new(w, name, dir);
-    if ((rc = wal__topic_recover(t)) < 0) {
-        wal__topic_free(t);
-        goto out;
+    wal_topic_t *t = NULL;
+    int rc = topic_mkdir(w, dir);
+    if (rc == 0 || disk_full(rc)) {
+        t = wal__topic_new(w, name, dir);
+        if (rc == 0)
+            rc = wal__topic_recover(t);
     }
-    wal__topic_register(w, t);
-    *out = t;
-out:
-    if (rc < 0)
+    if (rc < 0 && disk_full(rc)) {
+        tb_warn("wal: disk full, new topic starts failed; it is created when space returns",
+                TB_S("topic", name), TB_ERR(rc));
+        t->needs_repair = true;
+        wal__topic_set_failed(t, rc);
+        rc = 0;
+    }
+    if (rc < 0) {
         tb_warn("wal: cannot create topic", TB_S("topic", name), TB_ERR(rc));
+        wal__topic_free(t);
+    } else {
+        wal__topic_register(w, t);
+        *out = t;
+    }
     free(dir);
     return rc;
 }

@@ -117,6 +117,30 @@ Test(failure, retry_probe_is_as_large_as_the_failed_batch)
     cr_assert_eq(th_append(&h, t, 0, 1, PAYLOAD), TB_EFULL);
 }
 
+Test(failure, topic_created_on_a_full_disk_opens_in_failed_state)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    wal_topic_t *n = NULL;
+    cr_assert_eq(wal_topic_open(h.w, "/e/new", &n), 0, "a full disk is an outage, not a refusal");
+    cr_assert_eq(wal_topic_state(n), WAL_TOPIC_FAILED);
+    cr_assert_eq(th_append(&h, n, 0, 5, PAYLOAD), TB_EFULL);
+}
+
+Test(failure, topic_created_on_a_full_disk_is_made_when_space_returns)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    wal_topic_t *n = NULL;
+    cr_assert_eq(wal_topic_open(h.w, "/e/new", &n), 0);
+    crashio_fail_writes(c, 0, 0);
+    wal_topic_retry(n);
+    cr_assert_eq(th_append(&h, n, 0, 5, PAYLOAD), 0);
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, 1);
+    uint64_t seqs[8];
+    cr_assert_eq(th_read_all(n, 1, PAYLOAD, seqs, 8, NULL), 5);
+}
+
 Test(failure, partly_written_batch_is_cut_back_whole)
 {
     start();
