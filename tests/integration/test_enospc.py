@@ -14,9 +14,12 @@ proves (docs/WAL.md, "Disk full, with the real gateway"):
   - once space returns, with no restart and no publish to prod it, the
     gateway is ready again within a few retry periods (wal retry_ms, 1 s),
     and new publishes are acknowledged and stored after the old ones with
-    contiguous offsets.
+    contiguous offsets;
+  - a gateway that boots on a full disk with a topic it never stored still
+    starts (not ready, 0x97) and takes that topic's messages once space
+    returns.
 
-The scenario runs once (setUpClass); each test asserts one claim over it.
+Each scenario runs once (setUpClass); each test asserts one claim over it.
 """
 import json
 import os
@@ -208,6 +211,55 @@ class DiskFull(unittest.TestCase):
 
     def test_the_gateway_stops_cleanly_afterwards(self):
         self.assertEqual(self.exit_code, 0, self.log[-3000:])
+
+
+class BootOnFullDisk(unittest.TestCase):
+    """A gateway that boots on a full disk with a topic it has never stored
+    (first boot, or a new mapping) still starts: the topic is failed until
+    space returns, then it is created and takes messages."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mnt = mount_tmpfs()
+        cls.gw = None
+        try:
+            wal = os.path.join(cls.mnt, "wal")
+            ballast = os.path.join(cls.mnt, "ballast")
+            os.mkdir(wal)
+            st = os.statvfs(cls.mnt)
+            with open(ballast, "wb") as f:
+                f.write(b"\0" * (st.f_bavail * st.f_frsize))
+            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
+            mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
+            cls.gw.wait_log("bootstrap complete", 10 * SLOW)
+            cls.readyz_full = http_get(hport, "/readyz")
+            pub = Publisher(mport, "boot", 5)
+            cls.reason_full = pub.publish()[1]
+            os.unlink(ballast)
+            wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
+            payload, cls.reason_after = pub.publish()
+            pub.c.close()
+            cls.exit_code = cls.gw.stop()
+            cls.payloads = [r["payload"] for r in wal_dump(wal, "/e1/full")]
+            cls.expected = [payload]
+        finally:
+            if cls.gw and cls.gw.proc and cls.gw.proc.poll() is None:
+                cls.gw.kill()
+            subprocess.run(["umount", cls.mnt], check=False)
+            os.rmdir(cls.mnt)
+
+    def test_it_starts_but_is_not_ready(self):
+        self.assertEqual(self.readyz_full, (503, "not ready: write-ahead log not writable\ncluster: unknown\n"))
+
+    def test_mqtt5_gets_quota_exceeded_while_full(self):
+        self.assertEqual(self.reason_full, 0x97)
+
+    def test_the_topic_takes_messages_once_space_returns(self):
+        self.assertEqual(self.reason_after, 0)
+        self.assertEqual(self.payloads, self.expected)
+
+    def test_it_stops_cleanly(self):
+        self.assertEqual(self.exit_code, 0)
 
 
 if __name__ == "__main__":
