@@ -133,11 +133,15 @@ static void *worker(void *arg)
 {
     worker_t *w = arg;
     struct pollfd *pfd = calloc((size_t)w->n, sizeof *pfd);
-    for (;;) {
+    for (int first = 0;; first = (first + 1) % w->n) {
         int live = 0;
+        /* with -r the rate's credit goes to whoever is pumped first: rotate,
+         * or the first connections finish early and the last few, with too
+         * small a window between them, make the tail of the run */
+        for (int k = 0; k < w->n; k++)
+            pump(&w->conns[(first + k) % w->n]);
         for (int i = 0; i < w->n; i++) {
             conn_t *c = &w->conns[i];
-            pump(c);
             pfd[i].fd = c->done ? -1 : mosquitto_socket(c->m);
             pfd[i].events = POLLIN | (mosquitto_want_write(c->m) ? POLLOUT : 0);
             pfd[i].revents = 0;
