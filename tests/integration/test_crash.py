@@ -30,11 +30,14 @@ fsync_interval_ms of acknowledged messages) cannot be shown with kill -9;
 tests/unit/wal/test_crash.c simulates it with the crash-injection I/O layer.
 
 Randomness is seeded; the seed is printed and TRIB_CRASH_SEED replays it.
-TRIB_CRASH_KILLS sets the kills per mode (default 30 always, 15 interval).
+TRIB_CRASH_KILLS sets the kills per mode (default 30 always, 15 interval);
+TRIB_KEEP=1 keeps the gateway's directory (config, log, wal/) for a look.
+bench/soak_crash.sh runs it for longer with fresh seeds.
 """
 import os
 import random
 import re
+import shutil
 import sys
 import time
 import unittest
@@ -56,6 +59,7 @@ mqtt:
     - {mqtt_pattern: "crash/a/+", danube_topic: /e1/a}
     - {mqtt_pattern: "crash/b/+", danube_topic: /e1/b}
 wal: {dir: ./wal, fsync: %(mode)s, fsync_interval_ms: 200, segment_bytes: 64KiB}
+http: {listener: "127.0.0.1:0"}
 """
 
 
@@ -160,6 +164,12 @@ class CrashAlways(unittest.TestCase):
         finally:
             report(f"crash[{cls.mode}]: seed={SEED} (TRIB_CRASH_SEED={SEED} replays it)")
         report(cls.run_.summary())
+
+    @classmethod
+    def tearDownClass(cls):
+        # the log was read into memory; the seed replays the run if a claim failed
+        if not os.environ.get("TRIB_KEEP"):
+            shutil.rmtree(cls.run_.gw.dir, ignore_errors=True)
 
     def test_the_gateway_was_killed_as_planned_and_restarted_each_time(self):
         r = self.run_
