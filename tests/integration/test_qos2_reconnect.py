@@ -19,6 +19,7 @@ mqtt:
   topic_mappings:
     - {mqtt_pattern: "q2/#", danube_topic: /e1/q2}
 wal: {dir: ./wal}
+http: {listener: "127.0.0.1:0"}
 """
 
 N = 1000
