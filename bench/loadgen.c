@@ -6,7 +6,8 @@
  *   loadgen -p PORT -c CONNECTIONS -n MESSAGES -s PAYLOAD_BYTES -q QOS
  *           [-t TOPIC_PREFIX] [-V 311|5] [-w INFLIGHT] [-j THREADS] [-r RATE]
  *
- * Each connection publishes its share of MESSAGES to TOPIC_PREFIX/<conn>/tele.
+ * The connections share MESSAGES (each takes the next one when its window
+ * has room, so all run out together) and publish to TOPIC_PREFIX/<conn>/tele.
  * QoS 1/2: the next message goes when the window (-w, default 20, like
  * libmosquitto's default) has room; the run ends when every message is
  * acknowledged. QoS 0: messages are written as fast as the socket takes
@@ -45,7 +46,7 @@ static long g_messages = 100000;
 static double g_rate = 0;
 static const char *g_prefix = "bench", *g_host = "127.0.0.1";
 static char *g_payload;
-static atomic_long g_acked_total, g_sent_total;
+static atomic_long g_acked_total, g_sent_total, g_taken;
 static double g_t0;
 
 static double now_s(void)
@@ -81,6 +82,22 @@ static void on_publish(struct mosquitto *m, void *arg, int mid)
     atomic_fetch_add(&g_acked_total, 1);
 }
 
+/*
+ * Takes one message from the run's total. Connections share the total
+ * rather than each owning a fixed share, so they all run out together:
+ * with fixed shares, whichever connections got more of the paced rate
+ * finished first and the run ended with a few connections whose windows
+ * together were smaller than the gateway's batch, each batch of that tail
+ * waiting out batch_timeout_ms when mqtt.ingestion.idle_flush_ms is 0.
+ */
+static bool take_one(void)
+{
+    if (atomic_fetch_add(&g_taken, 1) < g_messages)
+        return true;
+    atomic_fetch_sub(&g_taken, 1);
+    return false;
+}
+
 static bool allowed_by_rate(void)
 {
     if (g_rate <= 0)
@@ -98,6 +115,8 @@ static void pump(conn_t *c)
             break;
         if (g_qos == 0 && mosquitto_want_write(c->m))
             break; /* let the socket drain first: no unbounded client queue */
+        if (!take_one())
+            break;
         char topic[128];
         snprintf(topic, sizeof topic, "%s/c%d/tele", g_prefix, c->idx);
         int rc = mosquitto_publish(c->m, NULL, topic, g_size, g_payload, g_qos, false);
@@ -110,6 +129,8 @@ static void pump(conn_t *c)
         if (g_qos > 0)
             c->inflight++;
     }
+    if (atomic_load(&g_taken) >= g_messages)
+        c->total = c->sent; /* the run's total is all taken: this connection is finishing */
     if (c->sent == c->total) {
         if (g_qos > 0 && c->acked == c->total)
             c->done = true;
@@ -133,11 +154,15 @@ static void *worker(void *arg)
 {
     worker_t *w = arg;
     struct pollfd *pfd = calloc((size_t)w->n, sizeof *pfd);
-    for (;;) {
+    for (int first = 0;; first = (first + 1) % w->n) {
         int live = 0;
+        /* with -r the rate's credit goes to whoever is pumped first: rotate,
+         * or the first connections finish early and the last few, with too
+         * small a window between them, make the tail of the run */
+        for (int k = 0; k < w->n; k++)
+            pump(&w->conns[(first + k) % w->n]);
         for (int i = 0; i < w->n; i++) {
             conn_t *c = &w->conns[i];
-            pump(c);
             pfd[i].fd = c->done ? -1 : mosquitto_socket(c->m);
             pfd[i].events = POLLIN | (mosquitto_want_write(c->m) ? POLLOUT : 0);
             pfd[i].revents = 0;
@@ -200,7 +225,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < g_conns; i++) {
         conn_t *c = &conns[i];
         c->idx = i;
-        c->total = g_messages / g_conns + (i < g_messages % g_conns);
+        c->total = g_messages; /* until the shared total runs out (take_one) */
         char id[64];
         snprintf(id, sizeof id, "loadgen-%d-%d", (int)getpid(), i);
         c->m = mosquitto_new(id, true, c);

@@ -236,8 +236,19 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
         gw_pending_t *first = gw__session_storing(s, pub->packet_id);
         if (first) {
             /* the first copy is still on its way to the log: answer when it lands */
-            if (first->conn == c || first->follower)
+            if (first->conn == c || (first->follower && first->follower->conn == c))
                 return; /* one answer is already on its way to this client */
+            if (first->follower) {
+                if (!first->follower->conn->closing)
+                    return; /* cannot happen: a session has one live connection */
+                /* The client reconnected again before the first copy landed:
+                 * the connection that was to get the answer is gone, so this
+                 * one gets it instead (else it would wait for ever). */
+                gw_pending_t *gone = first->follower;
+                first->follower = NULL;
+                gone->waits--; /* its connection is closing: freed unsent */
+                gw__conn_drain_acks(gone->conn);
+            }
             p = gw__conn_pending_new(c, pub->packet_id, 2);
             p->waits = 1;
             first->follower = p;

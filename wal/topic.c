@@ -140,6 +140,8 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->retry_now, false);
     t->drop_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     pthread_mutex_init(&t->drop_rl.mu, NULL);
+    t->retry_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
+    pthread_mutex_init(&t->retry_rl.mu, NULL);
     return t;
 }
 
@@ -151,6 +153,7 @@ void wal__topic_free(wal_topic_t *t)
         t->w->io->close(t->w->io->ctx, t->fd);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->drop_rl.mu);
+    pthread_mutex_destroy(&t->retry_rl.mu);
     free(t->segs);
     free(t->name);
     free(t->dir);

@@ -60,7 +60,9 @@
  * FAILURES. A write that fails (ENOSPC, EIO) is cut back and its batch
  * completes with the error; the topic enters WAL_TOPIC_FAILED, where new
  * batches fail fast (TB_EFULL for a full disk) until a retry (every
- * retry_ms, or wal_topic_retry) works. A failed fdatasync is never retried
+ * retry_ms, or wal_topic_retry) works: the disk must take a probe write as
+ * large as the failed batch (up to 1 MiB; zeros past the log's end, cut off
+ * at once), so the state does not flip to OK while the disk is still full. A failed fdatasync is never retried
  * as if nothing happened (Linux may have dropped the dirty pages and will
  * report success next time): the round's batches fail, the topic stops
  * acknowledging, and repair re-reads the segment from the last good sync,

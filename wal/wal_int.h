@@ -82,6 +82,7 @@ struct wal_topic {
     bool needs_repair;            /* on-disk state unknown: re-run recovery first */
     bool rewrite_unsynced;        /* an fdatasync failed with acked data after spos */
     uint64_t retry_at_ms;
+    uint64_t probe_bytes;         /* a retry must first be able to write this much */
     wal_meta_t meta;              /* as persisted */
     uint64_t ck_persist_at_ms;    /* earliest time the next checkpoint write may happen */
 
@@ -99,6 +100,7 @@ struct wal_topic {
     _Atomic bool retry_now;
 
     tb_ratelimit_t drop_rl;       /* "dropping messages" at most once a minute */
+    tb_ratelimit_t retry_rl;      /* "still cannot write" at most once a minute */
 };
 
 struct wal {

@@ -22,7 +22,9 @@
  * back to where the batch started (a segment created for it is deleted),
  * the batch fails with the error, and the topic enters FAILED: new batches
  * fail fast (TB_EFULL for a full disk, else the errno) until a retry, every
- * retry_ms or when the loop calls wal_topic_retry(), works.
+ * retry_ms or when the loop calls wal_topic_retry(), works. A retry works
+ * when the disk takes a probe write as large as the failed batch (cut off
+ * again at once): until then health keeps saying FAILED.
  *
  * A failed fdatasync is the "fsyncgate" case: Linux may already have
  * marked the dirty pages clean (the data may never reach the disk, yet a
@@ -109,10 +111,25 @@ static void sync_failed(wal_topic_t *t, int rc, bool in_round)
     wal__topic_set_failed(t, rc);
 }
 
+/* The topic's directory, created if missing, its name made durable. */
+static int topic_mkdir(wal_t *w, const char *dir)
+{
+    const wal_io_t *io = w->io;
+    int rc = io->mkdir(io->ctx, dir, 0755);
+    if (rc < 0 && rc != -EEXIST)
+        return rc;
+    return io->fsync_dir(io->ctx, w->dir);
+}
+
+static bool disk_full(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT;
+}
+
 static int failfast_rc(wal_topic_t *t)
 {
     int e = atomic_load(&t->last_error);
-    if (e == -ENOSPC || e == -EDQUOT || e == TB_EFULL)
+    if (disk_full(e) || e == TB_EFULL)
         return TB_EFULL;
     return e ? e : TB_ENOTREADY;
 }
@@ -208,6 +225,7 @@ undo:
         t->needs_repair = true;
     }
     t->wpos = old_wpos;
+    t->probe_bytes = b->len + WAL_SEG_HDR_SIZE; /* what a retry must be able to write */
     if (sync_err)
         sync_failed(t, rc, true);
     else
@@ -217,15 +235,46 @@ undo:
     return rc;
 }
 
+/*
+ * Does the disk take a write again? Writes probe_bytes of zeros (at least a
+ * page, at most 1 MiB) at t->wpos, the end of the active segment's log, and
+ * cuts the file back to t->wpos (also cutting whatever a failed write left
+ * past it). Without this a retry while the disk is still full would declare
+ * the topic writable, health would say ready, and only the next batch would
+ * find out. Zeros past the last record are a torn tail to recovery (a
+ * record length of 0 is invalid), so a crash in between costs nothing.
+ * Returns 0, or the write's error (the segment is as before, or
+ * needs_repair is set if it could not be cut back).
+ */
+static int probe_space(wal_topic_t *t)
+{
+    const wal_io_t *io = t->w->io;
+    size_t n = (size_t)TB_MIN(TB_MAX(t->probe_bytes, (uint64_t)4096), (uint64_t)1 << 20);
+    void *zeros = tb_calloc(1, n);
+    int rc = wal__pwrite_all(io, t->fd, zeros, n, t->wpos);
+    free(zeros);
+    int trc = io->ftruncate(io->ctx, t->fd, (off_t)t->wpos);
+    if (trc < 0) {
+        t->needs_repair = true;
+        return rc < 0 ? rc : trc;
+    }
+    return rc;
+}
+
 static void try_repair(wal_topic_t *t, uint64_t now)
 {
     bool asked = atomic_exchange(&t->retry_now, false);
     if (!asked && now < t->retry_at_ms)
         return;
-    int rc = 0;
-    if (t->needs_repair || t->fd < 0)
-        rc = wal__topic_recover(t);
+    /* probe first, so a repair's fdatasync also covers the probe's cut */
+    int rc = t->fd >= 0 ? probe_space(t) : topic_mkdir(t->w, t->dir);
+    if (rc == 0 && (t->needs_repair || t->fd < 0))
+        rc = wal__topic_recover(t); /* with no segment, creating one is the probe */
     if (rc < 0) {
+        uint64_t suppressed;
+        if (tb_ratelimit(&t->retry_rl, &suppressed))
+            tb_warn("wal: retry failed, topic still refusing messages", TB_S("topic", t->name), TB_ERR(rc),
+                    TB_U("retry_ms", t->w->o.retry_ms), TB_U("suppressed", suppressed));
         wal__topic_set_failed(t, rc);
         return;
     }
@@ -402,30 +451,43 @@ static void req_done(wal_t *w, wal_req_t *req, int rc)
     pthread_mutex_unlock(&w->mu);
 }
 
+/*
+ * A full disk is an outage, not a reason to refuse a topic (and with it the
+ * gateway's boot, or a new mapping): the topic is registered FAILED, its
+ * messages are refused with TB_EFULL, and the writer's retries create its
+ * directory and first segment once space returns (try_repair). Any other
+ * error (permissions, a read-only file system) is returned: someone must
+ * look.
+ */
 int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
 {
-    const wal_io_t *io = w->io;
     *out = NULL;
     char *enc = wal__topic_encode(name);
     if (!enc)
         return TB_EINVALID;
     char *dir = tb_asprintf("%s/%s", w->dir, enc);
     free(enc);
-    int rc = io->mkdir(io->ctx, dir, 0755);
-    if (rc < 0 && rc != -EEXIST)
-        goto out;
-    if ((rc = io->fsync_dir(io->ctx, w->dir)) < 0)
-        goto out;
-    wal_topic_t *t = wal__topic_new(w, name, dir);
-    if ((rc = wal__topic_recover(t)) < 0) {
-        wal__topic_free(t);
-        goto out;
+    wal_topic_t *t = NULL;
+    int rc = topic_mkdir(w, dir);
+    if (rc == 0 || disk_full(rc)) {
+        t = wal__topic_new(w, name, dir);
+        if (rc == 0)
+            rc = wal__topic_recover(t);
     }
-    wal__topic_register(w, t);
-    *out = t;
-out:
-    if (rc < 0)
+    if (rc < 0 && disk_full(rc)) {
+        tb_warn("wal: disk full, new topic starts failed; it is created when space returns",
+                TB_S("topic", name), TB_ERR(rc));
+        t->needs_repair = true;
+        wal__topic_set_failed(t, rc);
+        rc = 0;
+    }
+    if (rc < 0) {
         tb_warn("wal: cannot create topic", TB_S("topic", name), TB_ERR(rc));
+        wal__topic_free(t);
+    } else {
+        wal__topic_register(w, t);
+        *out = t;
+    }
     free(dir);
     return rc;
 }

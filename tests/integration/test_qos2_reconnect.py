@@ -22,6 +22,11 @@ wal: {dir: ./wal}
 http: {listener: "127.0.0.1:0"}
 """
 
+# The first copy of a message stays in its batch for 1.5 s: long enough for
+# two reconnects to resend it while it is still on its way to the log.
+SLOW_BATCH = CONFIG.replace("ingestion: {batch_timeout_ms: 2}",
+                            "ingestion: {batch_timeout_ms: 1500, idle_flush_ms: 0}")
+
 N = 1000
 
 
@@ -90,6 +95,50 @@ class Qos2Reconnect(unittest.TestCase):
             self.assertGreater(cuts, 10)
             offsets = [r["offset"] for r in recs]
             self.assertEqual(offsets, list(range(offsets[0], offsets[0] + N)))
+
+    def test_v311(self):
+        self.run_version(4)
+
+    def test_v5(self):
+        self.run_version(5)
+
+
+class ResendWhileStoring(unittest.TestCase):
+    """A client that reconnects twice and resends a QoS 2 PUBLISH each time
+    while the first copy is still being stored gets its PUBREC on the last
+    connection (it once went to the second, already closed, connection, and
+    the client waited for ever), and the message is stored once."""
+
+    def run_version(self, version):
+        with Gateway(SLOW_BATCH) as gw:
+            port = gw.mqtt_port()
+
+            def connect():
+                c = m.Raw(port)
+                c.send(m.connect("q2-resender", version=version, clean=False,
+                                 session_expiry=3600 if version == 5 else None))
+                self.assertEqual(c.expect(m.CONNACK).reason(), 0)
+                return c
+
+            def publish_then_vanish(dup):
+                c = connect()
+                c.send(m.publish("q2/t", "once", qos=2, pid=7, version=version, dup=dup))
+                c.send(m.packet(m.PINGREQ, 0, b""))
+                c.expect(m.PINGRESP)  # in order: the server has the PUBLISH
+                c.close()             # gone before the first copy is stored
+
+            publish_then_vanish(dup=False)
+            publish_then_vanish(dup=True)
+            last = connect()
+            last.send(m.publish("q2/t", "once", qos=2, pid=7, version=version, dup=True))
+            rec = last.expect(m.PUBREC, timeout=10)
+            self.assertEqual((rec.packet_id, rec.reason()), (7, 0))
+            last.send(m.pubrel(7))
+            self.assertEqual(last.expect(m.PUBCOMP).packet_id, 7)
+            last.send(m.disconnect(version))
+            last.close()
+            self.assertEqual(gw.stop(), 0, gw.log())
+            self.assertEqual([r["payload"] for r in wal_dump(os.path.join(gw.dir, "wal"), "/e1/q2")], ["once"])
 
     def test_v311(self):
         self.run_version(4)

@@ -52,17 +52,25 @@ class Gateway:
         self.args = args or []
         self.proc = None
         self.log_path = os.path.join(self.dir, "gateway.log")
+        self.log_mark = 0  # where the current run's output starts in the log file
 
     def start(self):
         cmd = [BIN, "run"] + (["-c", self.config] if self.config else []) + self.args
         self.logf = open(self.log_path, "ab")
-        self.run_start = os.path.getsize(self.log_path)  # this run's lines start here
+        self.log_mark = self.logf.tell()
         self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
         return self
 
     def log(self):
         with open(self.log_path, "r", errors="replace") as f:
             return f.read()
+
+    def run_log(self):
+        """The log of the current run only (start() may be called again after
+        stop(), appending to the same file)."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self.log_mark)
+            return f.read().decode("utf-8", "replace")
 
     def wait_log(self, needle, timeout=10.0):
         def found():
@@ -90,13 +98,14 @@ class Gateway:
         return self._bound("http listening", timeout)
 
     def _bound(self, msg, timeout):
+        # only this run's lines: after a restart the old port is still in the file
         pat = re.compile(r'(?:msg="%s"|"msg":"%s").*?addr[=":]+\[?([0-9a-f.:]*?)\]?:(\d+)' % (msg, msg))
 
         def found():
             if self.proc.poll() is not None:
                 raise AssertionError(f"gateway exited ({self.proc.returncode}):\n{self.log()}")
             m = None
-            for m in pat.finditer(self.log()[self.run_start:]):
+            for m in pat.finditer(self.run_log()):
                 pass
             return int(m.group(2)) if m else None
         return wait_for(found, timeout, what=f"log line {msg!r}")

@@ -469,7 +469,9 @@ static int cx_mkdir(void *ctx, const char *path, mode_t mode)
 {
     crashio_t *c = ctx;
     pthread_mutex_lock(&c->mu);
-    int rc = c->crashed ? -EIO : (mkdir(path, mode) < 0 ? -errno : 0);
+    /* a new directory needs a block: it fails like a write on a full disk */
+    int rc = c->crashed ? -EIO : c->write_err && c->write_allow == 0 ? c->write_err
+                                : (mkdir(path, mode) < 0 ? -errno : 0);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -43,7 +43,7 @@ int crashio_data_syncs(crashio_t *c);
 uint64_t crashio_pending_bytes(crashio_t *c);
 
 /* Every write fails with err (e.g. -ENOSPC) once `allow` more bytes have
- * been written; err 0 turns it off. */
+ * been written, and so does mkdir; err 0 turns it off. */
 void crashio_fail_writes(crashio_t *c, int err, uint64_t allow);
 /* The next n data fdatasyncs fail with err. As Linux does ("fsyncgate"),
  * the file's unsynced writes are then lost for good: a later successful

@@ -83,6 +83,64 @@ Test(failure, topic_recovers_when_space_returns_and_offsets_continue)
     cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 16, NULL), 10);
 }
 
+Test(failure, retry_while_the_disk_is_still_full_keeps_the_topic_failed)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), -ENOSPC);
+    wal_topic_retry(t); /* the batch below runs the retry first: its probe write fails */
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), TB_EFULL, "refused fast: the topic never claimed to be writable");
+    cr_assert_eq(wal_topic_state(t), WAL_TOPIC_FAILED);
+}
+
+Test(failure, failed_retry_leaves_the_segment_as_it_was)
+{
+    start();
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), 0);
+    long before = active_size();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    cr_assert_eq(th_append(&h, t, 5, 5, PAYLOAD), -ENOSPC);
+    crashio_fail_writes(c, -ENOSPC, 1000); /* part of the probe gets through */
+    wal_topic_retry(t);
+    cr_assert_eq(th_append(&h, t, 5, 5, PAYLOAD), TB_EFULL);
+    cr_assert_eq(active_size(), before);
+}
+
+Test(failure, retry_probe_is_as_large_as_the_failed_batch)
+{
+    h.o.segment_bytes = 64 * 1024;
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    cr_assert_eq(th_append(&h, t, 0, 100, PAYLOAD), -ENOSPC); /* ~14 KiB */
+    crashio_fail_writes(c, -ENOSPC, 8192); /* more than a page, less than that batch */
+    wal_topic_retry(t);
+    cr_assert_eq(th_append(&h, t, 0, 1, PAYLOAD), TB_EFULL);
+}
+
+Test(failure, topic_created_on_a_full_disk_opens_in_failed_state)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    wal_topic_t *n = NULL;
+    cr_assert_eq(wal_topic_open(h.w, "/e/new", &n), 0, "a full disk is an outage, not a refusal");
+    cr_assert_eq(wal_topic_state(n), WAL_TOPIC_FAILED);
+    cr_assert_eq(th_append(&h, n, 0, 5, PAYLOAD), TB_EFULL);
+}
+
+Test(failure, topic_created_on_a_full_disk_is_made_when_space_returns)
+{
+    start();
+    crashio_fail_writes(c, -ENOSPC, 0);
+    wal_topic_t *n = NULL;
+    cr_assert_eq(wal_topic_open(h.w, "/e/new", &n), 0);
+    crashio_fail_writes(c, 0, 0);
+    wal_topic_retry(n);
+    cr_assert_eq(th_append(&h, n, 0, 5, PAYLOAD), 0);
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, 1);
+    uint64_t seqs[8];
+    cr_assert_eq(th_read_all(n, 1, PAYLOAD, seqs, 8, NULL), 5);
+}
+
 Test(failure, partly_written_batch_is_cut_back_whole)
 {
     start();

@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""bench_wear.py: bytes the real gateway writes per message (flash wear),
+beside Mosquitto 2 (Debian's, persistence on) at the same load, same run.
+
+    bench/bench_wear.py [--seconds 60] [--rate 2000] [--size 100] [-c 10]
+                        [--modes always,interval,never] [--idle 2,0]
+                        [--dir /tmp] [--build build] [--no-mosquitto]
+
+Each row starts a fresh server, paces QoS 1 publishes of --size bytes at
+--rate messages/s for --seconds with bench/loadgen.c (-c connections), and
+reads the server's /proc/<pid>/io just before and just after the load:
+write_bytes - cancelled_write_bytes is what the kernel will write to the
+device for that process (docs/WAL.md, "Flash wear"). Divided by the
+messages acknowledged, that is the bytes written per message, set beside
+the record the WAL stores (payload + 28-byte head + MQTT topic, from
+wal/wal_format.h; measured with `tributary wal check`) and beside payload +
+head alone. "incl. exit" adds what the process wrote while starting and
+stopping (its rusage ru_oublock, which Linux derives from the same
+counter), which matters for Mosquitto: it writes its persistence file only
+at autosave_interval (Debian: 1800 s) and at exit.
+
+Tributary rows: wal.fsync always / interval (fsync_interval_ms 1000) /
+never, with mqtt.ingestion.idle_flush_ms at its default (2) and at 0;
+fdatasyncs are counted from /metrics. Mosquitto rows: nobody subscribed
+(it stores nothing), and one offline persistent QoS 1 subscriber (it
+queues every message and must keep them).
+
+Nothing here passes or fails; it prints a Markdown table.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HEAD = 28        # fixed record head, wal/wal_format.h
+
+
+def proc_io(pid):
+    out = {}
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            k, v = line.split(":")
+            out[k] = int(v)
+    return out["write_bytes"] - out["cancelled_write_bytes"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def port_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def stop(proc):
+    """SIGTERM, wait; returns the bytes it wrote in its whole life (rusage)."""
+    proc.send_signal(signal.SIGTERM)
+    _, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_oublock * 512
+
+
+def load(args, port):
+    n = args.rate * args.seconds
+    r = subprocess.run([os.path.join(args.build, "bench", "loadgen"), "-p", str(port), "-c", str(args.connections),
+                        "-n", str(n), "-s", str(args.size), "-q", "1", "-r", str(args.rate), "-t", "bench"],
+                       capture_output=True, text=True, timeout=args.seconds * 3 + 60)
+    if r.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {r.stderr}")
+    f = dict(kv.split("=") for kv in r.stdout.split())
+    return int(f["acked"]), float(f["seconds"])
+
+
+def metric(port, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r"^%s(?:\{\})? (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def run_tributary(args, work, mode, idle):
+    d = tempfile.mkdtemp(prefix=f"t-{mode}-{idle}-", dir=work)
+    mport, hport = free_port(), free_port()
+    cfg = os.path.join(d, "edge.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"""
+edge: {{edge_name: bench, cluster_url: "http://127.0.0.1:1"}}
+mqtt:
+  listener: "127.0.0.1:{mport}"
+  ingestion: {{idle_flush_ms: {idle}}}
+  topic_mappings:
+    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
+wal: {{dir: {d}/wal, fsync: {mode}, max_topic_bytes: 8GiB, max_total_bytes: 8GiB}}
+http: {{listener: "127.0.0.1:{hport}"}}
+log: {{level: warn}}
+""")
+    log = open(os.path.join(d, "log"), "wb")
+    p = subprocess.Popen([os.path.join(args.build, "tributary"), "run", "-c", cfg], stdout=log, stderr=log)
+    try:
+        wait_until(lambda: port_open(mport) and port_open(hport), 20, "tributary to listen")
+        syncs0, w0 = metric(hport, "tributary_wal_fsync_duration_seconds_count"), proc_io(p.pid)
+        acked, secs = load(args, mport)
+        w1, syncs1 = proc_io(p.pid), metric(hport, "tributary_wal_fsync_duration_seconds_count")
+        total = stop(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+    chk = subprocess.run([os.path.join(args.build, "tributary"), "wal", "check", "--dir", f"{d}/wal"],
+                         capture_output=True, text=True)
+    t = json.loads(chk.stdout.splitlines()[0])
+    record = (t["bytes"] - 32 * t["segments"]) / t["records"]
+    shutil.rmtree(d, ignore_errors=True)
+    return dict(name=f"tributary fsync={mode}", idle=idle, acked=acked, rate=acked / secs,
+                per_msg=(w1 - w0) / acked, total=total / acked, record=record,
+                syncs=syncs1 - syncs0, per_sync=acked / max(syncs1 - syncs0, 1))
+
+
+def run_mosquitto(args, work, subscriber):
+    d = tempfile.mkdtemp(prefix="mosq-", dir=work)
+    port = free_port()
+    cfg = os.path.join(d, "m.conf")
+    with open(cfg, "w") as f:
+        f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+                f"persistence_location {d}/\nmax_inflight_messages 0\nmax_queued_messages 0\n"
+                "max_queued_bytes 0\nuser root\n")
+    log = open(os.path.join(d, "log"), "wb")
+    p = subprocess.Popen(["mosquitto", "-c", cfg], stdout=log, stderr=log)
+    try:
+        wait_until(lambda: port_open(port), 20, "mosquitto to listen")
+        if subscriber:  # an offline persistent session: every message is queued for it
+            subprocess.run(["mosquitto_sub", "-p", str(port), "-i", "wear-sub", "-c", "-q", "1",
+                            "-t", "bench/#", "-E"], check=True, timeout=20)
+        w0 = proc_io(p.pid)
+        acked, secs = load(args, port)
+        w1 = proc_io(p.pid)
+        total = stop(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        log.close()
+    db = os.path.join(d, "mosquitto.db")
+    db_bytes = os.path.getsize(db) if os.path.exists(db) else 0
+    shutil.rmtree(d, ignore_errors=True)
+    name = "mosquitto, offline QoS 1 subscriber" if subscriber else "mosquitto, no subscriber"
+    return dict(name=name, idle="-", acked=acked, rate=acked / secs, per_msg=(w1 - w0) / acked,
+                total=total / acked, record=None, syncs=None, per_sync=None, db=db_bytes)
+
+
+def table(args, rows):
+    topic = len("bench/c0/tele")
+    print(f"Bytes written per message, {args.rate} msg/s of {args.size}-byte QoS 1 payloads for "
+          f"{args.seconds} s, {args.connections} connections, {os.cpu_count()} cores, "
+          f"{time.strftime('%Y-%m-%d', time.gmtime())}; payload + head = {args.size + HEAD} B, "
+          f"record = payload + head + {topic}-{topic + 1} B MQTT topic")
+    print()
+    print("| server | idle_flush_ms | acked msg/s | record B | bytes/msg (load) | x record | x (payload+head) "
+          "| bytes/msg incl. exit | fdatasyncs | msgs/fdatasync |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        rec = r["record"] or 0
+        print(f"| {r['name']} | {r['idle']} | {r['rate']:,.0f} | " + (f"{rec:.1f}" if rec else "-") +
+              f" | {r['per_msg']:.1f} | " + (f"{r['per_msg'] / rec:.2f}" if rec else "-") +
+              f" | {r['per_msg'] / (args.size + HEAD):.2f} | {r['total']:.1f} | " +
+              (f"{r['syncs']:,.0f} | {r['per_sync']:.1f} |" if r["syncs"] is not None else "- | - |"))
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("-c", "--connections", type=int, default=10)
+    ap.add_argument("--modes", default="always,interval,never")
+    ap.add_argument("--idle", default="2,0", help="idle_flush_ms values (2 is the default)")
+    ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--no-mosquitto", action="store_true")
+    args = ap.parse_args()
+    for b in ("tributary", "bench/loadgen"):
+        if not os.access(os.path.join(args.build, b), os.X_OK):
+            sys.exit(f"bench_wear.py: {args.build}/{b} not built (cmake --build {args.build})")
+    work = tempfile.mkdtemp(prefix="bench-wear-", dir=args.dir)
+    fs = subprocess.run(["df", "-T", work], capture_output=True, text=True).stdout.splitlines()[-1].split()
+    print(f"# directory {work} ({fs[1]} on {fs[0]}), kernel {os.uname().release}")
+    print()
+    rows = []
+    try:
+        for mode in args.modes.split(","):
+            for idle in args.idle.split(","):
+                rows.append(run_tributary(args, work, mode, int(idle)))
+                sys.stderr.write(f"done: {rows[-1]['name']} idle={idle}\n")
+        if not args.no_mosquitto:
+            for sub in (False, True):
+                rows.append(run_mosquitto(args, work, sub))
+                sys.stderr.write(f"done: {rows[-1]['name']} (db at exit {rows[-1]['db']} bytes)\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    table(args, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""test_enospc.py: the real gateway on a file system that fills up.
+
+The test mounts a 1 MiB tmpfs (root only: where mounting is not allowed it
+exits 77, which ctest reports as skipped), puts wal.dir on it, fills most of
+it with a ballast file, and publishes QoS 1 until the disk is full. Then it
+deletes the ballast and checks that the gateway recovers by itself. What it
+proves (docs/WAL.md, "Disk full, with the real gateway"):
+
+  - MQTT 5: what could not be stored gets PUBACK 0x97 (quota exceeded);
+  - MQTT 3.1.1, which has no negative PUBACK: the connection is closed;
+  - nothing refused is in the log, everything acknowledged is;
+  - /readyz answers 503 "write-ahead log not writable" and /stats shows
+    the topic "failed" while the disk is full;
+  - once space returns, with no restart and no publish to prod it, the
+    gateway is ready again within a few retry periods (wal retry_ms, 1 s),
+    and new publishes are acknowledged and stored after the old ones with
+    contiguous offsets;
+  - a gateway that boots on a full disk with a topic it never stored still
+    starts (not ready, 0x97) and takes that topic's messages once space
+    returns.
+
+Each scenario runs once (setUpClass); each test asserts one claim over it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tlib.gateway import Gateway, wal_dump, wait_for  # noqa: E402
+from tlib import mqttraw as m  # noqa: E402
+
+SANITIZED = os.environ.get("TRIB_SANITIZE", "").lower() in ("1", "on", "true")
+SLOW = 4.0 if SANITIZED else 1.0
+FS_BYTES = 1 << 20
+HEADROOM = 160 << 10       # what the ballast leaves for the log
+PAYLOAD = 1000
+
+CONFIG = """
+edge: {edge_name: e1, cluster_url: "http://127.0.0.1:1"}
+mqtt:
+  listener: "127.0.0.1:0"
+  ingestion: {batch_timeout_ms: 5}
+  topic_mappings:
+    - {mqtt_pattern: "full/+", danube_topic: /e1/full}
+wal: {dir: %(wal)s, fsync: always, segment_bytes: 64KiB}
+http: {listener: "127.0.0.1:0"}
+"""
+
+
+def mount_tmpfs():
+    """A fresh 1 MiB tmpfs, or exit 77 (skipped) where mounting is forbidden."""
+    d = tempfile.mkdtemp(prefix="trib-enospc-")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FS_BYTES},mode=0755", "tmpfs", d],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(d)
+        sys.stderr.write(f"SKIP: cannot mount a tmpfs here ({r.stderr.strip() or r.returncode}); "
+                         "the ENOSPC test needs root or CAP_SYS_ADMIN\n")
+        sys.exit(77)
+    return d
+
+
+def http_get(port, path):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def topic_state(port):
+    st = json.loads(http_get(port, "/stats")[1])
+    return {t["topic"]: t for t in st["topics"]}["/e1/full"]["state"]
+
+
+class Publisher:
+    """A raw client that publishes QoS 1 one message at a time and records the answer."""
+
+    def __init__(self, port, name, version):
+        self.name, self.version, self.seq = name, version, 0
+        self.c = m.Raw(port, timeout=10 * SLOW)
+        self.c.send(m.connect(name, version=version))
+        assert self.c.expect(m.CONNACK).reason() == 0
+
+    def publish(self):
+        """Returns (payload, reason) with reason None when the server closed the connection."""
+        self.seq += 1
+        payload = f"{self.name}:{self.seq:06d}:" + "p" * PAYLOAD
+        self.c.send(m.publish("full/" + self.name, payload, qos=1, pid=self.seq % 65535 + 1, version=self.version))
+        p = self.c.read()
+        if p is None:
+            return payload, None
+        assert p.type == m.PUBACK and p.packet_id == self.seq % 65535 + 1, p
+        return payload, p.reason(self.version)
+
+
+class DiskFull(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.mnt = mount_tmpfs()
+        try:
+            cls.scenario()
+        finally:
+            if cls.gw.proc and cls.gw.proc.poll() is None:
+                cls.gw.kill()
+            subprocess.run(["umount", cls.mnt], check=False)
+            os.rmdir(cls.mnt)
+
+    @classmethod
+    def scenario(cls):
+        wal = os.path.join(cls.mnt, "wal")
+        cls.gw = Gateway(CONFIG % {"wal": wal}).start()
+        mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
+        wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready at start")
+        ballast = os.path.join(cls.mnt, "ballast")
+        st = os.statvfs(cls.mnt)
+        with open(ballast, "wb") as f:
+            f.write(b"\0" * (st.f_bavail * st.f_frsize - HEADROOM))
+
+        cls.acked, cls.refused = [], []           # payloads
+        v5 = Publisher(mport, "v5", 5)
+        cls.fill_reasons = []
+        for _ in range(4 * HEADROOM // PAYLOAD):  # far more than fits
+            payload, reason = v5.publish()
+            cls.fill_reasons.append(reason)
+            (cls.acked if reason == 0 else cls.refused).append(payload)
+            if len(cls.refused) >= 5:
+                break
+        cls.readyz_full = http_get(hport, "/readyz")
+        cls.state_full = wait_for(lambda: topic_state(hport) == "failed" and "failed", 5 * SLOW,
+                                  what="/stats (rendered at most every 250 ms) to show the failure")
+        v311 = Publisher(mport, "v311", 4)
+        payload, cls.v311_full_reason = v311.publish()
+        cls.v311_full_after = v311.c.closed()      # packets, if any, before the close
+        cls.refused.append(payload)
+        # refusals ask the log to retry; once one retry has run and failed, still not ready
+        cls.gw.wait_log("wal: retry failed, topic still refusing messages", 10 * SLOW)
+        cls.readyz_after_retry = http_get(hport, "/readyz")
+
+        os.unlink(ballast)                          # space returns; nobody publishes
+        t0 = time.monotonic()
+        wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
+        cls.recovery_seconds = time.monotonic() - t0
+        cls.state_after = wait_for(lambda: topic_state(hport) != "failed" and topic_state(hport), 5 * SLOW,
+                                   what="/stats to show the topic writable")
+        cls.after_reasons = []
+        for pub in (v5, Publisher(mport, "v311-again", 4)):
+            for _ in range(3):
+                payload, reason = pub.publish()
+                cls.after_reasons.append(reason)
+                (cls.acked if reason == 0 else cls.refused).append(payload)
+            pub.c.close()
+        v311.c.close()
+        cls.exit_code = cls.gw.stop()
+        sys.stderr.write(f"enospc: acked={len(cls.acked)} refused={len(cls.refused)} "
+                         f"ready again {cls.recovery_seconds:.2f}s after the ballast was deleted\n")
+        cls.log = cls.gw.log()
+        cls.records = wal_dump(wal, "/e1/full")
+        shutil.rmtree(wal, ignore_errors=True)
+
+    def test_publishes_were_acknowledged_before_the_disk_filled(self):
+        self.assertGreater(self.fill_reasons.index(0x97), 10, self.fill_reasons[:20])
+
+    def test_mqtt5_gets_quota_exceeded_for_what_could_not_be_stored(self):
+        first = self.fill_reasons.index(0x97)
+        self.assertEqual(self.fill_reasons[first:], [0x97] * 5)
+
+    def test_mqtt311_connection_is_closed_without_an_ack(self):
+        self.assertIsNone(self.v311_full_reason)
+        self.assertEqual(self.v311_full_after, [])
+
+    def test_readyz_says_the_log_is_not_writable_while_full(self):
+        status, body = self.readyz_full
+        self.assertEqual(status, 503)
+        self.assertIn("not ready: write-ahead log not writable", body)
+
+    def test_a_retry_while_still_full_does_not_make_it_ready(self):
+        status, body = self.readyz_after_retry
+        self.assertEqual(status, 503, body)
+
+    def test_stats_shows_the_topic_failed_while_full(self):
+        self.assertEqual(self.state_full, "failed")
+
+    def test_the_log_recovers_by_itself_when_space_returns(self):
+        self.assertNotEqual(self.state_after, "failed")
+
+    def test_new_publishes_are_acknowledged_after_recovery(self):
+        self.assertEqual(self.after_reasons, [0] * 6)
+
+    def test_every_acknowledged_message_is_in_the_log(self):
+        stored = [r["payload"] for r in self.records]
+        self.assertEqual(stored, self.acked)
+
+    def test_nothing_refused_is_in_the_log(self):
+        stored = {r["payload"] for r in self.records}
+        self.assertEqual([p[:20] for p in self.refused if p in stored], [])
+
+    def test_offsets_stay_contiguous_across_the_failure(self):
+        self.assertEqual([r["offset"] for r in self.records], list(range(1, len(self.records) + 1)))
+
+    def test_the_failure_and_the_recovery_are_logged(self):
+        self.assertIn("wal: write failed, batch not stored", self.log)
+        self.assertIn("wal: topic writable again", self.log)
+
+    def test_the_gateway_stops_cleanly_afterwards(self):
+        self.assertEqual(self.exit_code, 0, self.log[-3000:])
+
+
+class BootOnFullDisk(unittest.TestCase):
+    """A gateway that boots on a full disk with a topic it has never stored
+    (first boot, or a new mapping) still starts: the topic is failed until
+    space returns, then it is created and takes messages."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mnt = mount_tmpfs()
+        cls.gw = None
+        try:
+            wal = os.path.join(cls.mnt, "wal")
+            ballast = os.path.join(cls.mnt, "ballast")
+            os.mkdir(wal)
+            st = os.statvfs(cls.mnt)
+            with open(ballast, "wb") as f:
+                f.write(b"\0" * (st.f_bavail * st.f_frsize))
+            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
+            mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
+            cls.gw.wait_log("bootstrap complete", 10 * SLOW)
+            cls.readyz_full = http_get(hport, "/readyz")
+            pub = Publisher(mport, "boot", 5)
+            cls.reason_full = pub.publish()[1]
+            os.unlink(ballast)
+            wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
+            payload, cls.reason_after = pub.publish()
+            pub.c.close()
+            cls.exit_code = cls.gw.stop()
+            cls.payloads = [r["payload"] for r in wal_dump(wal, "/e1/full")]
+            cls.expected = [payload]
+        finally:
+            if cls.gw and cls.gw.proc and cls.gw.proc.poll() is None:
+                cls.gw.kill()
+            subprocess.run(["umount", cls.mnt], check=False)
+            os.rmdir(cls.mnt)
+
+    def test_it_starts_but_is_not_ready(self):
+        self.assertEqual(self.readyz_full, (503, "not ready: write-ahead log not writable\ncluster: unknown\n"))
+
+    def test_mqtt5_gets_quota_exceeded_while_full(self):
+        self.assertEqual(self.reason_full, 0x97)
+
+    def test_the_topic_takes_messages_once_space_returns(self):
+        self.assertEqual(self.reason_after, 0)
+        self.assertEqual(self.payloads, self.expected)
+
+    def test_it_stops_cleanly(self):
+        self.assertEqual(self.exit_code, 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
