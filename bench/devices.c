@@ -165,7 +165,8 @@ static void device_drop(device_t *d, double now)
     for (int i = 0; i < d->ninflight; i++)
         d->resend[d->nresend++] = d->inflight[i].n;
     d->ninflight = 0;
-    qsort(d->resend, d->nresend, sizeof *d->resend, cmp_u64);
+    if (d->nresend > 1)
+        qsort(d->resend, d->nresend, sizeof *d->resend, cmp_u64);
     d->connected = d->connecting = false;
     d->retry_at = now + g_reconnect_ms / 1000.0;
 }
@@ -225,7 +226,8 @@ static void device_send(device_t *d, double now)
             return;
         }
         if (again) {
-            memmove(d->resend, d->resend + 1, (d->nresend - 1) * sizeof *d->resend);
+            if (d->nresend > 1)
+                memmove(d->resend, d->resend + 1, (d->nresend - 1) * sizeof *d->resend);
             d->nresend--;
             d->resends++;
         } else {
