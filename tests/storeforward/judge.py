@@ -113,7 +113,6 @@ def judge(d):
     highest = collections.defaultdict(int)
     highest_off = collections.defaultdict(int)
     offsets = collections.defaultdict(set)
-    first_recv_at = {}                 # offset key -> received_at of first copy
     dup_same_offset = dup_new_offset = out_of_order = offset_order = 0
     unparsed = 0
     backlog_times = []                 # received_at of backlog readings
@@ -130,7 +129,6 @@ def judge(d):
             continue
         seen_off.add(okey)
         offsets[r["topic"]].add(r["offset"])
-        first_recv_at[okey] = r["received_at"]
         if r["offset"] < highest_off[r["topic"]]:
             offset_order += 1
         highest_off[r["topic"]] = max(highest_off[r["topic"]], r["offset"])
