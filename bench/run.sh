@@ -13,7 +13,8 @@
 #                   bounded  max_topic_bytes 16 MiB, below the outage's
 #                            ~45 MiB per topic: every loss counted in
 #                            dropped_total, and the oldest
-#                 Reports go to build/bench/storeforward-<name>.{txt,json}.
+#                 Reports go to build/bench/storeforward-<name>.{txt,json},
+#                 with the timeline (.events.jsonl) and the gateway's log.
 #   compare       bench/compare (Tributary beside Mosquitto 2, ~25 minutes);
 #                 table in build/bench/compare.md
 #
@@ -50,6 +51,7 @@ scenario() { # name knobs...
     cat "$BUILD/bench/storeforward-$name.txt"
     cp "$out/report.json" "$BUILD/bench/storeforward-$name.json" 2>/dev/null || true
     cp "$out/events.jsonl" "$BUILD/bench/storeforward-$name.events.jsonl" 2>/dev/null || true
+    cp "$out/gateway.log" "$BUILD/bench/storeforward-$name.gateway.log" 2>/dev/null || true
     if [[ $rc -eq 0 ]]; then rm -rf "$out"; else echo "storeforward $name failed ($rc): kept $out" >&2; fi
     return $rc
 }

@@ -168,11 +168,14 @@ class Scenarios(unittest.TestCase):
         return rc, r, output
 
     def test_kills_in_an_outage_and_its_replay_lose_nothing_acknowledged_and_keep_order(self):
+        # the mock holds its acks 300 ms so the backlog takes a while to replay and the
+        # replay kill lands in it, even on a slow sanitizer build
         rc, r, out = self.run_scenario(DEVICES=4, RATE=50, OUTAGE="refused", OUTAGE_SECS=4, KILLS_OUTAGE=2,
-                                       KILLS_REPLAY=1, REPLAY_KILL_AFTER_MS=0, FSYNC="always")
+                                       KILLS_REPLAY=1, REPLAY_KILL_AFTER_MS=0, MOCK_ACK_DELAY_MS=300, FSYNC="always")
         self.assertEqual((r["missing"], r["out_of_order"], r["offset_order"]), (0, 0, 0), out)
         self.assertGreater(r["acknowledged"], 0, out)
         self.assertEqual(r["kills"], 3, out)
+        self.assertGreater(r["kills_mid_replay_lag"][0], 0, "the replay kill landed after the drain:\n" + out)
         self.assertEqual(rc, 0, out)
         self.passed()
 

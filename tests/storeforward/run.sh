@@ -26,6 +26,8 @@
 #                       restarted on the same port) | none
 #   OUTAGE_SECS=4       length of the outage
 #   KILLS_OUTAGE=1      gateway SIGKILLs spread evenly across the outage
+#   KILL_TIMES=""       or the moments of those kills, in seconds from the
+#                       outage's start, comma-separated (e.g. 0.5,30,299)
 #   KILLS_REPLAY=1      gateway SIGKILLs during the replay: each waits for
 #                       the cluster to be receiving the backlog, then lands
 #                       REPLAY_KILL_AFTER_MS later (if the backlog drained
@@ -38,6 +40,8 @@
 #                       then requires every missing reading counted as dropped
 #                       and the drops to be the oldest; 0: requires no drops)
 #   RETRY_MAX_MS=30000  replicator.retry_max_ms (the product default)
+#   MOCK_ACK_DELAY_MS=0 the mock cluster holds each ack this long (a slower
+#                       replay, so a short run's replay kill lands mid-replay)
 #   AFTER=2             seconds of steady load after the drain
 #   DRAIN_TIMEOUT=120   seconds allowed for the backlog to drain
 #   LOG_LEVEL=info
@@ -53,14 +57,14 @@ while [[ $# -gt 0 ]]; do
         --build) BUILD=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         *=*) export "${1?}"; shift ;;
-        *) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 : "${DEVICES:=4}" "${RATE:=50}" "${QOS:=1}" "${SIZE:=100}" "${WINDOW:=20}" "${TOPICS:=2}"
 : "${WARMUP:=2}" "${OUTAGE:=refused}" "${OUTAGE_SECS:=4}" "${KILLS_OUTAGE:=1}" "${KILLS_REPLAY:=1}"
 : "${REPLAY_KILL_AFTER_MS:=200}" "${RESTART_DELAY:=0.5}" "${FSYNC:=always}" "${FSYNC_INTERVAL_MS:=1000}"
 : "${SEGMENT_BYTES:=16MiB}" "${MAX_TOPIC_BYTES:=1GiB}" "${MAX_TOTAL_BYTES:=4GiB}" "${BOUNDED:=0}"
-: "${RETRY_MAX_MS:=30000}" "${AFTER:=2}" "${DRAIN_TIMEOUT:=120}" "${LOG_LEVEL:=info}"
+: "${RETRY_MAX_MS:=30000}" "${MOCK_ACK_DELAY_MS:=0}" "${AFTER:=2}" "${DRAIN_TIMEOUT:=120}" "${LOG_LEVEL:=info}" "${KILL_TIMES:=}"
 case $OUTAGE in refused|silent|killed|none) ;; *) echo "run.sh: OUTAGE must be refused|silent|killed|none" >&2; exit 2 ;; esac
 
 TRIB=${TRIBUTARY_BIN:-$BUILD/tributary}
@@ -130,7 +134,7 @@ GRPC_PORT=$(free_port) CTL_PORT=$(free_port) MQTT_PORT=$(free_port) HTTP_PORT=$(
 } > "$OUT/edge.yaml"
 
 start_mock() {
-    "$MOCK" --port "$GRPC_PORT" --control "$CTL_PORT" --store "$OUT/store.jsonl" \
+    "$MOCK" --port "$GRPC_PORT" --control "$CTL_PORT" --store "$OUT/store.jsonl" --ack-delay-ms "$MOCK_ACK_DELAY_MS" \
         > "$OUT/mock.stdout" 2>> "$OUT/mock.log" &
     MOCK_PID=$!
     until_true 30 "the mock cluster's control port" port_open "$CTL_PORT"
@@ -153,7 +157,7 @@ kill_gateway() { # where
 sleep_until_ms() { local d=$(( $1 - $(now_ms) )); (( d > 0 )) && sleep "$(awk -v d="$d" 'BEGIN { print d / 1000 }')" || true; }
 
 # ---- the timeline ------------------------------------------------------------
-event scenario "\"devices\":$DEVICES,\"rate\":$RATE,\"qos\":$QOS,\"size\":$SIZE,\"topics\":$TOPICS,\"outage\":\"$OUTAGE\",\"outage_secs\":$OUTAGE_SECS,\"kills_outage\":$KILLS_OUTAGE,\"kills_replay\":$KILLS_REPLAY,\"fsync\":\"$FSYNC\",\"max_topic_bytes\":\"$MAX_TOPIC_BYTES\",\"max_total_bytes\":\"$MAX_TOTAL_BYTES\",\"segment_bytes\":\"$SEGMENT_BYTES\",\"bounded\":$BOUNDED"
+event scenario "\"devices\":$DEVICES,\"rate\":$RATE,\"qos\":$QOS,\"size\":$SIZE,\"topics\":$TOPICS,\"outage\":\"$OUTAGE\",\"outage_secs\":$OUTAGE_SECS,\"kills_outage\":$KILLS_OUTAGE,\"kill_times\":\"$KILL_TIMES\",\"kills_replay\":$KILLS_REPLAY,\"fsync\":\"$FSYNC\",\"max_topic_bytes\":\"$MAX_TOPIC_BYTES\",\"max_total_bytes\":\"$MAX_TOTAL_BYTES\",\"segment_bytes\":\"$SEGMENT_BYTES\",\"bounded\":$BOUNDED"
 start_mock
 start_gateway
 "$DEVBIN" -p "$MQTT_PORT" -o "$OUT/devices" -d "$DEVICES" -r "$RATE" -q "$QOS" -s "$SIZE" -w "$WINDOW" -T "$TOPICS" \
@@ -171,8 +175,13 @@ if [[ $OUTAGE != none ]]; then
         killed) kill -9 "$MOCK_PID"; wait "$MOCK_PID" 2>/dev/null || true ;;
     esac
     event outage_start "\"kind\":\"$OUTAGE\""
-    for ((k = 1; k <= KILLS_OUTAGE; k++)); do
-        sleep_until_ms $(( T0 + OUTAGE_SECS * 1000 * k / (KILLS_OUTAGE + 1) ))
+    if [[ -n $KILL_TIMES ]]; then
+        kill_at=$(tr ',' '\n' <<<"$KILL_TIMES" | awk -v t0="$T0" '{ printf "%d\n", t0 + $1 * 1000 }')
+    else
+        kill_at=$(for ((k = 1; k <= KILLS_OUTAGE; k++)); do echo $(( T0 + OUTAGE_SECS * 1000 * k / (KILLS_OUTAGE + 1) )); done)
+    fi
+    for at in $kill_at; do
+        sleep_until_ms "$at"
         kill_gateway outage
     done
     sleep_until_ms $(( T0 + OUTAGE_SECS * 1000 ))
