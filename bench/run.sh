@@ -19,7 +19,8 @@
 #                 table in build/bench/compare.md
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
-# shorten or lengthen the scenarios; COMPARE_ARGS is passed to bench/compare.
+# shorten or lengthen the scenarios, SF_ONLY=always|bounded runs one of them;
+# COMPARE_ARGS is passed to bench/compare.
 # Nothing here passes or fails on time: the scenarios fail only on what the
 # judge counts (missing, uncounted, out of order).
 set -euo pipefail
@@ -58,8 +59,12 @@ scenario() { # name knobs...
 
 rc=0
 if [[ $WHAT == storeforward || $WHAT == all ]]; then
-    scenario always OUTAGE=refused || rc=1
-    scenario bounded OUTAGE=silent SEGMENT_BYTES=1MiB MAX_TOPIC_BYTES=16MiB MAX_TOTAL_BYTES=64MiB BOUNDED=1 || rc=1
+    if [[ ${SF_ONLY:-always} == always || -z ${SF_ONLY:-} ]]; then
+        scenario always OUTAGE=refused || rc=1
+    fi
+    if [[ ${SF_ONLY:-bounded} == bounded ]]; then
+        scenario bounded OUTAGE=silent SEGMENT_BYTES=1MiB MAX_TOPIC_BYTES=16MiB MAX_TOTAL_BYTES=64MiB BOUNDED=1 || rc=1
+    fi
 fi
 if [[ $WHAT == compare || $WHAT == all ]]; then
     # shellcheck disable=SC2086
