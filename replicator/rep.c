@@ -100,8 +100,8 @@ static int check_opts(const rep_opts_t *o, char *err, size_t errlen)
         return TB_ECONFIG;
     }
     free(target);
-    if (!o->batch_size || !o->max_inflight_batches || !o->max_batch_bytes || !o->ack_timeout_ms || !o->stall_after_ms ||
-        !o->rpc_timeout_ms || !o->heartbeat_interval_ms || !o->register_retry_initial_ms ||
+    if (!o->batch_size || !o->max_inflight_batches || !o->max_batch_bytes || !o->ack_timeout_ms ||
+        !o->stall_after_ms || !o->rpc_timeout_ms || !o->heartbeat_interval_ms || !o->register_retry_initial_ms ||
         o->register_retry_max_ms < o->register_retry_initial_ms || o->retry_max_ms < o->retry_initial_ms) {
         snprintf(err, errlen, "replicator: a count, size or interval is zero, or a backoff maximum is below its start");
         return TB_ECONFIG;

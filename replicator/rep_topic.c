@@ -303,7 +303,8 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
     if (upto > before) {
         int rc = wal_checkpoint_floor(t->wal, upto, &drop_floor);
         if (rc < 0)
-            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto), TB_ERR(rc));
+            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto),
+                     TB_ERR(rc));
     }
     rep__batch_t b;
     while (rep__window_pop(&t->win, &b)) {
