@@ -115,6 +115,9 @@ typedef struct cfg {
         char *listener;
     } http;
     struct {
+        uint32_t stall_after_ms;
+    } health;
+    struct {
         int level;   /* tb_log_level_t */
         int format;  /* tb_log_format_t */
     } log;
