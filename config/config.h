@@ -115,6 +115,10 @@ typedef struct cfg {
         char *listener;
     } http;
     struct {
+        uint32_t stall_after_ms;
+    } health;
+    uint32_t shutdown_timeout_ms;
+    struct {
         int level;   /* tb_log_level_t */
         int format;  /* tb_log_format_t */
     } log;

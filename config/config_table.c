@@ -121,6 +121,14 @@ const cfg__key_t cfg__keys[] = {
     K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
       "Listen address for /metrics, /stats, /healthz and /readyz."),
 
+    K("shutdown_timeout_ms", CFG__MS, shutdown_timeout_ms, "25000", 1000, 600000, NULL, 0,
+      "Longest the SIGTERM drain may take before the process exits anyway (the log stays consistent); "
+      "keep it under the orchestrator's grace period (Kubernetes: 30 s)."),
+    K("health.stall_after_ms", CFG__MS, health.stall_after_ms, "30000", 100, DAY_MS, NULL, 0,
+      "A topic is stalled when messages wait and no acknowledgement from the cluster has moved it for "
+      "this long (counted from when they began to wait): /stats, tributary_topic_stalled, and one log "
+      "line when it starts and one when it ends."),
+
     K("log.level", CFG__ENUM, log.level, "info", 0, 0, log_levels, 0,
       "Least severe level written: debug, info, warn or error."),
     K("log.format", CFG__ENUM, log.format, "text", 0, 0, log_formats, 0,

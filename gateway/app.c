@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SHUTDOWN_TIMEOUT_MS 25000 /* Kubernetes gives 30 s */
 
 void gw__app_init(gw__app_t *app, const cfg_t *cfg)
 {
@@ -69,7 +68,7 @@ static void force_cb(uv_timer_t *t)
 {
     gw__app_t *app = t->data;
     tb_error("shutdown took too long; exiting without finishing the drain",
-             TB_U("timeout_ms", SHUTDOWN_TIMEOUT_MS));
+             TB_U("timeout_ms", app->cfg->shutdown_timeout_ms));
     _exit(app->exit_code ? app->exit_code : GW_EXIT_FAILURE);
 }
 
@@ -79,7 +78,7 @@ void gw__app_shutdown(gw__app_t *app, const char *why)
         return;
     app->stopping = true;
     tb_info("shutdown started", TB_S("reason", why));
-    uv_timer_start(&app->force_timer, force_cb, SHUTDOWN_TIMEOUT_MS, 0);
+    uv_timer_start(&app->force_timer, force_cb, app->cfg->shutdown_timeout_ms, 0);
     uv_unref((uv_handle_t *)&app->force_timer);
     app->draining = app->nservices + 1;
     drain_next(app);

@@ -14,7 +14,7 @@
  *   /stats    JSON; ?pretty indents it
  *
  * Rendering /metrics or /stats costs loop time that grows with the number
- * of topics (bench/bench_http_scrape: ~5 ms for 1,000 topics). So each is
+ * of topics (bench/bench_http_scrape: ~7 ms for 1,000 topics). So each is
  * rendered at most once per render_ms (250 ms) and requests in between get
  * a copy of the last rendering: 64 connections asking in a tight loop
  * cannot turn the endpoint into a loop hog. Prometheus scrapes every 15 s

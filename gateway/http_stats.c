@@ -51,6 +51,13 @@ static json_t *entry_value(const gw_metrics_entry_t *e, gw_metrics_family_t *f, 
 {
     if (e->json_bool)
         return json_boolean(gw_metrics_get(f, i1, 0) != 0);
+    if (e->l1 != GW_ML_NONE && e->l1 != GW_ML_TOPIC) { /* gateway-wide, by reason: an object keyed by it */
+        json_t *o = json_object();
+        gw_metrics_labels_t *l1 = gw_metrics_family_label(f, 0);
+        for (size_t j = 0; j < gw_metrics_labels_count(l1); j++)
+            json_object_set_new(o, gw_metrics_labels_value(l1, j), gw_metrics_json_value(f, j, 0));
+        return o;
+    }
     if (e->l2 != GW_ML_NONE) { /* an object keyed by the second label */
         json_t *o = json_object();
         gw_metrics_labels_t *l2 = gw_metrics_family_label(f, 1);

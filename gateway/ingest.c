@@ -21,6 +21,12 @@
  * ever acknowledged that the log does not hold) and each affected
  * connection sends what is ready at the head of its FIFO.
  *
+ * For the accounting invariant the loop counts what it holds itself:
+ * `batched` (accepted, no completion yet) and `log_end` (one past the
+ * highest offset the log confirmed), so the collector (run.c) can tell
+ * the messages in its hands from those in the log without asking the
+ * writer thread, whose offsets run ahead of the completions.
+ *
  * A batch context keeps, per message with a pending ack, the connection
  * (one reference each) and the pending entry. A completed batch also kicks
  * the replicator (rep_kick: coalesced, one atomic exchange when it is
@@ -111,6 +117,7 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
         break;
     }
     t->batch_last_ms = uv_now(t->srv->loop);
+    t->batched++;
     if (p) {
         gw_batch_ctx_t *ctx = t->ctx;
         if (ctx->n == ctx->cap) {
@@ -136,8 +143,11 @@ void gw__ingest_completions(gw_server_t *srv)
         gw_batch_ctx_t *ctx = done->user;
         gw_topic_t *t = ctx->t;
         t->inflight--;
+        t->batched -= wal_batch_count(b);
         if (done->rc == 0) {
             t->stored += done->count;
+            if (done->count)
+                t->log_end = TB_MAX(t->log_end, done->first_offset + done->count);
             if (srv->rep && t != srv->dead_letter)
                 rep_kick(srv->rep, t->id); /* new records are readable: wake the replicator */
         } else if (t == srv->dead_letter) {

@@ -212,11 +212,24 @@ typedef enum {
     GW_M_LAG_BYTES,
     GW_M_OLDEST_UNREPLICATED_AGE,
     GW_M_TOPIC_STALLED,
+    GW_M_NO_PROGRESS,
     GW_M_TOPIC_INVARIANT_OK,
+    GW_M_DROPPED_IN_FLIGHT,
+    GW_M_WAL_DROPPED,
+    GW_M_WAL_LOST,
+    GW_M_WAL_WRITE_ERRORS,
+    GW_M_BATCHES_IN_FLIGHT,
+    GW_M_BATCHES_SENT,
+    GW_M_BATCHES_RESENT,
+    GW_M_RETRIES,
+    GW_M_STREAM_RESETS,
     /* gateway-wide */
     GW_M_INVARIANT_OK,
     GW_M_UNMATCHED,
     GW_M_MQTT_CONNECTIONS,
+    GW_M_MQTT_ACCEPTED,
+    GW_M_MQTT_REFUSED,
+    GW_M_MQTT_CLOSED,
     GW_M_HTTP_CONNECTIONS,
     GW_M_HTTP_REQUESTS,
     GW_M_HTTP_REFUSED,
@@ -242,30 +255,59 @@ typedef enum {
 } gw_metric_id_t;
 
 /* Which label set a catalog metric draws from. */
-typedef enum { GW_ML_NONE, GW_ML_TOPIC, GW_ML_REASON, GW_ML_CODE, GW_ML_TIMEOUT, GW_ML_VERSION, GW_ML__COUNT } gw_metrics_label_kind_t;
+typedef enum {
+    GW_ML_NONE, GW_ML_TOPIC, GW_ML_REASON, GW_ML_CODE, GW_ML_TIMEOUT, GW_ML_VERSION,
+    GW_ML_RETRY, GW_ML_REFUSE, GW_ML_CLOSE, GW_ML__COUNT
+} gw_metrics_label_kind_t;
 
 typedef struct gw_metrics_entry {
     gw_metric_id_t id;
     gw_metrics_spec_t spec;
     gw_metrics_label_kind_t l1, l2;
     /* The /stats field: inside each topic object when l1 is GW_ML_TOPIC,
-     * else a path from the root ("process.open_fds"); NULL: not in /stats. */
+     * else a path from the root ("process.open_fds"); NULL: not in /stats.
+     * A label other than the topic makes the field an object keyed by it. */
     const char *json;
     bool json_bool; /* a 0/1 gauge shown as false/true */
 } gw_metrics_entry_t;
 
 extern const gw_metrics_entry_t gw_metrics_catalog[GW_M__COUNT];
 
-/* Why a message for a known upstream topic was refused (label "reason"). */
+/* Why a message for a known upstream topic was refused (label "reason").
+ * (A captured level outside capture_values makes its rule not match: the
+ * message is counted as unmatched, with no topic.) */
 typedef enum {
     GW_REJECT_SCHEMA_INVALID,     /* payload fails the topic's schema under enforce */
     GW_REJECT_SCHEMA_UNAVAILABLE, /* enforce, but the schema is not in the registry cache */
-    GW_REJECT_PAYLOAD_TOO_LARGE,  /* over mqtt.max_payload_size */
-    GW_REJECT_CAPTURE_NOT_ALLOWED,/* a captured level outside capture_values */
+    GW_REJECT_PAYLOAD_TOO_LARGE,  /* over mqtt.max_payload_size (or too many attributes) */
     GW_REJECT_WAL_UNAVAILABLE,    /* the topic's log refused the append (failed fsync, disk) */
     GW_REJECT__COUNT
 } gw_reject_reason_t;
 extern const char *const gw_metrics_reject_reasons[GW_REJECT__COUNT];
+
+/* Why replication rebuilt a stream (label "reason"): replicator.h's rep_retry_t by name. */
+extern const char *const gw_metrics_retry_reasons[];
+extern const size_t gw_metrics_nretry_reasons;
+
+/* Why a CONNECT was refused with a CONNACK (label "reason"). */
+typedef enum {
+    GW_MQTT_REFUSE_MAX_CONNECTIONS, /* mqtt.max_connections reached */
+    GW_MQTT_REFUSE_CLIENT_ID,       /* client identifier not valid (too long, NUL, empty
+                                       without clean session on 3.1.1) */
+    GW_MQTT_REFUSE_AUTH,            /* MQTT 5 enhanced authentication asked for: not supported */
+    GW_MQTT_REFUSE_SHUTTING_DOWN,   /* during the drain */
+    GW_MQTT_REFUSE__COUNT
+} gw_mqtt_refuse_t;
+extern const char *const gw_metrics_mqtt_refuse_reasons[GW_MQTT_REFUSE__COUNT];
+
+/* Why the gateway closed a connection on its own (label "reason"). */
+typedef enum {
+    GW_MQTT_CLOSE_MALFORMED,         /* a packet did not decode (or broke the protocol) */
+    GW_MQTT_CLOSE_CONNECT_TIMEOUT,   /* no CONNECT within mqtt.connect_timeout_ms */
+    GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT, /* silent for 1.5 x its keep alive */
+    GW_MQTT_CLOSE__COUNT
+} gw_mqtt_close_t;
+extern const char *const gw_metrics_mqtt_close_reasons[GW_MQTT_CLOSE__COUNT];
 
 /* HTTP status codes counted by tributary_http_requests_total (label "code"); "other" for the rest. */
 extern const int gw_metrics_http_codes[];
@@ -292,7 +334,11 @@ int gw_metrics_topic_add(gw_metrics_t *m, const char *topic);
  * The accounting of one topic: every message routed to it is replicated,
  * still queued (accepted, not yet acknowledged by the cluster), dropped by
  * retention, or rejected. ok is received == replicated + queued + dropped
- * + rejected. Returns false when `topic` is out of range.
+ * + rejected. Each term is measured where it happens (run.c's collector:
+ * the loop's router counters, its batches and log completions, the
+ * replicator's acks, the WAL's drops), never derived from the others, so
+ * this is a check and not an identity. Returns false when `topic` is out
+ * of range.
  */
 typedef struct gw_metrics_balance {
     uint64_t received, replicated, queued, dropped, rejected;

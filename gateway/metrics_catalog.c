@@ -15,6 +15,8 @@
  *   received = replicated + queued + dropped + rejected
  * gw_metrics_catalog_derive() computes it per topic and overall at each
  * scrape; a false value means messages were lost without being counted.
+ * The terms are filled by run.c's collector from independent sources (see
+ * there); nothing here derives one term from the others.
  */
 #include "gateway/metrics_int.h"
 #include "base/base.h"
@@ -42,13 +44,14 @@ const gw_metrics_entry_t gw_metrics_catalog[GW_M__COUNT] = {
     C(GW_M_STORED, "tributary_messages_stored_total",
       "Messages appended to the topic's write-ahead log.", GW_ML_TOPIC, GW_ML_NONE, "stored"),
     C(GW_M_REPLICATED, "tributary_messages_replicated_total",
-      "Messages the cluster has acknowledged.", GW_ML_TOPIC, GW_ML_NONE, "replicated"),
+      "Messages received since start that the cluster acknowledged while they were in the log.", GW_ML_TOPIC,
+      GW_ML_NONE, "replicated"),
     G(GW_M_QUEUED, "tributary_messages_queued",
-      "Messages accepted and not yet acknowledged by the cluster (batching, in the log or in flight).", 1,
-      GW_ML_TOPIC, "queued", false),
+      "Messages received since start, accepted and not yet acknowledged by the cluster (batching, in the log "
+      "or in flight).", 1, GW_ML_TOPIC, "queued", false),
     C(GW_M_DROPPED, "tributary_messages_dropped_total",
-      "Messages removed by the disk bound before the cluster acknowledged them.", GW_ML_TOPIC, GW_ML_NONE,
-      "dropped"),
+      "Messages received since start that the log deleted (disk bound) or set aside (corrupt) before the "
+      "cluster acknowledged them.", GW_ML_TOPIC, GW_ML_NONE, "dropped"),
     C(GW_M_REJECTED, "tributary_messages_rejected_total",
       "Messages refused, by reason; never acknowledged as stored.", GW_ML_TOPIC, GW_ML_REASON, "rejected"),
     G(GW_M_WAL_BYTES, "tributary_wal_bytes", "Bytes of the topic's log on disk.", 1, GW_ML_TOPIC, "wal_bytes", false),
@@ -68,11 +71,39 @@ const gw_metrics_entry_t gw_metrics_catalog[GW_M__COUNT] = {
       "Age of the oldest message the cluster has not acknowledged; 0 when caught up.", MS_PER_S, GW_ML_TOPIC,
       "oldest_unreplicated_age_seconds", false),
     G(GW_M_TOPIC_STALLED, "tributary_topic_stalled",
-      "1 when messages are waiting and replication has made no progress within its deadline.", 1, GW_ML_TOPIC,
-      "stalled", true),
+      "1 when messages are waiting and no acknowledgement has moved them for health.stall_after_ms.", 1,
+      GW_ML_TOPIC, "stalled", true),
+    G(GW_M_NO_PROGRESS, "tributary_replication_no_progress_seconds",
+      "While messages wait: time since the cluster's acknowledgements last moved the topic (or since they began "
+      "to wait); 0 when none wait.", MS_PER_S, GW_ML_TOPIC, "no_progress_seconds", false),
     G(GW_M_TOPIC_INVARIANT_OK, "tributary_topic_invariant_ok",
       "1 when received = replicated + queued + dropped + rejected for the topic.", 1, GW_ML_TOPIC,
       "invariant_ok", true),
+    C(GW_M_DROPPED_IN_FLIGHT, "tributary_messages_dropped_in_flight_total",
+      "Of the dropped messages: those whose batch was in flight when the bound deleted them and that the cluster "
+      "acknowledged afterwards (they most likely reached it).", GW_ML_TOPIC, GW_ML_NONE, "dropped_in_flight"),
+    C(GW_M_WAL_DROPPED, "tributary_wal_dropped_messages_total",
+      "Messages the topic's log deleted (disk bound) or set aside (corrupt) before the cluster acknowledged them, "
+      "over the log's whole life: persistent across restarts.", GW_ML_TOPIC, GW_ML_NONE, "wal_dropped_total"),
+    C(GW_M_WAL_LOST, "tributary_wal_lost_messages_total",
+      "Messages acknowledged to devices (wal.fsync interval or never) then lost to a failed fdatasync, over the "
+      "log's whole life: persistent across restarts.", GW_ML_TOPIC, GW_ML_NONE, "wal_lost_total"),
+    C(GW_M_WAL_WRITE_ERRORS, "tributary_wal_write_errors_total",
+      "Writes and fdatasyncs of the topic's log that failed (disk full, I/O error) since start.", GW_ML_TOPIC,
+      GW_ML_NONE, "wal_write_errors"),
+    G(GW_M_BATCHES_IN_FLIGHT, "tributary_replication_batches_in_flight",
+      "Replication batches built and not yet acknowledged (sent, or waiting to be sent again).", 1, GW_ML_TOPIC,
+      "batches_in_flight", false),
+    C(GW_M_BATCHES_SENT, "tributary_replication_batches_sent_total",
+      "Replication batches sent to the cluster, resends included.", GW_ML_TOPIC, GW_ML_NONE, "batches_sent"),
+    C(GW_M_BATCHES_RESENT, "tributary_replication_batches_resent_total",
+      "Replication batches sent again on a new stream after the previous one ended unacknowledged.", GW_ML_TOPIC,
+      GW_ML_NONE, "batches_resent"),
+    C(GW_M_RETRIES, "tributary_replication_retries_total",
+      "Times replication was retried after a backoff, by reason.", GW_ML_TOPIC, GW_ML_RETRY, "retries"),
+    C(GW_M_STREAM_RESETS, "tributary_replication_stream_resets_total",
+      "Replication streams that ended while open (cancelled or failed) and were rebuilt.", GW_ML_TOPIC, GW_ML_NONE,
+      "stream_resets"),
 
     /* gateway-wide */
     G(GW_M_INVARIANT_OK, "tributary_invariant_ok", "1 when the accounting invariant holds for every topic.", 1,
@@ -80,8 +111,15 @@ const gw_metrics_entry_t gw_metrics_catalog[GW_M__COUNT] = {
     C(GW_M_UNMATCHED, "tributary_messages_unmatched_total",
       "MQTT messages whose topic matched no mapping (refused or dropped, never stored).", GW_ML_NONE, GW_ML_NONE,
       "unmatched"),
-    G(GW_M_MQTT_CONNECTIONS, "tributary_mqtt_connections", "Open MQTT connections.", 1, GW_ML_NONE,
+    G(GW_M_MQTT_CONNECTIONS, "tributary_mqtt_connections", "Open MQTT connections (past CONNECT).", 1, GW_ML_NONE,
       "connections.mqtt", false),
+    C(GW_M_MQTT_ACCEPTED, "tributary_mqtt_connections_accepted_total", "TCP connections accepted by the MQTT listener.",
+      GW_ML_NONE, GW_ML_NONE, "connections.mqtt_accepted"),
+    C(GW_M_MQTT_REFUSED, "tributary_mqtt_connections_refused_total",
+      "CONNECTs refused with a CONNACK, by reason.", GW_ML_REFUSE, GW_ML_NONE, "connections.mqtt_refused"),
+    C(GW_M_MQTT_CLOSED, "tributary_mqtt_connections_closed_total",
+      "MQTT connections the gateway closed on its own, by reason.", GW_ML_CLOSE, GW_ML_NONE,
+      "connections.mqtt_closed"),
     G(GW_M_HTTP_CONNECTIONS, "tributary_http_connections", "Open HTTP connections to this endpoint.", 1,
       GW_ML_NONE, "connections.http", false),
     C(GW_M_HTTP_REQUESTS, "tributary_http_requests_total", "HTTP responses sent, by status code.", GW_ML_CODE,
@@ -140,8 +178,24 @@ const char *const gw_metrics_reject_reasons[GW_REJECT__COUNT] = {
     [GW_REJECT_SCHEMA_INVALID] = "schema_invalid",
     [GW_REJECT_SCHEMA_UNAVAILABLE] = "schema_unavailable",
     [GW_REJECT_PAYLOAD_TOO_LARGE] = "payload_too_large",
-    [GW_REJECT_CAPTURE_NOT_ALLOWED] = "capture_not_allowed",
     [GW_REJECT_WAL_UNAVAILABLE] = "wal_unavailable",
+};
+
+/* the names rep_retry_name() gives (a unit test checks they agree) */
+const char *const gw_metrics_retry_reasons[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup" };
+const size_t gw_metrics_nretry_reasons = TB_ARRAY_LEN(gw_metrics_retry_reasons);
+
+const char *const gw_metrics_mqtt_refuse_reasons[GW_MQTT_REFUSE__COUNT] = {
+    [GW_MQTT_REFUSE_MAX_CONNECTIONS] = "max_connections",
+    [GW_MQTT_REFUSE_CLIENT_ID] = "client_id_invalid",
+    [GW_MQTT_REFUSE_AUTH] = "auth_unsupported",
+    [GW_MQTT_REFUSE_SHUTTING_DOWN] = "shutting_down",
+};
+
+const char *const gw_metrics_mqtt_close_reasons[GW_MQTT_CLOSE__COUNT] = {
+    [GW_MQTT_CLOSE_MALFORMED] = "malformed",
+    [GW_MQTT_CLOSE_CONNECT_TIMEOUT] = "connect_timeout",
+    [GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT] = "keepalive_timeout",
 };
 
 const int gw_metrics_http_codes[] = { 200, 400, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };
@@ -168,7 +222,13 @@ int gw_metrics_catalog_register(gw_metrics_t *m, size_t max_topics)
         (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_reject_reasons, GW_REJECT__COUNT, &L[GW_ML_REASON])) < 0 ||
         (rc = gw_metrics_labels_fixed(m, "code", http_code_names, gw_metrics_nhttp_codes, &L[GW_ML_CODE])) < 0 ||
         (rc = gw_metrics_labels_fixed(m, "kind", timeout_names, GW_HTTP_TIMEOUT__COUNT, &L[GW_ML_TIMEOUT])) < 0 ||
-        (rc = gw_metrics_labels_fixed(m, "version", versions, TB_ARRAY_LEN(versions), &L[GW_ML_VERSION])) < 0)
+        (rc = gw_metrics_labels_fixed(m, "version", versions, TB_ARRAY_LEN(versions), &L[GW_ML_VERSION])) < 0 ||
+        (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_retry_reasons, gw_metrics_nretry_reasons,
+                                      &L[GW_ML_RETRY])) < 0 ||
+        (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_mqtt_refuse_reasons, GW_MQTT_REFUSE__COUNT,
+                                      &L[GW_ML_REFUSE])) < 0 ||
+        (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_mqtt_close_reasons, GW_MQTT_CLOSE__COUNT,
+                                      &L[GW_ML_CLOSE])) < 0)
         return rc;
     for (size_t i = 0; i < GW_M__COUNT; i++) {
         const gw_metrics_entry_t *e = &gw_metrics_catalog[i];

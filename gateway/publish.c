@@ -273,6 +273,9 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
         }
     }
     route_and_store(c, pkt, topic, p);
+    if (c->closing)
+        return; /* closed while routing (a payload over the limit): gw__conn_close drained the acks
+                   that were not waiting for the log, p among them, so p is gone */
     if (p && p->qos2_record && p->waits > 0)
         gw__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
     if (p && p->waits == 0)

@@ -16,6 +16,16 @@
  * Schemas: one sch_registry per Avro payload encoding (a registry compiles
  * with one set of options), each keyed by subject and fingerprint, so a
  * heartbeat that repeats a schema compiles nothing.
+ *
+ * Stalls: a timer on the loop looks at every topic's stats a few times per
+ * health.stall_after_ms (at most every second) and logs a topic once when
+ * it becomes stalled (messages waiting, no ack progress for that long; the
+ * replicator computes it, replicator.h) and once when it is not any more,
+ * with how long it lasted. The gauge and /stats read the same flag live.
+ *
+ * After the drain the replicator is freed; its last stats are kept
+ * (gw_repl_topic_stats) so /metrics and /stats, which answer until the
+ * very end, still account for what it replicated.
  */
 #include "gateway/replication.h"
 
@@ -29,8 +39,13 @@ struct gw_repl {
     sch_registry_t *reg[2];     /* by cfg_encoding_t */
     uint8_t *encoding;          /* per topic: which registry */
     bool *was_ready;            /* per topic: for logging transitions */
+    uint64_t *stalled_since;    /* per topic: tb_mono_ms() when logged stalled; 0: not stalled */
+    rep_topic_stats_t *final;   /* per topic: the last stats, once the replicator is freed */
+    size_t ntopics;
     uv_async_t async;
-    bool async_open;
+    uv_timer_t watch;
+    bool async_open, watch_open;
+    int open_handles;           /* of the two, not yet closed */
     bool draining;
 };
 
@@ -49,6 +64,15 @@ rep_t *gw_repl_rep(gw_repl_t *g)
     return g ? g->rep : NULL;
 }
 
+void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (g && g->rep)
+        rep_topic_stats(g->rep, i, out);
+    else if (g && g->final && i < g->ntopics)
+        *out = g->final[i];
+}
+
 void gw_repl_free(gw_repl_t *g)
 {
     if (!g)
@@ -57,6 +81,8 @@ void gw_repl_free(gw_repl_t *g)
         sch_registry_free(g->reg[i]);
     free(g->encoding);
     free(g->was_ready);
+    free(g->stalled_since);
+    free(g->final);
     free(g);
 }
 
@@ -167,20 +193,65 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
     log_readiness(g, t, why);
 }
 
-static void async_closed(uv_handle_t *h)
+static void handle_closed(uv_handle_t *h)
 {
     gw_repl_t *g = h->data;
-    g->async_open = false;
-    if (g->draining)
+    if (--g->open_handles == 0 && g->draining)
         gw__app_drained(g->app);
+}
+
+static void close_handles(gw_repl_t *g)
+{
+    if (g->watch_open) {
+        g->watch_open = false;
+        uv_close((uv_handle_t *)&g->watch, handle_closed);
+    }
+    if (g->async_open) {
+        g->async_open = false;
+        uv_close((uv_handle_t *)&g->async, handle_closed);
+    }
 }
 
 static void stopped(gw_repl_t *g)
 {
     g->srv->rep = NULL;
+    g->final = tb_calloc(g->ntopics + 1, sizeof *g->final);
+    for (size_t i = 0; i < g->ntopics; i++) {
+        rep_topic_stats(g->rep, i, &g->final[i]);
+        g->final[i].stalled = false; /* stopped: nothing is expected of it any more */
+        g->final[i].no_progress_ms = 0;
+    }
     rep_free(g->rep); /* joins the thread; its WAL readers are closed */
     g->rep = NULL;
-    uv_close((uv_handle_t *)&g->async, async_closed);
+    close_handles(g);
+}
+
+/* ---- the stall watchdog ---------------------------------------------------------- */
+
+static void watch_cb(uv_timer_t *h)
+{
+    gw_repl_t *g = h->data;
+    if (!g->rep)
+        return;
+    uint64_t now = tb_mono_ms();
+    for (size_t i = 0; i < g->ntopics; i++) {
+        rep_topic_stats_t st;
+        rep_topic_stats(g->rep, i, &st);
+        const char *name = g->srv->topics[i].name;
+        if (st.stalled && !g->stalled_since[i]) {
+            g->stalled_since[i] = now;
+            tb_warn("replication stalled: messages are waiting and no acknowledgement has moved them for "
+                    "health.stall_after_ms (logged once until it ends)",
+                    TB_S("topic", name), TB_U("lag_messages", st.lag_messages), TB_U("acked_offset", st.acked_offset),
+                    TB_U("no_progress_ms", st.no_progress_ms), TB_S("replicator_state", rep_topic_state_name(st.state)),
+                    TB_U("stall_after_ms", g->app->cfg->health.stall_after_ms));
+        } else if (!st.stalled && g->stalled_since[i]) {
+            tb_info("replication no longer stalled", TB_S("topic", name),
+                    TB_U("stalled_ms", now - g->stalled_since[i]), TB_U("lag_messages", st.lag_messages),
+                    TB_U("acked_offset", st.acked_offset));
+            g->stalled_since[i] = 0;
+        }
+    }
 }
 
 static void async_cb(uv_async_t *h)
@@ -212,6 +283,8 @@ static void topic_encodings(gw_repl_t *g)
     gw_server_t *srv = g->srv;
     g->encoding = tb_calloc(srv->ntopics + 1, 1);
     g->was_ready = tb_calloc(srv->ntopics + 1, sizeof *g->was_ready);
+    g->stalled_since = tb_calloc(srv->ntopics + 1, sizeof *g->stalled_since);
+    g->ntopics = srv->ntopics;
     for (size_t r = 0; r < srv->nrules; r++) {
         size_t n;
         const uint32_t *ids = gw_router_rule_topics(srv->router, r, &n);
@@ -238,7 +311,10 @@ int gw_repl_start(gw__app_t *app, void *arg)
     if (rc < 0)
         return rc;
     g->async.data = g;
-    g->async_open = true;
+    uv_timer_init(&app->loop, &g->watch);
+    g->watch.data = g;
+    g->async_open = g->watch_open = true;
+    g->open_handles = 2;
 
     rep_opts_t o;
     rep_opts_default(&o);
@@ -259,6 +335,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
     o.retry_initial_ms = cfg->replicator.retry_initial_ms;
     o.retry_max_ms = cfg->replicator.retry_max_ms;
     o.shutdown_grace_ms = cfg->replicator.shutdown_grace_ms;
+    o.stall_after_ms = cfg->health.stall_after_ms;
     if (cfg->wal.fsync == CFG_FSYNC_INTERVAL)
         o.recheck_ms = TB_MAX(5u, cfg->wal.fsync_interval_ms / 4);
     rep_topic_spec_t *specs = tb_calloc(srv->ntopics + 1, sizeof *specs);
@@ -283,6 +360,8 @@ int gw_repl_start(gw__app_t *app, void *arg)
     srv->rep = g->rep;
     for (size_t i = 0; i < srv->ntopics; i++)
         rep_kick(g->rep, i); /* a backlog from before the restart */
+    uint64_t every = TB_MAX(TB_MIN(1000u, cfg->health.stall_after_ms / 4), 25u);
+    uv_timer_start(&g->watch, watch_cb, every, every);
     tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", srv->ntopics),
             TB_U("batch_size", o.batch_size), TB_U("max_inflight_batches", o.max_inflight_batches),
             TB_U("ack_timeout_ms", o.ack_timeout_ms), TB_B("tls", strncmp(o.cluster_url, "https://", 8) == 0),
@@ -300,8 +379,8 @@ void gw_repl_drain(gw__app_t *app, void *arg)
         rep_stop(g->rep);
         return;
     }
-    if (g->async_open) {
-        uv_close((uv_handle_t *)&g->async, async_closed);
+    if (g->open_handles > 0) {
+        close_handles(g);
         return;
     }
     gw__app_drained(app);

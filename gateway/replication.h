@@ -10,7 +10,8 @@
  * topic is ready when its log is open, it is registered, and its schema is
  * resolved and compiled (or it has none); publish.c refuses messages for an
  * `enforce` mapping whose topic has no validator, so a schema that did not
- * compile fails closed.
+ * compile fails closed. It also watches for stalls and logs them (once
+ * when one starts, once when it ends).
  */
 #ifndef GW_REPLICATION_H
 #define GW_REPLICATION_H
@@ -27,6 +28,9 @@ void gw_repl_free(gw_repl_t *g);
 void gw_repl_set_server(gw_repl_t *g, gw_server_t *srv);
 /* NULL before start and after the drain. */
 rep_t *gw_repl_rep(gw_repl_t *g);
+/* Topic i's replication stats: live while the replicator runs, its last
+ * ones after the drain (not stalled), zeros before it started. */
+void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out /* OUT */);
 
 /* As a gw__service_t (arg: the gw_repl_t): between the log and the listener. */
 int gw_repl_start(gw__app_t *app, void *arg);

@@ -34,7 +34,6 @@ typedef struct run {
     gw_repl_t *repl;
     gw_metrics_t *metrics;
     int *metric_topic;           /* server topic index -> metrics topic label index (-1: none) */
-    uint64_t *dropped_at_start;  /* per server topic */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     bool booted;
 } run_t;
@@ -80,12 +79,10 @@ static int log_start(gw__app_t *app, void *arg)
         return rc;
     }
     r->metric_topic = tb_calloc(r->srv->ntopics + 1, sizeof *r->metric_topic);
-    r->dropped_at_start = tb_calloc(r->srv->ntopics + 1, sizeof *r->dropped_at_start);
     for (size_t i = 0; i < r->srv->ntopics; i++) {
         gw_topic_t *t = &r->srv->topics[i];
         wal_topic_stats_t st;
         wal_topic_stats(t->wal, &st);
-        r->dropped_at_start[i] = st.dropped_total;
         r->metric_topic[i] = gw_metrics_topic_add(r->metrics, t->name);
         tb_info("topic", TB_S("topic", t->name), TB_U("next_offset", st.next_offset),
                 TB_U("checkpoint", st.checkpoint), TB_U("bytes", st.bytes), TB_U("dropped_total", st.dropped_total),
@@ -149,9 +146,8 @@ static void server_drained(gw_server_t *srv)
     run_t *r = srv->owner;
     for (size_t i = 0; i < srv->ntopics; i++) {
         gw_topic_t *t = &srv->topics[i];
-        rep_topic_stats_t rs = { 0 };
-        if (srv->rep)
-            rep_topic_stats(srv->rep, i, &rs);
+        rep_topic_stats_t rs;
+        gw_repl_topic_stats(r->repl, i, &rs);
         tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
                 TB_U("replicated", rs.messages_acked), TB_U("acked_offset", rs.acked_offset),
                 TB_U("batches_full", t->batches_full), TB_U("batches_timeout", t->batches_timeout),
@@ -202,11 +198,10 @@ static gw_topic_state_t topic_state(void *arg, size_t mi)
             continue;
         if (wal_topic_state(r->srv->topics[i].wal) != WAL_TOPIC_OK)
             return GW_TOPIC_FAILED;
-        rep_t *rep = gw_repl_rep(r->repl);
-        if (!rep)
+        if (!gw_repl_rep(r->repl))
             return GW_TOPIC_IDLE;
         rep_topic_stats_t st;
-        rep_topic_stats(rep, i, &st);
+        gw_repl_topic_stats(r->repl, i, &st);
         if (st.stalled)
             return GW_TOPIC_STALLED;
         if (st.lag_messages == 0)
@@ -231,7 +226,7 @@ static gw_cluster_state_t cluster_state(void *arg)
     }
 }
 
-/* gw_reject_t (publish.c) -> the metrics' reason label */
+/* gw_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
 static const int reject_label[GW_REJ_COUNT] = {
     [GW_REJ_UNMATCHED] = -1,
     [GW_REJ_INVALID] = GW_REJECT_SCHEMA_INVALID,
@@ -240,22 +235,67 @@ static const int reject_label[GW_REJ_COUNT] = {
     [GW_REJ_QUOTA] = GW_REJECT_WAL_UNAVAILABLE,
 };
 
-/* Copies the loop's counters and the WAL's stats into the registry, at scrape time. */
+#define SET(id, i1, i2, v) gw_metrics_set(gw_metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
+
+/*
+ * The accounting invariant's terms for one topic, each from where it is
+ * measured (docs/OPERATIONS.md, "The accounting invariant"):
+ *   received, rejected  the loop's router counters (publish.c, ingest.c)
+ *   replicated          the replicator's acks of offsets this process wrote,
+ *                       still in the log when acked (rep_topic.c)
+ *   dropped             the WAL's count of such offsets deleted before an ack
+ *   queued              what is still somewhere: in the loop's batches
+ *                       (`batched`), plus the offsets the log confirmed to the
+ *                       loop ([S, log_end)) that are neither acked (<= A) nor
+ *                       deleted (< drop floor F)
+ * S is the log's first offset of this process. The log term is signed on
+ * purpose: when an ack overtakes a completion the loop has not taken yet,
+ * those messages are both `batched` and replicated for a moment, and the
+ * negative term takes them out again, so the sum stays exact.
+ */
+static void account(gw_metrics_t *m, size_t mi, const gw_topic_t *t, const wal_topic_stats_t *st,
+                    const rep_topic_stats_t *rs)
+{
+    for (int k = 0; k < GW_REJ_COUNT; k++)
+        if (reject_label[k] >= 0)
+            SET(GW_M_REJECTED, mi, (size_t)reject_label[k], t->rejected[k]);
+    uint64_t S = st->open_offset ? st->open_offset : 1;
+    uint64_t end = t->log_end ? t->log_end : S;
+    /* the replicator's acked offset comes with its counts, from one snapshot;
+     * before it has started, nothing of this process is acked */
+    uint64_t A = rs->start_offset ? rs->acked_offset : st->checkpoint;
+    uint64_t from = TB_MAX(TB_MAX(S, A + 1), st->drop_floor);
+    int64_t in_log = (int64_t)end - (int64_t)from;
+    SET(GW_M_RECEIVED, mi, 0, t->received);
+    SET(GW_M_STORED, mi, 0, t->stored);
+    SET(GW_M_REPLICATED, mi, 0, rs->messages_acked_new);
+    SET(GW_M_DROPPED, mi, 0, st->dropped_since_open);
+    SET(GW_M_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
+    SET(GW_M_QUEUED, mi, 0, (int64_t)t->batched + in_log);
+}
+
+/* Copies the loop's counters, the WAL's and the replicator's stats into the registry, at scrape
+ * time. */
 static void collect(void *arg, gw_metrics_t *m)
 {
     run_t *r = arg;
     gw_server_t *srv = r->srv;
     if (!srv || !srv->topics)
         return;
-    gw_metrics_set(gw_metrics_fam(m, GW_M_MQTT_CONNECTIONS), 0, 0, srv->nconnected);
-    gw_metrics_set(gw_metrics_fam(m, GW_M_UNMATCHED), 0, 0, (int64_t)srv->unmatched_dropped);
+    SET(GW_M_MQTT_CONNECTIONS, 0, 0, srv->nconnected);
+    SET(GW_M_MQTT_ACCEPTED, 0, 0, srv->conn_accepted);
+    for (size_t k = 0; k < GW_MQTT_REFUSE__COUNT; k++)
+        SET(GW_M_MQTT_REFUSED, k, 0, srv->conn_refused[k]);
+    for (size_t k = 0; k < GW_MQTT_CLOSE__COUNT; k++)
+        SET(GW_M_MQTT_CLOSED, k, 0, srv->conn_closed[k]);
+    SET(GW_M_UNMATCHED, 0, 0, srv->unmatched_dropped);
     rep_t *rep = gw_repl_rep(r->repl);
     if (rep) {
         rep_stats_t cs;
         rep_stats(rep, &cs);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_CLUSTER_UP), 0, 0,
-                       cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+        SET(GW_M_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
     }
+    gw_metrics_labels_t *retry = gw_metrics_family_label(gw_metrics_fam(m, GW_M_RETRIES), 1);
     uint64_t now_ms = tb_wall_ms();
     for (size_t i = 0; i < srv->ntopics; i++) {
         if (r->metric_topic[i] < 0)
@@ -264,35 +304,34 @@ static void collect(void *arg, gw_metrics_t *m)
         gw_topic_t *t = &srv->topics[i];
         wal_topic_stats_t st;
         wal_topic_stats(t->wal, &st);
-        uint64_t rejected = 0;
-        gw_metrics_set(gw_metrics_fam(m, GW_M_RECEIVED), mi, 0, (int64_t)t->received);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_STORED), mi, 0, (int64_t)t->stored);
-        for (int k = 0; k < GW_REJ_COUNT; k++) {
-            rejected += t->rejected[k];
-            if (reject_label[k] >= 0)
-                gw_metrics_set(gw_metrics_fam(m, GW_M_REJECTED), mi, (size_t)reject_label[k], (int64_t)t->rejected[k]);
+        rep_topic_stats_t rs;
+        gw_repl_topic_stats(r->repl, i, &rs);
+        account(m, mi, t, &st, &rs);
+        SET(GW_M_WAL_DROPPED, mi, 0, st.dropped_total);
+        SET(GW_M_WAL_LOST, mi, 0, st.lost_total);
+        SET(GW_M_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
+        SET(GW_M_WAL_BYTES, mi, 0, st.bytes);
+        SET(GW_M_WAL_SEGMENTS, mi, 0, st.segments);
+        SET(GW_M_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);
+        SET(GW_M_WAL_NEWEST_OFFSET, mi, 0, st.next_offset > 0 ? st.next_offset - 1 : 0);
+        SET(GW_M_ACKED_OFFSET, mi, 0, st.checkpoint);
+        /* in the log after the acked offset: offsets the bound deleted are not waiting any more */
+        uint64_t waiting_from = TB_MAX(st.checkpoint + 1, st.oldest_offset);
+        SET(GW_M_LAG_MESSAGES, mi, 0, st.next_offset > waiting_from ? st.next_offset - waiting_from : 0);
+        SET(GW_M_LAG_BYTES, mi, 0, rs.lag_bytes);
+        SET(GW_M_OLDEST_UNREPLICATED_AGE, mi, 0,
+            rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);
+        SET(GW_M_TOPIC_STALLED, mi, 0, rs.stalled);
+        SET(GW_M_NO_PROGRESS, mi, 0, rs.no_progress_ms);
+        SET(GW_M_BATCHES_IN_FLIGHT, mi, 0, rs.batches_in_flight);
+        SET(GW_M_BATCHES_SENT, mi, 0, rs.batches_sent);
+        SET(GW_M_BATCHES_RESENT, mi, 0, rs.batches_resent);
+        SET(GW_M_STREAM_RESETS, mi, 0, rs.stream_resets);
+        for (int k = 0; k < REP_RETRY__COUNT; k++) {
+            int li = gw_metrics_labels_find(retry, rep_retry_name((rep_retry_t)k));
+            if (li >= 0)
+                SET(GW_M_RETRIES, mi, (size_t)li, rs.retries[k]);
         }
-        uint64_t dropped = st.dropped_total - r->dropped_at_start[i];
-        gw_metrics_set(gw_metrics_fam(m, GW_M_DROPPED), mi, 0, (int64_t)dropped);
-        rep_topic_stats_t rs = { 0 };
-        if (rep)
-            rep_topic_stats(rep, i, &rs);
-        /* replicated: acked messages received by this process (offsets from its start), so
-         * that received = replicated + queued + dropped + rejected holds across restarts */
-        gw_metrics_set(gw_metrics_fam(m, GW_M_REPLICATED), mi, 0, (int64_t)rs.messages_acked_new);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_QUEUED), mi, 0,
-                       (int64_t)(t->received - rejected - dropped) - (int64_t)rs.messages_acked_new);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_OLDEST_UNREPLICATED_AGE), mi, 0,
-                       rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? (int64_t)(now_ms - rs.oldest_unacked_ms) : 0);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_TOPIC_STALLED), mi, 0, rs.stalled);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_BYTES), mi, 0, (int64_t)st.bytes);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_SEGMENTS), mi, 0, st.segments);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_OLDEST_OFFSET), mi, 0, (int64_t)st.oldest_offset);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_WAL_NEWEST_OFFSET), mi, 0,
-                       st.next_offset > 0 ? (int64_t)st.next_offset - 1 : 0);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_ACKED_OFFSET), mi, 0, (int64_t)st.checkpoint);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_LAG_MESSAGES), mi, 0,
-                       (int64_t)(st.next_offset - 1 - TB_MIN(st.checkpoint, st.next_offset - 1)));
     }
     if (r->wal) {
         wal_fsync_hist_t h;
@@ -369,7 +408,6 @@ int gw_run(const cfg_t *cfg)
     gw_metrics_free(r.metrics);
     gw_repl_free(r.repl);
     free(r.metric_topic);
-    free(r.dropped_at_start);
     tb_info("stopped", TB_I("exit_code", rc));
     return rc;
 }

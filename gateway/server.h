@@ -30,6 +30,7 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "gateway/metrics.h"
 #include "gateway/mqtt_codec.h"
 #include "gateway/router.h"
 #include "replicator/replicator.h"
@@ -75,6 +76,8 @@ typedef struct gw_topic {
     uint64_t received;           /* PUBLISHes routed to this topic */
     uint64_t stored;             /* durable in the log */
     uint64_t rejected[GW_REJ_COUNT];
+    uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
+    uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
     uint64_t batches_full, batches_timeout, batches_idle; /* why batches were submitted */
 } gw_topic_t;
 
@@ -212,7 +215,9 @@ struct gw_server {
     int closing_handles;
     void *owner;                    /* the service that runs this server */
     /* counters */
-    uint64_t conn_accepted, conn_refused_max, conn_closed_malformed, conn_closed_timeout;
+    uint64_t conn_accepted;
+    uint64_t conn_refused[GW_MQTT_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
+    uint64_t conn_closed[GW_MQTT_CLOSE__COUNT];    /* closed by us, by reason */
     uint64_t unmatched_dropped;
     uint8_t *scratch;               /* attribute keys built per PUBLISH */
     size_t scratch_cap;

@@ -41,6 +41,7 @@ void rep_opts_default(rep_opts_t *o)
     o->register_retry_initial_ms = 1000;
     o->register_retry_max_ms = 60000;
     o->shutdown_grace_ms = 2000;
+    o->stall_after_ms = 30000;
 }
 
 static char *dup_or_null(const char *s)
@@ -100,7 +101,7 @@ static int check_opts(const rep_opts_t *o, char *err, size_t errlen)
     }
     free(target);
     if (!o->batch_size || !o->max_inflight_batches || !o->max_batch_bytes || !o->ack_timeout_ms ||
-        !o->rpc_timeout_ms || !o->heartbeat_interval_ms || !o->register_retry_initial_ms ||
+        !o->stall_after_ms || !o->rpc_timeout_ms || !o->heartbeat_interval_ms || !o->register_retry_initial_ms ||
         o->register_retry_max_ms < o->register_retry_initial_ms || o->retry_max_ms < o->retry_initial_ms) {
         snprintf(err, errlen, "replicator: a count, size or interval is zero, or a backoff maximum is below its start");
         return TB_ECONFIG;
@@ -173,7 +174,7 @@ int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
         t->wal = o->topics[i].wal;
         wal_topic_stats_t ws;
         wal_topic_stats(t->wal, &ws);
-        t->st.start_offset = ws.next_offset;
+        t->st.start_offset = ws.open_offset ? ws.open_offset : ws.next_offset;
         rep__topic_init(r, t);
         t->pub = t->st;
         t->pub_progress_ms = t->progress_ms;
@@ -328,12 +329,17 @@ void rep_topic_stats(rep_t *r, size_t topic, rep_topic_stats_t *out)
     pthread_mutex_lock(&r->mu);
     *out = t->pub;
     uint64_t progress = t->pub_progress_ms;
+    uint64_t unacked_bytes = t->pub_unacked_bytes;
+    wal_pos_t pos = t->pub_pos;
     pthread_mutex_unlock(&r->mu);
     out->readable_end = wal_topic_readable_end(t->wal);
     out->lag_messages = out->readable_end > out->acked_offset + 1 ? out->readable_end - 1 - out->acked_offset : 0;
+    /* bytes: what was read and waits for its ack, plus the log past the reader (live) */
+    out->lag_bytes = pos.offset ? unacked_bytes + wal_topic_bytes_after(t->wal, &pos) : 0;
     uint64_t now = tb_mono_ms();
-    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED && now > progress &&
-                   now - progress > r->o.ack_timeout_ms;
+    out->no_progress_ms = out->lag_messages > 0 && now > progress ? now - progress : 0;
+    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED &&
+                   out->no_progress_ms >= r->o.stall_after_ms;
 }
 
 void rep_stats(rep_t *r, rep_stats_t *out)

@@ -194,6 +194,7 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
         abort(); /* the size and the writer disagree: a bug, never bad input */
     o->len = (size_t)(p - o->buf);
     o->count++;
+    o->raw_bytes += rec->raw_len;
     o->last = rec->offset;
     if (rec->offset >= e->live_base)
         o->count_new++;
@@ -215,6 +216,7 @@ void rep__open_finish(rep__open_t *o, rep__batch_t *out)
     out->count = o->count;
     out->count_new = o->count_new;
     out->replayed = o->replayed;
+    out->raw_bytes = o->raw_bytes;
     out->first_publish_ms = o->first_publish_ms;
     out->state = REP__B_BUILT;
     uint32_t skipped = o->skipped_attrs;

@@ -6,7 +6,9 @@
  * reader's records are views that die at the next read; seeking back would
  * reopen the segment and scan it from the start (wal/reader.c), up to 16
  * MiB per batch. So the record is copied ("held", its views rebased onto
- * the copy) and becomes the first message of the next batch. A held
+ * the copy) and becomes the first message of the next batch. A gap (records
+ * deleted by a bound before they were read) also closes the batch, so every
+ * batch covers one contiguous range of offsets. A held
  * record is never lost and never sent twice: the unit tests replay a log
  * through this function and check every offset arrives once, in order.
  */
@@ -45,6 +47,8 @@ int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_w
         if (rc == WAL_GAP) {
             s->gaps++;
             wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            if (o->count > 0)
+                return 1; /* batches stay contiguous: the records after the gap start the next */
             continue;
         }
         if (rc != 0)

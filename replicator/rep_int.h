@@ -102,6 +102,7 @@ typedef struct rep__open {
     uint32_t count_new;          /* offsets >= live_base */
     uint32_t replayed;           /* messages marked tributary.replayed */
     uint32_t skipped_attrs;      /* attributes left out: not valid UTF-8 */
+    uint64_t raw_bytes;          /* on-disk size of its records (lag_bytes) */
     uint64_t first, last;        /* WAL offsets */
     uint64_t first_publish_ms;
     uint64_t started_ms;         /* tb_mono_ms() when its first message was added */
@@ -134,9 +135,11 @@ typedef struct rep__src {
 
 /*
  * Adds records (the held one first) to o. Returns 1 when o is complete
- * (batch_size reached, or the next record did not fit and is now held),
- * 0 when nothing more is readable (WAL_END), or a reader error (< 0).
- * WAL_GAPs are skipped and counted in s.
+ * (batch_size reached, the next record did not fit and is now held, or a
+ * WAL_GAP followed its records), 0 when nothing more is readable (WAL_END),
+ * or a reader error (< 0). WAL_GAPs are skipped and counted in s. So a
+ * batch's offsets are always contiguous, first..last: the ack accounting
+ * (rep_topic.c) counts them by range.
  */
 int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms);
 /* The next record without consuming it (it becomes the held one): 0 and
@@ -158,6 +161,7 @@ typedef enum {
 typedef struct rep__batch {
     uint64_t first, last;        /* WAL offsets; last is batch_last_offset */
     uint32_t count, count_new, replayed;
+    uint64_t raw_bytes;          /* on-disk size of its records */
     uint64_t first_publish_ms;
     uint8_t *buf;                /* the encoded ReplicateBatch (until `wire` takes it) */
     size_t len;
@@ -300,8 +304,11 @@ typedef struct rep__topic {
     /* stats: st is the thread's, pub the copy readers see (under r->mu) */
     rep_topic_stats_t st;
     rep_topic_stats_t pub;
-    uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data appeared) */
+    uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data began to wait) */
     uint64_t pub_progress_ms;    /* its copy under r->mu */
+    /* lag_bytes: what was read and not acked, and where the reader is */
+    uint64_t pub_unacked_bytes;  /* under r->mu */
+    wal_pos_t pub_pos;           /* under r->mu; offset 0: no reader yet */
 } rep__topic_t;
 
 /* rep_topic.c */

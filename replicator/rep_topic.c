@@ -48,6 +48,14 @@ void rep__topic_publish(rep_t *r, rep__topic_t *t)
 {
     t->st.batches_in_flight = t->win.n;
     t->st.acked_offset = t->win.acked;
+    /* lag_bytes: records read and not acked are counted here (they may
+     * have left the disk since); the rest is the log past the reader */
+    uint64_t unacked_bytes = t->open.raw_bytes + (t->src.has_held ? t->src.held.raw_len : 0);
+    for (uint32_t i = 0; i < t->win.n; i++)
+        unacked_bytes += rep__window_at(&t->win, i)->raw_bytes;
+    wal_pos_t pos = { 0 };
+    if (t->src.rd)
+        wal_reader_pos(t->src.rd, &pos);
     rep__batch_t *old = t->win.n ? rep__window_at(&t->win, 0) : NULL;
     t->st.attributes_skipped = t->open.skipped_attrs;
     t->st.oldest_unacked_ms = old              ? old->first_publish_ms
@@ -57,6 +65,8 @@ void rep__topic_publish(rep_t *r, rep__topic_t *t)
     pthread_mutex_lock(&r->mu);
     t->pub = t->st;
     t->pub_progress_ms = t->progress_ms;
+    t->pub_unacked_bytes = unacked_bytes;
+    t->pub_pos = pos;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -282,21 +292,36 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
         t->outage_logged = false;
         tb_info("replication resumed", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
     }
-    uint64_t before = t->win.acked;
+    uint64_t before = t->win.acked, upto = before;
+    for (uint32_t i = 0; i < t->win.n && rep__window_at(&t->win, i)->state == REP__B_ACKED; i++)
+        upto = rep__window_at(&t->win, i)->last;
+    /* The checkpoint moves first, and tells below which offset the disk
+     * bound deleted records meanwhile: those of our batches were counted
+     * as dropped when they went (their batch was in flight), so they are
+     * not counted as replicated too (wal.h: wal_checkpoint_floor). */
+    uint64_t drop_floor = 0;
+    if (upto > before) {
+        int rc = wal_checkpoint_floor(t->wal, upto, &drop_floor);
+        if (rc < 0)
+            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto),
+                     TB_ERR(rc));
+    }
     rep__batch_t b;
     while (rep__window_pop(&t->win, &b)) {
         t->st.batches_acked++;
         t->st.messages_acked += b.count;
-        t->st.messages_acked_new += b.count_new;
+        /* a batch is contiguous (rep__fill): its new offsets are [lo, b.last] */
+        uint64_t lo = TB_MAX(b.first, t->st.start_offset);
+        uint64_t gone = drop_floor > lo && b.last >= lo ? TB_MIN(drop_floor, b.last + 1) - lo : 0;
+        gone = TB_MIN(gone, (uint64_t)b.count_new);
+        t->st.messages_acked_new += b.count_new - gone;
+        t->st.messages_acked_dropped += gone;
         rep__batch_release(&b);
     }
     if (t->win.acked > before) {
-        int rc = wal_checkpoint(t->wal, t->win.acked);
-        if (rc < 0)
-            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", t->win.acked),
-                     TB_ERR(rc));
         t->st.last_ack_ms = tb_wall_ms();
         t->progress_ms = tb_mono_ms();
+        rep__topic_publish(r, t); /* the counts and the checkpoint together, before anything slower */
     }
     arm_ack_timer(r, t);
     if (res == REP__ACK_OUT_OF_ORDER && t->stream) {
@@ -427,17 +452,21 @@ static void pump(rep_t *r, rep__topic_t *t)
 
 void rep__topic_kicked(rep_t *r, rep__topic_t *t)
 {
+    /* Nothing known to be waiting: caught up until now, so a stall (data
+     * waiting, no ack progress) is measured from here, whether or not the
+     * cluster is there. */
+    bool idle = t->win.n == 0 && t->open.count == 0 && !t->src.has_held;
+    if (idle)
+        t->progress_ms = tb_mono_ms();
     if (t->state == REP_TOPIC_STREAMING) {
-        if (t->win.n == 0 && t->open.count == 0)
-            t->progress_ms = tb_mono_ms(); /* caught up until now: a stall is measured from here */
         pump(r, t);
         return;
     }
     /* not sending: learn the oldest waiting message's age (it stays held for its batch) */
     const wal_record_t *rec;
-    if (t->win.n == 0 && t->open.count == 0 && !t->src.has_held && !r->stopping && ensure_reader(r, t) &&
-        rep__src_peek(&t->src, &rec) == 0)
-        rep__topic_publish(r, t);
+    if (idle && !r->stopping && ensure_reader(r, t))
+        (void)rep__src_peek(&t->src, &rec);
+    rep__topic_publish(r, t);
 }
 
 /* ---- stopping --------------------------------------------------------------------- */

@@ -67,6 +67,8 @@ typedef struct rep_opts {
     uint32_t register_retry_initial_ms; /* 1000: RegisterEdge backoff */
     uint32_t register_retry_max_ms; /* 60000 */
     uint32_t shutdown_grace_ms;     /* 2000: at stop, how long in-flight batches may take */
+    uint32_t stall_after_ms;        /* 30000 (health.stall_after_ms): a topic is stalled when
+                                       messages wait and no ack has moved it for this long */
     uint32_t recheck_ms;            /* 0: off. With wal.fsync interval the readable end
                                        moves without a completion; a topic with written
                                        but not yet readable data looks again this often */
@@ -193,24 +195,35 @@ typedef enum {
 typedef struct rep_topic_stats {
     rep_topic_state_t state;
     bool registered;
-    uint64_t start_offset;       /* the WAL's next offset when the replicator was made */
+    uint64_t start_offset;       /* the WAL's next offset when it was opened (wal open_offset):
+                                    offsets from here on were received by this process */
     uint64_t acked_offset;       /* the checkpoint: contiguous acks */
     uint64_t readable_end;       /* live from the WAL */
     uint64_t lag_messages;       /* readable_end - 1 - acked_offset */
+    uint64_t lag_bytes;          /* bytes on disk of the records after acked_offset: those read and
+                                    not yet acked (counted as read) plus the log past the reader
+                                    (wal_topic_bytes_after); 0 before the reader first opened */
     uint64_t oldest_unacked_ms;  /* publish_time of the oldest message read and not acked; 0: none */
     uint32_t batches_in_flight;  /* built and not acked (sent or waiting to be sent) */
     uint64_t batches_sent;       /* SEND_MESSAGEs started, resends included */
     uint64_t batches_resent;
     uint64_t batches_acked;
     uint64_t messages_acked;     /* acknowledged since start */
-    uint64_t messages_acked_new; /* of those, offsets >= start_offset (received since start) */
+    uint64_t messages_acked_new; /* of those, offsets >= start_offset (received since start) and
+                                    still in the log when acked (see messages_acked_dropped) */
+    uint64_t messages_acked_dropped; /* offsets >= start_offset acknowledged after a disk bound had
+                                    deleted them while their batch was in flight: the WAL counted
+                                    them as dropped (wal_checkpoint_floor), so not in _new */
     uint64_t messages_replayed;  /* sent with tributary.replayed=true (first sends) */
     uint64_t gaps;               /* WAL_GAPs met (records deleted before being read) */
     uint64_t attributes_skipped; /* attributes left out: not UTF-8 (a proto3 string must be) */
     uint64_t retries[REP_RETRY__COUNT];
     uint64_t stream_resets;      /* streams that ended while open */
     uint64_t last_ack_ms;        /* wall clock; 0: never */
-    bool stalled;                /* unacked data and no ack within ack_timeout_ms */
+    bool stalled;                /* messages waiting, and for stall_after_ms no ack has moved
+                                    acked_offset (counted from when they began to wait) */
+    uint64_t no_progress_ms;     /* messages waiting: since acked_offset last moved, or since they
+                                    began to wait if later; 0 when none wait */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {

@@ -271,6 +271,14 @@ uint64_t wal_reader_offset(const wal_reader_t *r)
     return r->next;
 }
 
+void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out)
+{
+    out->offset = r->next;
+    out->exact = r->fd >= 0;
+    out->seg_base = out->exact ? r->seg_base : 0;
+    out->byte = out->exact ? r->buf_fpos + r->off : 0;
+}
+
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from, uint64_t *to)
 {
     if (from)

@@ -341,6 +341,10 @@ int wal__topic_recover(wal_topic_t *t)
     atomic_store(&t->quarantined, m.quarantined);
     atomic_store(&t->next_pub, next);
     atomic_store_explicit(&t->readable_end, next, memory_order_release);
+    pthread_mutex_lock(&t->acct_mu);
+    if (t->open_next == 0)
+        t->open_next = next; /* the first recovery of this process: where its writes start */
+    pthread_mutex_unlock(&t->acct_mu);
     rc = 0;
 out_segs:
     free(segs);

@@ -32,16 +32,33 @@ static uint64_t unacked(uint64_t from, uint64_t to, uint64_t ck)
     return to > lo ? to - lo : 0;
 }
 
-/* Deletes t's n oldest segments (n < nsegs: never the active one). */
-static int delete_oldest(wal_topic_t *t, size_t n)
+/*
+ * Deletes t's n oldest segments (n < nsegs: never the active one). bound:
+ * for a disk bound (not the checkpoint). The drop decision (which offsets
+ * are above the checkpoint) is taken under acct_mu, where
+ * wal_checkpoint_floor moves the checkpoint, and the offsets it condemns
+ * are published at once (drop_floor, dropped_open): an ack that comes in
+ * while the meta file is being written already knows they were counted.
+ * If that write fails the decision stands (nothing is unlinked; the retry
+ * counts only offsets above drop_floor again for dropped_open).
+ */
+static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
 {
     wal_t *w = t->w;
     const wal_io_t *io = w->io;
-    uint64_t ck = atomic_load(&t->ck_req);
     wal_meta_t m = t->meta;
     uint64_t dropped = 0;
-    for (size_t i = 0; i < n; i++)
+    pthread_mutex_lock(&t->acct_mu);
+    uint64_t ck = atomic_load(&t->ck_req);
+    for (size_t i = 0; i < n; i++) {
         dropped += unacked(t->segs[i].base, t->segs[i + 1].base, ck);
+        uint64_t from = TB_MAX(TB_MAX(t->segs[i].base, t->open_next), t->drop_floor);
+        if (t->open_next)
+            t->dropped_open += unacked(from, t->segs[i + 1].base, ck);
+    }
+    if (bound && dropped > 0)
+        t->drop_floor = TB_MAX(t->drop_floor, t->segs[n].base);
+    pthread_mutex_unlock(&t->acct_mu);
     m.dropped += dropped;
     m.floor = TB_MAX(m.floor, t->segs[n].base);
     m.checkpoint = TB_MAX(m.checkpoint, ck);
@@ -93,7 +110,7 @@ int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need)
 {
     int rc;
     while (t->bytes + need > w->o.max_topic_bytes && t->nsegs > 1)
-        if ((rc = delete_oldest(t, 1)) < 0)
+        if ((rc = delete_oldest(t, 1, true)) < 0)
             return rc;
     if (t->bytes + need > w->o.max_topic_bytes)
         return TB_EFULL;
@@ -101,7 +118,7 @@ int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need)
         wal_topic_t *v = oldest_sealed(w);
         if (!v)
             return TB_EFULL;
-        if ((rc = delete_oldest(v, 1)) < 0)
+        if ((rc = delete_oldest(v, 1, true)) < 0)
             return rc;
     }
     return 0;
@@ -122,7 +139,7 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
         n++;
     int rc;
     if (n > 0) {
-        rc = delete_oldest(t, n);
+        rc = delete_oldest(t, n, false);
     } else {
         wal_meta_t m = t->meta;
         m.checkpoint = ck;
@@ -141,7 +158,12 @@ int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint
     int rc = io->rename(io->ctx, from, to);
     if (rc == 0)
         rc = io->fsync_dir(io->ctx, t->dir);
-    uint64_t lost = unacked(TB_MAX(first_bad, base), next_base, atomic_load(&t->ck_req));
+    pthread_mutex_lock(&t->acct_mu);
+    uint64_t ck = atomic_load(&t->ck_req);
+    uint64_t lost = unacked(TB_MAX(first_bad, base), next_base, ck);
+    if (rc == 0 && t->open_next) /* at run time (not in the first recovery): this process's share */
+        t->dropped_open += unacked(TB_MAX(TB_MAX(first_bad, base), t->open_next), next_base, ck);
+    pthread_mutex_unlock(&t->acct_mu);
     if (rc == 0) {
         m->quarantined++;
         m->dropped += lost;

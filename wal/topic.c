@@ -123,6 +123,7 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     t->name = tb_strdup(name);
     t->dir = tb_strdup(dir);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->acct_mu, NULL);
     t->fd = -1;
     t->meta.floor = 1;
     t->next = 1;
@@ -152,6 +153,7 @@ void wal__topic_free(wal_topic_t *t)
     if (t->fd >= 0)
         t->w->io->close(t->w->io->ctx, t->fd);
     pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->acct_mu);
     pthread_mutex_destroy(&t->drop_rl.mu);
     pthread_mutex_destroy(&t->retry_rl.mu);
     free(t->segs);
@@ -255,17 +257,25 @@ void wal_topic_retry(wal_topic_t *t)
 
 int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset)
 {
+    return wal_checkpoint_floor(t, acked_offset, NULL);
+}
+
+int wal_checkpoint_floor(wal_topic_t *t, uint64_t acked_offset, uint64_t *drop_floor)
+{
+    if (drop_floor)
+        *drop_floor = 0;
     if (acked_offset >= wal_topic_readable_end(t))
         return TB_EINVALID;
-    uint64_t cur = atomic_load(&t->ck_req);
-    while (acked_offset > cur) {
-        if (atomic_compare_exchange_weak(&t->ck_req, &cur, acked_offset)) {
-            /* wake the writer only when it does not know yet: acks come often */
-            if (!atomic_exchange(&t->ck_pending, true))
-                wal__kick(t->w);
-            break;
-        }
-    }
+    pthread_mutex_lock(&t->acct_mu);
+    bool moved = acked_offset > atomic_load(&t->ck_req);
+    if (moved)
+        atomic_store(&t->ck_req, acked_offset);
+    if (drop_floor)
+        *drop_floor = t->drop_floor;
+    pthread_mutex_unlock(&t->acct_mu);
+    /* wake the writer only when it does not know yet: acks come often */
+    if (moved && !atomic_exchange(&t->ck_pending, true))
+        wal__kick(t->w);
     return 0;
 }
 
@@ -289,4 +299,33 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     out->write_errors = atomic_load(&t->write_errors);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);
+    pthread_mutex_lock(&t->acct_mu);
+    out->open_offset = t->open_next;
+    out->dropped_since_open = t->dropped_open;
+    out->drop_floor = t->drop_floor;
+    pthread_mutex_unlock(&t->acct_mu);
+}
+
+uint64_t wal_topic_bytes_after(wal_topic_t *t, const wal_pos_t *pos)
+{
+    uint64_t total = 0;
+    pthread_mutex_lock(&t->mu);
+    size_t i = 0;
+    if (t->nsegs > 0) {
+        /* the segment holding the position: the last one whose base is at or below it */
+        uint64_t key = pos->exact ? pos->seg_base : pos->offset;
+        size_t k = t->nsegs;
+        while (k > 0 && t->segs[k - 1].base > key)
+            k--;
+        bool here = k > 0 && (!pos->exact || t->segs[k - 1].base == pos->seg_base);
+        i = k > 0 ? k - 1 : 0;
+        if (k > 0 && !here)
+            i = k; /* its segment is gone: what follows it */
+        for (size_t j = i; j < t->nsegs; j++)
+            total += t->segs[j].bytes;
+        if (here && pos->exact)
+            total -= TB_MIN(pos->byte, t->segs[i].bytes);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return total;
 }

@@ -235,6 +235,17 @@ uint64_t wal_topic_readable_end(const wal_topic_t *t);
  * acked_offset is at or past the readable end.
  */
 int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset);
+/*
+ * As wal_checkpoint, and tells, decided under one lock with the move, below
+ * which offset a disk bound has deleted records since the log was opened
+ * (*drop_floor; 0 when it deleted nothing unacknowledged). A record being
+ * acknowledged now whose offset is below it was counted in dropped_total
+ * when it was deleted (its batch was in flight then): the caller must not
+ * count it as replicated as well. So every offset ends up either dropped or
+ * acknowledged while stored, never both, and the accounting invariant
+ * (docs/OPERATIONS.md) can be exact. drop_floor may be NULL.
+ */
+int wal_checkpoint_floor(wal_topic_t *t, uint64_t acked_offset, uint64_t *drop_floor /* OUT */);
 /* The checkpoint (0: nothing acknowledged yet). After a restart: what was
  * persisted. Replication resumes at wal_topic_checkpoint(t) + 1. */
 uint64_t wal_topic_checkpoint(const wal_topic_t *t);
@@ -252,9 +263,38 @@ typedef struct wal_topic_stats {
     uint64_t write_errors;    /* failed writes and syncs since open */
     wal_topic_state_t state;
     int last_error;
+    /* This process's share, for the gateway's accounting invariant. Read
+     * under the lock wal_checkpoint_floor takes, so they agree with it. */
+    uint64_t open_offset;        /* next_offset when the log was opened: offsets at or
+                                    above it were written by this process */
+    uint64_t dropped_since_open; /* of dropped_total: records at or above open_offset */
+    uint64_t drop_floor;         /* offsets below it were deleted by a bound since open (0: none) */
 } wal_topic_stats_t;
 
 void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out /* OUT */);
+
+/*
+ * A place in a topic's log: the offset a reader looks for next and, when
+ * `exact`, the byte where that record starts in segment seg_base (a reader
+ * that has the segment open knows it; one that has not read yet, or just
+ * jumped a gap, does not). See wal_reader_pos.
+ */
+typedef struct wal_pos {
+    uint64_t offset;
+    uint64_t seg_base;
+    uint64_t byte;
+    bool exact;
+} wal_pos_t;
+
+/*
+ * Bytes of the topic's log on disk from pos to its end (any thread; one
+ * walk of the segment list under its lock). Exact when pos is exact; else
+ * counted from the start of the segment holding pos->offset (an
+ * over-estimate by at most the records before it in that segment). A
+ * position in a segment deleted since counts everything on disk.
+ * Segment headers are included: this is what the disk holds.
+ */
+uint64_t wal_topic_bytes_after(wal_topic_t *t, const wal_pos_t *pos);
 
 /* fdatasync durations: bucket i counts durations in [2^i, 2^(i+1)) microseconds
  * (bucket 0 also holds < 1 us; the last bucket is open-ended). Lock-free;
@@ -394,6 +434,8 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out /* OUT */);
 int wal_reader_seek(wal_reader_t *r, uint64_t offset);
 /* The offset the next wal_reader_next() looks for. */
 uint64_t wal_reader_offset(const wal_reader_t *r);
+/* Where the next record starts (for wal_topic_bytes_after). */
+void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out /* OUT */);
 /* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
 void wal_reader_close(wal_reader_t *r);

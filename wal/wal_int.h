@@ -100,6 +100,15 @@ struct wal_topic {
     _Atomic int last_error;
     _Atomic bool retry_now;
 
+    /* [L] acct_mu: the checkpoint moves (wal_checkpoint_floor, any thread)
+     * and a bound's drop decision (retention.c, writer) happen under this
+     * lock, so an offset is counted either dropped or acknowledged while
+     * stored, never both. Never held across I/O. */
+    pthread_mutex_t acct_mu;
+    uint64_t open_next;           /* next offset when the log was opened (0: not yet) */
+    uint64_t drop_floor;          /* offsets below it were deleted by a bound (0: none) */
+    uint64_t dropped_open;        /* dropped offsets >= open_next */
+
     tb_ratelimit_t drop_rl;       /* "dropping messages" at most once a minute */
     tb_ratelimit_t retry_rl;      /* "still cannot write" at most once a minute */
 };

@@ -40,6 +40,9 @@ TOPIC_FIELDS = {
     "wal_segments": "integer", "wal_oldest_offset": "integer", "wal_newest_offset": "integer",
     "acked_offset": "integer", "lag_messages": "integer", "lag_bytes": "integer",
     "oldest_unreplicated_age_seconds": "number", "stalled": "boolean", "invariant_ok": "boolean",
+    "no_progress_seconds": "number", "dropped_in_flight": "integer", "wal_dropped_total": "integer",
+    "wal_lost_total": "integer", "wal_write_errors": "integer", "batches_in_flight": "integer",
+    "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
 }
 STATS_SCHEMA = {
     "type": "object",
@@ -53,8 +56,10 @@ STATS_SCHEMA = {
         "invariant_ok": {"type": "boolean"},
         "cluster": {"type": "object", "required": ["state", "up"],
                     "properties": {"state": {"enum": ["unknown", "connecting", "connected", "unreachable"]}}},
-        "connections": {"type": "object", "required": ["mqtt", "http"],
-                        "properties": {"mqtt": {"type": "integer"}, "http": {"type": "integer", "minimum": 1}}},
+        "connections": {"type": "object", "required": ["mqtt", "http", "mqtt_accepted", "mqtt_refused", "mqtt_closed"],
+                        "properties": {"mqtt": {"type": "integer"}, "http": {"type": "integer", "minimum": 1},
+                                       "mqtt_accepted": {"type": "integer"}, "mqtt_refused": {"type": "object"},
+                                       "mqtt_closed": {"type": "object"}}},
         "process": {"type": "object",
                     "required": ["resident_memory_bytes", "cpu_seconds", "open_fds", "start_time_seconds",
                                  "disk_write_bytes", "disk_read_bytes"],

@@ -16,6 +16,7 @@ Each test runs its own mock cluster and gateway; every wait has a deadline.
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -311,6 +312,10 @@ class Tls(Case):
 
 class Discovery(Case):
     def test_connect_url_of_another_address_is_used_for_the_stream(self):
+        try:  # "another address" is the name localhost; a bare chroot may have no /etc/hosts
+            socket.getaddrinfo("localhost", 1)
+        except OSError:
+            self.skipTest("the name localhost does not resolve on this machine")
         mc = MockCluster().start()
         mc.control.lookup("connect", f"http://localhost:{mc.grpc_port}")
         self.start([mapping("a/+/tele", "/edge1/alpha")], mock=mc)

@@ -297,6 +297,33 @@ Test(http_endpoints, stats_invariant_is_false_for_the_topic_and_overall_when_one
     json_decref(doc);
 }
 
+static void reasons_on_loop(th_t *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_MAX_CONNECTIONS, 0, 4);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT, 0, 2);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_RETRIES), 1, 1 /* ack_timeout */, 6);
+}
+
+Test(http_endpoints, stats_shows_counts_by_reason_as_objects_keyed_by_reason)
+{
+    th_call(&T, reasons_on_loop, NULL);
+    json_t *doc = stats();
+    json_t *conns = json_object_get(doc, "connections");
+    json_t *refused = json_object_get(conns, "mqtt_refused");
+    cr_assert_eq(json_object_size(refused), GW_MQTT_REFUSE__COUNT);
+    cr_assert_eq(json_integer_value(json_object_get(refused, "max_connections")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(refused, "shutting_down")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(conns, "mqtt_closed"), "keepalive_timeout")), 2);
+    json_t *t1 = json_array_get(json_object_get(doc, "topics"), 1);
+    json_t *retries = json_object_get(t1, "retries");
+    cr_assert_eq(json_object_size(retries), gw_metrics_nretry_reasons);
+    cr_assert_eq(json_integer_value(json_object_get(retries, "ack_timeout")), 6);
+    cr_assert_eq(json_integer_value(json_object_get(retries, "unavailable")), 0);
+    json_decref(doc);
+}
+
 Test(http_endpoints, head_on_stats_announces_the_get_length)
 {
     int status;

@@ -48,6 +48,17 @@ Test(http_status, view_has_a_header_line_and_one_line_per_topic)
         "/e1/e          idle                0     0.0s         7         0  INVARIANT BROKEN\n");
 }
 
+Test(http_status, dropped_column_shows_what_the_log_lost_over_its_life)
+{
+    int rc;
+    const char *s = render("{\"ready\":true,\"topics\":[{\"topic\":\"/e1/t\",\"state\":\"idle\",\"queued\":0,"
+                           "\"dropped\":2,\"wal_dropped_total\":40,\"rejected\":{},"
+                           "\"oldest_unreplicated_age_seconds\":0,\"invariant_ok\":true}]}",
+                           &rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        40         0\n"), "%s", s);
+}
+
 Test(http_status, a_broken_overall_invariant_is_shouted)
 {
     int rc;

@@ -12,6 +12,7 @@
 #include "gateway/http.h"
 #include "gateway/metrics.h"
 #include "helper_promtool.h"
+#include "replicator/replicator.h"
 
 static gw_metrics_t *M;
 
@@ -82,6 +83,26 @@ Test(metrics_catalog, process_metrics_are_filled_by_collect)
     int64_t now_ms = (int64_t)tb_wall_ms();
     cr_assert(start_ms <= now_ms + 1000 && start_ms > now_ms - 3600 * 1000, "start %lld now %lld",
               (long long)start_ms, (long long)now_ms);
+}
+
+Test(metrics_catalog, retry_reasons_are_the_replicators_names)
+{
+    cr_assert_eq(gw_metrics_nretry_reasons, REP_RETRY__COUNT);
+    for (int k = 0; k < REP_RETRY__COUNT; k++)
+        cr_assert_str_eq(gw_metrics_retry_reasons[k], rep_retry_name((rep_retry_t)k));
+}
+
+Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_label)
+{
+    gw_metrics_set(F(GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_CLIENT_ID, 0, 3);
+    gw_metrics_set(F(GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_MALFORMED, 0, 1);
+    gw_buf_t b = GW_BUF_INIT;
+    gw_metrics_write_prometheus(M, &b);
+    cr_assert_not_null(strstr(gw_buf_str(&b), "tributary_mqtt_connections_refused_total{reason=\"client_id_invalid\"} 3\n"));
+    cr_assert_not_null(strstr(gw_buf_str(&b), "tributary_mqtt_connections_closed_total{reason=\"malformed\"} 1\n"));
+    char out[4096];
+    cr_assert_eq(promtool_check(gw_buf_str(&b), out, sizeof out), 0, "%s", out);
+    gw_buf_free(&b);
 }
 
 /* ---- the invariant ------------------------------------------------------ */

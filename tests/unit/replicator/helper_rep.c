@@ -19,6 +19,11 @@ static void notify(void *arg)
 
 void rt_open(rt_t *h)
 {
+    rt_open_bounded(h, 0, 0);
+}
+
+void rt_open_bounded(rt_t *h, uint64_t segment_bytes, uint64_t max_topic_bytes)
+{
     memset(h, 0, sizeof *h);
     tb_log_set_level(getenv("REP_TEST_LOG") ? TB_LOG_DEBUG : TB_LOG_OFF);
     const char *tmp = getenv("TMPDIR");
@@ -32,6 +37,10 @@ void rt_open(rt_t *h)
     char *wdir = tb_asprintf("%s/wal", h->dir);
     o.dir = wdir;
     o.fsync = WAL_FSYNC_NEVER;
+    if (segment_bytes)
+        o.segment_bytes = segment_bytes;
+    if (max_topic_bytes)
+        o.max_topic_bytes = max_topic_bytes;
     o.notify = notify;
     o.notify_arg = h;
     cr_assert_eq(wal_open(&o, &h->w), 0);

@@ -28,6 +28,8 @@ typedef struct rt {
 
 /* A WAL under a fresh temp dir with topic RT_TOPIC; enc with batch_size 100, 1 MiB, 2 s window. */
 void rt_open(rt_t *h);
+/* The same with a small log (0: the default), so the bound deletes what a reader has not read. */
+void rt_open_bounded(rt_t *h, uint64_t segment_bytes, uint64_t max_topic_bytes);
 void rt_close(rt_t *h);
 
 typedef struct rt_msg {

@@ -1,13 +1,16 @@
 /*
  * test_fill.c: how records become batches: closed at batch_size messages
  * or before max_batch_bytes, a record that did not fit leads the next
- * batch, a record larger than the bound goes alone, and over a whole log
- * every offset is sent once, in order.
+ * batch, a record larger than the bound goes alone, a gap (records the
+ * bound deleted before they were read) ends a batch so that every batch is
+ * one contiguous range, and over a whole log every offset is sent once, in
+ * order.
  */
 #include <criterion/criterion.h>
 #include <string.h>
 
 #include "helper_rep.h"
+#include "wal/wal_format.h"
 
 /* Drains the log into batches; returns how many, with counts and sizes. */
 static size_t drain(rt_t *h, uint32_t *counts, size_t *sizes, uint64_t *offsets, size_t max_batches)
@@ -163,6 +166,55 @@ Test(fill, count_new_counts_only_offsets_received_since_start)
     rep__open_t o = { 0 };
     cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
     cr_assert_eq(o.count_new, 3);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, a_gap_closes_the_batch_so_each_batch_is_one_contiguous_range)
+{
+    rt_t h;
+    rt_open_bounded(&h, 4096, 16384);
+    rt_append_n(&h, 5, 100);
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    cr_assert_eq(o.count, 5, "the reader now holds the first segment open");
+    for (int i = 0; i < 40; i++)
+        rt_append_n(&h, 5, 100); /* the bound deletes the oldest segments, the reader's among them */
+    wal_topic_stats_t st;
+    wal_topic_stats(h.t, &st);
+    cr_assert_gt(st.dropped_total, 0);
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 1, "the gap closes the batch");
+    cr_assert_lt(o.count, 100, "closed before batch_size");
+    cr_assert_eq(o.last - o.first + 1, o.count, "contiguous: %u messages from %llu to %llu", o.count,
+                 (unsigned long long)o.first, (unsigned long long)o.last);
+    uint64_t last = o.last;
+    rep__batch_t b = { 0 };
+    rep__open_finish(&o, &b);
+    free(b.buf);
+    cr_assert_eq(s.gaps, 1);
+    rep__fill(&o, &h.enc, &s, tb_wall_ms());
+    cr_assert_gt(o.first, last + 1, "the next batch starts after the gap");
+    cr_assert_eq(o.last - o.first + 1, o.count);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, a_batch_knows_the_bytes_its_records_take_on_disk)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 7, 50);
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    wal_topic_stats_t st;
+    wal_topic_stats(h.t, &st);
+    cr_assert_eq(o.raw_bytes + WAL_SEG_HDR_SIZE, st.bytes, "the records and the header are the whole segment");
     rep__open_free(&o);
     rep__src_free(&s);
     rt_close(&h);
