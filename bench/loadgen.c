@@ -240,17 +240,31 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* wait for every CONNACK before the clock starts */
+    /* wait for every CONNACK before the clock starts; poll(), not
+     * mosquitto_loop(), whose select() cannot watch descriptors past
+     * FD_SETSIZE (1024): with 1,000 connections some are */
+    struct pollfd *cpfd = calloc((size_t)g_conns, sizeof *cpfd);
     for (double deadline = now_s() + 30;;) {
         int ok = 0;
         for (int i = 0; i < g_conns; i++) {
-            mosquitto_loop(conns[i].m, 0, 1);
+            cpfd[i].fd = conns[i].connected ? -1 : mosquitto_socket(conns[i].m);
+            cpfd[i].events = POLLIN | (mosquitto_want_write(conns[i].m) ? POLLOUT : 0);
+            cpfd[i].revents = 0;
             ok += conns[i].connected;
         }
         if (ok == g_conns) break;
         if (now_s() > deadline) { fprintf(stderr, "loadgen: connections not accepted in 30 s\n"); return 1; }
-        usleep(1000);
+        poll(cpfd, (nfds_t)g_conns, 10);
+        for (int i = 0; i < g_conns; i++) {
+            if (cpfd[i].fd < 0)
+                continue;
+            if (cpfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                mosquitto_loop_read(conns[i].m, 1);
+            if (cpfd[i].revents & POLLOUT)
+                mosquitto_loop_write(conns[i].m, 1);
+        }
     }
+    free(cpfd);
     g_t0 = now_s();
     pthread_t *th = calloc((size_t)g_threads, sizeof *th);
     worker_t *ws = calloc((size_t)g_threads, sizeof *ws);

@@ -6,7 +6,9 @@
 #   ./scripts/dev.sh test   install what is missing, build (normal, sanitizer,
 #                           fuzz) and run the whole test suite
 #
-# Steps: deps | build | build-asan | build-fuzz | unit | fuzz-short | bench
+# Steps: deps | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward
+#   bench [storeforward|compare|all]: the long benchmarks (bench/run.sh)
+#   storeforward: only the long store-and-forward scenarios (bench/run.sh storeforward)
 # Environment: JOBS (default: nproc), FUZZ_SECONDS (default 15 per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,5 +101,6 @@ case "${1:-}" in
     unit) deps; build; run_ctest build -L unit ;;
     fuzz-short) deps; build_fuzz; fuzz_short ;;
     bench) deps; build; exec bench/run.sh "${@:2}" ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    storeforward) deps; build; exec bench/run.sh storeforward ;;
+    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -19,7 +19,12 @@
  * reader looks the next offset up again in the topic's segment list. If
  * that offset is gone (a bound deleted it, or a segment was quarantined) it
  * jumps to the oldest offset that exists and returns WAL_GAP once, with the
- * range. A record that fails its CRC below the readable end in a sealed
+ * range. Records a bound deleted and counted as dropped are never returned,
+ * even from the segment the reader still has open (the topic's read_floor,
+ * checked before every record): a record delivered and also counted would
+ * make dropped_total overstate the loss and the topic's queued count go
+ * below zero. A retention delete (everything in it acknowledged) keeps
+ * the open segment readable. A record that fails its CRC below the readable end in a sealed
  * segment is corruption: the reader asks the writer to quarantine the
  * segment and skips to the next one (WAL_GAP). In the active segment it
  * returns TB_ECORRUPT.
@@ -192,6 +197,9 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
         uint64_t end = wal_topic_readable_end(r->t);
         if (r->next >= end)
             return WAL_END;
+        uint64_t floor = atomic_load_explicit(&r->t->read_floor, memory_order_acquire);
+        if (r->next < floor)
+            return gap(r, r->next, floor);
         if (r->fd < 0) {
             int rc = locate(r, r->next);
             if (rc != 0)

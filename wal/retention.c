@@ -65,6 +65,10 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     int rc = wal__meta_write(t, &m);
     if (rc < 0)
         return rc;
+    /* counted: from now on no reader may return those records, not even one
+     * that still has the segment open (it would be delivered and counted) */
+    if (dropped > 0)
+        atomic_store_explicit(&t->read_floor, t->segs[n].base, memory_order_release);
     uint64_t freed = 0;
     for (size_t i = 0; i < n; i++) {
         char *p = wal__seg_path(t, t->segs[i].base, NULL);

@@ -92,6 +92,7 @@ struct wal_topic {
     _Atomic bool ck_pending;      /* ck_req moved since the writer last looked */
     _Atomic uint64_t next_pub;    /* copy of next for stats */
     _Atomic uint64_t dropped;
+    _Atomic uint64_t read_floor;  /* a bound deleted and counted (persisted) everything below: readers skip it */
     _Atomic uint64_t lost;
     _Atomic uint64_t quarantined;
     _Atomic uint64_t write_errors;

@@ -136,6 +136,41 @@ Test(reader, jumps_forward_and_reports_the_gap_after_a_bound_dropped_its_records
     wal_reader_close(r);
 }
 
+/* Found by tests/storeforward: a reader that had the oldest segment open
+ * when the bound deleted it kept returning its records from the open file,
+ * so the cluster received messages that dropped_total also counted (and
+ * /stats showed queued < 0). What the bound counted must not be returned. */
+Test(reader, does_not_return_records_a_bound_dropped_from_the_segment_it_has_open)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 2, &seq);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    expect(r, 1, 0); /* the first segment is now open in the reader */
+    fill(t, 30, &seq);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_gt(st.dropped_total, 0, "the bound must have dropped records for this test to mean anything");
+    wal_record_t rec;
+    int rc;
+    uint64_t returned_below = 0;
+    while ((rc = wal_reader_next(r, &rec)) == 0)
+        returned_below++;
+    cr_assert_eq(rc, WAL_GAP);
+    uint64_t from, to;
+    wal_reader_gap(r, &from, &to);
+    cr_assert_eq(to, st.oldest_offset);
+    /* offsets 2 .. oldest-1 were counted as dropped (nothing was acknowledged) */
+    cr_assert_eq(st.dropped_total, st.oldest_offset - 1);
+    cr_assert_eq(returned_below, 0, "%llu dropped records were returned anyway", (unsigned long long)returned_below);
+    cr_assert_eq(from, 2);
+    expect(r, st.oldest_offset, st.oldest_offset - 1);
+    wal_reader_close(r);
+}
+
 typedef struct {
     wal_topic_t *t;
     uint64_t want;

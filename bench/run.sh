@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench/run.sh: the long benchmarks, the ones too slow for the test suite.
+#
+#   bench/run.sh [storeforward | compare | all] [--build DIR]   (default: all)
+#   ./scripts/dev.sh bench [...]   builds first, then runs this
+#
+#   storeforward  the acceptance scenarios of tests/storeforward/run.sh,
+#                 each about 6 minutes: 20 devices x 100 readings/s, QoS 1,
+#                 a 5-minute cluster outage, 10 gateway SIGKILLs (7 spread
+#                 across the outage, 3 landed in the replay), fsync always;
+#                   always   disk bound far above the outage: nothing
+#                            acknowledged may be missing
+#                   bounded  max_topic_bytes 16 MiB, below the outage's
+#                            ~45 MiB per topic: every loss counted in
+#                            dropped_total, and the oldest
+#                 Reports go to build/bench/storeforward-<name>.{txt,json},
+#                 with the timeline (.events.jsonl) and the gateway's log.
+#   compare       bench/compare (Tributary beside Mosquitto 2, ~25 minutes);
+#                 table in build/bench/compare.md
+#
+# Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
+# shorten or lengthen the scenarios, SF_ONLY=always|bounded runs one of them;
+# COMPARE_ARGS is passed to bench/compare.
+# Nothing here passes or fails on time: the scenarios fail only on what the
+# judge counts (missing, uncounted, out of order).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build
+WHAT=all
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --build) BUILD=$2; shift 2 ;;
+        storeforward|compare|all) WHAT=$1; shift ;;
+        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    esac
+done
+for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink; do
+    [[ -x $BUILD/$b ]] || { echo "bench/run.sh: $BUILD/$b not built (./scripts/dev.sh build)" >&2; exit 2; }
+done
+mkdir -p "$BUILD/bench"
+
+scenario() { # name knobs...
+    local name=$1; shift
+    local out; out=$(mktemp -d /tmp/sf-long-"$name".XXXXXX)
+    echo "== storeforward $name (output in $out)" >&2
+    local rc=0
+    tests/storeforward/run.sh --build "$BUILD" --out "$out" \
+        DEVICES=20 RATE=100 QOS=1 TOPICS=2 WARMUP=10 AFTER=10 RESTART_DELAY=1 FSYNC=always \
+        OUTAGE_SECS="${SF_OUTAGE_SECS:-300}" KILLS_OUTAGE="${SF_KILLS_OUTAGE:-7}" \
+        KILLS_REPLAY="${SF_KILLS_REPLAY:-3}" REPLAY_KILL_AFTER_MS=300 DRAIN_TIMEOUT=300 LOG_LEVEL=warn "$@" \
+        > "$BUILD/bench/storeforward-$name.txt" 2> "$out/run.log" || rc=$?
+    cat "$BUILD/bench/storeforward-$name.txt"
+    cp "$out/report.json" "$BUILD/bench/storeforward-$name.json" 2>/dev/null || true
+    cp "$out/events.jsonl" "$BUILD/bench/storeforward-$name.events.jsonl" 2>/dev/null || true
+    cp "$out/gateway.log" "$BUILD/bench/storeforward-$name.gateway.log" 2>/dev/null || true
+    if [[ $rc -eq 0 ]]; then rm -rf "$out"; else echo "storeforward $name failed ($rc): kept $out" >&2; fi
+    return $rc
+}
+
+rc=0
+if [[ $WHAT == storeforward || $WHAT == all ]]; then
+    if [[ ${SF_ONLY:-always} == always || -z ${SF_ONLY:-} ]]; then
+        scenario always OUTAGE=refused || rc=1
+    fi
+    if [[ ${SF_ONLY:-bounded} == bounded ]]; then
+        scenario bounded OUTAGE=silent SEGMENT_BYTES=1MiB MAX_TOPIC_BYTES=16MiB MAX_TOTAL_BYTES=64MiB BOUNDED=1 || rc=1
+    fi
+fi
+if [[ $WHAT == compare || $WHAT == all ]]; then
+    # shellcheck disable=SC2086
+    /usr/bin/python3 bench/compare --build "$BUILD" ${COMPARE_ARGS:-} || rc=1
+fi
+exit $rc

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# run.sh: one store-and-forward scenario against the real gateway, judged.
+#
+#   tests/storeforward/run.sh [--build DIR] [--out DIR] [KNOB=VALUE ...]
+#
+# Starts the mock Danube cluster (jsonl store: what the cluster received),
+# the real `tributary run`, and DEVICES simulated devices (bench/devices.c:
+# real MQTT clients, a counter each, an ack log each), then plays a
+# timeline: warm-up, an outage of the cluster, SIGKILLs of the gateway
+# spread across the outage and landed in the middle of the replay, the
+# drain, a little steady load, and a clean stop. judge.py then reads the
+# cluster's store, the devices' ack logs and `tributary wal check`, prints
+# the report and exits non-zero if anything acknowledged is missing and
+# uncounted, or a device's readings arrived out of order.
+#
+# Why bash: the timeline is a list of process starts, signals and control
+# calls, which is what a shell says shortest; everything that counts is in
+# judge.py. The sleeps here ARE the scenario (how long a warm-up or an
+# outage lasts); every wait for a state (a port open, a drain finished,
+# devices connected) polls that state under a deadline.
+#
+# Knobs (environment or KNOB=VALUE arguments; defaults are a short run):
+#   DEVICES=4 RATE=50 QOS=1 SIZE=100 WINDOW=20 TOPICS=2  the devices
+#   WARMUP=2            seconds of load before the outage
+#   OUTAGE=refused      refused | silent | killed (mock cluster SIGKILLed,
+#                       restarted on the same port) | none
+#   OUTAGE_SECS=4       length of the outage
+#   KILLS_OUTAGE=1      gateway SIGKILLs spread evenly across the outage
+#   KILL_TIMES=""       or the moments of those kills, in seconds from the
+#                       outage's start, comma-separated (e.g. 0.5,30,299)
+#   KILLS_REPLAY=1      gateway SIGKILLs during the replay: each waits for
+#                       the cluster to be receiving the backlog, then lands
+#                       REPLAY_KILL_AFTER_MS later (if the backlog drained
+#                       first, the kill is skipped and the report says so)
+#   REPLAY_KILL_AFTER_MS=200
+#   RESTART_DELAY=0.5   seconds between a SIGKILL and the restart
+#   FSYNC=always        wal.fsync; FSYNC_INTERVAL_MS=1000
+#   SEGMENT_BYTES=16MiB MAX_TOPIC_BYTES=1GiB MAX_TOTAL_BYTES=4GiB  disk bound
+#   BOUNDED=0           1: the run is meant to overflow the bound (the judge
+#                       then requires every missing reading counted as dropped
+#                       and the drops to be the oldest; 0: requires no drops)
+#   RETRY_MAX_MS=30000  replicator.retry_max_ms (the product default)
+#   MOCK_ACK_DELAY_MS=0 the mock cluster holds each ack this long (a slower
+#                       replay, so a short run's replay kill lands mid-replay)
+#   AFTER=2             seconds of steady load after the drain
+#   DRAIN_TIMEOUT=120   seconds allowed for the backlog to drain
+#   LOG_LEVEL=info
+# Output: OUT (default a fresh /tmp/sf-run.XXXX) holds every log, the store,
+# the ack logs, events.jsonl (the timeline as it happened) and report.json.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${TRIB_BUILD_DIR:-$ROOT/build}
+OUT=""
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --build) BUILD=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        *=*) export "${1?}"; shift ;;
+        *) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    esac
+done
+: "${DEVICES:=4}" "${RATE:=50}" "${QOS:=1}" "${SIZE:=100}" "${WINDOW:=20}" "${TOPICS:=2}"
+: "${WARMUP:=2}" "${OUTAGE:=refused}" "${OUTAGE_SECS:=4}" "${KILLS_OUTAGE:=1}" "${KILLS_REPLAY:=1}"
+: "${REPLAY_KILL_AFTER_MS:=200}" "${RESTART_DELAY:=0.5}" "${FSYNC:=always}" "${FSYNC_INTERVAL_MS:=1000}"
+: "${SEGMENT_BYTES:=16MiB}" "${MAX_TOPIC_BYTES:=1GiB}" "${MAX_TOTAL_BYTES:=4GiB}" "${BOUNDED:=0}"
+: "${RETRY_MAX_MS:=30000}" "${MOCK_ACK_DELAY_MS:=0}" "${AFTER:=2}" "${DRAIN_TIMEOUT:=120}" "${LOG_LEVEL:=info}" "${KILL_TIMES:=}"
+case $OUTAGE in refused|silent|killed|none) ;; *) echo "run.sh: OUTAGE must be refused|silent|killed|none" >&2; exit 2 ;; esac
+
+TRIB=${TRIBUTARY_BIN:-$BUILD/tributary}
+MOCK=$BUILD/tributary-mock-cluster
+DEVBIN=$BUILD/bench/devices
+for b in "$TRIB" "$MOCK" "$DEVBIN"; do
+    [[ -x $b ]] || { echo "run.sh: $b not built (cmake --build $BUILD)" >&2; exit 2; }
+done
+[[ -n $OUT ]] || OUT=$(mktemp -d /tmp/sf-run.XXXXXX)
+mkdir -p "$OUT/devices"
+EVENTS=$OUT/events.jsonl
+: > "$EVENTS"
+GW_PID="" MOCK_PID="" DEV_PID=""
+
+cleanup() {
+    local p
+    for p in $DEV_PID $GW_PID $MOCK_PID; do kill -9 "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+now_ms() { date +%s%3N; }
+event() { # what [extra json fields]
+    printf '{"at_ms":%s,"event":"%s"%s}\n' "$(now_ms)" "$1" "${2:+,$2}" >> "$EVENTS"
+    printf '[%s] %s %s\n' "$(date +%T.%3N)" "$1" "${2:-}" >&2
+}
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+until_true() { # timeout_s what command...: polls the command every 20 ms until it succeeds
+    local timeout=$1 what=$2; shift 2
+    local deadline=$(( $(now_ms) + ${timeout%.*} * 1000 ))
+    until "$@"; do
+        if (( $(now_ms) > deadline )); then echo "run.sh: timed out after ${timeout}s waiting for $what" >&2; return 1; fi
+        sleep 0.02
+    done
+}
+port_open() { (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+stats() { curl -sf --max-time 2 "http://127.0.0.1:$HTTP_PORT/stats"; }
+mock_stats() { curl -sf --max-time 2 "http://127.0.0.1:$CTL_PORT/stats"; }
+lag() { stats | jq '[.topics[].lag_messages] | add'; }
+mock_stored() { mock_stats | jq '.totals.stored'; }
+devices_connected() { [[ $(stats | jq '.connections.mqtt' 2>/dev/null) == "$DEVICES" ]]; }
+caught_up() { # the backlog is gone: nothing waits longer than a second (live readings keep coming)
+    local s; s=$(stats) || return 1
+    [[ $(jq '[.topics[] | (.oldest_unreplicated_age_seconds // 0) | select(. > 1)] | length' <<<"$s") == 0 ]]
+}
+drained() { # the cluster has everything the log holds (once the devices have stopped)
+    local s; s=$(stats) || return 1
+    [[ $(jq '[.topics[] | .lag_messages] | add' <<<"$s") == 0 && $(jq -r '.cluster.state' <<<"$s") == connected ]]
+}
+
+GRPC_PORT=$(free_port) CTL_PORT=$(free_port) MQTT_PORT=$(free_port) HTTP_PORT=$(free_port)
+
+# ---- the gateway's configuration ---------------------------------------------
+{
+    echo "edge: {edge_name: sf, cluster_url: \"http://127.0.0.1:$GRPC_PORT\", heartbeat_interval_ms: 1000}"
+    echo "replicator: {batch_timeout_ms: 10, retry_max_ms: $RETRY_MAX_MS}"
+    echo "mqtt:"
+    echo "  listener: \"127.0.0.1:$MQTT_PORT\""
+    echo "  topic_mappings:"
+    for ((t = 0; t < TOPICS; t++)); do
+        echo "    - {mqtt_pattern: \"sf/t$t/+\", danube_topic: /sf/t$t, extract_attributes: {device: \"\$1\"}}"
+    done
+    echo "wal: {dir: $OUT/wal, fsync: $FSYNC, fsync_interval_ms: $FSYNC_INTERVAL_MS, segment_bytes: $SEGMENT_BYTES,"
+    echo "      max_topic_bytes: $MAX_TOPIC_BYTES, max_total_bytes: $MAX_TOTAL_BYTES}"
+    echo "http: {listener: \"127.0.0.1:$HTTP_PORT\"}"
+    echo "log: {level: $LOG_LEVEL}"
+} > "$OUT/edge.yaml"
+
+start_mock() {
+    "$MOCK" --port "$GRPC_PORT" --control "$CTL_PORT" --store "$OUT/store.jsonl" --ack-delay-ms "$MOCK_ACK_DELAY_MS" \
+        > "$OUT/mock.stdout" 2>> "$OUT/mock.log" &
+    MOCK_PID=$!
+    until_true 30 "the mock cluster's control port" port_open "$CTL_PORT"
+    event mock_started "\"pid\":$MOCK_PID"
+}
+start_gateway() {
+    "$TRIB" run -c "$OUT/edge.yaml" >> "$OUT/gateway.log" 2>&1 &
+    GW_PID=$!
+    until_true 30 "the gateway's HTTP port" port_open "$HTTP_PORT"
+    event gateway_started "\"pid\":$GW_PID"
+}
+kill_gateway() { # where
+    local l; l=$(lag 2>/dev/null || echo null)
+    kill -9 "$GW_PID"
+    wait "$GW_PID" 2>/dev/null || true
+    event gateway_killed "\"phase\":\"$1\",\"lag_at_kill\":${l:-null}"
+    sleep "$RESTART_DELAY"
+    start_gateway
+}
+sleep_until_ms() { local d=$(( $1 - $(now_ms) )); (( d > 0 )) && sleep "$(awk -v d="$d" 'BEGIN { print d / 1000 }')" || true; }
+
+# ---- the timeline ------------------------------------------------------------
+event scenario "\"devices\":$DEVICES,\"rate\":$RATE,\"qos\":$QOS,\"size\":$SIZE,\"topics\":$TOPICS,\"outage\":\"$OUTAGE\",\"outage_secs\":$OUTAGE_SECS,\"kills_outage\":$KILLS_OUTAGE,\"kill_times\":\"$KILL_TIMES\",\"kills_replay\":$KILLS_REPLAY,\"fsync\":\"$FSYNC\",\"max_topic_bytes\":\"$MAX_TOPIC_BYTES\",\"max_total_bytes\":\"$MAX_TOTAL_BYTES\",\"segment_bytes\":\"$SEGMENT_BYTES\",\"bounded\":$BOUNDED"
+start_mock
+start_gateway
+"$DEVBIN" -p "$MQTT_PORT" -o "$OUT/devices" -d "$DEVICES" -r "$RATE" -q "$QOS" -s "$SIZE" -w "$WINDOW" -T "$TOPICS" \
+    -g 60 > "$OUT/devices.log" 2>&1 &
+DEV_PID=$!
+until_true 30 "$DEVICES devices connected" devices_connected
+event devices_connected
+sleep "$WARMUP"
+
+if [[ $OUTAGE != none ]]; then
+    T0=$(now_ms)
+    case $OUTAGE in
+        refused) curl -sf -XPOST "http://127.0.0.1:$CTL_PORT/fault" -d '{"mode":"refuse"}' > /dev/null ;;
+        silent) curl -sf -XPOST "http://127.0.0.1:$CTL_PORT/fault" -d '{"mode":"silent"}' > /dev/null ;;
+        killed) kill -9 "$MOCK_PID"; wait "$MOCK_PID" 2>/dev/null || true ;;
+    esac
+    event outage_start "\"kind\":\"$OUTAGE\""
+    if [[ -n $KILL_TIMES ]]; then
+        kill_at=$(tr ',' '\n' <<<"$KILL_TIMES" | awk -v t0="$T0" '{ printf "%d\n", t0 + $1 * 1000 }')
+    else
+        kill_at=$(for ((k = 1; k <= KILLS_OUTAGE; k++)); do echo $(( T0 + OUTAGE_SECS * 1000 * k / (KILLS_OUTAGE + 1) )); done)
+    fi
+    for at in $kill_at; do
+        sleep_until_ms "$at"
+        kill_gateway outage
+    done
+    sleep_until_ms $(( T0 + OUTAGE_SECS * 1000 ))
+    case $OUTAGE in
+        refused|silent) curl -sf -XPOST "http://127.0.0.1:$CTL_PORT/fault" -d '{"mode":"normal"}' > /dev/null ;;
+        killed) start_mock ;;
+    esac
+    event outage_end
+fi
+
+for ((k = 1; k <= KILLS_REPLAY; k++)); do
+    # the replay is under way once the cluster stores more than it had
+    base=$(mock_stored)
+    replaying() { [[ $(mock_stored) -gt $base ]] || caught_up; }
+    until_true "$DRAIN_TIMEOUT" "the replay to start" replaying
+    if caught_up; then
+        event replay_kill_skipped "\"why\":\"backlog already drained\""
+        break
+    fi
+    sleep "$(awk -v d="$REPLAY_KILL_AFTER_MS" 'BEGIN { print d / 1000 }')"
+    kill_gateway replay
+done
+
+until_true "$DRAIN_TIMEOUT" "the backlog to drain" caught_up
+event caught_up
+sleep "$AFTER"
+
+kill -TERM "$DEV_PID"
+wait "$DEV_PID" || { echo "run.sh: devices exited with $?" >&2; exit 1; }
+DEV_PID=""
+event devices_stopped
+until_true "$DRAIN_TIMEOUT" "the last readings to reach the cluster" drained
+stats > "$OUT/stats.json"
+kill -TERM "$GW_PID"
+wait "$GW_PID" || { echo "run.sh: gateway exited with $? on SIGTERM" >&2; exit 1; }
+GW_PID=""
+event gateway_stopped
+"$TRIB" wal check --dir "$OUT/wal" > "$OUT/walcheck.jsonl"
+kill -TERM "$MOCK_PID"
+wait "$MOCK_PID" || true
+MOCK_PID=""
+
+rc=0
+/usr/bin/python3 "$HERE/judge.py" --dir "$OUT" || rc=$?
+echo "run.sh: output in $OUT" >&2
+exit $rc
