@@ -3,8 +3,10 @@
  *
  * Everything that turns structures into on-disk bytes and back is here, so
  * the validity rule exists once: recovery, readers, wal_check and the fuzz
- * target all call wal__rec_decode(). Decoding never trusts a length before
- * bounding it by what is available and by WAL_RECORD_MAX.
+ * target all call wal__rec_decode(), which takes the segment's version
+ * because the rule differs in one bit (padding, version 2). Decoding never
+ * trusts a length before bounding it by what is available and by
+ * WAL_RECORD_MAX.
  */
 #include "wal/wal_int.h"
 
@@ -28,10 +30,12 @@ int wal__seghdr_decode(const uint8_t in[WAL_SEG_HDR_SIZE], wal_seghdr_t *h)
         return TB_ECORRUPT;
     if (wal__ld32(in + 28) != wal__crc32c(0, in, 28))
         return TB_ECORRUPT;
-    if (wal__ld16(in + 4) != WAL_FORMAT_VERSION)
+    uint16_t version = wal__ld16(in + 4);
+    if (version < WAL_FORMAT_MIN_VERSION || version > WAL_FORMAT_VERSION)
         return TB_EUNSUPPORTED;
     if (wal__ld16(in + 6) != WAL_SEG_HDR_SIZE)
         return TB_ECORRUPT;
+    h->version = version;
     h->base = wal__ld64(in + 8);
     h->created_ms = wal__ld64(in + 16);
     h->salt = wal__ld32(in + 24);
@@ -99,7 +103,15 @@ void wal__rec_seal(uint8_t *rec, uint64_t offset, uint32_t seed)
     wal__st32(rec + 4, wal__crc32c(seed, rec + 8, len - 8));
 }
 
-int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t seed,
+void wal__pad_encode(uint8_t *out, uint32_t len, uint64_t next_offset, uint32_t seed)
+{
+    memset(out, 0, len);
+    wal__st32(out, len);
+    out[24] = WAL_FLAG_PAD;
+    wal__rec_seal(out, next_offset, seed);
+}
+
+int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t seed, unsigned version,
                     uint64_t expect_offset, wal_rec_t *r)
 {
     if (avail < WAL_REC_HEAD)
@@ -114,7 +126,16 @@ int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t
     if (wal__ld32(p + 4) != wal__crc32c(seed, p + 8, len - 8))
         return WAL_REC_BAD;
     uint8_t flags = p[24];
-    if ((flags & WAL_FLAG_RESERVED) || (flags & WAL_FLAG_QOS_MASK) > 2)
+    if (version >= 2 && (flags & WAL_FLAG_PAD)) {
+        if (flags != WAL_FLAG_PAD || p[25] != 0 || wal__ld16(p + 26) != 0 || len > WAL_PAD_MAX)
+            return WAL_REC_BAD;
+        memset(r, 0, sizeof *r);
+        r->len = len;
+        r->offset = expect_offset;
+        r->flags = flags;
+        return WAL_REC_PAD;
+    }
+    if ((flags & (version >= 2 ? WAL_FLAG_RESERVED : WAL_FLAG_RESERVED_V1)) || (flags & WAL_FLAG_QOS_MASK) > 2)
         return WAL_REC_BAD;
 
     memset(r, 0, sizeof *r);

@@ -43,6 +43,7 @@ struct wal_reader {
     int fd;               /* current segment, -1 if none */
     uint64_t seg_base;
     uint32_t seed;
+    uint16_t version;     /* the segment's format version: the rule differs for padding */
     uint64_t newer_base;  /* base of the next segment when we opened this one, 0 if none */
     uint8_t *buf;
     size_t cap, len, off; /* buf[0] is at file position buf_fpos; off: next record */
@@ -110,7 +111,47 @@ static ssize_t refill(wal_reader_t *r, size_t need)
 /* Decodes the record at the current position (expected offset r->next). */
 static int decode(wal_reader_t *r, wal_rec_t *rec)
 {
-    return wal__rec_decode(r->buf + r->off, r->len - r->off, UINT64_MAX, r->seed, r->next, rec);
+    return wal__rec_decode(r->buf + r->off, r->len - r->off, UINT64_MAX, r->seed, r->version, r->next, rec);
+}
+
+/*
+ * The next message record from the current position: steps over padding,
+ * and reads afresh from the position once before saying a record does not
+ * decode. Returns WAL_REC_OK (*rec filled, the position at it), another
+ * WAL_REC_* (*n: bytes found at the position by that read, 0 at end of
+ * file), or -errno. Only called for a record below the readable end, so any
+ * padding before it was synced with the records before it (wal_format.h)
+ * and stays where it is.
+ */
+static int decode_next(wal_reader_t *r, wal_rec_t *rec, ssize_t *n)
+{
+    bool fresh = false;
+    for (;;) {
+        int d = decode(r, rec);
+        if (d == WAL_REC_PAD) {
+            r->off += rec->len;
+            fresh = false; /* what follows may run past the buffer */
+            continue;
+        }
+        if (d == WAL_REC_OK || fresh)
+            return d;
+        size_t need = TB_MAX((size_t)WAL_REC_HEAD, (size_t)wal__rec_len(r->buf + r->off, r->len - r->off));
+        if ((*n = refill(r, need)) < 0)
+            return (int)*n;
+        fresh = true;
+    }
+}
+
+/* After a record: steps over padding that follows it in the buffer, so
+ * wal_reader_pos names where the next record starts. The padding after a
+ * record was written and synced with it, so this is safe before the next
+ * record is readable; padding not wholly in the buffer waits for the next
+ * call (until then wal_topic_bytes_after counts it). */
+static void skip_padding(wal_reader_t *r)
+{
+    wal_rec_t pad;
+    while (decode(r, &pad) == WAL_REC_PAD)
+        r->off += pad.len;
 }
 
 /* Opens the segment that holds offset want and positions at it. Returns 0,
@@ -162,18 +203,15 @@ static int locate(wal_reader_t *r, uint64_t want)
             return gap(r, want, r->newer_base);
         }
         r->seed = h.seed;
+        r->version = h.version;
         r->off = WAL_SEG_HDR_SIZE;
         r->next = r->seg_base;
         /* walk to want (no index: a seek inside a segment is a scan) */
         while (r->next < want) {
             wal_rec_t rec;
-            int d = decode(r, &rec);
-            if (d == WAL_REC_SHORT || (d == WAL_REC_BAD && r->off == r->len)) {
-                size_t need = TB_MAX((size_t)WAL_REC_HEAD, (size_t)wal__rec_len(r->buf + r->off, r->len - r->off));
-                if ((n = refill(r, need)) < 0)
-                    return (int)n;
-                d = decode(r, &rec);
-            }
+            int d = decode_next(r, &rec, &n);
+            if (d < 0)
+                return d;
             if (d == WAL_REC_OK) {
                 r->off += rec.len;
                 r->next++;
@@ -181,8 +219,8 @@ static int locate(wal_reader_t *r, uint64_t want)
             }
             /* the segment's records end (or break) before want */
             if (!r->newer_base)
-                return r->off == r->len ? WAL_END : TB_ECORRUPT;
-            if (r->off != r->len)
+                return n == 0 ? WAL_END : TB_ECORRUPT;
+            if (n != 0)
                 ask_quarantine(r, r->next);
             return gap(r, want, r->newer_base);
         }
@@ -206,41 +244,38 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
                 return rc;
         }
         wal_rec_t rec;
-        int d = decode(r, &rec);
+        ssize_t n = 0;
+        int d = decode_next(r, &rec, &n);
+        if (d < 0)
+            return d;
         if (d != WAL_REC_OK) {
-            size_t need = TB_MAX((size_t)WAL_REC_HEAD, (size_t)wal__rec_len(r->buf + r->off, r->len - r->off));
-            ssize_t n = refill(r, need);
-            if (n < 0)
-                return (int)n;
-            d = decode(r, &rec);
-            if (d != WAL_REC_OK) {
-                if (n == 0) {
-                    /* clean end of this segment: the record is in a newer one,
-                     * or the newer one starts later (an offset hole left by a
-                     * quarantined active segment: reported as a gap) */
-                    if (r->newer_base && r->next < r->newer_base)
-                        return gap(r, r->next, r->newer_base);
-                    if (!r->newer_base && tries > 0)
-                        return WAL_END; /* looked again: still the newest segment */
+            if (n == 0) {
+                /* clean end of this segment: the record is in a newer one,
+                 * or the newer one starts later (an offset hole left by a
+                 * quarantined active segment: reported as a gap) */
+                if (r->newer_base && r->next < r->newer_base)
+                    return gap(r, r->next, r->newer_base);
+                if (!r->newer_base && tries > 0)
+                    return WAL_END; /* looked again: still the newest segment */
+                close_seg(r);
+                continue;
+            }
+            if (!r->newer_base) {
+                /* the newest data fails its check: maybe a newer segment
+                 * appeared since we opened this one; look again once */
+                if (tries == 0) {
                     close_seg(r);
                     continue;
                 }
-                if (!r->newer_base) {
-                    /* the newest data fails its check: maybe a newer segment
-                     * appeared since we opened this one; look again once */
-                    if (tries == 0) {
-                        close_seg(r);
-                        continue;
-                    }
-                    return TB_ECORRUPT;
-                }
-                ask_quarantine(r, r->next);
-                return gap(r, r->next, r->newer_base);
+                return TB_ECORRUPT;
             }
+            ask_quarantine(r, r->next);
+            return gap(r, r->next, r->newer_base);
         }
         wal__rec_view(&rec, r->buf + r->off, out);
         r->off += rec.len;
         r->next++;
+        skip_padding(r);
         return 0;
     }
     return TB_ECORRUPT;

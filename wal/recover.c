@@ -27,8 +27,10 @@
  *      (the log line says so).
  *   5. The next offset is the largest of: the active segment's last record
  *      + 1, the persisted floor, the checkpoint + 1, and the newest segment
- *      name. If that is not where the active segment continues, a new
- *      segment starts there.
+ *      name. If that is not where the active segment continues, or the
+ *      active segment is of an older format version (a segment is written
+ *      in one version only: padding must not land in a version 1 file), a
+ *      new segment starts there.
  *   6. The active segment is fdatasync()ed, so that after recovery the synced
  *      end is the end of the log (a kill -9 leaves written but unsynced data
  *      in the page cache; it is made durable before anyone reads it).
@@ -286,11 +288,21 @@ int wal__topic_recover(wal_topic_t *t)
     }
     if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS)
         next = TB_MAX(next, prev_next); /* they may have been read: never reuse */
-    if (a.ok && next != a.sc.next) {
+    /* a segment is written in one format version: an older active one is
+     * sealed here (recover_active synced it whole) and a new one started */
+    bool old_version = a.ok && a.sc.hdr.version < WAL_FORMAT_VERSION;
+    if (old_version)
+        tb_info("wal: sealing a segment of an older format; new records go to a new segment",
+                TB_S("topic", t->name), TB_U("segment", newest_base), TB_U("version", a.sc.hdr.version),
+                TB_U("records", a.sc.count));
+    if (a.ok && (next != a.sc.next || old_version)) {
         if (a.sc.count == 0) {
-            char *p = wal__seg_path(t, newest_base, NULL);
-            io->unlink(io->ctx, p);
-            free(p);
+            /* empty: remove it; under the same name the new segment's rename replaces it */
+            if (next != newest_base) {
+                char *p = wal__seg_path(t, newest_base, NULL);
+                io->unlink(io->ctx, p);
+                free(p);
+            }
             nsegs--;
         }
         io->close(io->ctx, a.fd);

@@ -9,6 +9,8 @@
  *
  * The scan reads in 1 MiB chunks and stops at the first record that breaks
  * the rule in wal_format.h; recovery, wal_check and wal_dump share it.
+ * Padding records are part of the valid prefix but are not records: they
+ * move valid_end, are counted in pad_bytes and never reach the callback.
  */
 #include "wal/wal_int.h"
 
@@ -49,7 +51,14 @@ int wal__seg_scan(const wal_io_t *io, int fd, uint64_t name_base, wal_scan_t *ou
     for (;;) {
         uint64_t pos = buf_pos + off;
         wal_rec_t rec;
-        int d = wal__rec_decode(buf + off, len - off, out->size - pos, out->hdr.seed, out->next, &rec);
+        int d = wal__rec_decode(buf + off, len - off, out->size - pos, out->hdr.seed, out->hdr.version,
+                                out->next, &rec);
+        if (d == WAL_REC_PAD) {
+            off += rec.len;
+            out->valid_end = pos + rec.len;
+            out->pad_bytes += rec.len;
+            continue;
+        }
         if (d == WAL_REC_OK) {
             if (cb && (rc = cb(arg, &rec, buf + off)) != 0)
                 break;
@@ -105,6 +114,7 @@ int wal__seg_create(wal_topic_t *t, uint64_t base, wal_seghdr_t *hdr)
 {
     const wal_io_t *io = t->w->io;
     memset(hdr, 0, sizeof *hdr);
+    hdr->version = WAL_FORMAT_VERSION;
     hdr->base = base;
     hdr->created_ms = io->now_ms(io->ctx);
     int rc = io->random(io->ctx, &hdr->salt, sizeof hdr->salt);

@@ -6,7 +6,9 @@
  * validity rule makes that look like a torn tail, never like a bad record).
  *
  * Output is JSON lines through jansson, one object per record (dump) or per
- * topic (check), so scripts and tests can parse it. Strings that are not
+ * topic (check), so scripts and tests can parse it. Padding records
+ * (wal_format.h) are not records: dump skips them, check reports their bytes
+ * apart ("padding_bytes", included in "bytes"). Strings that are not
  * valid UTF-8 (only possible in a payload; the gateway validates MQTT
  * strings) are base64-encoded for the payload and marked
  * "payload_encoding":"base64"; other fields get U+FFFD for bad bytes.
@@ -246,7 +248,7 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
     if (rc == 0)
         rc = list(dir, is_quarantined, &bad);
     json_t *corrupt_list = json_array();
-    uint64_t first = 0, last = 0, records = 0, bytes = 0, torn = 0;
+    uint64_t first = 0, last = 0, records = 0, bytes = 0, torn = 0, pad = 0;
     for (size_t i = 0; rc == 0 && i < segs.n; i++) {
         uint64_t base;
         wal__seg_name_parse(segs.v[i], &base);
@@ -263,6 +265,7 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
         if (rc < 0)
             break;
         bytes += sc.size;
+        pad += sc.pad_bytes;
         bool active = i + 1 == segs.n;
         if (sc.hdr_rc != 0 || (!active && sc.valid_end != sc.size)) {
             json_array_append_new(corrupt_list, json_string(segs.v[i]));
@@ -291,6 +294,7 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
     json_object_set_new(o, "last_offset", json_integer((json_int_t)last));
     json_object_set_new(o, "records", json_integer((json_int_t)records));
     json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(o, "padding_bytes", json_integer((json_int_t)pad));
     json_object_set_new(o, "segments", json_integer((json_int_t)segs.n));
     json_object_set_new(o, "checkpoint", json_integer((json_int_t)m.checkpoint));
     json_object_set_new(o, "dropped", json_integer((json_int_t)m.dropped));

@@ -66,6 +66,8 @@ static int check_opts(const wal_opts_t *o)
         why = "wal.fsync must be always, interval or never";
     else if (o->fsync == WAL_FSYNC_INTERVAL && o->fsync_interval_ms == 0)
         why = "wal.fsync_interval_ms must be > 0";
+    else if (o->pad_align > WAL_PAD_MAX || (o->pad_align & (o->pad_align - 1)) != 0)
+        why = "pad_align must be 0, or a power of two up to 64 KiB";
     if (why) {
         tb_error("wal: bad configuration", TB_S("reason", why));
         return TB_ECONFIG;
@@ -137,6 +139,7 @@ static void free_wal(wal_t *w)
     pthread_cond_destroy(&w->req_cond);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->topics_mu);
+    free(w->pad_buf);
     free(w->dir);
     free(w);
 }
@@ -166,11 +169,15 @@ int wal_open(const wal_opts_t *opts, wal_t **out)
 
     if ((rc = tb_mkdir_p(w->dir, 0755)) < 0 || (rc = lock_dir(w)) < 0 || (rc = open_topics(w)) < 0)
         goto fail;
+    w->pad_align = opts->pad_align ? opts->pad_align : wal__pad_align(w->dir);
+    if (w->pad_align > 1)
+        w->pad_buf = tb_malloc(w->pad_align);
     if ((rc = -pthread_create(&w->thread, NULL, wal__writer_main, w)) < 0)
         goto fail;
     w->thread_started = true;
     tb_info("wal: open", TB_S("dir", w->dir), TB_U("topics", w->ntopics), TB_S("fsync", wal_fsync_name(w->o.fsync)),
-            TB_U("total_bytes", w->total_bytes), TB_S("crc32c", wal__crc32c_impl()));
+            TB_U("total_bytes", w->total_bytes), TB_S("crc32c", wal__crc32c_impl()),
+            TB_U("pad_align", w->o.fsync == WAL_FSYNC_ALWAYS ? w->pad_align : 1));
     *out = w;
     return 0;
 fail:

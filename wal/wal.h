@@ -149,6 +149,12 @@ typedef struct wal_opts {
     bool verify_on_open;          /* false: check every CRC of sealed segments at open
                                      (slow on big logs); otherwise sealed segments are
                                      verified by readers as they go, and by wal_check */
+    uint32_t pad_align;           /* 0: ALWAYS mode ends a synced write on a page boundary
+                                     when worth it (wal/pad.c), pages being the page size or
+                                     wal.dir's st_blksize, whichever is larger (<= 64 KiB).
+                                     A power of two up to 64 KiB sets the boundary; 1 turns
+                                     padding off. Not in the config file: for tests and
+                                     benchmarks */
     void (*notify)(void *arg);    /* writer thread: completions are waiting */
     void *notify_arg;
     const wal_io_t *io;           /* NULL: wal_io_posix() */
@@ -453,7 +459,8 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
 
 /*
  * Verifies every header and record CRC under dir and prints one JSON object
- * per topic: first/last offset, records, bytes, segments, dropped,
+ * per topic: first/last offset, records, bytes (all of the segment files),
+ * padding_bytes (of those, in padding records), segments, dropped,
  * checkpoint, corrupt segments (including quarantined ones) and the torn
  * tail bytes of the active segment. Returns 0 when nothing is corrupt,
  * 1 when something is, or a negative error.

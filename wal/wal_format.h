@@ -26,7 +26,8 @@
  * SEGMENT HEADER (32 bytes, at file offset 0)
  *
  *    0   4  magic     "TBWL"
- *    4   2  version   WAL_FORMAT_VERSION (1)
+ *    4   2  version   WAL_FORMAT_VERSION (2) for every segment written now;
+ *                     1 is still read (see VERSIONS)
  *    6   2  hdr_size  32
  *    8   8  base      offset of the first record in this segment; equals the
  *                     number in the file name
@@ -34,19 +35,20 @@
  *   24   4  salt      random (getrandom) per segment
  *   28   4  hcrc      CRC32C of bytes 0..27
  *
- * A header is valid when the magic, version, size and hcrc match and base
- * equals the file name. A segment is only ever renamed to its final name
- * after its header has been written and fdatasync()ed under a ".tmp" name,
- * and the directory fsync()ed, so a valid name always has a whole header.
+ * A header is valid when the magic and hcrc match, the version is 1 or 2,
+ * the size is 32 and base equals the file name. A segment is only ever
+ * renamed to its final name after its header has been written and
+ * fdatasync()ed under a ".tmp" name, and the directory fsync()ed, so a valid
+ * name always has a whole header.
  *
- * RECORD (a 28-byte fixed head, then variable parts; no padding, no alignment)
+ * RECORD (a 28-byte fixed head, then variable parts; no alignment)
  *
  *    0   4  len       bytes in the whole record, this field included
  *    4   4  crc       CRC32C of (salt as its 4 stored bytes) || record bytes 8..len-1
  *    8   8  offset    the record's offset
  *   16   8  time      publish_time_ms (ms since the epoch, when the edge got it)
  *   24   1  flags     bits 0-1 MQTT QoS (0..2), bit 2 retain, bit 3 schema present,
- *                     bits 4-7 zero
+ *                     bit 4 padding (version 2; see PADDING), bits 5-7 zero
  *   25   1  nattr     number of attributes (0..255)
  *   26   2  tlen      bytes in the original MQTT topic
  *   28  12  schema    [only if flag bit 3] u64 schema_id, u32 schema_version
@@ -55,20 +57,78 @@
  *    .   .  payload   the rest of the record (len minus everything above)
  *
  * The fixed head is 28 bytes (40 with a schema); a 100-byte payload sent to a
- * 20-byte MQTT topic costs 148 bytes on disk.
+ * 20-byte MQTT topic costs 148 bytes on disk (plus its share of padding, if
+ * any: see PADDING).
  *
  * THE RULE FOR A VALID RECORD. Records are read in order from byte 32. The
  * record at position p with expected offset E (the segment's base for the
- * first record, then the previous record's offset + 1) is valid when:
+ * first record, then the previous message record's offset + 1) is valid when:
  *   - p + 28 <= file size, 28 <= len <= WAL_RECORD_MAX and p + len <= file size;
  *   - crc matches, with this segment's salt;
  *   - offset == E;
- *   - the flags' reserved bits are zero and qos <= 2;
- *   - the schema, attributes and topic fit inside len.
- * The valid records of a segment are the longest valid prefix. Anything after
- * the first invalid record is not part of the log: in the active (newest)
- * segment it is a torn tail and is cut off by recovery; in a sealed segment
- * it is corruption and the segment is quarantined (see wal_recover.c).
+ *   - the flags' reserved bits are zero (version 1: bits 4-7; version 2:
+ *     bits 5-7) and qos <= 2;
+ *   - if flag bit 4 is set (version 2 only): flags is exactly 0x10, nattr
+ *     and tlen are 0 and len <= WAL_PAD_MAX: a padding record (below);
+ *   - otherwise the schema, attributes and topic fit inside len.
+ * A valid padding record is stepped over: the next record is expected at
+ * p + len with the same E. The valid records of a segment are the longest
+ * valid prefix (padding included). Anything after the first invalid record
+ * is not part of the log: in the active (newest) segment it is a torn tail
+ * and is cut off by recovery; in a sealed segment it is corruption and the
+ * segment is quarantined (see recover.c).
+ *
+ * PADDING (version 2). Linux writes a page of the page cache again each time
+ * it goes from clean to dirty, and fdatasync cleans the partly filled last
+ * page of a segment; the next append dirties it again. With wal.fsync =
+ * always that is a page written twice per sync. So the writer may end a
+ * synced write on a page boundary with one padding record, and the next
+ * append starts on a fresh page (writer.c and pad.c say when it does: not
+ * always, since padding takes disk space):
+ *
+ *    0   4  len       28 .. WAL_PAD_MAX (64 KiB): the bytes up to the boundary
+ *    4   4  crc       as for any record: CRC32C of (salt) || bytes 8..len-1
+ *    8   8  offset    the offset of the message record that FOLLOWS it
+ *   16   8  time      0
+ *   24   1  flags     0x10 exactly
+ *   25   1  nattr     0
+ *   26   2  tlen      0
+ *   28   .  zero      len - 28 zero bytes (covered by the CRC, not checked apart)
+ *
+ * It holds no message and takes no offset: readers, wal_dump and the
+ * replicator never see it, wal_check counts its bytes apart, and it counts
+ * in the disk bounds like any byte of a segment. Boundaries are multiples of
+ * the writer's alignment (the page size, or the file system's st_blksize if
+ * larger, up to 64 KiB) from the start of the file; the rule does not
+ * depend on the alignment, so a segment stays valid on any file system.
+ *
+ * Why a record of its own, with length, CRC and offset, and not a rule such
+ * as "a zero length word means: skip to the next page boundary". Zeros are
+ * exactly what a torn append leaves behind (blocks allocated to a grown file
+ * but never written read back as zeros), and what the ENOSPC probe writes
+ * past the end (writer.c). Under a zero-means-skip rule a torn tail of zeros
+ * would read as valid padding: recovery could no longer tell "the writer
+ * padded here" from "this write never landed", it would keep the zeros and
+ * look for the next record a page further on, and only the offset rule
+ * would stand between a hole in the log and whatever follows it. A padding
+ * record has to prove it was written whole, as every record does: a torn or
+ * garbled one fails its length or CRC and is a torn tail like any other (the
+ * records before it stay); zeros still fail (len 0 < 28); one left from an
+ * older file fails its salted CRC; one from elsewhere in this segment names
+ * another offset. So torn-tail detection is exactly as strong as in
+ * version 1. The cost: at least 28 bytes, so a gap of 1..27 bytes before a
+ * boundary cannot be padded (the next append shares that page).
+ *
+ * VERSIONS. Version 1 (before padding) is version 2 without padding
+ * records: the header differs only in the version field, records are byte
+ * for byte the same (tests/data/wal/v1/ pins both). Version 1 segments are
+ * read, recovered and dumped with the version 1 rule (flag bit 4 reserved, so
+ * a padding record there is invalid). A segment is written in one version
+ * only: recovery seals an active version 1 segment (it syncs it whole first)
+ * and continues in a new segment, so padding never lands in a version 1
+ * file. A binary that knows only version 1 sees a version 2 header as
+ * unsupported and quarantines the segment: downgrading across this change
+ * loses the log written since.
  *
  * THE CHECKSUM is CRC32C (Castagnoli), the checksum of iSCSI, ext4 metadata,
  * btrfs and LevelDB/RocksDB, rather than zlib's CRC32: x86 (SSE4.2 crc32) and
@@ -91,6 +151,12 @@
  *   - What a completion reports as durable (wal.fsync = always) was covered
  *     by a successful fdatasync() of every file holding it, so it is inside
  *     the valid prefix after power loss.
+ *   - Padding is written after a round's records and before its
+ *     fdatasync, as an append like any other: a crash leaves it whole
+ *     (valid), torn (a torn tail: cut, the records before it stay) or
+ *     absent. Once synced it is never cut or written over: the writer
+ *     appends after it, and a failed write or sync cuts back only to the
+ *     last synced end, which lies after it.
  *   - A segment is created whole (header written and synced under a temporary
  *     name, renamed, directory synced): there is never a final name without
  *     a valid header. Rotation fdatasync()s the old segment before creating
@@ -125,7 +191,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define WAL_FORMAT_VERSION 1u
+#define WAL_FORMAT_VERSION 2u
+#define WAL_FORMAT_MIN_VERSION 1u   /* the oldest version still read */
 #define WAL_SEG_MAGIC "TBWL"
 #define WAL_META_MAGIC "TBWM"
 #define WAL_SEG_HDR_SIZE 32u
@@ -134,11 +201,14 @@
 #define WAL_REC_ATTR_HEAD 4u
 #define WAL_META_SIZE 64u
 #define WAL_RECORD_MAX (64u * 1024u * 1024u)
+#define WAL_PAD_MAX (64u * 1024u)   /* the longest padding record, and the largest alignment */
 
 #define WAL_FLAG_QOS_MASK 0x03u
 #define WAL_FLAG_RETAIN 0x04u
 #define WAL_FLAG_SCHEMA 0x08u
-#define WAL_FLAG_RESERVED 0xF0u
+#define WAL_FLAG_PAD 0x10u          /* version 2: a padding record */
+#define WAL_FLAG_RESERVED 0xE0u
+#define WAL_FLAG_RESERVED_V1 0xF0u
 
 /* Segment file names: 20 digits + ".seg". */
 #define WAL_SEG_NAME_LEN 24u
@@ -173,6 +243,7 @@ const char *wal__crc32c_impl(void);
 /* ---- segment header (format.c) ------------------------------------------ */
 
 typedef struct wal_seghdr {
+    uint16_t version; /* decode: as read (1 or 2); encode always writes WAL_FORMAT_VERSION */
     uint64_t base;
     uint64_t created_ms;
     uint32_t salt;
@@ -181,7 +252,7 @@ typedef struct wal_seghdr {
 
 void wal__seghdr_encode(uint8_t out[WAL_SEG_HDR_SIZE], const wal_seghdr_t *h);
 /* Returns 0 and fills *h, or TB_ECORRUPT (bad magic, size, CRC) or
- * TB_EUNSUPPORTED (a version we do not read). */
+ * TB_EUNSUPPORTED (a version outside WAL_FORMAT_MIN_VERSION..WAL_FORMAT_VERSION). */
 int wal__seghdr_decode(const uint8_t in[WAL_SEG_HDR_SIZE], wal_seghdr_t *h /* OUT */);
 
 /* ---- records (format.c) ------------------------------------------------- */
@@ -208,21 +279,27 @@ enum {
     WAL_REC_OK = 0,       /* a valid record */
     WAL_REC_SHORT = 1,    /* fewer bytes than the length asks for: need more, or a torn tail */
     WAL_REC_BAD = 2,      /* not a valid record (length, CRC, offset or layout) */
+    WAL_REC_PAD = 3,      /* a valid padding record: step over r->len bytes, same offset */
 };
 
 /* Reads the length field; 0 if fewer than 4 bytes are available. */
 static inline uint32_t wal__rec_len(const uint8_t *p, size_t avail) { return avail < 4 ? 0 : wal__ld32(p); }
 
-/* Applies the validity rule to the bytes at p (avail bytes available there,
- * and at most file_left bytes to the end of the file, which bounds len
- * before a caller allocates for it). Returns WAL_REC_OK and fills *r,
+/* Applies the validity rule of segment version `version` to the bytes at p
+ * (avail bytes available there, and at most file_left bytes to the end of
+ * the file, which bounds len before a caller allocates for it). Returns
+ * WAL_REC_OK and fills *r, WAL_REC_PAD (only r->len and r->offset are set),
  * WAL_REC_SHORT when len is plausible but more than avail bytes are needed
  * (the caller reads more, or at end of file it is a torn tail), or WAL_REC_BAD. */
-int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t seed,
+int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t seed, unsigned version,
                     uint64_t expect_offset, wal_rec_t *r /* OUT */);
 
 /* Sets the offset and CRC of an encoded record in place (writer thread). */
 void wal__rec_seal(uint8_t *rec, uint64_t offset, uint32_t seed);
+
+/* Writes a sealed padding record of len bytes (WAL_REC_HEAD..WAL_PAD_MAX)
+ * at out, naming next_offset, the offset of the record that will follow. */
+void wal__pad_encode(uint8_t *out, uint32_t len, uint64_t next_offset, uint32_t seed);
 
 /* ---- meta file (format.c) ----------------------------------------------- */
 

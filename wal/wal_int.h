@@ -137,6 +137,8 @@ struct wal {
     /* [W] */
     uint64_t total_bytes;
     uint64_t last_interval_sync_ms;
+    uint32_t pad_align;           /* ALWAYS: synced writes may end on a multiple of this (pad.c) */
+    uint8_t *pad_buf;             /* pad_align bytes for the padding record (NULL if 1) */
     int close_rc;
 
     /* fdatasync histogram [A] */
@@ -188,13 +190,14 @@ typedef struct wal_scan {
     uint64_t valid_end;   /* position after the last valid record */
     uint64_t count;       /* valid records */
     uint64_t next;        /* offset after the last valid record (hdr.base if none) */
+    uint64_t pad_bytes;   /* in padding records inside the valid prefix */
 } wal_scan_t;
 
 typedef int (*wal_scan_cb)(void *arg, const wal_rec_t *rec, const uint8_t *raw);
 
 /*
  * Reads the header and the longest valid prefix of records of an open
- * segment file, calling cb (if any) for each record; cb returning non-zero
+ * segment file, calling cb (if any) for each record (never for padding); cb returning non-zero
  * stops the scan (its value is returned). name_base is the base from the
  * file name (the header must agree). Returns 0 (header problems are in
  * out->hdr_rc) or -errno.
@@ -212,6 +215,16 @@ void wal__segs_push(wal_topic_t *t, const wal_seg_t *s);
 void wal__segs_remove(wal_topic_t *t, size_t i);
 /* fdatasync via the vtable, timed into the histogram. */
 int wal__fdatasync(wal_t *w, int fd);
+
+/* ---- pad.c ----------------------------------------------------------------- */
+
+/* The alignment padding aims at for files in dir: the page size, or the
+ * file system's st_blksize if that is a larger power of two up to WAL_PAD_MAX. */
+uint32_t wal__pad_align(const char *dir);
+/* The policy: bytes of padding to append at wpos (the end of the active
+ * segment's log) before the sync that makes [spos, wpos) durable, so that
+ * the sync ends on a multiple of align; 0 for none. Bounds are the caller's. */
+uint64_t wal__pad_len(uint64_t wpos, uint64_t spos, uint32_t align, uint64_t segment_bytes);
 
 /* ---- recover.c ------------------------------------------------------------ */
 

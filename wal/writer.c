@@ -11,7 +11,9 @@
  *               write the whole batch with one pwrite (two if a rotation
  *               splits it)
  *       request: topic open, sync barrier (ends the round first), quarantine
- *   ALWAYS: fdatasync each file written in the round once
+ *   ALWAYS: fdatasync each file written in the round once, after ending
+ *           its data on a page boundary with a padding record when that
+ *           saves writing the last page again (pad.c)
  *   post every completion of the round, in order, to the done list
  *   housekeeping: INTERVAL syncs, retries of failed topics, checkpoints
  *
@@ -331,6 +333,29 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
         wal__publish(t);
 }
 
+/*
+ * ALWAYS, before the round's fdatasync of t: appends a padding record up to
+ * the next page boundary when pad.c's rule says it pays, and when the bounds
+ * have room for it (padding never makes retention delete anything). A
+ * failed padding write is cut off again and the round goes on unpadded:
+ * padding is an optimisation. Returns 0, or the error of a cut that failed
+ * (junk may then follow the records: the caller fails the round as for a
+ * failed sync, and repair's recovery cuts it).
+ */
+static int pad_round(wal_t *w, wal_topic_t *t)
+{
+    const wal_io_t *io = w->io;
+    uint64_t pad = wal__pad_len(t->wpos, t->spos, w->pad_align, w->o.segment_bytes);
+    if (pad == 0 || t->bytes + pad > w->o.max_topic_bytes || w->total_bytes + pad > w->o.max_total_bytes)
+        return 0;
+    wal__pad_encode(w->pad_buf, (uint32_t)pad, t->next, t->seed);
+    if (wal__pwrite_all(io, t->fd, w->pad_buf, (size_t)pad, t->wpos) < 0)
+        return io->ftruncate(io->ctx, t->fd, (off_t)t->wpos);
+    set_active_bytes(t, t->wpos + pad);
+    t->wpos += pad;
+    return 0;
+}
+
 static void flush_round(wal_t *w, round_t *r)
 {
     if (!r->head)
@@ -343,7 +368,9 @@ static void flush_round(wal_t *w, round_t *r)
             t->touched = false;
             if (!t->dirty || t->round_sync_rc != 0 || t->fd < 0)
                 continue;
-            int rc = wal__fdatasync(w, t->fd);
+            int rc = pad_round(w, t);
+            if (rc == 0)
+                rc = wal__fdatasync(w, t->fd);
             if (rc < 0)
                 sync_failed(t, rc, true);
             else

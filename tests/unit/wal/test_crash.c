@@ -4,9 +4,16 @@
  * (dropping, tearing or garbling every unsynced write at random); then the
  * directory is reopened with real POSIX I/O and checked. Each test runs the
  * whole range of N and asserts one claim over all of them.
+ *
+ * The default shape (4 KiB segments, batches of 3) never pads (padding
+ * never fills a segment's last page); suite crash_padded reruns the always
+ * claims with 64 KiB segments and batches of 25, so that most syncs end
+ * with a padding record and power loss tears, drops or garbles those too.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "helper_crashio.h"
 #include "helper_wal.h"
@@ -14,6 +21,8 @@
 #define PAYLOAD 100
 #define PER_BATCH 3
 #define MAX_BATCHES 90
+#define PADDED_PER_BATCH 25
+#define MAX_RECORDS (MAX_BATCHES * PADDED_PER_BATCH)
 #define CRASH_POINTS 80
 
 typedef struct outcome {
@@ -26,7 +35,29 @@ typedef struct outcome {
     uint64_t first_new;      /* offset given to a batch appended after recovery */
     int new_rc;
     wal_topic_stats_t st;    /* after recovery */
+    uint64_t pad_bytes;      /* padding in the log as power loss left it (wal_check) */
 } outcome_t;
+
+/* The workload's shape: batches of per_batch messages, segments of
+ * segment_bytes (0: the helper's 4 KiB). */
+static struct {
+    uint32_t per_batch;
+    uint64_t segment_bytes;
+} shape = { PER_BATCH, 0 };
+
+/* padding_bytes of the first topic wal_check reports under dir, 0 if none. */
+static uint64_t padding_on_disk(const char *dir)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    wal_check(dir, f);
+    fclose(f);
+    const char *k = strstr(buf, "\"padding_bytes\":");
+    uint64_t n = k ? strtoull(k + strlen("\"padding_bytes\":"), NULL, 10) : 0;
+    free(buf);
+    return n;
+}
 
 
 static void run(int n, wal_fsync_t mode, uint64_t max_topic_bytes, outcome_t *out)
@@ -35,6 +66,11 @@ static void run(int n, wal_fsync_t mode, uint64_t max_topic_bytes, outcome_t *ou
     th_init(&h, mode);
     if (max_topic_bytes)
         h.o.max_topic_bytes = max_topic_bytes;
+    if (shape.segment_bytes) {
+        h.o.segment_bytes = shape.segment_bytes;
+        h.o.max_topic_bytes = TB_MAX(h.o.max_topic_bytes, 4 * shape.segment_bytes);
+        h.o.pad_align = 4096;
+    }
     h.o.fsync_interval_ms = 1;
     crashio_t *c = crashio_new((unsigned)n * 7919u + 1);
     h.o.io = crashio_io(c);
@@ -45,8 +81,8 @@ static void run(int n, wal_fsync_t mode, uint64_t max_topic_bytes, outcome_t *ou
     crashio_crash_at_sync(c, n);
     uint64_t seq = 0;
     for (int i = 0; i < MAX_BATCHES && !crashio_crashed(c); i++) {
-        th_submit(&h, t, seq, PER_BATCH, PAYLOAD);
-        seq += PER_BATCH;
+        th_submit(&h, t, seq, shape.per_batch, PAYLOAD);
+        seq += shape.per_batch;
         th_wait(&h, (size_t)i + 1);
         if (!crashio_crashed(c))
             out->readable_end = wal_topic_readable_end(t);
@@ -57,15 +93,16 @@ static void run(int n, wal_fsync_t mode, uint64_t max_topic_bytes, outcome_t *ou
     for (size_t i = 0; i < h.ndone; i++)
         if (h.done[i].rc == 0 && h.done[i].count > 0)
             out->acked_end = TB_MAX(out->acked_end, h.done[i].first_offset + h.done[i].count);
+    out->pad_bytes = padding_on_disk(h.wal_dir);
 
     h.o.io = NULL;
     if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0)
         goto done;
     out->reopened = true;
     wal_topic_stats(t, &out->st);
-    uint64_t *seqs = calloc(MAX_BATCHES * PER_BATCH + 8, sizeof *seqs);
+    uint64_t *seqs = calloc(MAX_RECORDS + 8, sizeof *seqs);
     uint64_t from = out->st.oldest_offset;
-    out->recovered = th_read_all(t, from, PAYLOAD, seqs, MAX_BATCHES * PER_BATCH + 8, NULL);
+    out->recovered = th_read_all(t, from, PAYLOAD, seqs, MAX_RECORDS + 8, NULL);
     out->seq_matches_offset = true;
     for (long i = 0; i < out->recovered; i++)
         if (seqs[i] != from - 1 + (uint64_t)i)
@@ -217,4 +254,52 @@ Test(crash, records_rewritten_after_a_failed_fdatasync_survive_power_loss)
     cr_assert_geq(th_read_all(wal_topic_find(h.w, "/e/t"), 1, PAYLOAD, seqs, 16, NULL), 10);
     th_cleanup(&h);
     crashio_free(c);
+}
+
+/* ---- the same power losses with padded syncs ---------------------------- */
+
+static void run_all_padded(void)
+{
+    shape.per_batch = PADDED_PER_BATCH;
+    shape.segment_bytes = 64 << 10;
+    run_all(WAL_FSYNC_ALWAYS);
+}
+
+Test(crash_padded, most_crash_points_leave_padding_on_disk)
+{
+    run_all_padded();
+    int padded = 0;
+    for (int n = 1; n <= CRASH_POINTS; n++) {
+        cr_assert(results[n].crashed && results[n].reopened, "N=%d", n);
+        padded += results[n].pad_bytes > 0;
+    }
+    cr_assert_gt(padded, CRASH_POINTS / 2, "only %d of %d runs padded: the suite would test nothing", padded,
+                 CRASH_POINTS);
+}
+
+Test(crash_padded, always_mode_keeps_every_acknowledged_record)
+{
+    run_all_padded();
+    for (int n = 1; n <= CRASH_POINTS; n++)
+        cr_assert_geq(results[n].recovered, (long)results[n].acked_end - 1, "N=%d: acked up to %llu, recovered %ld",
+                      n, (unsigned long long)results[n].acked_end - 1, results[n].recovered);
+}
+
+Test(crash_padded, recovery_never_returns_a_garbled_or_misplaced_record)
+{
+    run_all_padded();
+    for (int n = 1; n <= CRASH_POINTS; n++) {
+        cr_assert_geq(results[n].recovered, 0, "N=%d: a record failed its checks", n);
+        cr_assert(results[n].seq_matches_offset, "N=%d", n);
+    }
+}
+
+Test(crash_padded, recovered_log_accepts_appends_above_every_acknowledged_offset)
+{
+    run_all_padded();
+    for (int n = 1; n <= CRASH_POINTS; n++) {
+        cr_assert_eq(results[n].new_rc, 0, "N=%d", n);
+        cr_assert_geq(results[n].first_new, results[n].acked_end, "N=%d", n);
+        cr_assert_eq(results[n].first_new, (uint64_t)results[n].recovered + 1, "N=%d", n);
+    }
 }

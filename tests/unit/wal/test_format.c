@@ -35,7 +35,7 @@ Test(format, record_round_trips_every_field)
     uint8_t buf[256];
     size_t n = encode(buf, &m, 77, 0xABCD);
     wal_rec_t rec;
-    cr_assert_eq(wal__rec_decode(buf, n, n, 0xABCD, 77, &rec), WAL_REC_OK);
+    cr_assert_eq(wal__rec_decode(buf, n, n, 0xABCD, WAL_FORMAT_VERSION, 77, &rec), WAL_REC_OK);
     wal_record_t r;
     wal__rec_view(&rec, buf, &r);
     cr_assert_eq(r.offset, 77);
@@ -68,7 +68,7 @@ Test(format, record_from_another_segment_salt_does_not_validate)
     uint8_t buf[256];
     size_t n = encode(buf, &m, 5, wal__crc32c(0, "\x01\x02\x03\x04", 4));
     wal_rec_t rec;
-    cr_assert_eq(wal__rec_decode(buf, n, n, wal__crc32c(0, "\x01\x02\x03\x05", 4), 5, &rec), WAL_REC_BAD);
+    cr_assert_eq(wal__rec_decode(buf, n, n, wal__crc32c(0, "\x01\x02\x03\x05", 4), WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD);
 }
 
 Test(format, record_at_unexpected_offset_does_not_validate)
@@ -77,7 +77,7 @@ Test(format, record_at_unexpected_offset_does_not_validate)
     uint8_t buf[256];
     size_t n = encode(buf, &m, 5, 9);
     wal_rec_t rec;
-    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 6, &rec), WAL_REC_BAD);
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 6, &rec), WAL_REC_BAD);
 }
 
 Test(format, any_single_flipped_bit_invalidates_a_record)
@@ -88,7 +88,7 @@ Test(format, any_single_flipped_bit_invalidates_a_record)
     for (size_t bit = 0; bit < n * 8; bit++) {
         buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         wal_rec_t rec;
-        cr_assert_neq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_OK, "bit %zu", bit);
+        cr_assert_neq(wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_OK, "bit %zu", bit);
         buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
 }
@@ -100,8 +100,8 @@ Test(format, truncated_record_needs_more_or_is_torn)
     size_t n = encode(buf, &m, 5, 9);
     wal_rec_t rec;
     for (size_t cut = 0; cut < n; cut++) {
-        cr_assert_eq(wal__rec_decode(buf, cut, UINT64_MAX, 9, 5, &rec), WAL_REC_SHORT, "cut %zu", cut);
-        cr_assert_eq(wal__rec_decode(buf, cut, cut, 9, 5, &rec), WAL_REC_BAD, "cut %zu at end of file", cut);
+        cr_assert_eq(wal__rec_decode(buf, cut, UINT64_MAX, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_SHORT, "cut %zu", cut);
+        cr_assert_eq(wal__rec_decode(buf, cut, cut, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD, "cut %zu at end of file", cut);
     }
 }
 
@@ -110,11 +110,132 @@ Test(format, record_with_reserved_flag_bits_is_rejected)
     wal_msg_t m = sample();
     uint8_t buf[256];
     size_t n = wal__rec_size(&m);
-    wal__rec_encode(buf, &m, n);
-    buf[24] |= 0x10;
-    wal__rec_seal(buf, 5, 9); /* a valid CRC over the bad flags */
+    for (unsigned bit = 5; bit < 8; bit++) {
+        wal__rec_encode(buf, &m, n);
+        buf[24] |= (uint8_t)(1u << bit);
+        wal__rec_seal(buf, 5, 9); /* a valid CRC over the bad flags */
+        wal_rec_t rec;
+        cr_assert_eq(wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD, "bit %u", bit);
+    }
+}
+
+Test(format, version_1_segment_reserves_the_padding_bit)
+{
+    uint8_t buf[64];
+    wal__pad_encode(buf, sizeof buf, 5, 9);
     wal_rec_t rec;
-    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_BAD);
+    cr_assert_eq(wal__rec_decode(buf, sizeof buf, sizeof buf, 9, 1, 5, &rec), WAL_REC_BAD);
+}
+
+Test(format, message_record_of_version_1_reads_the_same_in_version_2)
+{
+    wal_msg_t m = sample();
+    uint8_t buf[256];
+    size_t n = encode(buf, &m, 5, 9);
+    wal_rec_t v1, v2;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 1, 5, &v1), WAL_REC_OK);
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 2, 5, &v2), WAL_REC_OK);
+    cr_assert_eq(memcmp(&v1, &v2, sizeof v1), 0);
+}
+
+/* ---- padding records ---------------------------------------------------- */
+
+Test(format, padding_record_is_recognised_and_takes_no_offset)
+{
+    uint8_t buf[1000];
+    wal__pad_encode(buf, sizeof buf, 42, 9);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, sizeof buf, sizeof buf, 9, WAL_FORMAT_VERSION, 42, &rec), WAL_REC_PAD);
+    cr_assert_eq(rec.len, sizeof buf);
+    cr_assert_eq(rec.offset, 42, "it names the offset of the record after it");
+}
+
+Test(format, padding_record_layout_is_as_specified)
+{
+    uint8_t buf[100];
+    memset(buf, 0xAA, sizeof buf);
+    wal__pad_encode(buf, sizeof buf, 42, 9);
+    cr_assert_eq(wal__ld32(buf), 100);
+    cr_assert_eq(wal__ld32(buf + 4), wal__crc32c(9, buf + 8, 92));
+    cr_assert_eq(wal__ld64(buf + 8), 42);
+    cr_assert_eq(wal__ld64(buf + 16), 0);
+    cr_assert(buf[24] == WAL_FLAG_PAD && buf[25] == 0 && wal__ld16(buf + 26) == 0);
+    for (size_t i = 28; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], 0, "byte %zu", i);
+}
+
+Test(format, any_single_flipped_bit_invalidates_a_padding_record)
+{
+    uint8_t buf[64];
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    for (size_t bit = 0; bit < sizeof buf * 8; bit++) {
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        wal_rec_t rec;
+        int d = wal__rec_decode(buf, sizeof buf, sizeof buf, 9, WAL_FORMAT_VERSION, 5, &rec);
+        cr_assert_eq(d, WAL_REC_BAD, "bit %zu", bit);
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+}
+
+Test(format, padding_record_of_another_salt_or_place_does_not_validate)
+{
+    uint8_t buf[64];
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, sizeof buf, sizeof buf, 10, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD);
+    cr_assert_eq(wal__rec_decode(buf, sizeof buf, sizeof buf, 9, WAL_FORMAT_VERSION, 6, &rec), WAL_REC_BAD);
+}
+
+Test(format, torn_padding_record_needs_more_or_is_torn)
+{
+    uint8_t buf[300];
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    wal_rec_t rec;
+    for (size_t cut = 0; cut < sizeof buf; cut++) {
+        cr_assert_eq(wal__rec_decode(buf, cut, UINT64_MAX, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_SHORT, "cut %zu", cut);
+        cr_assert_eq(wal__rec_decode(buf, cut, cut, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD, "cut %zu at end", cut);
+    }
+}
+
+Test(format, zeros_are_never_padding)
+{
+    uint8_t buf[4096] = { 0 };
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, sizeof buf, sizeof buf, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD);
+}
+
+/* Seals buf (a padding record whose head was then edited) with a valid CRC. */
+static int decode_edited(uint8_t *buf, size_t n)
+{
+    wal__rec_seal(buf, 5, 9);
+    wal_rec_t rec;
+    return wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 5, &rec);
+}
+
+Test(format, padding_flag_with_other_flags_or_fields_is_rejected)
+{
+    uint8_t buf[64];
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    buf[24] |= 0x01; /* padding and QoS 1 */
+    cr_assert_eq(decode_edited(buf, sizeof buf), WAL_REC_BAD);
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    buf[25] = 1; /* an attribute */
+    cr_assert_eq(decode_edited(buf, sizeof buf), WAL_REC_BAD);
+    wal__pad_encode(buf, sizeof buf, 5, 9);
+    wal__st16(buf + 26, 1); /* a topic */
+    cr_assert_eq(decode_edited(buf, sizeof buf), WAL_REC_BAD);
+}
+
+Test(format, padding_longer_than_64_kib_is_rejected)
+{
+    size_t n = WAL_PAD_MAX + 1;
+    uint8_t *buf = malloc(n);
+    wal__pad_encode(buf, (uint32_t)n, 5, 9);
+    wal_rec_t rec;
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD);
+    wal__pad_encode(buf, WAL_PAD_MAX, 5, 9);
+    cr_assert_eq(wal__rec_decode(buf, WAL_PAD_MAX, WAL_PAD_MAX, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_PAD);
+    free(buf);
 }
 
 Test(format, attributes_overrunning_the_record_are_rejected)
@@ -126,7 +247,7 @@ Test(format, attributes_overrunning_the_record_are_rejected)
     buf[25] = 200; /* claims 200 attributes */
     wal__rec_seal(buf, 5, 9);
     wal_rec_t rec;
-    cr_assert_eq(wal__rec_decode(buf, n, n, 9, 5, &rec), WAL_REC_BAD);
+    cr_assert_eq(wal__rec_decode(buf, n, n, 9, WAL_FORMAT_VERSION, 5, &rec), WAL_REC_BAD);
 }
 
 Test(format, segment_header_round_trips)
@@ -148,14 +269,39 @@ Test(format, segment_header_with_bad_magic_is_corrupt)
     cr_assert_eq(wal__seghdr_decode(b, &g), TB_ECORRUPT);
 }
 
-Test(format, segment_header_of_another_version_is_unsupported)
+/* A header of version v, CRC recomputed, decoded. */
+static int header_of_version(uint16_t v, wal_seghdr_t *g)
 {
-    wal_seghdr_t h = { .base = 1 }, g;
+    wal_seghdr_t h = { .base = 1 };
     uint8_t b[WAL_SEG_HDR_SIZE];
     wal__seghdr_encode(b, &h);
-    wal__st16(b + 4, 2);
+    wal__st16(b + 4, v);
     wal__st32(b + 28, wal__crc32c(0, b, 28));
-    cr_assert_eq(wal__seghdr_decode(b, &g), TB_EUNSUPPORTED);
+    return wal__seghdr_decode(b, g);
+}
+
+Test(format, segment_header_of_an_unknown_version_is_unsupported)
+{
+    wal_seghdr_t g;
+    cr_assert_eq(header_of_version(WAL_FORMAT_VERSION + 1, &g), TB_EUNSUPPORTED);
+    cr_assert_eq(header_of_version(0, &g), TB_EUNSUPPORTED);
+}
+
+Test(format, segment_header_of_version_1_is_still_read)
+{
+    wal_seghdr_t g;
+    cr_assert_eq(header_of_version(1, &g), 0);
+    cr_assert_eq(g.version, 1);
+}
+
+Test(format, new_segment_headers_carry_the_current_version)
+{
+    wal_seghdr_t h = { .base = 1, .version = 1 }, g;
+    uint8_t b[WAL_SEG_HDR_SIZE];
+    wal__seghdr_encode(b, &h);
+    cr_assert_eq(wal__ld16(b + 4), WAL_FORMAT_VERSION);
+    cr_assert_eq(wal__seghdr_decode(b, &g), 0);
+    cr_assert_eq(g.version, WAL_FORMAT_VERSION);
 }
 
 Test(format, meta_round_trips)

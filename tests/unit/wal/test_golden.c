@@ -1,38 +1,31 @@
 /*
- * test_golden.c: the on-disk format, pinned byte for byte.
+ * test_golden.c: the on-disk format, pinned byte for byte, in both versions
+ * the code reads.
  *
- * features.seg is what the writer produces, with a fixed salt and clock,
- * for one batch that uses every format feature. The corrupt variants are
- * features.seg with one deliberate change each (tests/data/wal/README.md).
+ * v2/features.seg is what the writer produces now, with a fixed salt and
+ * clock, for one batch that uses every format feature; the corrupt variants
+ * are it with one deliberate change each (tests/data/wal/README.md).
+ * v1/ holds the same files as format version 1 wrote them, frozen: every
+ * read-side claim is checked against both (suites golden and golden_v1), so
+ * segments written before padding existed are still read and recovered.
+ * The padded layout has its own file, test_golden_padded.c.
+ *
  * A format change makes writer_output_matches_the_golden_segment fail; the
- * change must then bump WAL_FORMAT_VERSION and regenerate the files:
+ * change must then bump WAL_FORMAT_VERSION, freeze the old files under
+ * v<old>/ and regenerate the current ones:
  *
- *   WAL_GOLDEN_UPDATE=1 TRIB_TESTDATA=$PWD/tests/data build/tests/unit_wal --filter 'golden/writer_output*'
+ *   WAL_GOLDEN_UPDATE=1 TRIB_TESTDATA=$PWD/tests/data build/tests/unit_wal --filter 'golden*'
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "helper_wal.h"
+#include "helper_golden.h"
 #include "wal/wal_int.h"
 
-#define GOLDEN_SALT 0x5A17C0DEu
-#define GOLDEN_TIME 1700000000000ull
 #define GOLDEN_RECORDS 7
-
-static int fixed_random(void *ctx, void *buf, size_t n)
-{
-    uint8_t salt[4];
-    wal__st32(salt, GOLDEN_SALT);
-    for (size_t i = 0; i < n; i++)
-        ((uint8_t *)buf)[i] = salt[i % 4];
-    return 0;
-}
-
-static uint64_t fixed_now(void *ctx) { return GOLDEN_TIME; }
-
-static wal_io_t golden_io;
 
 static th_t h;
 static void setup(void)
@@ -40,44 +33,11 @@ static void setup(void)
     th_init(&h, WAL_FSYNC_ALWAYS);
     h.o.segment_bytes = 1 << 20;
     h.o.max_topic_bytes = 4 << 20;
-    golden_io = *wal_io_posix();
-    golden_io.random = fixed_random;
-    golden_io.now_ms = fixed_now;
+    h.o.pad_align = 4096;
 }
 static void teardown(void) { th_cleanup(&h); }
 TestSuite(golden, .init = setup, .fini = teardown);
-
-static char *data_path(const char *name)
-{
-    const char *env = getenv("TRIB_TESTDATA");
-    if (env && *env)
-        return tb_asprintf("%s/wal/%s", env, name);
-    const char *f = __FILE__; /* .../tests/unit/wal/test_golden.c */
-    const char *cut = strstr(f, "tests/unit/wal/");
-    return tb_asprintf("%.*stests/data/wal/%s", (int)(cut - f), f, name);
-}
-
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    return buf;
-}
-
-static void spit(const char *path, const uint8_t *buf, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fwrite(buf, 1, n, f), n);
-    fclose(f);
-}
+TestSuite(golden_v1, .init = setup, .fini = teardown);
 
 static const wal_attr_t attrs[] = {
     { (const uint8_t *)"site", 4, (const uint8_t *)"north", 5 },
@@ -105,10 +65,10 @@ static wal_msg_t feature(int i)
 /* Runs the real writer and returns the segment it produced. */
 static uint8_t *produce(size_t *n)
 {
-    h.o.io = &golden_io;
+    h.o.io = tg_io();
     wal_topic_t *t;
     cr_assert_eq(th_open(&h), 0);
-    cr_assert_eq(wal_topic_open(h.w, "/edge1/golden", &t), 0);
+    cr_assert_eq(wal_topic_open(h.w, GOLDEN_TOPIC, &t), 0);
     wal_batch_t *b = wal_batch_new(t);
     for (int i = 0; i < GOLDEN_RECORDS; i++) {
         wal_msg_t m = feature(i);
@@ -118,19 +78,10 @@ static uint8_t *produce(size_t *n)
     cr_assert(th_wait(&h, 1));
     cr_assert_eq(h.done[0].rc, 0);
     cr_assert_eq(th_close(&h), 0);
-    char *p = tb_asprintf("%s/+edge1+golden/00000000000000000001.seg", h.wal_dir);
-    uint8_t *buf = slurp(p, n);
-    free(p);
-    cr_assert_not_null(buf);
-    return buf;
+    return tg_segment(&h, 1, n);
 }
 
 /* The deliberate corruptions, applied to a copy of the features segment. */
-typedef struct variant {
-    const char *name;
-    void (*apply)(uint8_t *buf, size_t *n);
-} variant_t;
-
 static size_t record_pos(const uint8_t *buf, int index)
 {
     size_t pos = WAL_SEG_HDR_SIZE;
@@ -144,129 +95,87 @@ static void flip_payload_of_record_4(uint8_t *buf, size_t *n)
     size_t pos = record_pos(buf, 3);
     buf[pos + wal__ld32(buf + pos) - 1] ^= 0x01;
 }
-static void header_field(uint8_t *buf, size_t at, uint32_t v, int width)
+static void next_version(uint8_t *buf, size_t *n) { tg_header_u16(buf, 4, WAL_FORMAT_VERSION + 1); }
+static void other_salt(uint8_t *buf, size_t *n)
 {
-    if (width == 2)
-        wal__st16(buf + at, (uint16_t)v);
-    else
-        wal__st32(buf + at, v);
-    wal__st32(buf + 28, wal__crc32c(0, buf, 28)); /* a valid header CRC: only the field is wrong */
+    wal__st32(buf + 24, GOLDEN_SALT ^ 1);
+    wal__st32(buf + 28, wal__crc32c(0, buf, 28));
 }
-static void version_2(uint8_t *buf, size_t *n) { header_field(buf, 4, 2, 2); }
-static void other_salt(uint8_t *buf, size_t *n) { header_field(buf, 24, GOLDEN_SALT ^ 1, 4); }
 static void bad_magic(uint8_t *buf, size_t *n) { buf[3] = 'X'; }
 
-static const variant_t variants[] = {
+static const tg_variant_t variants[] = {
     { "truncated_tail.seg", cut_tail },
     { "bad_crc.seg", flip_payload_of_record_4 },
-    { "wrong_version.seg", version_2 },
+    { "wrong_version.seg", next_version },
+    { "wrong_salt.seg", other_salt },
+    { "bad_magic.seg", bad_magic },
+};
+/* v1/ was frozen without wrong_version.seg: its "version 2" became readable. */
+static const tg_variant_t variants_v1[] = {
+    { "truncated_tail.seg", cut_tail },
+    { "bad_crc.seg", flip_payload_of_record_4 },
     { "wrong_salt.seg", other_salt },
     { "bad_magic.seg", bad_magic },
 };
 
 Test(golden, writer_output_matches_the_golden_segment)
 {
-    size_t n, gn;
+    size_t n;
     uint8_t *buf = produce(&n);
-    char *gp = data_path("features.seg");
-    if (getenv("WAL_GOLDEN_UPDATE")) {
-        spit(gp, buf, n);
-        for (size_t i = 0; i < TB_ARRAY_LEN(variants); i++) {
-            uint8_t *v = malloc(n);
-            memcpy(v, buf, n);
-            size_t vn = n;
-            variants[i].apply(v, &vn);
-            char *vp = data_path(variants[i].name);
-            spit(vp, v, vn);
-            free(vp);
-            free(v);
-        }
-    }
-    uint8_t *golden = slurp(gp, &gn);
-    cr_assert_not_null(golden, "missing %s", gp);
-    cr_assert_eq(n, gn, "size %zu, golden %zu: the format changed", n, gn);
-    cr_assert_eq(memcmp(buf, golden, n), 0, "bytes differ: the format changed");
-    free(golden);
-    free(gp);
+    tg_compare_or_update("v2/features.seg", buf, n, variants, TB_ARRAY_LEN(variants), "v2");
     free(buf);
 }
 
 Test(golden, corrupt_variants_are_the_documented_mutations_of_the_golden_segment)
 {
-    size_t n;
-    char *gp = data_path("features.seg");
-    uint8_t *golden = slurp(gp, &n);
-    cr_assert_not_null(golden);
-    for (size_t i = 0; i < TB_ARRAY_LEN(variants); i++) {
-        uint8_t *v = malloc(n);
-        memcpy(v, golden, n);
-        size_t vn = n, fn;
-        variants[i].apply(v, &vn);
-        char *vp = data_path(variants[i].name);
-        uint8_t *file = slurp(vp, &fn);
-        cr_assert_not_null(file, "missing %s", vp);
-        cr_assert(fn == vn && memcmp(file, v, vn) == 0, "%s", variants[i].name);
-        free(file);
-        free(vp);
-        free(v);
-    }
-    free(golden);
-    free(gp);
+    tg_check_variants("v2/features.seg", variants, TB_ARRAY_LEN(variants), "v2");
 }
 
-/* Installs golden file `name` as segment <base> of topic /edge1/golden. */
-static char *install(const char *name, uint64_t base)
+Test(golden_v1, corrupt_variants_are_the_documented_mutations_of_the_golden_segment)
 {
-    char *dir = tb_asprintf("%s/+edge1+golden", h.wal_dir);
-    char *src = data_path(name);
-    char *cmd = tb_asprintf("mkdir -p %s && cp %s %s/%020llu.seg", dir, src, dir, (unsigned long long)base);
-    cr_assert_eq(system(cmd), 0);
-    free(cmd);
-    free(src);
-    char *p = tb_asprintf("%s/%020llu.seg", dir, (unsigned long long)base);
-    free(dir);
+    tg_check_variants("v1/features.seg", variants_v1, TB_ARRAY_LEN(variants_v1), "v1");
+}
+
+Test(golden_v1, records_are_byte_identical_to_version_2_and_only_the_header_version_differs)
+{
+    size_t n1, n2;
+    char *p1 = tg_path("v1/features.seg"), *p2 = tg_path("v2/features.seg");
+    uint8_t *v1 = tg_slurp(p1, &n1), *v2 = tg_slurp(p2, &n2);
+    cr_assert(v1 && v2);
+    cr_assert_eq(n1, n2);
+    cr_assert(wal__ld16(v1 + 4) == 1 && wal__ld16(v2 + 4) == 2);
+    cr_assert_eq(memcmp(v1, v2, 4), 0);
+    cr_assert_eq(memcmp(v1 + 6, v2 + 6, 22), 0, "the rest of the header (hcrc aside)");
+    cr_assert_eq(memcmp(v1 + WAL_SEG_HDR_SIZE, v2 + WAL_SEG_HDR_SIZE, n1 - WAL_SEG_HDR_SIZE), 0);
+    free(v1);
+    free(v2);
+    free(p1);
+    free(p2);
+}
+
+/* ---- what recovery and readers make of each file, in both versions -------- */
+
+/* A read-side claim run on the v1 and the v2 files alike. */
+#define BOTH_VERSIONS(name)                      \
+    static void name(const char *ver);           \
+    Test(golden, name) { name("v2"); }           \
+    Test(golden_v1, name) { name("v1"); }        \
+    static void name(const char *ver)
+
+static char *install(const char *ver, const char *file, uint64_t base)
+{
+    char *rel = tb_asprintf("%s/%s", ver, file);
+    char *p = tg_install(&h, rel, base);
+    free(rel);
     return p;
 }
 
-/* A valid empty segment at base, so the one before it is sealed. */
-static void install_empty(uint64_t base)
+BOTH_VERSIONS(features_segment_reads_back_every_feature)
 {
-    uint8_t hb[WAL_SEG_HDR_SIZE];
-    wal_seghdr_t hdr = { .base = base, .created_ms = GOLDEN_TIME, .salt = 99 };
-    wal__seghdr_encode(hb, &hdr);
-    char *p = tb_asprintf("%s/+edge1+golden/%020llu.seg", h.wal_dir, (unsigned long long)base);
-    spit(p, hb, sizeof hb);
-    free(p);
-}
-
-static wal_topic_stats_t open_stats(void)
-{
-    cr_assert_eq(th_open(&h), 0);
-    wal_topic_t *t = wal_topic_find(h.w, "/edge1/golden");
-    cr_assert_not_null(t);
-    wal_topic_stats_t st;
-    wal_topic_stats(t, &st);
-    return st;
-}
-
-static long readable(void)
-{
+    free(install(ver, "features.seg", 1));
+    cr_assert_eq(tg_open_stats(&h).next_offset, 8);
     wal_reader_t *r;
-    wal_reader_open(wal_topic_find(h.w, "/edge1/golden"), 1, &r);
-    wal_record_t rec;
-    long n = 0;
-    while (wal_reader_next(r, &rec) == 0)
-        n++;
-    wal_reader_close(r);
-    return n;
-}
-
-Test(golden, features_segment_reads_back_every_feature)
-{
-    free(install("features.seg", 1));
-    cr_assert_eq(open_stats().next_offset, 8);
-    wal_reader_t *r;
-    cr_assert_eq(wal_reader_open(wal_topic_find(h.w, "/edge1/golden"), 1, &r), 0);
+    cr_assert_eq(wal_reader_open(wal_topic_find(h.w, GOLDEN_TOPIC), 1, &r), 0);
     for (int i = 0; i < GOLDEN_RECORDS; i++) {
         wal_record_t rec;
         cr_assert_eq(wal_reader_next(r, &rec), 0);
@@ -281,45 +190,46 @@ Test(golden, features_segment_reads_back_every_feature)
     wal_reader_close(r);
 }
 
-Test(golden, truncated_tail_is_cut_to_the_last_whole_record)
+BOTH_VERSIONS(truncated_tail_is_cut_to_the_last_whole_record)
 {
-    char *p = install("truncated_tail.seg", 1);
-    cr_assert_eq(open_stats().next_offset, 7);
-    cr_assert_eq(readable(), 6);
+    char *p = install(ver, "truncated_tail.seg", 1);
+    cr_assert_eq(tg_open_stats(&h).next_offset, 7);
+    cr_assert_eq(tg_readable(&h), 6);
     size_t n;
-    char *gp = data_path("features.seg");
-    uint8_t *g = slurp(gp, &n);
+    char *rel = tb_asprintf("%s/features.seg", ver), *gp = tg_path(rel);
+    uint8_t *g = tg_slurp(gp, &n);
     cr_assert_eq((size_t)th_file_size(p), record_pos(g, 6));
     free(g);
     free(gp);
+    free(rel);
     free(p);
 }
 
-Test(golden, bad_crc_in_the_active_segment_ends_the_log_there)
+BOTH_VERSIONS(bad_crc_in_the_active_segment_ends_the_log_there)
 {
-    free(install("bad_crc.seg", 1));
-    cr_assert_eq(open_stats().next_offset, 4);
-    cr_assert_eq(readable(), 3);
+    free(install(ver, "bad_crc.seg", 1));
+    cr_assert_eq(tg_open_stats(&h).next_offset, 4);
+    cr_assert_eq(tg_readable(&h), 3);
 }
 
-Test(golden, bad_crc_in_a_sealed_segment_quarantines_it_at_verified_open)
+BOTH_VERSIONS(bad_crc_in_a_sealed_segment_quarantines_it_at_verified_open)
 {
-    free(install("bad_crc.seg", 1));
-    install_empty(8);
+    free(install(ver, "bad_crc.seg", 1));
+    tg_install_empty(&h, 8);
     h.o.verify_on_open = true;
-    wal_topic_stats_t st = open_stats();
+    wal_topic_stats_t st = tg_open_stats(&h);
     cr_assert_eq(st.quarantined_segments, 1);
     cr_assert_eq(st.dropped_total, 7);
     cr_assert_eq(st.next_offset, 8);
 }
 
-Test(golden, bad_crc_in_a_sealed_segment_is_a_gap_for_readers)
+BOTH_VERSIONS(bad_crc_in_a_sealed_segment_is_a_gap_for_readers)
 {
-    free(install("bad_crc.seg", 1));
-    install_empty(8);
-    open_stats();
+    free(install(ver, "bad_crc.seg", 1));
+    tg_install_empty(&h, 8);
+    tg_open_stats(&h);
     wal_reader_t *r;
-    wal_reader_open(wal_topic_find(h.w, "/edge1/golden"), 1, &r);
+    wal_reader_open(wal_topic_find(h.w, GOLDEN_TOPIC), 1, &r);
     wal_record_t rec;
     int n = 0, rc;
     while ((rc = wal_reader_next(r, &rec)) == 0)
@@ -332,13 +242,13 @@ Test(golden, bad_crc_in_a_sealed_segment_is_a_gap_for_readers)
     wal_reader_close(r);
 }
 
-Test(golden, offset_hole_between_segments_is_reported_as_a_gap)
+BOTH_VERSIONS(offset_hole_between_segments_is_reported_as_a_gap)
 {
-    free(install("features.seg", 1));
-    install_empty(15);
-    open_stats();
+    free(install(ver, "features.seg", 1));
+    tg_install_empty(&h, 15);
+    tg_open_stats(&h);
     wal_reader_t *r;
-    wal_reader_open(wal_topic_find(h.w, "/edge1/golden"), 1, &r);
+    wal_reader_open(wal_topic_find(h.w, GOLDEN_TOPIC), 1, &r);
     wal_record_t rec;
     int n = 0, rc;
     while ((rc = wal_reader_next(r, &rec)) == 0)
@@ -352,10 +262,25 @@ Test(golden, offset_hole_between_segments_is_reported_as_a_gap)
     wal_reader_close(r);
 }
 
-Test(golden, wrong_version_is_quarantined_and_offsets_skip_past_it)
+BOTH_VERSIONS(wrong_salt_validates_no_record)
 {
-    char *p = install("wrong_version.seg", 1);
-    wal_topic_stats_t st = open_stats();
+    free(install(ver, "wrong_salt.seg", 1));
+    cr_assert_eq(tg_open_stats(&h).next_offset, 1);
+    cr_assert_eq(tg_readable(&h), 0);
+}
+
+BOTH_VERSIONS(bad_magic_is_quarantined)
+{
+    free(install(ver, "bad_magic.seg", 1));
+    wal_topic_stats_t st = tg_open_stats(&h);
+    cr_assert_eq(st.quarantined_segments, 1);
+    cr_assert_gt(st.next_offset, 7);
+}
+
+Test(golden, unknown_version_is_quarantined_and_offsets_skip_past_it)
+{
+    char *p = install("v2", "wrong_version.seg", 1);
+    wal_topic_stats_t st = tg_open_stats(&h);
     cr_assert_eq(st.quarantined_segments, 1);
     cr_assert_gt(st.next_offset, 7, "past any offset the unreadable segment could hold");
     char *q = tb_asprintf("%s.corrupt", p);
@@ -364,17 +289,59 @@ Test(golden, wrong_version_is_quarantined_and_offsets_skip_past_it)
     free(p);
 }
 
-Test(golden, wrong_salt_validates_no_record)
+/* ---- a version 1 log under the current writer ------------------------------ */
+
+Test(golden_v1, active_segment_is_sealed_at_open_and_appends_go_to_a_new_segment)
 {
-    free(install("wrong_salt.seg", 1));
-    cr_assert_eq(open_stats().next_offset, 1);
-    cr_assert_eq(readable(), 0);
+    free(install("v1", "features.seg", 1));
+    tg_open_stats(&h);
+    wal_topic_t *t = wal_topic_find(h.w, GOLDEN_TOPIC);
+    wal_msg_t m = feature(0);
+    wal_batch_t *b = wal_batch_new(t);
+    cr_assert_eq(wal_batch_add(b, &m), 0);
+    wal_submit(b, NULL);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(h.done[0].rc, 0);
+    cr_assert_eq(h.done[0].first_offset, 8);
+    cr_assert_eq(th_close(&h), 0);
+    size_t n1, n8;
+    uint8_t *s1 = tg_segment(&h, 1, &n1), *s8 = tg_segment(&h, 8, &n8);
+    cr_assert_eq(wal__ld16(s1 + 4), 1, "the version 1 segment is kept as it was");
+    cr_assert_eq(wal__ld16(s8 + 4), WAL_FORMAT_VERSION, "new records go to a new segment");
+    free(s1);
+    free(s8);
 }
 
-Test(golden, bad_magic_is_quarantined)
+Test(golden_v1, sealed_segment_and_the_new_one_read_back_in_order)
 {
-    free(install("bad_magic.seg", 1));
-    wal_topic_stats_t st = open_stats();
-    cr_assert_eq(st.quarantined_segments, 1);
-    cr_assert_gt(st.next_offset, 7);
+    free(install("v1", "features.seg", 1));
+    tg_open_stats(&h);
+    wal_topic_t *t = wal_topic_find(h.w, GOLDEN_TOPIC);
+    cr_assert_eq(th_append(&h, t, 100, 3, 10), 0);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t rec;
+    for (uint64_t off = 1; off <= 10; off++) {
+        cr_assert_eq(wal_reader_next(r, &rec), 0, "offset %llu", (unsigned long long)off);
+        cr_assert_eq(rec.offset, off);
+    }
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_END);
+    wal_reader_close(r);
+}
+
+Test(golden_v1, empty_active_segment_is_replaced_by_one_of_the_current_version)
+{
+    char *p = install("v1", "features.seg", 1);
+    cr_assert_eq(truncate(p, WAL_SEG_HDR_SIZE), 0);
+    tg_open_stats(&h);
+    cr_assert_eq(th_close(&h), 0);
+    size_t n;
+    uint8_t *s = tg_segment(&h, 1, &n);
+    cr_assert_eq(n, WAL_SEG_HDR_SIZE);
+    cr_assert_eq(wal__ld16(s + 4), WAL_FORMAT_VERSION);
+    char *dir = th_topic_dir(&h, GOLDEN_DIR);
+    cr_assert_eq(th_count_files(dir, ".seg"), 1);
+    free(dir);
+    free(s);
+    free(p);
 }

@@ -1,4 +1,6 @@
-/* test_tools.c: wal_dump and wal_check, the offline views, print what the CLI documents. */
+/* test_tools.c: wal_dump and wal_check, the offline views, print what the CLI
+ * documents. The golden files are installed by path under tests/data/wal/
+ * (v2/ the current format, v1/ the frozen older one). */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -55,7 +57,7 @@ static char *line(const char *s, int n)
 
 static char *dump_golden(const char *topic, uint64_t from, int *rc)
 {
-    install("+edge1+golden", "features.seg", 1);
+    install("+edge1+golden", "v2/features.seg", 1);
     out_t o;
     out_open(&o);
     *rc = wal_dump(h.wal_dir, topic, from, o.f);
@@ -128,11 +130,38 @@ Test(dump, from_offset_skips_earlier_records)
 
 Test(dump, every_topic_when_none_is_named)
 {
-    install("+a", "features.seg", 1);
+    install("+a", "v2/features.seg", 1);
     int rc;
     char *s = dump_golden(NULL, 1, &rc);
     cr_assert_eq(rc, 0);
     cr_assert_eq(count_lines(s), 14);
+    free(s);
+}
+
+Test(dump, padding_records_are_not_printed)
+{
+    install("+edge1+golden", "v2/padded.seg", 1);
+    out_t o;
+    out_open(&o);
+    int rc = wal_dump(h.wal_dir, "/edge1/golden", 1, o.f);
+    char *s = out_close(&o);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(count_lines(s), 25, "the 25 records of v2/padded.seg, not its two paddings");
+    char *last = line(s, 24);
+    cr_assert(strstr(last, "\"offset\":25,") != NULL, "%s", last);
+    free(last);
+    free(s);
+}
+
+Test(dump, version_1_segment_prints_its_records)
+{
+    install("+edge1+golden", "v1/features.seg", 1);
+    out_t o;
+    out_open(&o);
+    int rc = wal_dump(h.wal_dir, "/edge1/golden", 1, o.f);
+    char *s = out_close(&o);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(count_lines(s), 7);
     free(s);
 }
 
@@ -153,7 +182,7 @@ static long long jint(json_t *j, const char *k) { return json_integer_value(json
 
 Test(check, clean_log_returns_zero_and_its_offsets)
 {
-    install("+edge1+golden", "features.seg", 1);
+    install("+edge1+golden", "v2/features.seg", 1);
     int rc;
     json_t *j = check_json(&rc);
     cr_assert_eq(rc, 0);
@@ -166,8 +195,8 @@ Test(check, clean_log_returns_zero_and_its_offsets)
 
 Test(check, corrupt_sealed_segment_returns_one_and_names_it)
 {
-    install("+edge1+golden", "bad_crc.seg", 1);
-    install("+edge1+golden", "features.seg", 8); /* its base does not match: also corrupt */
+    install("+edge1+golden", "v2/bad_crc.seg", 1);
+    install("+edge1+golden", "v2/features.seg", 8); /* its base does not match: also corrupt */
     int rc;
     json_t *j = check_json(&rc);
     cr_assert_eq(rc, 1);
@@ -178,12 +207,25 @@ Test(check, corrupt_sealed_segment_returns_one_and_names_it)
 
 Test(check, torn_tail_is_reported_but_not_corrupt)
 {
-    install("+edge1+golden", "truncated_tail.seg", 1);
+    install("+edge1+golden", "v2/truncated_tail.seg", 1);
     int rc;
     json_t *j = check_json(&rc);
     cr_assert_eq(rc, 0);
     cr_assert_eq(jint(j, "records"), 6);
     cr_assert_gt(jint(j, "torn_tail_bytes"), 0);
+    json_decref(j);
+}
+
+Test(check, padding_bytes_are_counted_apart_and_are_not_corruption)
+{
+    install("+edge1+golden", "v2/padded.seg", 1);
+    int rc;
+    json_t *j = check_json(&rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(jint(j, "records"), 25);
+    cr_assert_eq(jint(j, "bytes"), 8409);
+    cr_assert_eq(jint(j, "padding_bytes"), 1460 + 1492, "the two paddings of v2/padded.seg");
+    cr_assert_eq(jint(j, "torn_tail_bytes"), 0);
     json_decref(j);
 }
 
