@@ -26,13 +26,16 @@ cleanup() {
     [[ -n $MOCK ]] && kill -TERM "$MOCK" 2>/dev/null && wait "$MOCK" 2>/dev/null || true
 }
 trap cleanup INT TERM EXIT
+# The children run in their own sessions (setsid) so that Ctrl-C reaches
+# only this script, and cleanup's single SIGTERM gives the gateway its
+# drain; a terminal's SIGINT on top would be a second signal ("exit now").
 
 # poll a condition every 100 ms, up to a deadline (seconds)
 wait_for() { local secs=$1; shift; for _ in $(seq $((secs * 10))); do "$@" && return 0; sleep 0.1; done; return 1; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 say "mock Danube cluster on 127.0.0.1:6650, storing to $STORE"
-"$ROOT/build/tributary-mock-cluster" --port 6650 --store "$STORE" > mock.out 2> mock.log &
+setsid "$ROOT/build/tributary-mock-cluster" --port 6650 --store "$STORE" > mock.out 2> mock.log &
 MOCK=$!
 if ! wait_for 15 grep -q "mock-cluster listening" mock.out; then
     echo "the mock cluster did not start (is port 6650 taken?):" >&2
@@ -41,7 +44,7 @@ if ! wait_for 15 grep -q "mock-cluster listening" mock.out; then
 fi
 
 say "tributary on the embedded default (tributary check prints a file's effective configuration)"
-"$ROOT/build/tributary" run &
+setsid "$ROOT/build/tributary" run &
 GW=$!
 if ! wait_for 15 port_open 1883; then
     echo "the gateway is not listening on 127.0.0.1:1883 (is the port taken?)" >&2
