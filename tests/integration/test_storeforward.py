@@ -92,6 +92,12 @@ class Judge(unittest.TestCase):
         rc, r = run.write().judge()
         self.assertEqual((rc, r["out_of_order"]), (1, 1), r)
 
+    def test_an_offset_received_after_a_higher_one_of_its_topic_fails(self):
+        run = FakeRun()
+        run.offsets = [1, 2, 4, 3, 5, 6, 7, 8, 9, 10]  # each device's readings still in order
+        rc, r = run.write().judge()
+        self.assertEqual((rc, r["offset_order"], r["out_of_order"]), (1, 1, 0), r)
+
     def test_a_reading_resent_after_a_lost_ack_is_a_duplicate_not_a_failure(self):
         run = FakeRun()
         run.store.insert(run.store.index((0, 3)) + 1, (0, 3))
