@@ -11,11 +11,11 @@
 #                   always   disk bound far above the outage: nothing
 #                            acknowledged may be missing
 #                   bounded  max_topic_bytes 16 MiB, below the outage's
-#                            ~45 MiB per topic: every loss counted in
+#                            ~43 MiB per topic: every loss counted in
 #                            dropped_total, and the oldest
 #                 Reports go to build/bench/storeforward-<name>.{txt,json},
 #                 with the timeline (.events.jsonl) and the gateway's log.
-#   compare       bench/compare (Tributary beside Mosquitto 2, ~25 minutes);
+#   compare       bench/compare (Tributary beside Mosquitto 2, ~17 minutes);
 #                 table in build/bench/compare.md
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
