@@ -24,8 +24,13 @@
  * checked before every record): a record delivered and also counted would
  * make dropped_total overstate the loss and the topic's queued count go
  * below zero. A retention delete (everything in it acknowledged) keeps
- * the open segment readable. A record that fails its CRC below the readable end in a sealed
- * segment is corruption: the reader asks the writer to quarantine the
+ * the open segment readable.
+ * The reader buffers past the readable end; when the writer cuts unsynced
+ * records (a failed write or fdatasync) their offsets are written again with
+ * other messages, so a change of the topic's cut_gen drops the buffer before
+ * a record is trusted from it.
+ * A record that fails its CRC below the readable end in a sealed segment is
+ * corruption: the reader asks the writer to quarantine the
  * segment and skips to the next one (WAL_GAP). In the active segment it
  * returns TB_ECORRUPT.
  */
@@ -50,6 +55,7 @@ struct wal_reader {
     uint64_t buf_fpos;
     uint64_t next;        /* offset of the record at buf[off] */
     uint64_t gap_from, gap_to, skipped;
+    uint64_t cut_gen;     /* the topic's cut_gen when buf was last known good */
 };
 
 static void close_seg(wal_reader_t *r)
@@ -149,9 +155,28 @@ static int decode_next(wal_reader_t *r, wal_rec_t *rec, ssize_t *n)
  * call (until then wal_topic_bytes_after counts it). */
 static void skip_padding(wal_reader_t *r)
 {
-    wal_rec_t pad;
-    while (decode(r, &pad) == WAL_REC_PAD)
-        r->off += pad.len;
+    if (r->version < 2)
+        return; /* no padding in version 1 */
+    bool fresh = false;
+    for (;;) {
+        wal_rec_t pad;
+        int d = decode(r, &pad);
+        if (d == WAL_REC_PAD) {
+            r->off += pad.len;
+            fresh = false;
+            continue;
+        }
+        /* padding not (wholly) in the buffer: read once more from here. The
+         * buffer may have been filled between the round's records and its
+         * padding; a caught-up reader would otherwise stop in front of it
+         * and wal_topic_bytes_after would report it as lag. */
+        if (d != WAL_REC_SHORT || fresh)
+            return;
+        size_t need = TB_MAX((size_t)WAL_REC_HEAD, (size_t)wal__rec_len(r->buf + r->off, r->len - r->off));
+        if (refill(r, need) <= 0)
+            return;
+        fresh = true;
+    }
 }
 
 /* Opens the segment that holds offset want and positions at it. Returns 0,
@@ -235,6 +260,15 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
         uint64_t end = wal_topic_readable_end(r->t);
         if (r->next >= end)
             return WAL_END;
+        /* after readable_end (acquire): a cut that preceded the records now
+         * readable is seen here, and what the buffer held past the synced
+         * end then (the cut records, whose offsets were reused) is dropped */
+        uint64_t gen = atomic_load_explicit(&r->t->cut_gen, memory_order_acquire);
+        if (gen != r->cut_gen) {
+            r->cut_gen = gen;
+            r->buf_fpos += r->off;
+            r->len = r->off = 0;
+        }
         uint64_t floor = atomic_load_explicit(&r->t->read_floor, memory_order_acquire);
         if (r->next < floor)
             return gap(r, r->next, floor);
@@ -290,6 +324,7 @@ int wal_reader_open(wal_topic_t *t, uint64_t from_offset, wal_reader_t **out)
     r->cap = RD_BUF;
     r->buf = tb_malloc(r->cap);
     r->next = from_offset ? from_offset : 1;
+    r->cut_gen = atomic_load_explicit(&t->cut_gen, memory_order_acquire);
     *out = r;
     return 0;
 }

@@ -88,6 +88,9 @@ struct wal_topic {
 
     /* [A] */
     _Atomic uint64_t readable_end;
+    _Atomic uint64_t cut_gen;     /* bumped when unsynced bytes were cut and their offsets may be
+                                   * written again (a failed write or sync, repair): a reader drops
+                                   * what it buffered, which may hold the cut records */
     _Atomic uint64_t ck_req;      /* latest checkpoint asked for */
     _Atomic bool ck_pending;      /* ck_req moved since the writer last looked */
     _Atomic uint64_t next_pub;    /* copy of next for stats */

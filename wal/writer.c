@@ -105,6 +105,7 @@ static void sync_failed(wal_topic_t *t, int rc, bool in_round)
             t->wpos = t->spos;
         }
         t->next = t->synced_next;
+        atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release);
     } else {
         t->rewrite_unsynced = true;
     }
@@ -227,6 +228,7 @@ undo:
         t->needs_repair = true;
     }
     t->wpos = old_wpos;
+    atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release); /* its offsets will be reused */
     t->probe_bytes = b->len + WAL_SEG_HDR_SIZE; /* what a retry must be able to write */
     if (sync_err)
         sync_failed(t, rc, true);

@@ -337,3 +337,100 @@ Test(pad, a_failed_padding_write_leaves_the_round_acknowledged_and_unpadded)
     uint64_t seqs[30];
     cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 30, NULL), 30);
 }
+
+/* round sizes that vary, so some round ends within a page of the bound */
+Test(pad, varied_rounds_never_exceed_the_topic_bound)
+{
+    h.o.segment_bytes = 64 << 10;
+    h.o.max_topic_bytes = (150 << 10) + 77;
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0, most = 0;
+    for (uint64_t i = 0; i < 400; i++) {
+        uint32_t n = 1 + (uint32_t)((i * 7919u) % 40);
+        cr_assert_eq(th_append(&h, t, seq, n, PAYLOAD), 0);
+        seq += n;
+        wal_topic_stats_t st;
+        wal_topic_stats(t, &st);
+        most = TB_MAX(most, st.bytes);
+        cr_assert_leq(st.bytes, h.o.max_topic_bytes, "round %llu: %llu bytes", (unsigned long long)i, (unsigned long long)st.bytes);
+    }
+}
+
+/* a reader whose buffer was filled after a round's records were
+ * written but before its padding: caught up, lag bytes stay at the padding */
+static struct {
+    wal_topic_t *t;
+    wal_reader_t *r;
+    bool armed;
+    int read;
+} lag;
+
+static ssize_t lag_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
+{
+    const uint8_t *p = buf;
+    if (lag.armed && n >= 28 && p[24] == WAL_FLAG_PAD && wal__ld32(p) == n) {
+        lag.armed = false;
+        wal_record_t one;
+        while (wal_reader_next(lag.r, &one) == 0) /* the records readable so far */
+            lag.read++;
+    }
+    return wal_io_posix()->pwrite(NULL, fd, buf, n, off);
+}
+
+Test(pad, a_caught_up_reader_reports_no_lag_bytes)
+{
+    rec_io = *wal_io_posix();
+    rec_io.pwrite = lag_pwrite;
+    h.o.io = &rec_io;
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
+    cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
+    lag.armed = true;
+    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
+    cr_assert_eq(lag.read, 2);
+    wal_record_t recd;
+    int n = 0;
+    while (wal_reader_next(lag.r, &recd) == 0)
+        n++;
+    cr_assert_eq(n, 30);
+    wal_pos_t pos;
+    wal_reader_pos(lag.r, &pos);
+    cr_assert_eq(wal_topic_bytes_after(t, &pos), 0, "caught up, yet %llu bytes after the reader (segment %ld bytes, pos %llu)",
+                 (unsigned long long)wal_topic_bytes_after(t, &pos), segment_size(1), (unsigned long long)pos.byte);
+    wal_reader_close(lag.r);
+}
+
+/* a reader's buffer keeps records of a
+ * round whose fdatasync failed; the writer cuts them and reuses the offsets */
+Test(pad, a_reader_never_returns_records_of_a_failed_round)
+{
+    h.o.pad_align = 1;
+    crashio_t *c = crashio_new(3);
+    h.o.io = crashio_io(c);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0);           /* offsets 1..2, seq 0..1 */
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    crashio_gate(c, true);
+    th_submit(&h, t, 1000, 5, PAYLOAD);                           /* offsets 3..7, seq 1000.. */
+    cr_assert(crashio_wait_blocked(c));                           /* written, its sync held */
+    wal_record_t recd;
+    uint64_t seq;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(wal_reader_next(r, &recd), 0);               /* the refill reads the held round too */
+    cr_assert_eq(wal_reader_next(r, &recd), WAL_END);
+    crashio_fail_syncs(c, -EIO, 1);
+    crashio_gate(c, false);
+    cr_assert(th_wait(&h, 2));
+    cr_assert_neq(h.done[1].rc, 0, "the round failed");
+    wal_topic_retry(t);
+    cr_assert_eq(th_append(&h, t, 2000, 5, PAYLOAD), 0);          /* offsets 3..7 again, seq 2000.. */
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, 3);
+    cr_assert_eq(wal_reader_next(r, &recd), 0);
+    cr_assert_eq(recd.offset, 3);
+    cr_assert(th_record_ok(&recd, PAYLOAD, &seq));
+    cr_assert_eq(seq, 2000, "offset 3 read back as seq %llu (its batch failed)", (unsigned long long)seq);
+    wal_reader_close(r);
+    cr_assert_eq(th_close(&h), 0);
+    crashio_free(c);
+}
