@@ -111,6 +111,11 @@ static int open_topics(wal_t *w)
                 tb_error("wal: topic recovery failed; will retry", TB_S("topic", name), TB_ERR(rc));
                 t->needs_repair = true;
                 wal__topic_set_failed(t, rc);
+            } else if (t->fd >= 0 && (rc = wal__probe_space(t)) < 0) {
+                /* recovery writes nothing: without a probe a topic would
+                 * say OK on a full disk until its first batch failed */
+                tb_error("wal: topic not writable at open; will retry", TB_S("topic", name), TB_ERR(rc));
+                wal__topic_set_failed(t, rc);
             }
             wal__topic_register(w, t);
         }

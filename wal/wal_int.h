@@ -269,5 +269,8 @@ void wal__kick(wal_t *w);
 int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out);
 /* Publishes t's readable end according to the fsync mode. */
 void wal__publish(wal_topic_t *t);
+/* Writes a page of zeros past the active segment's end and cuts it again:
+ * 0 if the disk takes a write, else the error (ENOSPC: full). */
+int wal__probe_space(wal_topic_t *t);
 
 #endif

@@ -240,7 +240,7 @@ undo:
 }
 
 /*
- * Does the disk take a write again? Writes probe_bytes of zeros (at least a
+ * Does the disk take a write (again)? Writes probe_bytes of zeros (at least a
  * page, at most 1 MiB) at t->wpos, the end of the active segment's log, and
  * cuts the file back to t->wpos (also cutting whatever a failed write left
  * past it). Without this a retry while the disk is still full would declare
@@ -250,7 +250,7 @@ undo:
  * Returns 0, or the write's error (the segment is as before, or
  * needs_repair is set if it could not be cut back).
  */
-static int probe_space(wal_topic_t *t)
+int wal__probe_space(wal_topic_t *t)
 {
     const wal_io_t *io = t->w->io;
     size_t n = (size_t)TB_MIN(TB_MAX(t->probe_bytes, (uint64_t)4096), (uint64_t)1 << 20);
@@ -271,7 +271,7 @@ static void try_repair(wal_topic_t *t, uint64_t now)
     if (!asked && now < t->retry_at_ms)
         return;
     /* probe first, so a repair's fdatasync also covers the probe's cut */
-    int rc = t->fd >= 0 ? probe_space(t) : topic_mkdir(t->w, t->dir);
+    int rc = t->fd >= 0 ? wal__probe_space(t) : topic_mkdir(t->w, t->dir);
     if (rc == 0 && (t->needs_repair || t->fd < 0))
         rc = wal__topic_recover(t); /* with no segment, creating one is the probe */
     if (rc < 0) {

@@ -17,7 +17,8 @@ proves (docs/WAL.md, "Disk full, with the real gateway"):
     contiguous offsets;
   - a gateway that boots on a full disk with a topic it never stored still
     starts (not ready, 0x97) and takes that topic's messages once space
-    returns.
+    returns; one restarted on a disk that filled while it was down is not
+    ready from the start, before any message finds out.
 
 Each scenario runs once (setUpClass); each test asserts one claim over it.
 """
@@ -258,6 +259,66 @@ class BootOnFullDisk(unittest.TestCase):
         self.assertEqual(self.reason_full, 0x97)
 
     def test_the_topic_takes_messages_once_space_returns(self):
+        self.assertEqual(self.reason_after, 0)
+        self.assertEqual(self.payloads, self.expected)
+
+    def test_it_stops_cleanly(self):
+        self.assertEqual(self.exit_code, 0)
+
+
+class RestartOnFullDisk(unittest.TestCase):
+    """A gateway restarted on a disk that filled up while it was down, with
+    a topic it already stored: not ready from the start (a probe write at
+    open, since recovery itself writes nothing), 0x97 for new messages,
+    then writable again once space returns, the old message kept."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.mnt = mount_tmpfs()
+        cls.gw = None
+        try:
+            wal = os.path.join(cls.mnt, "wal")
+            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
+            pub = Publisher(cls.gw.mqtt_port(), "before", 5)
+            before, cls.reason_before = pub.publish()
+            pub.c.close()
+            cls.gw.stop()
+            ballast = os.path.join(cls.mnt, "ballast")
+            st = os.statvfs(cls.mnt)
+            with open(ballast, "wb") as f:
+                f.write(b"\0" * (st.f_bavail * st.f_frsize))
+            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
+            mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
+            cls.gw.wait_log("bootstrap complete", 10 * SLOW)
+            cls.readyz_full = http_get(hport, "/readyz")
+            cls.state_full = topic_state(hport)
+            pub = Publisher(mport, "after", 5)
+            cls.reason_full = pub.publish()[1]
+            os.unlink(ballast)
+            wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
+            after, cls.reason_after = pub.publish()
+            pub.c.close()
+            cls.exit_code = cls.gw.stop()
+            cls.payloads = [r["payload"] for r in wal_dump(wal, "/e1/full")]
+            cls.expected = [before, after]
+        finally:
+            if cls.gw and cls.gw.proc and cls.gw.proc.poll() is None:
+                cls.gw.kill()
+            subprocess.run(["umount", cls.mnt], check=False)
+            os.rmdir(cls.mnt)
+
+    def test_it_is_not_ready_before_any_message_arrives(self):
+        status, body = self.readyz_full
+        self.assertEqual(status, 503)
+        self.assertRegex(body, r"^not ready: write-ahead log not writable\n")
+
+    def test_stats_shows_the_topic_failed_before_any_message_arrives(self):
+        self.assertEqual(self.state_full, "failed")
+
+    def test_mqtt5_gets_quota_exceeded_while_full(self):
+        self.assertEqual((self.reason_before, self.reason_full), (0, 0x97))
+
+    def test_the_old_message_is_kept_and_new_ones_taken_once_space_returns(self):
         self.assertEqual(self.reason_after, 0)
         self.assertEqual(self.payloads, self.expected)
 
