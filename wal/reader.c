@@ -153,7 +153,7 @@ static int decode_next(wal_reader_t *r, wal_rec_t *rec, ssize_t *n)
  * record was written and synced with it, so this is safe before the next
  * record is readable; padding not wholly in the buffer waits for the next
  * call (until then wal_topic_bytes_after counts it). */
-static void skip_padding(wal_reader_t *r)
+static void skip_padding(wal_reader_t *r, bool may_read)
 {
     if (r->version < 2)
         return; /* no padding in version 1 */
@@ -166,12 +166,13 @@ static void skip_padding(wal_reader_t *r)
             fresh = false;
             continue;
         }
-        /* padding not (wholly) in the buffer: read once more from here. The
-         * buffer may have been filled between the round's records and its
-         * padding; a caught-up reader would otherwise stop in front of it
-         * and wal_topic_bytes_after would report it as lag. */
-        if (d != WAL_REC_SHORT || fresh)
-            return;
+        /* padding not (wholly) in the buffer: read once more from here
+         * (only between calls: the record returned last is a view into the
+         * buffer). The buffer may have been filled between the round's
+         * records and its padding; a caught-up reader would otherwise stop
+         * in front of it and wal_topic_bytes_after would report it as lag. */
+        if (d != WAL_REC_SHORT || fresh || !may_read)
+            return; /* !may_read: a read would overwrite the record just returned */
         size_t need = TB_MAX((size_t)WAL_REC_HEAD, (size_t)wal__rec_len(r->buf + r->off, r->len - r->off));
         if (refill(r, need) <= 0)
             return;
@@ -258,8 +259,11 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
 {
     for (int tries = 0; tries < 4; tries++) {
         uint64_t end = wal_topic_readable_end(r->t);
-        if (r->next >= end)
+        if (r->next >= end) {
+            if (r->fd >= 0)
+                skip_padding(r, true); /* caught up: wal_reader_pos past any padding */
             return WAL_END;
+        }
         /* after readable_end (acquire): a cut that preceded the records now
          * readable is seen here, and what the buffer held past the synced
          * end then (the cut records, whose offsets were reused) is dropped */
@@ -309,7 +313,7 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
         wal__rec_view(&rec, r->buf + r->off, out);
         r->off += rec.len;
         r->next++;
-        skip_padding(r);
+        skip_padding(r, false);
         return 0;
     }
     return TB_ECORRUPT;

@@ -390,13 +390,48 @@ Test(pad, a_caught_up_reader_reports_no_lag_bytes)
     cr_assert_eq(lag.read, 2);
     wal_record_t recd;
     int n = 0;
-    while (wal_reader_next(lag.r, &recd) == 0)
+    uint64_t seq;
+    while (wal_reader_next(lag.r, &recd) == 0) {
+        /* each record whole when returned, the one before the padding too */
+        cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
+        cr_assert_eq(seq, 2 + (uint64_t)n);
         n++;
+    }
     cr_assert_eq(n, 30);
     wal_pos_t pos;
     wal_reader_pos(lag.r, &pos);
     cr_assert_eq(wal_topic_bytes_after(t, &pos), 0, "caught up, yet %llu bytes after the reader (segment %ld bytes, pos %llu)",
                  (unsigned long long)wal_topic_bytes_after(t, &pos), segment_size(1), (unsigned long long)pos.byte);
+    wal_reader_close(lag.r);
+}
+
+/* the record returned before a padding that runs past the reader's buffer
+ * stays whole until the next call (a read past the padding would overwrite
+ * it: the replicator sent such a record's payload clobbered) */
+Test(pad, a_record_before_padding_stays_whole_when_the_padding_is_not_in_the_buffer)
+{
+    rec_io = *wal_io_posix();
+    rec_io.pwrite = lag_pwrite;
+    h.o.io = &rec_io;
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
+    cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
+    lag.armed = true;
+    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
+    cr_assert_eq(lag.read, 2);
+    /* a next round behind the padding, so a read past the padding would
+     * overwrite the buffer where the record before it lies */
+    cr_assert_eq(th_append(&h, t, 32, 40, PAYLOAD), 0);
+    wal_record_t recd;
+    int n = 0;
+    uint64_t seq;
+    while (wal_reader_next(lag.r, &recd) == 0) {
+        /* each record whole when returned, the one before the padding too */
+        cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
+        cr_assert_eq(seq, 2 + (uint64_t)n);
+        n++;
+    }
+    cr_assert_eq(n, 70);
     wal_reader_close(lag.r);
 }
 
@@ -433,4 +468,27 @@ Test(pad, a_reader_never_returns_records_of_a_failed_round)
     wal_reader_close(r);
     cr_assert_eq(th_close(&h), 0);
     crashio_free(c);
+}
+
+/* the same when the padding is in the buffer and the buffer ends at it: the
+ * reader must not read on past the padding before the next call */
+Test(pad, a_record_before_padding_stays_whole_when_a_newer_round_follows)
+{
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
+    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded */
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t recd;
+    uint64_t seq;
+    cr_assert_eq(wal_reader_next(r, &recd), 0); /* the buffer now ends at the padding */
+    cr_assert_eq(th_append(&h, t, 32, 40, PAYLOAD), 0);
+    int n = 1;
+    while (wal_reader_next(r, &recd) == 0) {
+        cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
+        cr_assert_eq(seq, (uint64_t)n);
+        n++;
+    }
+    cr_assert_eq(n, 72);
+    wal_reader_close(r);
 }
