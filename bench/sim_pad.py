@@ -45,8 +45,9 @@ RULES = {
     "no padding": lambda f, n, a: False,
     "pad always": lambda f, n, a: True,
     "pad if f > A/2": lambda f, n, a: f > a / 2,
-    "pad < data (wal)": lambda f, n, a: a - f < n,
+    "pad < data": lambda f, n, a: a - f < n,
     "spill-only": crosses,
+    "pad < min(data, A/2) (wal)": lambda f, n, a: a - f < min(n, a / 2),
 }
 
 

@@ -19,6 +19,11 @@
 #define PAGE 4096u
 #define SEG (1u << 20)
 #define PAYLOAD 100
+/* Messages per round in the writer tests: 25 records of this harness take
+ * 3,624 bytes, so a round's padding (under 500 bytes, whether it starts on
+ * a boundary or after the segment header) is shorter than its data and
+ * than half a page: every round is padded. */
+#define ROUND 25
 
 /* ---- the rule ----------------------------------------------------------- */
 
@@ -31,6 +36,14 @@ Test(pad_rule, leaves_a_round_shorter_than_its_padding)
 {
     cr_assert_eq(wal__pad_len(32 + 500, 32, PAGE, SEG), 0);
     cr_assert_eq(wal__pad_len(2 * PAGE + 100, 2 * PAGE, PAGE, SEG), 0, "one small record after a padded round");
+}
+
+Test(pad_rule, leaves_a_page_less_than_half_full)
+{
+    /* 9,160 bytes of data, but 3,096 of padding: more than half a page of disk
+     * for a page write saved only if the next round crosses the boundary */
+    cr_assert_eq(wal__pad_len(2 * PAGE + 1000, 32, PAGE, SEG), 0);
+    cr_assert_eq(wal__pad_len(2 * PAGE + 2049, 32, PAGE, SEG), PAGE - 2049);
 }
 
 Test(pad_rule, needs_nothing_on_a_boundary)
@@ -63,7 +76,7 @@ Test(pad_rule, alignment_one_turns_it_off)
 
 Test(pad_rule, follows_the_alignment_it_is_given)
 {
-    cr_assert_eq(wal__pad_len(32 + 20000, 32, 16384, SEG), 2 * 16384 - 20032);
+    cr_assert_eq(wal__pad_len(32 + 30000, 32, 16384, SEG), 2 * 16384 - 30032);
 }
 
 Test(pad_rule, default_alignment_is_a_power_of_two_from_the_page_size_to_64_kib)
@@ -177,9 +190,9 @@ static size_t batch_bytes(wal_topic_t *t, uint64_t seq0, uint32_t n)
 Test(pad, always_mode_ends_a_large_round_on_a_page_boundary)
 {
     wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     long size = segment_size(1);
-    cr_assert_gt((size_t)size, WAL_SEG_HDR_SIZE + batch_bytes(t, 0, 30));
+    cr_assert_gt((size_t)size, WAL_SEG_HDR_SIZE + batch_bytes(t, 0, ROUND));
     cr_assert_eq(size % PAGE, 0, "size %ld", size);
 }
 
@@ -197,9 +210,9 @@ static void append_unpadded_in(wal_fsync_t mode)
     h.o.max_topic_bytes = 4u << 20;
     h.o.pad_align = PAGE;
     wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     cr_assert_eq(wal_sync(h.w), 0);
-    cr_assert_eq((size_t)segment_size(1), WAL_SEG_HDR_SIZE + batch_bytes(t, 0, 30));
+    cr_assert_eq((size_t)segment_size(1), WAL_SEG_HDR_SIZE + batch_bytes(t, 0, ROUND));
 }
 
 Test(pad_modes, interval_mode_never_pads, .fini = teardown)
@@ -212,11 +225,11 @@ Test(pad_modes, never_mode_never_pads, .fini = teardown)
     append_unpadded_in(WAL_FSYNC_NEVER);
 }
 
-/* 40 rounds of 30 messages, each synced before the next is submitted. */
+/* 40 rounds of ROUND messages, each synced before the next is submitted. */
 static void forty_rounds(wal_topic_t *t)
 {
     for (uint64_t i = 0; i < 40; i++)
-        cr_assert_eq(th_append(&h, t, i * 30, 30, PAYLOAD), 0);
+        cr_assert_eq(th_append(&h, t, i * ROUND, ROUND, PAYLOAD), 0);
 }
 
 Test(pad, no_write_lands_in_a_page_an_fdatasync_already_covered)
@@ -242,21 +255,21 @@ Test(pad, offsets_stay_contiguous_and_every_record_reads_back)
     wal_topic_t *t = open_topic();
     forty_rounds(t);
     for (size_t i = 0; i < 40; i++)
-        cr_assert_eq(h.done[i].first_offset, 1 + 30 * i);
-    uint64_t seqs[1200];
-    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 1200, NULL), 1200);
-    for (uint64_t i = 0; i < 1200; i++)
+        cr_assert_eq(h.done[i].first_offset, 1 + ROUND * i);
+    uint64_t seqs[40 * ROUND];
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 40 * ROUND, NULL), 40 * ROUND);
+    for (uint64_t i = 0; i < 40 * ROUND; i++)
         cr_assert_eq(seqs[i], i);
 }
 
 Test(pad, reader_position_after_the_last_record_is_past_its_padding)
 {
     wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     wal_reader_t *r;
     cr_assert_eq(wal_reader_open(t, 1, &r), 0);
     wal_record_t recd;
-    for (int i = 0; i < 30; i++)
+    for (int i = 0; i < ROUND; i++)
         cr_assert_eq(wal_reader_next(r, &recd), 0);
     wal_pos_t pos;
     wal_reader_pos(r, &pos);
@@ -268,7 +281,7 @@ Test(pad, reader_position_after_the_last_record_is_past_its_padding)
 Test(pad, padding_counts_in_the_topic_bytes)
 {
     wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     wal_topic_stats_t st;
     wal_topic_stats(t, &st);
     cr_assert_eq(st.bytes, (uint64_t)segment_size(1));
@@ -277,24 +290,24 @@ Test(pad, padding_counts_in_the_topic_bytes)
 Test(pad, reopened_log_appends_after_the_padding)
 {
     wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     long padded = segment_size(1);
     cr_assert_eq(th_close(&h), 0);
     t = open_topic();
-    cr_assert_eq(th_append(&h, t, 30, 1, PAYLOAD), 0);
-    cr_assert_eq(h.done[h.ndone - 1].first_offset, 31);
-    cr_assert_eq((size_t)segment_size(1), (size_t)padded + batch_bytes(t, 30, 1));
-    uint64_t seqs[40];
-    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 40, NULL), 31);
+    cr_assert_eq(th_append(&h, t, ROUND, 1, PAYLOAD), 0);
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, ROUND + 1);
+    cr_assert_eq((size_t)segment_size(1), (size_t)padded + batch_bytes(t, ROUND, 1));
+    uint64_t seqs[ROUND + 10];
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, ROUND + 10, NULL), ROUND + 1);
 }
 
-/* Appends rounds of 30 until the bound has deleted segments for a while;
+/* Appends rounds of ROUND until the bound has deleted segments for a while;
  * returns the largest topic size seen after a round. */
 static uint64_t largest_under_bound(wal_topic_t *t)
 {
     uint64_t most = 0;
     for (uint64_t i = 0; i < 150; i++) {
-        cr_assert_eq(th_append(&h, t, i * 30, 30, PAYLOAD), 0);
+        cr_assert_eq(th_append(&h, t, i * ROUND, ROUND, PAYLOAD), 0);
         wal_topic_stats_t st;
         wal_topic_stats(t, &st);
         most = TB_MAX(most, st.bytes);
@@ -324,9 +337,9 @@ Test(pad, a_failed_padding_write_leaves_the_round_acknowledged_and_unpadded)
     crashio_t *c = crashio_new(5);
     h.o.io = crashio_io(c);
     wal_topic_t *t = open_topic();
-    size_t bytes = batch_bytes(t, 0, 30);
+    size_t bytes = batch_bytes(t, 0, ROUND);
     crashio_fail_writes(c, -ENOSPC, bytes); /* the batch goes through, its padding does not */
-    cr_assert_eq(th_append(&h, t, 0, 30, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 0, ROUND, PAYLOAD), 0);
     cr_assert_eq((size_t)segment_size(1), WAL_SEG_HDR_SIZE + bytes, "the failed padding was cut off");
     cr_assert_eq(wal_topic_state(t), WAL_TOPIC_OK);
     crashio_fail_writes(c, 0, 0);
@@ -334,8 +347,8 @@ Test(pad, a_failed_padding_write_leaves_the_round_acknowledged_and_unpadded)
     crashio_free(c);
     h.o.io = NULL; /* reopen on the real files */
     t = open_topic();
-    uint64_t seqs[30];
-    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 30, NULL), 30);
+    uint64_t seqs[ROUND];
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, ROUND, NULL), ROUND);
 }
 
 /* round sizes that vary, so some round ends within a page of the bound */
@@ -386,7 +399,7 @@ Test(pad, a_caught_up_reader_reports_no_lag_bytes)
     cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
     cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
     lag.armed = true;
-    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
+    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
     cr_assert_eq(lag.read, 2);
     wal_record_t recd;
     int n = 0;
@@ -397,7 +410,7 @@ Test(pad, a_caught_up_reader_reports_no_lag_bytes)
         cr_assert_eq(seq, 2 + (uint64_t)n);
         n++;
     }
-    cr_assert_eq(n, 30);
+    cr_assert_eq(n, ROUND);
     wal_pos_t pos;
     wal_reader_pos(lag.r, &pos);
     cr_assert_eq(wal_topic_bytes_after(t, &pos), 0, "caught up, yet %llu bytes after the reader (segment %ld bytes, pos %llu)",
@@ -417,11 +430,11 @@ Test(pad, a_record_before_padding_stays_whole_when_the_padding_is_not_in_the_buf
     cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
     cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
     lag.armed = true;
-    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
+    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
     cr_assert_eq(lag.read, 2);
     /* a next round behind the padding, so a read past the padding would
      * overwrite the buffer where the record before it lies */
-    cr_assert_eq(th_append(&h, t, 32, 40, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 2 + ROUND, 40, PAYLOAD), 0);
     wal_record_t recd;
     int n = 0;
     uint64_t seq;
@@ -431,7 +444,7 @@ Test(pad, a_record_before_padding_stays_whole_when_the_padding_is_not_in_the_buf
         cr_assert_eq(seq, 2 + (uint64_t)n);
         n++;
     }
-    cr_assert_eq(n, 70);
+    cr_assert_eq(n, ROUND + 40);
     wal_reader_close(lag.r);
 }
 
@@ -476,19 +489,19 @@ Test(pad, a_record_before_padding_stays_whole_when_a_newer_round_follows)
 {
     wal_topic_t *t = open_topic();
     cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
-    cr_assert_eq(th_append(&h, t, 2, 30, PAYLOAD), 0); /* padded */
+    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0); /* padded */
     wal_reader_t *r;
     cr_assert_eq(wal_reader_open(t, 1, &r), 0);
     wal_record_t recd;
     uint64_t seq;
     cr_assert_eq(wal_reader_next(r, &recd), 0); /* the buffer now ends at the padding */
-    cr_assert_eq(th_append(&h, t, 32, 40, PAYLOAD), 0);
+    cr_assert_eq(th_append(&h, t, 2 + ROUND, 40, PAYLOAD), 0);
     int n = 1;
     while (wal_reader_next(r, &recd) == 0) {
         cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
         cr_assert_eq(seq, (uint64_t)n);
         n++;
     }
-    cr_assert_eq(n, 72);
+    cr_assert_eq(n, 2 + ROUND + 40);
     wal_reader_close(r);
 }
