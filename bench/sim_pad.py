@@ -47,7 +47,8 @@ RULES = {
     "pad if f > A/2": lambda f, n, a: f > a / 2,
     "pad < data": lambda f, n, a: a - f < n,
     "spill-only": crosses,
-    "pad < min(data, A/2) (wal)": lambda f, n, a: a - f < min(n, a / 2),
+    "pad < min(data, A/2)": lambda f, n, a: a - f < min(n, a / 2),
+    "pad < min(data/2, A/2) (wal)": lambda f, n, a: a - f < min(n / 2, a / 2),
 }
 
 
@@ -65,6 +66,7 @@ def main():
         "~77, exponential": [max(1, int(rnd.expovariate(1 / 77))) * r for _ in range(n)],
         "77 +- 10, normal": [max(1, int(rnd.gauss(77, 10))) * r for _ in range(n)],
         "1..150, uniform": [rnd.randint(1, 150) * r for _ in range(n)],
+        "~39, exponential": [max(1, int(rnd.expovariate(1 / 39))) * r for _ in range(n)],
         "~20, exponential": [max(1, int(rnd.expovariate(1 / 20))) * r for _ in range(n)],
         "10, fixed": [10 * r] * n,
         "3, fixed": [3 * r] * n,

@@ -4,10 +4,10 @@
  * make of it and of its damaged variants.
  *
  * padded.seg is what the writer produces with wal.fsync always, 4 KiB
- * pages, a fixed salt and clock, for three rounds: two of 12 records of 217
- * bytes (2,604 bytes each: padded, 1,460 and 1,492 bytes, so each ends on a
+ * pages, a fixed salt and clock, for three rounds: two of 15 records of 217
+ * bytes (3,255 bytes each: padded, 809 and 841 bytes, so each ends on a
  * page boundary) and one of a single record (its padding would be longer
- * than the record: not padded). 25 records, 8,409 bytes.
+ * than the record: not padded). 31 records, 8,409 bytes.
  * Regenerate with the other golden files (test_golden.c).
  */
 #include <criterion/criterion.h>
@@ -20,10 +20,10 @@
 
 #define PAGE 4096u
 #define REC 217u         /* 28 head + 9 topic + 180 payload */
-#define PER_ROUND 12u
-#define RECORDS 25u
-#define PAD1 (PAGE - WAL_SEG_HDR_SIZE - PER_ROUND * REC)   /* 1,460 */
-#define PAD2 (PAGE - PER_ROUND * REC)                      /* 1,492 */
+#define PER_ROUND 15u
+#define RECORDS 31u
+#define PAD1 (PAGE - WAL_SEG_HDR_SIZE - PER_ROUND * REC)   /* 809 */
+#define PAD2 (PAGE - PER_ROUND * REC)                      /* 841 */
 #define FILE_BYTES (2 * PAGE + REC)
 
 static th_t h;

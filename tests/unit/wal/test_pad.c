@@ -38,6 +38,14 @@ Test(pad_rule, leaves_a_round_shorter_than_its_padding)
     cr_assert_eq(wal__pad_len(2 * PAGE + 100, 2 * PAGE, PAGE, SEG), 0, "one small record after a padded round");
 }
 
+Test(pad_rule, leaves_a_round_whose_padding_is_over_half_its_data)
+{
+    /* 2,000 bytes since the last sync, 1,096 of padding: more disk than the
+     * round is worth (small rounds would pay up to 45% more disk) */
+    cr_assert_eq(wal__pad_len(2 * PAGE + 3000, 2 * PAGE + 1000, PAGE, SEG), 0);
+    cr_assert_eq(wal__pad_len(2 * PAGE + 3000, 2 * PAGE + 200, PAGE, SEG), PAGE - 3000);
+}
+
 Test(pad_rule, leaves_a_page_less_than_half_full)
 {
     /* 9,160 bytes of data, but 3,096 of padding: more than half a page of disk
