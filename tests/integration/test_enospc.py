@@ -214,10 +214,17 @@ class DiskFull(unittest.TestCase):
         self.assertEqual(self.exit_code, 0, self.log[-3000:])
 
 
-class BootOnFullDisk(unittest.TestCase):
-    """A gateway that boots on a full disk with a topic it has never stored
-    (first boot, or a new mapping) still starts: the topic is failed until
-    space returns, then it is created and takes messages."""
+class FullDiskAtStart:
+    """A gateway started on a full disk (a fresh tmpfs filled by a ballast
+    file): what health and MQTT say while it is full, then the ballast is
+    deleted and one more message must be taken. Subclasses may store
+    something first (stored_before)."""
+
+    @classmethod
+    def stored_before(cls, wal):
+        """Payloads stored before the disk fills."""
+        os.mkdir(wal)
+        return []
 
     @classmethod
     def setUpClass(cls):
@@ -225,8 +232,8 @@ class BootOnFullDisk(unittest.TestCase):
         cls.gw = None
         try:
             wal = os.path.join(cls.mnt, "wal")
+            before = cls.stored_before(wal)
             ballast = os.path.join(cls.mnt, "ballast")
-            os.mkdir(wal)
             st = os.statvfs(cls.mnt)
             with open(ballast, "wb") as f:
                 f.write(b"\0" * (st.f_bavail * st.f_frsize))
@@ -234,20 +241,27 @@ class BootOnFullDisk(unittest.TestCase):
             mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
             cls.gw.wait_log("bootstrap complete", 10 * SLOW)
             cls.readyz_full = http_get(hport, "/readyz")
-            pub = Publisher(mport, "boot", 5)
+            cls.state_full = topic_state(hport)
+            pub = Publisher(mport, "full", 5)
             cls.reason_full = pub.publish()[1]
             os.unlink(ballast)
             wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
-            payload, cls.reason_after = pub.publish()
+            after, cls.reason_after = pub.publish()
             pub.c.close()
             cls.exit_code = cls.gw.stop()
             cls.payloads = [r["payload"] for r in wal_dump(wal, "/e1/full")]
-            cls.expected = [payload]
+            cls.expected = before + [after]
         finally:
             if cls.gw and cls.gw.proc and cls.gw.proc.poll() is None:
                 cls.gw.kill()
             subprocess.run(["umount", cls.mnt], check=False)
             os.rmdir(cls.mnt)
+
+
+class BootOnFullDisk(FullDiskAtStart, unittest.TestCase):
+    """A gateway that boots on a full disk with a topic it has never stored
+    (first boot, or a new mapping) still starts: the topic is failed until
+    space returns, then it is created and takes messages."""
 
     def test_it_starts_but_is_not_ready(self):
         # (the cluster line reports the replicator's view; no cluster runs in this test)
@@ -266,46 +280,22 @@ class BootOnFullDisk(unittest.TestCase):
         self.assertEqual(self.exit_code, 0)
 
 
-class RestartOnFullDisk(unittest.TestCase):
+class RestartOnFullDisk(FullDiskAtStart, unittest.TestCase):
     """A gateway restarted on a disk that filled up while it was down, with
     a topic it already stored: not ready from the start (a probe write at
     open, since recovery itself writes nothing), 0x97 for new messages,
     then writable again once space returns, the old message kept."""
 
     @classmethod
-    def setUpClass(cls):
-        cls.mnt = mount_tmpfs()
-        cls.gw = None
+    def stored_before(cls, wal):
+        gw = Gateway(CONFIG % {"wal": wal}).start()
         try:
-            wal = os.path.join(cls.mnt, "wal")
-            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
-            pub = Publisher(cls.gw.mqtt_port(), "before", 5)
+            pub = Publisher(gw.mqtt_port(), "before", 5)
             before, cls.reason_before = pub.publish()
             pub.c.close()
-            cls.gw.stop()
-            ballast = os.path.join(cls.mnt, "ballast")
-            st = os.statvfs(cls.mnt)
-            with open(ballast, "wb") as f:
-                f.write(b"\0" * (st.f_bavail * st.f_frsize))
-            cls.gw = Gateway(CONFIG % {"wal": wal}).start()
-            mport, hport = cls.gw.mqtt_port(), cls.gw.http_port()
-            cls.gw.wait_log("bootstrap complete", 10 * SLOW)
-            cls.readyz_full = http_get(hport, "/readyz")
-            cls.state_full = topic_state(hport)
-            pub = Publisher(mport, "after", 5)
-            cls.reason_full = pub.publish()[1]
-            os.unlink(ballast)
-            wait_for(lambda: http_get(hport, "/readyz")[0] == 200, 10 * SLOW, what="ready after space returned")
-            after, cls.reason_after = pub.publish()
-            pub.c.close()
-            cls.exit_code = cls.gw.stop()
-            cls.payloads = [r["payload"] for r in wal_dump(wal, "/e1/full")]
-            cls.expected = [before, after]
         finally:
-            if cls.gw and cls.gw.proc and cls.gw.proc.poll() is None:
-                cls.gw.kill()
-            subprocess.run(["umount", cls.mnt], check=False)
-            os.rmdir(cls.mnt)
+            gw.stop()
+        return [before]
 
     def test_it_is_not_ready_before_any_message_arrives(self):
         status, body = self.readyz_full

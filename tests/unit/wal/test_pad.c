@@ -365,14 +365,13 @@ Test(pad, varied_rounds_never_exceed_the_topic_bound)
     h.o.segment_bytes = 64 << 10;
     h.o.max_topic_bytes = (150 << 10) + 77;
     wal_topic_t *t = open_topic();
-    uint64_t seq = 0, most = 0;
+    uint64_t seq = 0;
     for (uint64_t i = 0; i < 400; i++) {
         uint32_t n = 1 + (uint32_t)((i * 7919u) % 40);
         cr_assert_eq(th_append(&h, t, seq, n, PAYLOAD), 0);
         seq += n;
         wal_topic_stats_t st;
         wal_topic_stats(t, &st);
-        most = TB_MAX(most, st.bytes);
         cr_assert_leq(st.bytes, h.o.max_topic_bytes, "round %llu: %llu bytes", (unsigned long long)i, (unsigned long long)st.bytes);
     }
 }
@@ -380,7 +379,6 @@ Test(pad, varied_rounds_never_exceed_the_topic_bound)
 /* a reader whose buffer was filled after a round's records were
  * written but before its padding: caught up, lag bytes stay at the padding */
 static struct {
-    wal_topic_t *t;
     wal_reader_t *r;
     bool armed;
     int read;
@@ -398,7 +396,9 @@ static ssize_t lag_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t of
     return wal_io_posix()->pwrite(NULL, fd, buf, n, off);
 }
 
-Test(pad, a_caught_up_reader_reports_no_lag_bytes)
+/* Two small records, then a padded round during whose padding write
+ * lag.r reads 1..2 (its buffer then holds the round but not the padding). */
+static wal_topic_t *reader_read_before_the_padding(void)
 {
     rec_io = *wal_io_posix();
     rec_io.pwrite = lag_pwrite;
@@ -407,18 +407,30 @@ Test(pad, a_caught_up_reader_reports_no_lag_bytes)
     cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
     cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
     lag.armed = true;
-    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
+    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0);
     cr_assert_eq(lag.read, 2);
+    return t;
+}
+
+/* Reads r to its end; every record must be whole when returned (the one
+ * before a padding too) and carry the next seq from first_seq on. Returns
+ * how many it read. */
+static uint64_t read_whole_records(wal_reader_t *r, uint64_t first_seq)
+{
     wal_record_t recd;
-    int n = 0;
-    uint64_t seq;
-    while (wal_reader_next(lag.r, &recd) == 0) {
-        /* each record whole when returned, the one before the padding too */
+    uint64_t n = 0, seq;
+    while (wal_reader_next(r, &recd) == 0) {
         cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
-        cr_assert_eq(seq, 2 + (uint64_t)n);
+        cr_assert_eq(seq, first_seq + n);
         n++;
     }
-    cr_assert_eq(n, ROUND);
+    return n;
+}
+
+Test(pad, a_caught_up_reader_reports_no_lag_bytes)
+{
+    wal_topic_t *t = reader_read_before_the_padding();
+    cr_assert_eq(read_whole_records(lag.r, 2), ROUND);
     wal_pos_t pos;
     wal_reader_pos(lag.r, &pos);
     cr_assert_eq(wal_topic_bytes_after(t, &pos), 0, "caught up, yet %llu bytes after the reader (segment %ld bytes, pos %llu)",
@@ -431,28 +443,11 @@ Test(pad, a_caught_up_reader_reports_no_lag_bytes)
  * it: the replicator sent such a record's payload clobbered) */
 Test(pad, a_record_before_padding_stays_whole_when_the_padding_is_not_in_the_buffer)
 {
-    rec_io = *wal_io_posix();
-    rec_io.pwrite = lag_pwrite;
-    h.o.io = &rec_io;
-    wal_topic_t *t = open_topic();
-    cr_assert_eq(th_append(&h, t, 0, 2, PAYLOAD), 0); /* too small to pad */
-    cr_assert_eq(wal_reader_open(t, 1, &lag.r), 0);
-    lag.armed = true;
-    cr_assert_eq(th_append(&h, t, 2, ROUND, PAYLOAD), 0); /* padded; the reader reads 1..2 just before the padding */
-    cr_assert_eq(lag.read, 2);
+    wal_topic_t *t = reader_read_before_the_padding();
     /* a next round behind the padding, so a read past the padding would
      * overwrite the buffer where the record before it lies */
     cr_assert_eq(th_append(&h, t, 2 + ROUND, 40, PAYLOAD), 0);
-    wal_record_t recd;
-    int n = 0;
-    uint64_t seq;
-    while (wal_reader_next(lag.r, &recd) == 0) {
-        /* each record whole when returned, the one before the padding too */
-        cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
-        cr_assert_eq(seq, 2 + (uint64_t)n);
-        n++;
-    }
-    cr_assert_eq(n, ROUND + 40);
+    cr_assert_eq(read_whole_records(lag.r, 2), ROUND + 40);
     wal_reader_close(lag.r);
 }
 
@@ -501,15 +496,8 @@ Test(pad, a_record_before_padding_stays_whole_when_a_newer_round_follows)
     wal_reader_t *r;
     cr_assert_eq(wal_reader_open(t, 1, &r), 0);
     wal_record_t recd;
-    uint64_t seq;
     cr_assert_eq(wal_reader_next(r, &recd), 0); /* the buffer now ends at the padding */
     cr_assert_eq(th_append(&h, t, 2 + ROUND, 40, PAYLOAD), 0);
-    int n = 1;
-    while (wal_reader_next(r, &recd) == 0) {
-        cr_assert(th_record_ok(&recd, PAYLOAD, &seq), "offset %llu", (unsigned long long)recd.offset);
-        cr_assert_eq(seq, (uint64_t)n);
-        n++;
-    }
-    cr_assert_eq(n, 2 + ROUND + 40);
+    cr_assert_eq(read_whole_records(r, 1), 1 + ROUND + 40);
     wal_reader_close(r);
 }
