@@ -98,6 +98,7 @@ typedef struct cfg {
             uint32_t batch_size;
             uint32_t batch_timeout_ms;
             uint32_t idle_flush_ms;
+            uint32_t idle_flush_max_ms;
             uint64_t max_pending_bytes;
         } ingestion;
         cfg_mapping_t *mappings;

@@ -96,9 +96,14 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,
       "Longest a message waits for its log batch to fill; bounds ack latency at low rates."),
     K("mqtt.ingestion.idle_flush_ms", CFG__MS, mqtt.ingestion.idle_flush_ms, "2", 0, 60000, NULL, 0,
-      "Submit a topic's batch once no message has arrived for it this long (0: only size and timeout). "
-      "Acks wait for the log, so clients with a full window stop sending; this keeps them from waiting "
-      "for batch_timeout_ms. See docs/WAL.md for its cost in syncs."),
+      "Submit a topic's batch once every client with a message in it has been quiet this long (0: only "
+      "size and timeout). Acks wait for the log, so clients with a full window stop sending; this keeps "
+      "them from waiting for batch_timeout_ms. See docs/WAL.md for its cost in syncs."),
+    K("mqtt.ingestion.idle_flush_max_ms", CFG__MS, mqtt.ingestion.idle_flush_max_ms, "25", 0, 60000, NULL, 0,
+      "With wal.fsync always, a client that publishes at a steady pace without waiting for acks is waited "
+      "for twice its usual gap instead of idle_flush_ms, up to this long, so its batches fill and take "
+      "fewer syncs (flash wear; its acks wait longer). Not above idle_flush_ms: every client is waited for "
+      "idle_flush_ms."),
     K("mqtt.ingestion.max_pending_bytes", CFG__BYTES, mqtt.ingestion.max_pending_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Bytes of messages waiting for the log; past it the gateway stops reading sockets (backpressure)."),
     K("mqtt.topic_mappings", CFG__MAPPINGS, mqtt.mappings, NULL, 1, 100000, NULL, D | R,

@@ -386,8 +386,10 @@ static void send_ack(gw_conn_t *c, gw_pending_t *p)
     mqtt_type_t type = p->pubcomp ? MQTT_PUBCOMP : p->qos == 1 ? MQTT_PUBACK : MQTT_PUBREC;
     uint8_t reason = c->version == MQTT_V5 ? p->reason : 0;
     int n = mqtt_encode_ack(out, sizeof out, c->version, type, p->packet_id, reason, NULL);
-    if (n > 0)
+    if (n > 0) {
         gw__conn_send(c, out, (size_t)n);
+        gw__pace_acked(&c->pace); /* its next PUBLISH may be one this ack let go */
+    }
 }
 
 void gw__conn_drain_acks(gw_conn_t *c)

@@ -5,8 +5,8 @@
  * Group commit, the gateway's half: a topic's messages gather in one open
  * batch (wal_batch_add copies each message once, already in its on-disk
  * layout) until mqtt.ingestion.batch_size messages, or
- * mqtt.ingestion.batch_timeout_ms after the batch's first message, or
- * mqtt.ingestion.idle_flush_ms after its latest one; then the batch goes
+ * mqtt.ingestion.batch_timeout_ms after the batch's first message, or once
+ * every client with a message in it has gone quiet; then the batch goes
  * to the WAL writer thread (one write; with wal.fsync always, batches
  * pending together share one fdatasync: the WAL's half).
  *
@@ -15,7 +15,12 @@
  * that state with messages in a batch that is not full, nothing more will
  * arrive and the batch would wait out its whole timeout (measured: 7 such
  * stalls of 500 ms in a 5.7 s run of 100 QoS 1 publishers). A pause in
- * arrivals is the sign; one timer per topic covers both deadlines.
+ * arrivals is the sign. How long a pause: mqtt.ingestion.idle_flush_ms
+ * after a client's latest message, or twice its own usual gap for a
+ * client that sends at a pace of its own (pace.c), so that clients between
+ * two of their messages are not taken for clients waiting on us.
+ * batch_quiet_ms is the latest of those moments over the batch's messages;
+ * one timer per topic covers it and the timeout.
  * The writer's completions come back through a uv_async; every message's
  * pending ack is marked ready (or refused, if the write failed: nothing is
  * ever acknowledged that the log does not hold) and each affected
@@ -37,10 +42,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void submit(gw_topic_t *t)
+static void submit(gw_topic_t *t, gw_batch_reason_t why)
 {
     if (!t->batch)
         return;
+    t->batches[why]++;
     uv_timer_stop(&t->timer);
     gw_batch_ctx_t *ctx = t->ctx;
     ctx->bytes = wal_batch_bytes(t->batch);
@@ -54,7 +60,7 @@ static void submit(gw_topic_t *t)
 
 void gw__ingest_flush(gw_topic_t *t)
 {
-    submit(t);
+    submit(t, GW_BATCH_FLUSH);
 }
 
 static void timer_cb(uv_timer_t *h)
@@ -63,17 +69,13 @@ static void timer_cb(uv_timer_t *h)
     const cfg_t *cfg = t->srv->cfg;
     uint64_t now = uv_now(t->srv->loop);
     uint64_t timeout_at = t->batch_first_ms + cfg->mqtt.ingestion.batch_timeout_ms;
-    uint64_t idle = cfg->mqtt.ingestion.idle_flush_ms;
-    uint64_t idle_at = idle ? t->batch_last_ms + idle : UINT64_MAX;
-    if (now >= timeout_at) {
-        t->batches_timeout++;
-        submit(t);
-    } else if (now >= idle_at) {
-        t->batches_idle++;
-        submit(t);
-    } else {
+    uint64_t idle_at = cfg->mqtt.ingestion.idle_flush_ms ? t->batch_quiet_ms : UINT64_MAX;
+    if (now >= timeout_at)
+        submit(t, GW_BATCH_TIMEOUT);
+    else if (now >= idle_at)
+        submit(t, GW_BATCH_IDLE);
+    else
         uv_timer_start(&t->timer, timer_cb, TB_MIN(timeout_at, idle_at) - now, 0);
-    }
 }
 
 int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
@@ -105,18 +107,28 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
             if (cfg->mqtt.ingestion.idle_flush_ms)
                 timeout = TB_MIN(timeout, cfg->mqtt.ingestion.idle_flush_ms);
             t->batch_first_ms = uv_now(t->srv->loop);
+            t->batch_quiet_ms = 0;
             uv_timer_start(&t->timer, timer_cb, timeout, 0);
         }
         int rc = wal_batch_add(t->batch, &wm);
         if (rc == TB_EFULL && attempt == 0) {
-            submit(t); /* the batch reached its byte bound: start another */
+            submit(t, GW_BATCH_FULL); /* the batch reached its byte bound: start another */
             continue;
         }
         if (rc < 0)
             return rc;
         break;
     }
-    t->batch_last_ms = uv_now(t->srv->loop);
+    /* A client that cannot send more (closing, or not read: its window is
+     * at Receive Maximum, or backpressure) is not waited for its pace; nor
+     * is anyone unless each batch is a sync (fsync always): otherwise a
+     * batch is one write(2), and waiting would only delay the acks. */
+    const cfg_t *cfg = t->srv->cfg;
+    uint64_t now = uv_now(t->srv->loop);
+    bool can_send = c && c->reading && !c->closing;
+    uint32_t idle_max = cfg->wal.fsync == CFG_FSYNC_ALWAYS ? cfg->mqtt.ingestion.idle_flush_max_ms : 0;
+    uint64_t quiet = gw__pace_quiet_ms(can_send ? &c->pace : NULL, now, cfg->mqtt.ingestion.idle_flush_ms, idle_max);
+    t->batch_quiet_ms = TB_MAX(t->batch_quiet_ms, now + quiet);
     t->batched++;
     if (p) {
         gw_batch_ctx_t *ctx = t->ctx;
@@ -128,10 +140,8 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
         p->waits++;
         c->refs++;
     }
-    if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size) {
-        t->batches_full++;
-        submit(t);
-    }
+    if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size)
+        submit(t, GW_BATCH_FULL);
     return 0;
 }
 

@@ -218,6 +218,7 @@ typedef enum {
     GW_M_WAL_DROPPED,
     GW_M_WAL_LOST,
     GW_M_WAL_WRITE_ERRORS,
+    GW_M_WAL_BATCHES,
     GW_M_BATCHES_IN_FLIGHT,
     GW_M_BATCHES_SENT,
     GW_M_BATCHES_RESENT,
@@ -257,7 +258,7 @@ typedef enum {
 /* Which label set a catalog metric draws from. */
 typedef enum {
     GW_ML_NONE, GW_ML_TOPIC, GW_ML_REASON, GW_ML_CODE, GW_ML_TIMEOUT, GW_ML_VERSION,
-    GW_ML_RETRY, GW_ML_REFUSE, GW_ML_CLOSE, GW_ML__COUNT
+    GW_ML_RETRY, GW_ML_REFUSE, GW_ML_CLOSE, GW_ML_BATCH, GW_ML__COUNT
 } gw_metrics_label_kind_t;
 
 typedef struct gw_metrics_entry {
@@ -308,6 +309,16 @@ typedef enum {
     GW_MQTT_CLOSE__COUNT
 } gw_mqtt_close_t;
 extern const char *const gw_metrics_mqtt_close_reasons[GW_MQTT_CLOSE__COUNT];
+
+/* Why a topic's log batch was submitted (label "reason"). */
+typedef enum {
+    GW_BATCH_FULL,    /* mqtt.ingestion.batch_size messages, or the batch's byte bound */
+    GW_BATCH_TIMEOUT, /* mqtt.ingestion.batch_timeout_ms after its first message */
+    GW_BATCH_IDLE,    /* every client in it had gone quiet (idle_flush_ms, or its pace) */
+    GW_BATCH_FLUSH,   /* the drain at shutdown, or the session journal's compaction */
+    GW_BATCH__COUNT
+} gw_batch_reason_t;
+extern const char *const gw_metrics_batch_reasons[GW_BATCH__COUNT];
 
 /* HTTP status codes counted by tributary_http_requests_total (label "code"); "other" for the rest. */
 extern const int gw_metrics_http_codes[];

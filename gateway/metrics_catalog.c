@@ -91,6 +91,11 @@ const gw_metrics_entry_t gw_metrics_catalog[GW_M__COUNT] = {
     C(GW_M_WAL_WRITE_ERRORS, "tributary_wal_write_errors_total",
       "Writes and fdatasyncs of the topic's log that failed (disk full, I/O error) since start.", GW_ML_TOPIC,
       GW_ML_NONE, "wal_write_errors"),
+    C(GW_M_WAL_BATCHES, "tributary_wal_batches_total",
+      "Batches submitted to the topic's log (one write each; with wal.fsync always, one fdatasync for those "
+      "pending together), by why: full (batch_size or its byte bound), timeout (batch_timeout_ms), idle (every "
+      "client in it had gone quiet), flush (drain or shutdown). stored / batches is messages per batch.",
+      GW_ML_TOPIC, GW_ML_BATCH, "wal_batches"),
     G(GW_M_BATCHES_IN_FLIGHT, "tributary_replication_batches_in_flight",
       "Replication batches built and not yet acknowledged (sent, or waiting to be sent again).", 1, GW_ML_TOPIC,
       "batches_in_flight", false),
@@ -192,6 +197,13 @@ const char *const gw_metrics_mqtt_refuse_reasons[GW_MQTT_REFUSE__COUNT] = {
     [GW_MQTT_REFUSE_SHUTTING_DOWN] = "shutting_down",
 };
 
+const char *const gw_metrics_batch_reasons[GW_BATCH__COUNT] = {
+    [GW_BATCH_FULL] = "full",
+    [GW_BATCH_TIMEOUT] = "timeout",
+    [GW_BATCH_IDLE] = "idle",
+    [GW_BATCH_FLUSH] = "flush",
+};
+
 const char *const gw_metrics_mqtt_close_reasons[GW_MQTT_CLOSE__COUNT] = {
     [GW_MQTT_CLOSE_MALFORMED] = "malformed",
     [GW_MQTT_CLOSE_CONNECT_TIMEOUT] = "connect_timeout",
@@ -228,7 +240,8 @@ int gw_metrics_catalog_register(gw_metrics_t *m, size_t max_topics)
         (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_mqtt_refuse_reasons, GW_MQTT_REFUSE__COUNT,
                                       &L[GW_ML_REFUSE])) < 0 ||
         (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_mqtt_close_reasons, GW_MQTT_CLOSE__COUNT,
-                                      &L[GW_ML_CLOSE])) < 0)
+                                      &L[GW_ML_CLOSE])) < 0 ||
+        (rc = gw_metrics_labels_fixed(m, "reason", gw_metrics_batch_reasons, GW_BATCH__COUNT, &L[GW_ML_BATCH])) < 0)
         return rc;
     for (size_t i = 0; i < GW_M__COUNT; i++) {
         const gw_metrics_entry_t *e = &gw_metrics_catalog[i];

@@ -221,6 +221,7 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
 {
     gw_server_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
+    gw__pace_publish(&c->pace, uv_now(srv->loop));
     mqtt_bytes_t topic = resolve_alias(c, pkt);
     if (c->closing)
         return;

@@ -150,8 +150,8 @@ static void server_drained(gw_server_t *srv)
         gw_repl_topic_stats(r->repl, i, &rs);
         tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
                 TB_U("replicated", rs.messages_acked), TB_U("acked_offset", rs.acked_offset),
-                TB_U("batches_full", t->batches_full), TB_U("batches_timeout", t->batches_timeout),
-                TB_U("batches_idle", t->batches_idle));
+                TB_U("batches_full", t->batches[GW_BATCH_FULL]), TB_U("batches_timeout", t->batches[GW_BATCH_TIMEOUT]),
+                TB_U("batches_idle", t->batches[GW_BATCH_IDLE]));
     }
     gw__app_drained(r->app);
 }
@@ -310,6 +310,8 @@ static void collect(void *arg, gw_metrics_t *m)
         SET(GW_M_WAL_DROPPED, mi, 0, st.dropped_total);
         SET(GW_M_WAL_LOST, mi, 0, st.lost_total);
         SET(GW_M_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
+        for (size_t k = 0; k < GW_BATCH__COUNT; k++)
+            SET(GW_M_WAL_BATCHES, mi, k, t->batches[k]);
         SET(GW_M_WAL_BYTES, mi, 0, st.bytes);
         SET(GW_M_WAL_SEGMENTS, mi, 0, st.segments);
         SET(GW_M_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);

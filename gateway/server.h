@@ -7,8 +7,9 @@
  *   publish.c   topic alias, route (router.h), readiness and schema check,
  *               attributes, then ingest.c
  *   ingest.c    append to the topic's open batch (wal_batch_add copies the
- *               message once, in its on-disk layout); submit on size or
- *               timeout; on completion mark each message's pending ack
+ *               message once, in its on-disk layout); submit on size,
+ *               timeout, or once its clients are quiet (pace.c: how long
+ *               each is waited for); on completion mark each pending ack
  *   conn.c      send acks from the head of the connection's FIFO while
  *               they are ready, so a connection's acks leave in the order
  *               its PUBLISHes arrived, whatever topic they went to
@@ -52,6 +53,19 @@ typedef enum {
 } gw_reject_t;
 const char *gw_reject_name(gw_reject_t r);
 
+/* A client's pace (pace.c): its usual gap between PUBLISHes when it is
+ * not waiting for an ack, which says how long its batch may wait for it. */
+typedef struct gw_pace {
+    uint64_t last_ms;     /* loop time of its latest PUBLISH; 0: none yet */
+    uint64_t probe_at_ms; /* not before then is an unknown pace probed again */
+    uint32_t gap_x16;     /* moving average of its free gaps, ms x 16 */
+    uint8_t clocked;      /* ack-separated gaps in a row since the last free one */
+    uint8_t probe_s;      /* seconds between probes: 1, doubled per failed probe, at most 64 */
+    bool sampled;         /* gap_x16 holds a measurement */
+    bool acked;           /* an ack went to it since last_ms */
+    bool probing;         /* its latest message is waited for idle_flush_max_ms to see if more come */
+} gw_pace_t;
+
 /* Per upstream topic runtime state. */
 typedef struct gw_topic {
     char *name;
@@ -61,7 +75,7 @@ typedef struct gw_topic {
     struct gw_batch_ctx *ctx;    /* acks waiting on the open batch */
     uv_timer_t timer;            /* batch timeout / idle flush, armed at the batch's first message */
     uint64_t batch_first_ms;     /* loop time of the open batch's first message */
-    uint64_t batch_last_ms;      /* ... and of its latest */
+    uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
     gw_server_t *srv;
     uint32_t inflight;           /* batches at the writer */
     /* schema (from registration / heartbeat) */
@@ -78,7 +92,7 @@ typedef struct gw_topic {
     uint64_t rejected[GW_REJ_COUNT];
     uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
     uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
-    uint64_t batches_full, batches_timeout, batches_idle; /* why batches were submitted */
+    uint64_t batches[GW_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
 } gw_topic_t;
 
 /* Per mapping rule: what the router does not know. */
@@ -135,6 +149,7 @@ struct gw_conn {
     gw_pending_t *pend_head, *pend_tail;
     uint32_t inflight;              /* QoS 1/2 PUBLISHes until PUBACK / PUBCOMP (MQTT 5 receive maximum) */
     uint32_t unanswered;            /* QoS 1/2 PUBLISHes without their PUBACK / PUBREC yet */
+    gw_pace_t pace;                 /* its PUBLISH pace, for the batches it is in (pace.c) */
     uint8_t *out;
     size_t out_len, out_cap;
     struct gw_conn *dirty_next;     /* server->dirty: has replies to write this loop turn */
@@ -295,6 +310,15 @@ typedef struct gw_msg {
 int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p);
 void gw__ingest_flush(gw_topic_t *t);
 void gw__ingest_completions(gw_server_t *srv);
+
+/* pace.c: a client's pace, learnt from the gaps between its PUBLISHes
+ * that no ack of ours separated. gw__pace_quiet_ms is how long after its
+ * latest PUBLISH a batch holding its messages waits for another: twice its
+ * usual gap within [idle_ms, max_ms] once known; else idle_ms, or max_ms
+ * when this message is a probe (which it may start: hence not const). */
+void gw__pace_publish(gw_pace_t *p, uint64_t now_ms);
+void gw__pace_acked(gw_pace_t *p);
+uint64_t gw__pace_quiet_ms(gw_pace_t *p /* NULL: no client */, uint64_t now_ms, uint32_t idle_ms, uint32_t max_ms);
 
 /* session.c */
 gw_session_t *gw__session_find(gw_server_t *srv, const char *client_id);

@@ -43,6 +43,7 @@ TOPIC_FIELDS = {
     "no_progress_seconds": "number", "dropped_in_flight": "integer", "wal_dropped_total": "integer",
     "wal_lost_total": "integer", "wal_write_errors": "integer", "batches_in_flight": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
+    "wal_batches": "object",
 }
 STATS_SCHEMA = {
     "type": "object",
