@@ -3,7 +3,7 @@
 beside Mosquitto 2 (Debian's, persistence on) at the same load, same run.
 
     bench/bench_wear.py [--seconds 60] [--rate 2000] [--size 100] [-c 10]
-                        [--modes always,interval,never] [--idle 2,0]
+                        [--modes always,interval,never] [--flush 2/25,2/0,0/0]
                         [--dir /tmp] [--build build] [--no-mosquitto]
 
 Each row starts a fresh server, paces QoS 1 publishes of --size bytes at
@@ -22,8 +22,13 @@ counter), which matters for Mosquitto: it writes its persistence file only
 at autosave_interval (Debian: 1800 s) and at exit.
 
 Tributary rows: wal.fsync always / interval (fsync_interval_ms 1000) /
-never, with mqtt.ingestion.idle_flush_ms at its default (2) and at 0;
-fdatasyncs are counted from /metrics. Mosquitto rows: nobody subscribed
+never, for each --flush pair IDLE/MAX of mqtt.ingestion.idle_flush_ms and
+idle_flush_max_ms: 2/25 is the default (a paced client is waited for twice
+its gap, up to 25 ms: gateway/pace.c), 2/0 turns pacing off (every client
+waited for 2 ms, the rule before it), 0/0 turns the idle flush off (batches
+go when full or after batch_timeout_ms). fdatasyncs are counted from
+/metrics; "ack p50/p99" is the load generator's time from publish to
+PUBACK, the price of fewer syncs. Mosquitto rows: nobody subscribed
 (it stores nothing), and one offline persistent QoS 1 subscriber (it
 queues every message and must keep them).
 
@@ -96,7 +101,7 @@ def load(args, port):
     if r.returncode != 0:
         raise RuntimeError(f"loadgen failed: {r.stderr}")
     f = dict(kv.split("=") for kv in r.stdout.split())
-    return int(f["acked"]), float(f["seconds"])
+    return int(f["acked"]), float(f["seconds"]), (float(f["ack_p50_ms"]), float(f["ack_p99_ms"]))
 
 
 def metric(port, name):
@@ -106,8 +111,9 @@ def metric(port, name):
     return float(m.group(1)) if m else 0.0
 
 
-def run_tributary(args, work, mode, idle):
-    d = tempfile.mkdtemp(prefix=f"t-{mode}-{idle}-", dir=work)
+def run_tributary(args, work, mode, flush):
+    idle, idle_max = flush
+    d = tempfile.mkdtemp(prefix=f"t-{mode}-{idle}-{idle_max}-", dir=work)
     mport, hport = free_port(), free_port()
     cfg = os.path.join(d, "edge.yaml")
     with open(cfg, "w") as f:
@@ -115,7 +121,7 @@ def run_tributary(args, work, mode, idle):
 edge: {{edge_name: bench, cluster_url: "http://127.0.0.1:1"}}
 mqtt:
   listener: "127.0.0.1:{mport}"
-  ingestion: {{idle_flush_ms: {idle}}}
+  ingestion: {{idle_flush_ms: {idle}, idle_flush_max_ms: {idle_max}}}
   topic_mappings:
     - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
 wal: {{dir: {d}/wal, fsync: {mode}, max_topic_bytes: 8GiB, max_total_bytes: 8GiB}}
@@ -127,7 +133,7 @@ log: {{level: warn}}
     try:
         wait_until(lambda: port_open(mport) and port_open(hport), 20, "tributary to listen")
         syncs0, w0 = metric(hport, "tributary_wal_fsync_duration_seconds_count"), proc_io(p.pid)
-        acked, secs = load(args, mport)
+        acked, secs, lat = load(args, mport)
         w1, syncs1 = proc_io(p.pid), metric(hport, "tributary_wal_fsync_duration_seconds_count")
         total = stop(p)
     finally:
@@ -144,7 +150,7 @@ log: {{level: warn}}
     record = (t["bytes"] - 32 * t["segments"] - pad) / t["records"]
     disk = (t["bytes"] - 32 * t["segments"]) / t["records"]
     shutil.rmtree(d, ignore_errors=True)
-    return dict(name=f"tributary fsync={mode}", idle=idle, acked=acked, rate=acked / secs,
+    return dict(name=f"tributary fsync={mode}", idle=f"{idle}/{idle_max}", acked=acked, rate=acked / secs, lat=lat,
                 per_msg=(w1 - w0) / acked, total=total / acked, record=record, disk=disk,
                 syncs=syncs1 - syncs0, per_sync=acked / max(syncs1 - syncs0, 1))
 
@@ -165,7 +171,7 @@ def run_mosquitto(args, work, subscriber):
             subprocess.run(["mosquitto_sub", "-p", str(port), "-i", "wear-sub", "-c", "-q", "1",
                             "-t", "bench/#", "-E"], check=True, timeout=20)
         w0 = proc_io(p.pid)
-        acked, secs = load(args, port)
+        acked, secs, lat = load(args, port)
         w1 = proc_io(p.pid)
         total = stop(p)
     finally:
@@ -177,7 +183,7 @@ def run_mosquitto(args, work, subscriber):
     db_bytes = os.path.getsize(db) if os.path.exists(db) else 0
     shutil.rmtree(d, ignore_errors=True)
     name = "mosquitto, offline QoS 1 subscriber" if subscriber else "mosquitto, no subscriber"
-    return dict(name=name, idle="-", acked=acked, rate=acked / secs, per_msg=(w1 - w0) / acked,
+    return dict(name=name, idle="-", acked=acked, rate=acked / secs, lat=lat, per_msg=(w1 - w0) / acked,
                 total=total / acked, record=None, disk=None, syncs=None, per_sync=None, db=db_bytes)
 
 
@@ -188,16 +194,17 @@ def table(args, rows):
           f"{time.strftime('%Y-%m-%d', time.gmtime())}; payload + head = {args.size + HEAD} B, "
           f"record = payload + head + {topic}-{topic + 1} B MQTT topic")
     print()
-    print("| server | idle_flush_ms | acked msg/s | record B | disk B/msg | bytes/msg (load) | x record "
-          "| x (payload+head) | bytes/msg incl. exit | fdatasyncs | msgs/fdatasync |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| server | idle_flush_ms / max_ms | acked msg/s | record B | disk B/msg | bytes/msg (load) | x record "
+          "| x (payload+head) | bytes/msg incl. exit | fdatasyncs | msgs/fdatasync | ack p50 / p99 ms |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         rec = r["record"] or 0
         print(f"| {r['name']} | {r['idle']} | {r['rate']:,.0f} | " + (f"{rec:.1f}" if rec else "-") +
               " | " + (f"{r['disk']:.1f}" if r["disk"] else "-") +
               f" | {r['per_msg']:.1f} | " + (f"{r['per_msg'] / rec:.2f}" if rec else "-") +
               f" | {r['per_msg'] / (args.size + HEAD):.2f} | {r['total']:.1f} | " +
-              (f"{r['syncs']:,.0f} | {r['per_sync']:.1f} |" if r["syncs"] is not None else "- | - |"))
+              (f"{r['syncs']:,.0f} | {r['per_sync']:.1f} |" if r["syncs"] is not None else "- | - |") +
+              f" {r['lat'][0]:.1f} / {r['lat'][1]:.1f} |")
     sys.stdout.flush()
 
 
@@ -208,7 +215,8 @@ def main():
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("-c", "--connections", type=int, default=10)
     ap.add_argument("--modes", default="always,interval,never")
-    ap.add_argument("--idle", default="2,0", help="idle_flush_ms values (2 is the default)")
+    ap.add_argument("--flush", default="2/25,2/0,0/0",
+                    help="idle_flush_ms/idle_flush_max_ms pairs (2/25 is the default)")
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--no-mosquitto", action="store_true")
@@ -223,9 +231,10 @@ def main():
     rows = []
     try:
         for mode in args.modes.split(","):
-            for idle in args.idle.split(","):
-                rows.append(run_tributary(args, work, mode, int(idle)))
-                sys.stderr.write(f"done: {rows[-1]['name']} idle={idle}\n")
+            for pair in args.flush.split(","):
+                idle, idle_max = (int(v) for v in pair.split("/"))
+                rows.append(run_tributary(args, work, mode, (idle, idle_max)))
+                sys.stderr.write(f"done: {rows[-1]['name']} flush={pair}\n")
         if not args.no_mosquitto:
             for sub in (False, True):
                 rows.append(run_mosquitto(args, work, sub))

@@ -16,7 +16,9 @@
  * before it (same connection, in order), so the figure is what the broker
  * ingested, not what the client wrote. -r paces the total rate (messages/s).
  *
- * Output: one line "messages=N seconds=S rate=R acked=A" on stdout.
+ * Output: one line "messages=N seconds=S rate=R acked=A ack_p50_ms=.. ack_p99_ms=..
+ * ack_max_ms=.." on stdout; the ack figures are, for QoS 1/2, the time from
+ * mosquitto_publish to its PUBACK / PUBCOMP, in 0.1 ms steps (0 for QoS 0).
  * Connections are spread over -j threads, each polling its sockets.
  */
 #include <errno.h>
@@ -39,7 +41,13 @@ typedef struct conn {
     long total, sent, acked, inflight;
     bool connected, barrier_sent, barrier_acked, done;
     int barrier_mid;
+    double *sent_at;  /* [LAT_RING] by mid: when each message in flight was published */
 } conn_t;
+
+/* Ack latency histogram: 0.1 ms buckets up to 10 s, the last one open. */
+#define LAT_RING 4096   /* > any window: mids in flight never collide */
+#define LAT_BUCKETS 100001
+static atomic_uint g_lat[LAT_BUCKETS];
 
 static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
 static long g_messages = 100000;
@@ -77,6 +85,9 @@ static void on_publish(struct mosquitto *m, void *arg, int mid)
     }
     if (g_qos == 0)
         return; /* libmosquitto reports QoS 0 messages as written: not an ack */
+    double lat = now_s() - c->sent_at[mid % LAT_RING];
+    long b = lat <= 0 ? 0 : (long)(lat * 1e4);
+    atomic_fetch_add(&g_lat[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1], 1);
     c->acked++;
     c->inflight--;
     atomic_fetch_add(&g_acked_total, 1);
@@ -119,7 +130,11 @@ static void pump(conn_t *c)
             break;
         char topic[128];
         snprintf(topic, sizeof topic, "%s/c%d/tele", g_prefix, c->idx);
-        int rc = mosquitto_publish(c->m, NULL, topic, g_size, g_payload, g_qos, false);
+        int mid = 0;
+        double t = now_s();
+        int rc = mosquitto_publish(c->m, &mid, topic, g_size, g_payload, g_qos, false);
+        if (g_qos > 0)
+            c->sent_at[mid % LAT_RING] = t;
         if (rc != MOSQ_ERR_SUCCESS) {
             fprintf(stderr, "loadgen: publish failed: %s\n", mosquitto_strerror(rc));
             exit(1);
@@ -146,6 +161,25 @@ static void pump(conn_t *c)
             atomic_fetch_add(&g_acked_total, c->total);
         }
     }
+}
+
+/* The q-quantile of the ack latencies, in ms (the upper edge of its bucket). */
+static double lat_quantile(double q)
+{
+    unsigned long total = 0, seen = 0;
+    for (long b = 0; b < LAT_BUCKETS; b++)
+        total += atomic_load(&g_lat[b]);
+    if (total == 0)
+        return 0;
+    unsigned long want = (unsigned long)(q * (double)total + 0.5);
+    if (want < 1)
+        want = 1;
+    for (long b = 0; b < LAT_BUCKETS; b++) {
+        seen += atomic_load(&g_lat[b]);
+        if (seen >= want)
+            return (double)(b + 1) / 10.0;
+    }
+    return (double)LAT_BUCKETS / 10.0;
 }
 
 typedef struct { conn_t *conns; int n; } worker_t;
@@ -218,6 +252,10 @@ int main(int argc, char **argv)
         }
     }
     if (g_threads > g_conns) g_threads = g_conns;
+    if (g_inflight < 1 || g_inflight >= LAT_RING) {
+        fprintf(stderr, "loadgen: -w must be 1..%d\n", LAT_RING - 1);
+        return 2;
+    }
     mosquitto_lib_init();
     g_payload = malloc((size_t)g_size + 1);
     memset(g_payload, 'x', (size_t)g_size);
@@ -225,6 +263,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < g_conns; i++) {
         conn_t *c = &conns[i];
         c->idx = i;
+        c->sent_at = calloc(LAT_RING, sizeof *c->sent_at);
         c->total = g_messages; /* until the shared total runs out (take_one) */
         char id[64];
         snprintf(id, sizeof id, "loadgen-%d-%d", (int)getpid(), i);
@@ -279,11 +318,13 @@ int main(int argc, char **argv)
         pthread_join(th[t], NULL);
     double secs = now_s() - g_t0;
     long acked = atomic_load(&g_acked_total);
-    printf("messages=%ld seconds=%.3f rate=%.0f acked=%ld\n", g_messages, secs, (double)acked / secs, acked);
+    printf("messages=%ld seconds=%.3f rate=%.0f acked=%ld ack_p50_ms=%.1f ack_p99_ms=%.1f ack_max_ms=%.1f\n",
+           g_messages, secs, (double)acked / secs, acked, lat_quantile(0.5), lat_quantile(0.99), lat_quantile(1));
     for (int i = 0; i < g_conns; i++) {
         mosquitto_disconnect(conns[i].m);
         mosquitto_loop(conns[i].m, 10, 1);
         mosquitto_destroy(conns[i].m);
+        free(conns[i].sent_at);
     }
     mosquitto_lib_cleanup();
     free(th);
