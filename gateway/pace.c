@@ -59,15 +59,15 @@ void gw__pace_publish(gw_pace_t *p, uint64_t now_ms)
         p->probe_s = 1;
     } else if (!p->acked) {
         uint64_t gap = now_ms - p->last_ms;
-        if (gap > 0) {
+        if (gap > 0) { /* a 0 ms gap (same turn) says nothing: a probe goes on */
             uint32_t g16 = gap >= (UINT32_MAX >> 5) ? (UINT32_MAX >> 1) : (uint32_t)gap << 4;
             /* moving average, weight 1/4: a changed pace is learnt in a few messages */
             p->gap_x16 = p->sampled ? p->gap_x16 - (p->gap_x16 >> 2) + (g16 >> 2) : g16;
             p->sampled = true;
             p->probe_s = 1;
+            p->probing = false;
         }
         p->clocked = 0;
-        p->probing = false;
     } else {
         if (p->probing) { /* nothing came while we waited: it waits for us */
             p->probing = false;

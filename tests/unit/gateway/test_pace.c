@@ -153,3 +153,27 @@ Test(pace, a_synchronous_client_is_probed_ever_more_rarely)
     }
     cr_assert(probes[0] >= 2000 && probes[0] <= 2003);
 }
+
+Test(pace, a_probe_answered_only_within_the_same_turn_is_not_a_success)
+{
+    /* a client that sends pairs at once every 100 ms, the second of each
+     * refused before it reaches a batch (so never asked for its wait): it
+     * is no gap, so the probe goes on, fails at the next pair, backs off */
+    gw_pace_t p = { 0 };
+    uint64_t t = 1000, first_probe = 0, probes = 0;
+    for (int pair = 0; pair < 40; pair++, t += 100) {
+        gw__pace_acked(&p);
+        gw__pace_publish(&p, t);
+        uint64_t q1 = quiet(&p, t);
+        gw__pace_publish(&p, t);
+        if (q1 == PACE_MAX) {
+            probes++;
+            if (!first_probe)
+                first_probe = t;
+        }
+    }
+    /* 4 s of pairs: probes 1 s after the first message, then 2 s later; not one per pair */
+    cr_assert_eq(probes, 2, "%llu probes", (unsigned long long)probes);
+    cr_assert_eq(first_probe, 2000);
+    cr_assert_eq(quiet(&p, t), PACE_IDLE, "never learnt");
+}
