@@ -18,7 +18,8 @@ one fdatasync, and each sync costs about a page of flash), the rate
 reached, and the ack latency (publish to PUBACK, p50 / p99 / max); for
 Mosquitto, which acks from memory and syncs nothing, the rate and the ack
 latency. "pacing off" is mqtt.ingestion.idle_flush_max_ms: 0 (every client
-waited for idle_flush_ms, 2 ms: the rule before pacing).
+waited for idle_flush_ms, 2 ms: the rule before pacing). The servers are
+started by bench/compare_lib.py, as bench/compare starts them.
 
 Nothing here passes or fails; it prints a Markdown table.
 """
@@ -26,15 +27,14 @@ import argparse
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_lib as L  # noqa: E402
+
 CLIENTS = [  # name, loadgen args, messages per second (0: as fast as acks allow)
     ("synchronous", ["-w", "1"], 0),
     ("paced 1,000/s w20", ["-w", "20"], 1000),
@@ -46,38 +46,8 @@ CLIENTS = [  # name, loadgen args, messages per second (0: as fast as acks allow
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def port_open(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
-
-
-def loadgen(args, port, extra, rate, n):
-    cmd = [os.path.join(args.build, "bench", "loadgen"), "-p", str(port), "-c", "1", "-n", str(n), "-s", "100",
-           "-q", "1", "-t", "bench", *extra] + (["-r", str(rate)] if rate else [])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds * 4 + 60)
-    if r.returncode != 0:
-        raise RuntimeError(f"loadgen failed: {r.stderr}")
-    return {k: float(v) for k, v in (kv.split("=") for kv in r.stdout.split())}
+def load(args, port, extra, rate, n):
+    return L.loadgen_result(L.loadgen(args.build, port, n, conns=1, rate=rate, extra=extra), args.seconds * 4 + 60)
 
 
 def scrape(hport):
@@ -90,55 +60,25 @@ def scrape(hport):
 
 
 def tributary(args, work, extra, rate, n, idle_max):
-    d = tempfile.mkdtemp(prefix="pace-", dir=work)
-    mport, hport = free_port(), free_port()
-    cfg = os.path.join(d, "edge.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"""
-edge: {{edge_name: bench, cluster_url: "http://127.0.0.1:1"}}
-mqtt:
-  listener: "127.0.0.1:{mport}"
-  ingestion: {{idle_flush_max_ms: {idle_max}}}
-  topic_mappings:
-    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
-wal: {{dir: {d}/wal, fsync: always}}
-http: {{listener: "127.0.0.1:{hport}"}}
-log: {{level: warn}}
-""")
-    log = open(os.path.join(d, "log"), "wb")
-    p = subprocess.Popen([os.path.join(args.build, "tributary"), "run", "-c", cfg], stdout=log, stderr=log)
+    t = L.tributary(args.build, tempfile.mkdtemp(prefix="pace-", dir=work), "http://127.0.0.1:1",
+                    ingestion={"idle_flush_max_ms": idle_max})
     try:
-        wait_until(lambda: port_open(mport) and port_open(hport), 20, "tributary to listen")
-        f = loadgen(args, mport, extra, rate, n)
+        f = load(args, t.port, extra, rate, n)
         # /metrics is rendered at most every 250 ms: wait for one with every message
-        stored, batches = wait_until(lambda: (lambda s: s if s[0] >= n else None)(scrape(hport)), 10,
-                                     "/metrics to show every message")
+        stored, batches = L.wait_until(lambda: (lambda s: s if s[0] >= n else None)(scrape(t.http)), 10,
+                                       "/metrics to show every message")
         f["per_batch"] = stored / max(batches, 1)
+        return f
     finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
-        log.close()
-        shutil.rmtree(d, ignore_errors=True)
-    return f
+        L.stop(t.proc)
 
 
 def mosquitto(args, work, extra, rate, n):
-    d = tempfile.mkdtemp(prefix="mosq-", dir=work)
-    port = free_port()
-    cfg = os.path.join(d, "m.conf")
-    with open(cfg, "w") as f:
-        f.write(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                f"persistence_location {d}/\nuser root\n")
-    log = open(os.path.join(d, "log"), "wb")
-    p = subprocess.Popen(["mosquitto", "-c", cfg], stdout=log, stderr=log)
+    m = L.mosquitto(tempfile.mkdtemp(prefix="mosq-", dir=work), "mosquitto")
     try:
-        wait_until(lambda: port_open(port), 20, "mosquitto to listen")
-        return loadgen(args, port, extra, rate, n)
+        return load(args, m.port, extra, rate, n)
     finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
-        log.close()
-        shutil.rmtree(d, ignore_errors=True)
+        L.stop(m.proc)
 
 
 def lat(f):
@@ -149,7 +89,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=int, default=10, help="length of each paced run")
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
     ap.add_argument("--no-mosquitto", action="store_true")
     args = ap.parse_args()
     for b in ("tributary", "bench/loadgen"):
@@ -166,6 +106,7 @@ def main():
             rows.append((name, n, on, off, mq))
             sys.stderr.write(f"done: {name}\n")
     finally:
+        L.kill_started()
         shutil.rmtree(work, ignore_errors=True)
     print(f"One QoS 1 client per row, wal.fsync always, {args.seconds} s per paced run, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d', time.gmtime())}; ack latency p50 / p99 / max in ms")

@@ -119,9 +119,10 @@ class Server:
             return json.loads(r.read())
 
 
-def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None):
+def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None):
     """`tributary run` on 127.0.0.1 with two mappings: bench/+/tele (loadgen)
-    to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf."""
+    to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf. replicator and
+    ingestion: keys of replicator.* and mqtt.ingestion.* to set."""
     os.makedirs(work, exist_ok=True)
     port, http = free_port(), free_port()
     rep = {"batch_timeout_ms": 10}
@@ -132,6 +133,7 @@ replicator: {json.dumps(rep)}
 mqtt:
   listener: "127.0.0.1:{port}"
   max_connections: 100000
+  ingestion: {json.dumps(ingestion or {})}
   topic_mappings:
     - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
     - {{mqtt_pattern: "sf/t0/+", danube_topic: /bench/sf}}
@@ -203,10 +205,11 @@ def sink(build, port=0):
     return p, int(p.stdout.readline().split("port=")[1])
 
 
-def loadgen(build, port, n, conns=10, qos=1, rate=0, size=100, prefix="bench"):
-    """Starts bench/loadgen; returns the Popen (stdout: messages= seconds= rate= acked=)."""
+def loadgen(build, port, n, conns=10, qos=1, rate=0, size=100, prefix="bench", extra=()):
+    """Starts bench/loadgen (extra: more of its options); returns the Popen
+    (stdout: messages= seconds= rate= acked= ack_p50_ms= ack_p99_ms= ack_max_ms=)."""
     args = [os.path.join(build, "bench", "loadgen"), "-p", str(port), "-c", str(conns), "-n", str(n),
-            "-s", str(size), "-q", str(qos), "-t", prefix]
+            "-s", str(size), "-q", str(qos), "-t", prefix, *extra]
     if rate:
         args += ["-r", str(rate)]
     return popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

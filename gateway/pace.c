@@ -13,8 +13,8 @@
  * DESIGN. A fixed quiet time (mqtt.ingestion.idle_flush_ms, 2 ms) cannot
  * tell a waiting client from one between two messages of its own pace: ten
  * clients publishing every 5 ms leave the topic quiet for 2 ms often enough
- * that batches at 2,000 msg/s held ~75 messages instead of 100, 1.37x the
- * bytes of payload and record header written per message instead of 1.29x
+ * that batches at 2,000 msg/s held ~77 messages instead of 100, 1.38x the
+ * bytes of payload and record header written per message instead of 1.28x
  * (docs/WAL.md), and one client publishing every 5 ms had each message
  * synced alone. So each client's own pace is learnt: the gaps between its
  * PUBLISHes that had no ack from us in between (an ack may be what let it
