@@ -8,6 +8,7 @@
  *  - clocks.
  *  - structured logging (logfmt text or JSON lines) with a rate limiter.
  *  - the thread mailbox: a locked intrusive FIFO plus one wake-up.
+ *  - a growable byte buffer (tb_buf_t).
  *
  * Prefix: tb_ (public), tb__ (internal to base/).
  */
@@ -140,6 +141,35 @@ void tb_mbox_destroy(tb_mbox_t *mb);
 void tb_mbox_push(tb_mbox_t *mb, tb_mnode_t *node);
 /* Splices out every queued node, oldest first; NULL when empty. */
 tb_mnode_t *tb_mbox_take(tb_mbox_t *mb);
+
+/* ---- byte buffer (buf.c) ------------------------------------------------ */
+
+/*
+ * A growable byte buffer. The HTTP handlers and the metrics writers build
+ * response bodies with it, the CLI collects HTTP answers in it. It is kept
+ * NUL-terminated (cap > len) so a body can be read as a C string in tests
+ * and logs. Growth aborts on out-of-memory (tb_realloc): callers bound what
+ * they append by what it describes, never by input from the network.
+ */
+typedef struct tb_buf {
+    char *data;  /* NULL until the first append; then NUL-terminated */
+    size_t len;
+    size_t cap;
+} tb_buf_t;
+
+#define TB_BUF_INIT { NULL, 0, 0 }
+
+void tb_buf_append(tb_buf_t *b, const void *p, size_t n);
+void tb_buf_puts(tb_buf_t *b, const char *s);
+void tb_buf_putc(tb_buf_t *b, char c);
+void tb_buf_printf(tb_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tb_buf_vprintf(tb_buf_t *b, const char *fmt, va_list ap);
+/* Empties the buffer and keeps its memory. */
+void tb_buf_reset(tb_buf_t *b);
+/* Frees the memory; the buffer is empty (TB_BUF_INIT) afterwards. */
+void tb_buf_free(tb_buf_t *b);
+/* The contents as a C string ("" when nothing was appended). */
+const char *tb_buf_str(const tb_buf_t *b);
 
 /* ---- small helpers ------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* bench-lib: tb_gateway */
+/* bench-lib: tb_mqtt */
 /*
  * bench_codec.c: cost of the MQTT codec on the ingest hot path.
  *
@@ -12,7 +12,7 @@
  *   ./build/bench/bench_codec [N]      (default N = 2,000,000)
  */
 #include "base/base.h"
-#include "gateway/mqtt_codec.h"
+#include "gateway/mqtt/mqtt.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* bench-lib: tb_gateway */
+/* bench-lib: tb_http */
 /*
  * bench_http_scrape.c: what one scrape costs the event loop. /metrics and
  * /stats are rendered on the loop thread that also carries MQTT ingestion,
@@ -13,8 +13,8 @@
 #include <uv.h>
 
 #include "base/base.h"
-#include "gateway/http.h"
-#include "gateway/metrics.h"
+#include "gateway/http/http.h"
+#include "gateway/metrics/metrics.h"
 
 #define RUNS 200
 
@@ -52,14 +52,14 @@ static void bench(size_t ntopics)
     uint64_t ns[RUNS];
     size_t bytes = 0;
     for (int i = 0; i < RUNS; i++) {
-        gw_buf_t b = GW_BUF_INIT;
+        tb_buf_t b = TB_BUF_INIT;
         uint64_t t0 = tb_mono_ns();
         gw_metrics_collect(m);
         gw_metrics_catalog_derive(m);
         gw_metrics_write_prometheus(m, &b);
         ns[i] = tb_mono_ns() - t0;
         bytes = b.len;
-        gw_buf_free(&b);
+        tb_buf_free(&b);
     }
     report("/metrics", ntopics, bytes, ns);
     for (int i = 0; i < RUNS; i++) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench_pace.py: what the pace rule (gateway/pace.c) does to batches and
+"""bench_pace.py: what the pace rule (gateway/broker/pace.c) does to batches and
 acks, by kind of client, with pacing on (the default) and off, beside
 Mosquitto 2 (Debian's, persistence on) acking the same client.
 

@@ -1,4 +1,4 @@
-/* bench-lib: tb_gateway */
+/* bench-lib: tb_router */
 /*
  * bench_router.c: what one gw_router_match costs, with 10 and with 1,000
  * rules, beside a linear scan over the same pre-split rules
@@ -17,8 +17,8 @@
  * wall time, because the machine is shared). Run: build/bench/bench_router
  */
 #include "base/base.h"
-#include "gateway/router.h"
-#include "tests/unit/gateway/router_oracle.h"
+#include "gateway/router/router.h"
+#include "tests/unit/gateway/router/router_oracle.h"
 
 #include <stdio.h>
 #include <stdlib.h>

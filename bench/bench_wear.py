@@ -24,7 +24,7 @@ at autosave_interval (Debian: 1800 s) and at exit.
 Tributary rows: wal.fsync always / interval (fsync_interval_ms 1000) /
 never, for each --flush pair IDLE/MAX of mqtt.ingestion.idle_flush_ms and
 idle_flush_max_ms: 2/25 is the default (a paced client is waited for twice
-its gap, up to 25 ms: gateway/pace.c), 2/0 turns pacing off (every client
+its gap, up to 25 ms: gateway/broker/pace.c), 2/0 turns pacing off (every client
 waited for 2 ms, the rule before it), 0/0 turns the idle flush off (batches
 go when full or after batch_timeout_ms). fdatasyncs are counted from
 /metrics; "ack p50/p99" is the load generator's time from publish to

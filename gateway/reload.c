@@ -7,7 +7,7 @@
  * change took effect when it did not. An invalid file is refused with its
  * error and changes nothing.
  */
-#include "gateway/server.h"
+#include "gateway/broker/broker_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

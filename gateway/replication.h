@@ -17,7 +17,7 @@
 #define GW_REPLICATION_H
 
 #include "gateway/app.h"
-#include "gateway/server.h"
+#include "gateway/broker/broker_int.h"
 #include "replicator/replicator.h"
 
 typedef struct gw_repl gw_repl_t;

@@ -18,10 +18,10 @@
  */
 #include "gateway/app.h"
 #include "gateway/gateway.h"
-#include "gateway/http.h"
-#include "gateway/metrics.h"
+#include "gateway/http/http.h"
+#include "gateway/metrics/metrics.h"
 #include "gateway/replication.h"
-#include "gateway/server.h"
+#include "gateway/broker/broker_int.h"
 #include "base/base.h"
 
 #include <stdlib.h>
@@ -37,6 +37,24 @@ typedef struct run {
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     bool booted;
 } run_t;
+
+/* ---- the operator's endpoint (http/) --------------------------------------- */
+
+static int http_start(gw__app_t *app, void *arg)
+{
+    /* on failure the app still calls our drain step, which closes the handles */
+    return gw_http_service_listen(arg, app->cfg->http.listener);
+}
+
+static void http_closed(void *arg)
+{
+    gw__app_drained(arg);
+}
+
+static void http_drain(gw__app_t *app, void *arg)
+{
+    gw_http_service_close(arg, http_closed, app);
+}
 
 /* ---- the log and the topics ------------------------------------------------ */
 
@@ -397,7 +415,7 @@ int gw_run(const cfg_t *cfg)
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
-    gw__app_add(&app, &(gw__service_t){ "http", gw_http_service_start, gw_http_service_drain, http });
+    gw__app_add(&app, &(gw__service_t){ "http", http_start, http_drain, http });
     gw__app_add(&app, &(gw__service_t){ "log", log_start, log_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "replicator", repl_start, repl_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "mqtt", mqtt_start, mqtt_drain, &r });

@@ -1,4 +1,4 @@
-/* fuzz-lib: tb_gateway */
+/* fuzz-lib: tb_http_parse */
 /*
  * fuzz_http_request.c: the request head parser reads bytes from anyone who
  * can reach the HTTP port. Feeds the input to gw_http_head_end in the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/http.h"
+#include "gateway/http/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

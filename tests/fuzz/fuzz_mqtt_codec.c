@@ -1,4 +1,4 @@
-/* fuzz-lib: tb_gateway */
+/* fuzz-lib: tb_mqtt */
 /*
  * fuzz_mqtt_codec.c: libFuzzer target for the MQTT codec, the code that
  * reads device bytes.
@@ -16,7 +16,7 @@
  *     gives the same bytes (one canonical form);
  *   - an error carries a reason >= 0x80 and a reason string.
  */
-#include "gateway/mqtt_codec.h"
+#include "gateway/mqtt/mqtt.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* fuzz-lib: tb_gateway */
+/* fuzz-lib: tb_router */
 /*
  * fuzz_router.c: compiles fuzzed rules, matches a fuzzed topic, and aborts
  * if the router and the naive linear matcher (router_oracle.h) disagree on
@@ -14,7 +14,7 @@
  * attributes for $1, its last '+' and $# when the pattern text suggests
  * them; compile decides whether that is valid.
  */
-#include "tests/unit/gateway/router_oracle.h"
+#include "tests/unit/gateway/router/router_oracle.h"
 
 #include "base/base.h"
 

@@ -1,4 +1,4 @@
-"""When a topic's batch goes to the log (gateway/pace.c, docs/WAL.md "Flash
+"""When a topic's batch goes to the log (gateway/broker/pace.c, docs/WAL.md "Flash
 wear"), checked with a real libmosquitto client (bench/loadgen.c) against
 the real gateway with wal.fsync always:
 

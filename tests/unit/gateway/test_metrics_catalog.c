@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "gateway/http.h"
-#include "gateway/metrics.h"
-#include "helper_promtool.h"
+#include "gateway/http/http.h"
+#include "gateway/metrics/metrics.h"
+#include "unit/common/helper_promtool.h"
 #include "replicator/replicator.h"
 
 static gw_metrics_t *M;
@@ -59,13 +59,13 @@ Test(metrics_catalog, full_exposition_passes_promtool)
     gw_metrics_observe(F(GW_M_WAL_FSYNC_SECONDS), 0, 0, 3000000);
     gw_metrics_collect(M);
     gw_metrics_catalog_derive(M);
-    gw_buf_t b = GW_BUF_INIT;
+    tb_buf_t b = TB_BUF_INIT;
     gw_metrics_write_prometheus(M, &b);
     char out[4096];
-    int rc = promtool_check(gw_buf_str(&b), out, sizeof out);
-    cr_assert_eq(rc, 0, "promtool says:\n%s\n--- on:\n%s", out, gw_buf_str(&b));
+    int rc = promtool_check(tb_buf_str(&b), out, sizeof out);
+    cr_assert_eq(rc, 0, "promtool says:\n%s\n--- on:\n%s", out, tb_buf_str(&b));
     cr_assert_str_eq(out, "", "promtool lint: %s", out);
-    gw_buf_free(&b);
+    tb_buf_free(&b);
 }
 
 Test(metrics_catalog, promtool_is_a_real_check)
@@ -96,13 +96,13 @@ Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_
 {
     gw_metrics_set(F(GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_CLIENT_ID, 0, 3);
     gw_metrics_set(F(GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_MALFORMED, 0, 1);
-    gw_buf_t b = GW_BUF_INIT;
+    tb_buf_t b = TB_BUF_INIT;
     gw_metrics_write_prometheus(M, &b);
-    cr_assert_not_null(strstr(gw_buf_str(&b), "tributary_mqtt_connections_refused_total{reason=\"client_id_invalid\"} 3\n"));
-    cr_assert_not_null(strstr(gw_buf_str(&b), "tributary_mqtt_connections_closed_total{reason=\"malformed\"} 1\n"));
+    cr_assert_not_null(strstr(tb_buf_str(&b), "tributary_mqtt_connections_refused_total{reason=\"client_id_invalid\"} 3\n"));
+    cr_assert_not_null(strstr(tb_buf_str(&b), "tributary_mqtt_connections_closed_total{reason=\"malformed\"} 1\n"));
     char out[4096];
-    cr_assert_eq(promtool_check(gw_buf_str(&b), out, sizeof out), 0, "%s", out);
-    gw_buf_free(&b);
+    cr_assert_eq(promtool_check(tb_buf_str(&b), out, sizeof out), 0, "%s", out);
+    tb_buf_free(&b);
 }
 
 /* ---- the invariant ------------------------------------------------------ */

@@ -1,0 +1,533 @@
+/*
+ * conn.c: one MQTT connection on libuv: reading and decoding, dispatch by
+ * packet type, the ordered ack FIFO, writing, and closing.
+ *
+ * Memory per connection stays small while idle: reads land in one 64 KiB
+ * buffer shared by the loop (server->readbuf), packets are processed from
+ * there, and only an incomplete tail is copied into the connection's own
+ * buffer, which grows to the size of that packet at most and is released
+ * when the packet completes. Packet size is bounded by the codec from the
+ * fixed header, before the body is buffered.
+ *
+ * Acks leave in arrival order: every QoS 1/2 PUBLISH gets a gw_pending_t at
+ * the tail of the connection's FIFO; when its log batch completes it
+ * becomes ready, and gw__conn_drain_acks() sends from the head while the
+ * head is ready.
+ *
+ * Closing: the socket is shut down (so a CONNACK refusal or DISCONNECT
+ * already queued is delivered) and closed; the struct lives on while
+ * messages of this connection are still in the log's hands (refs).
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define OUT_LIMIT (4u << 20) /* replies a client may leave unread before we give up on it */
+
+static void on_close(uv_handle_t *h);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+static void list_remove(gw_server_t *srv, gw_conn_t *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else srv->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    srv->nconns--;
+}
+
+void gw__conn_accept(gw_server_t *srv)
+{
+    gw_conn_t *c = tb_calloc(1, sizeof *c);
+    c->srv = srv;
+    c->id = ++srv->next_conn_id;
+    c->refs = 1;
+    uv_tcp_init(srv->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_close);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        char host[48] = "?";
+        int port = 0;
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+        snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    }
+    c->accepted_ms = c->last_rx_ms = uv_now(srv->loop);
+    c->next = srv->conns;
+    if (srv->conns) srv->conns->prev = c;
+    srv->conns = c;
+    srv->nconns++;
+    srv->conn_accepted++;
+    if (!srv->paused)
+        gw__conn_resume(c);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    gw_conn_t *c = h->data;
+    gw_server_t *srv = c->srv;
+    (void)hint;
+    if (c->in_len == 0 && !srv->readbuf_busy) {
+        srv->readbuf_busy = true;
+        *buf = uv_buf_init((char *)srv->readbuf, sizeof srv->readbuf);
+        return;
+    }
+    /* An incomplete packet is waiting: read straight behind it. */
+    if (c->in_cap - c->in_len < 4096) {
+        size_t cap = c->in_cap ? c->in_cap * 2 : 16384;
+        c->in = tb_realloc(c->in, cap);
+        c->in_cap = cap;
+    }
+    *buf = uv_buf_init((char *)c->in + c->in_len, c->in_cap - c->in_len);
+}
+
+static uint32_t max_packet(const gw_conn_t *c)
+{
+    /* The payload limit plus room for the topic and properties. */
+    return c->srv->cfg->mqtt.max_payload_size + 65536u + 16u;
+}
+
+static void on_subscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
+{
+    /* An ingest gateway has no local subscribers: refuse every filter, so no
+     * client waits for a SUBACK that never comes. */
+    uint8_t codes[256];
+    uint32_t n = TB_MIN(pkt->u.sub.filters.count, (uint32_t)sizeof codes);
+    uint8_t code = c->version == MQTT_V5 ? MQTT_RC_NOT_AUTHORIZED : 0x80;
+    memset(codes, code, n);
+    uint8_t out[300];
+    int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_SUBACK, pkt->u.sub.packet_id, codes, n, NULL);
+    if (len > 0)
+        gw__conn_send(c, out, (size_t)len);
+}
+
+static void on_unsubscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
+{
+    uint8_t codes[256];
+    uint32_t n = c->version == MQTT_V5 ? TB_MIN(pkt->u.sub.filters.count, (uint32_t)sizeof codes) : 0;
+    memset(codes, MQTT_RC_NO_SUBSCRIPTION_EXISTED, n);
+    uint8_t out[300];
+    int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_UNSUBACK, pkt->u.sub.packet_id, codes, n, NULL);
+    if (len > 0)
+        gw__conn_send(c, out, (size_t)len);
+}
+
+/* Handles one decoded packet. Returns false once the connection is closing. */
+static bool dispatch(gw_conn_t *c, const mqtt_packet_t *pkt)
+{
+    if (!c->connected) {
+        /* the codec only lets CONNECT through before the version is known */
+        gw__on_connect(c, pkt);
+        return !c->closing;
+    }
+    switch (pkt->type) {
+    case MQTT_PUBLISH:
+        gw__on_publish(c, pkt);
+        break;
+    case MQTT_PUBREL:
+        gw__on_pubrel(c, pkt);
+        break;
+    case MQTT_PUBACK:
+    case MQTT_PUBREC:
+    case MQTT_PUBCOMP:
+        /* We never send PUBLISH, so an ack for one is a protocol error. */
+        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "ack for a PUBLISH the server never sent");
+        break;
+    case MQTT_SUBSCRIBE:
+        on_subscribe(c, pkt);
+        break;
+    case MQTT_UNSUBSCRIBE:
+        on_unsubscribe(c, pkt);
+        break;
+    case MQTT_PINGREQ: {
+        uint8_t out[2];
+        int n = mqtt_encode_pingresp(out, sizeof out);
+        gw__conn_send(c, out, (size_t)n);
+        break;
+    }
+    case MQTT_DISCONNECT:
+        c->got_disconnect = true;
+        /* MQTT 5: 0x04 "Disconnect with Will Message" keeps the will */
+        c->will_suppressed = !(c->version == MQTT_V5 && pkt->u.disconnect.reason == MQTT_RC_DISCONNECT_WITH_WILL);
+        if (c->version == MQTT_V5 && c->session && MQTT_HAS(&pkt->props, MQTT_PROP_SESSION_EXPIRY)) {
+            if (c->session->expiry_s == 0 && pkt->props.session_expiry != 0) {
+                gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "session expiry set on DISCONNECT after 0 at CONNECT");
+                break;
+            }
+            c->session->expiry_s = TB_MIN(pkt->props.session_expiry, c->srv->cfg->mqtt.max_session_expiry_s);
+        }
+        gw__conn_close(c, 0, "client disconnected");
+        break;
+    case MQTT_CONNECT:
+        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "second CONNECT");
+        break;
+    case MQTT_AUTH:
+        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "AUTH without an authentication method");
+        break;
+    default:
+        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "packet a client may not send");
+        break;
+    }
+    return !c->closing;
+}
+
+/* Decodes and dispatches every whole packet in buf[0..len); returns the bytes used. */
+static size_t process(gw_conn_t *c, const uint8_t *buf, size_t len)
+{
+    size_t used = 0;
+    while (used < len && !c->closing) {
+        mqtt_packet_t pkt;
+        mqtt_diag_t diag;
+        int rc = mqtt_decode(buf + used, len - used, c->version, max_packet(c), &pkt, &diag);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            c->srv->conn_closed[GW_MQTT_CLOSE_MALFORMED]++;
+            gw__conn_close(c, diag.reason, diag.why);
+            break;
+        }
+        used += (size_t)rc;
+        if (!dispatch(c, &pkt))
+            break;
+    }
+    return used;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    gw_conn_t *c = s->data;
+    gw_server_t *srv = c->srv;
+    bool shared = buf->base == (char *)srv->readbuf;
+    if (shared)
+        srv->readbuf_busy = false;
+    if (nread < 0) {
+        gw__conn_close(c, 0, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    c->last_rx_ms = uv_now(srv->loop);
+    if (shared) {
+        size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
+        size_t left = (size_t)nread - used;
+        if (left > 0 && !c->closing) {
+            if (c->in_cap < left) {
+                c->in = tb_realloc(c->in, TB_MAX(left, (size_t)16384));
+                c->in_cap = TB_MAX(left, (size_t)16384);
+            }
+            memcpy(c->in, buf->base + used, left);
+            c->in_len = left;
+        }
+    } else {
+        c->in_len += (size_t)nread;
+        size_t used = process(c, c->in, c->in_len);
+        if (!c->closing) {
+            c->in_len -= used;
+            if (c->in_len > 0)
+                memmove(c->in, c->in + used, c->in_len);
+            else if (c->in_cap > 65536) {
+                free(c->in); /* a big packet passed: give its buffer back */
+                c->in = NULL;
+                c->in_cap = 0;
+            }
+        }
+    }
+}
+
+void gw__conn_resume(gw_conn_t *c)
+{
+    if (c->closing || c->reading || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
+        return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) == 0)
+        c->reading = true;
+}
+
+void gw__conn_pause(gw_conn_t *c)
+{
+    if (!c->reading)
+        return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+typedef struct {
+    uv_write_t req;
+    gw_conn_t *conn;
+    size_t len;
+    uint8_t data[];
+} wreq_t;
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq_t *w = (wreq_t *)req;
+    gw_conn_t *c = w->conn;
+    c->writing -= w->len;
+    free(w);
+    if (status < 0 && !c->closing)
+        gw__conn_close(c, 0, uv_strerror(status));
+    gw__conn_unref(c);
+}
+
+void gw__conn_send(gw_conn_t *c, const uint8_t *p, size_t n)
+{
+    if (c->closing)
+        return;
+    if (c->out_len + n > c->out_cap) {
+        size_t cap = TB_MAX(c->out_cap * 2, c->out_len + n);
+        cap = TB_MAX(cap, (size_t)256);
+        c->out = tb_realloc(c->out, cap);
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+    if (!c->dirty) {
+        /* written once at the end of this loop turn (server.c's check
+         * handle): a batch completion acking 100 messages of one client
+         * becomes one write, not 100 */
+        c->dirty = true;
+        c->refs++;
+        c->dirty_next = c->srv->dirty;
+        c->srv->dirty = c;
+    }
+}
+
+void gw__conn_flush_dirty(gw_server_t *srv)
+{
+    while (srv->dirty) {
+        gw_conn_t *c = srv->dirty;
+        srv->dirty = c->dirty_next;
+        c->dirty = false;
+        gw__conn_flush(c);
+        gw__conn_unref(c);
+    }
+}
+
+void gw__conn_flush(gw_conn_t *c)
+{
+    if (c->out_len == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    size_t off = 0;
+    if (c->writing == 0) {
+        uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0)
+            off = (size_t)n;
+        else if (n < 0 && n != UV_EAGAIN) {
+            c->out_len = 0;
+            if (!c->closing)
+                gw__conn_close(c, 0, uv_strerror(n));
+            return;
+        }
+    }
+    size_t left = c->out_len - off;
+    if (left > 0) {
+        if (c->writing + left > OUT_LIMIT) {
+            c->out_len = 0;
+            if (!c->closing)
+                gw__conn_close(c, 0, "client does not read its acks");
+            return;
+        }
+        wreq_t *w = tb_malloc(sizeof *w + left);
+        memcpy(w->data, c->out + off, left);
+        w->conn = c;
+        w->len = left;
+        uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)left);
+        c->refs++;
+        c->writing += left;
+        if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+            c->writing -= left;
+            c->refs--;
+            free(w);
+        }
+    }
+    c->out_len = 0;
+    if (c->out_cap > 65536) {
+        free(c->out);
+        c->out = NULL;
+        c->out_cap = 0;
+    }
+}
+
+/* ---- acks ------------------------------------------------------------------ */
+
+gw_pending_t *gw__conn_pending_new(gw_conn_t *c, uint16_t packet_id, uint8_t qos)
+{
+    gw_pending_t *p = tb_calloc(1, sizeof *p);
+    p->conn = c;
+    /* flow control: stop reading a client with a full window of unanswered messages */
+    if (++c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
+        gw__conn_pause(c);
+    p->packet_id = packet_id;
+    p->qos = qos;
+    c->refs++;
+    if (c->pend_tail) c->pend_tail->next = p;
+    else c->pend_head = p;
+    c->pend_tail = p;
+    return p;
+}
+
+static void send_ack(gw_conn_t *c, gw_pending_t *p)
+{
+    uint8_t out[64];
+    mqtt_type_t type = p->pubcomp ? MQTT_PUBCOMP : p->qos == 1 ? MQTT_PUBACK : MQTT_PUBREC;
+    uint8_t reason = c->version == MQTT_V5 ? p->reason : 0;
+    int n = mqtt_encode_ack(out, sizeof out, c->version, type, p->packet_id, reason, NULL);
+    if (n > 0) {
+        gw__conn_send(c, out, (size_t)n);
+        gw__pace_acked(&c->pace); /* its next PUBLISH may be one this ack let go */
+    }
+}
+
+void gw__conn_drain_acks(gw_conn_t *c)
+{
+    c->refs++; /* freeing the last pending entry must not free c under us */
+    while (c->pend_head && c->pend_head->waits == 0) {
+        gw_pending_t *p = c->pend_head;
+        c->pend_head = p->next;
+        if (!c->pend_head)
+            c->pend_tail = NULL;
+        gw_session_t *s = p->session;
+        if (s) {
+            if (gw__session_storing(s, p->packet_id) == p)
+                gw__session_set_storing(s, p->packet_id, NULL);
+            if (p->qos2_record && p->reason < 0x80)
+                gw__session_add_qos2(s, p->packet_id);
+            gw__session_unref(s);
+        }
+        if (p->follower) {
+            p->follower->reason = p->reason;
+            p->follower->close = p->follower->conn->version != MQTT_V5 && p->reason >= 0x80;
+            p->follower->waits--;
+            gw__conn_drain_acks(p->follower->conn);
+        }
+        if (!c->closing) {
+            if (p->close) {
+                free(p);
+                c->unanswered--;
+                gw__conn_unref(c);
+                gw__conn_close(c, 0, "message refused and MQTT 3.1.1 cannot say so");
+                continue;
+            }
+            send_ack(c, p); /* written at the end of the loop turn (gw__conn_flush_dirty) */
+            /* QoS 1 ends at PUBACK; QoS 2 at PUBCOMP, or at a refusing PUBREC */
+            if ((p->pubcomp || p->qos == 1 || p->reason >= 0x80) && c->inflight > 0)
+                c->inflight--;
+        }
+        free(p);
+        c->unanswered--;
+        gw__conn_unref(c);
+    }
+    if (!c->reading && !c->closing && !c->srv->paused && c->unanswered < c->srv->cfg->mqtt.receive_maximum)
+        gw__conn_resume(c);
+    gw__conn_unref(c);
+}
+
+/* ---- closing ----------------------------------------------------------------- */
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    gw_conn_t *c = req->data;
+    (void)status;
+    free(req);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    gw_conn_t *c = h->data;
+    gw__conn_unref(c);
+}
+
+void gw__conn_unref(gw_conn_t *c)
+{
+    if (--c->refs > 0)
+        return;
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why)
+{
+    if (c->closing)
+        return;
+    gw_server_t *srv = c->srv;
+    if (reason >= 0x80 && c->connected && c->version == MQTT_V5) {
+        uint8_t out[16];
+        int n = mqtt_encode_disconnect(out, sizeof out, MQTT_V5, reason, NULL);
+        if (n > 0)
+            gw__conn_send(c, out, (size_t)n);
+    }
+    gw__conn_flush(c);
+    c->closing = true;
+    gw__conn_pause(c);
+    if (reason >= 0x80 || !c->got_disconnect) {
+        tb_log(reason >= 0x80 ? TB_LOG_INFO : TB_LOG_DEBUG, "connection closed",
+               TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+               TB_S("reason", why), TB_S("code", reason >= 0x80 ? mqtt_reason_name(reason) : "none"));
+    }
+    list_remove(srv, c);
+    if (c->connected) {
+        srv->nconnected--;
+        if (c->has_will && !(c->got_disconnect && c->will_suppressed))
+            gw__publish_will(srv, c);
+        gw__session_detach(srv, c);
+    }
+    if (c->aliases) {
+        for (uint32_t i = 0; i <= srv->cfg->mqtt.topic_alias_maximum; i++)
+            free(c->aliases[i]);
+        free(c->aliases);
+        c->aliases = NULL;
+    }
+    free(c->client_id);
+    c->client_id = NULL;
+    free(c->will_topic);
+    free(c->will_payload);
+    for (size_t i = 0; i < c->will_nattrs; i++) {
+        free((void *)c->will_attrs[i].key);
+        free((void *)c->will_attrs[i].val);
+    }
+    free(c->will_attrs);
+    c->will_topic = NULL;
+    c->will_payload = NULL;
+    c->will_attrs = NULL;
+    uv_shutdown_t *req = tb_malloc(sizeof *req);
+    req->data = c;
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+        free(req);
+        uv_close((uv_handle_t *)&c->tcp, on_close);
+    }
+    /* pending acks stay until their batches complete; they are then freed unsent */
+    gw__conn_drain_acks(c);
+}
+
+void gw__conn_sweep(gw_server_t *srv, uint64_t now)
+{
+    uint32_t timeout = srv->cfg->mqtt.connect_timeout_ms;
+    for (gw_conn_t *c = srv->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->connected) {
+            if (now - c->accepted_ms >= timeout) {
+                srv->conn_closed[GW_MQTT_CLOSE_CONNECT_TIMEOUT]++;
+                gw__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
+            }
+        } else if (c->keep_alive && now - c->last_rx_ms >= (uint64_t)c->keep_alive * 1500u) {
+            srv->conn_closed[GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT]++;
+            gw__conn_close(c, MQTT_RC_KEEP_ALIVE_TIMEOUT, "keep alive expired (1.5 x keep_alive without a packet)");
+        }
+    }
+}

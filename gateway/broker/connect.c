@@ -1,0 +1,217 @@
+/*
+ * connect.c: the CONNECT packet: version, limits, client identifier rules,
+ * session attach and takeover, the will, and the CONNACK we answer with.
+ *
+ * Choices (docs/MQTT.md):
+ *  - Past mqtt.max_connections a CONNECT is answered with a refusal
+ *    (MQTT 5 0x97 Quota exceeded, 3.1.1 return code 3) and the connection
+ *    closed: never a silent drop.
+ *  - An empty client identifier is given one ("tb-" + 16 hex digits) and
+ *    MQTT 5 returns it as Assigned Client Identifier; 3.1.1 refuses an
+ *    empty identifier without Clean Session (return code 2), as the spec
+ *    says.
+ *  - A second connection with the same identifier takes over: the old one
+ *    is closed (MQTT 5 reason 0x8E Session taken over).
+ *  - There is no authentication yet: user name and password are accepted
+ *    and ignored (the listener belongs on a plant network or behind TLS
+ *    termination). docs/MQTT.md says so.
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define MAX_CLIENT_ID 1024
+
+static void refuse(gw_conn_t *c, gw_mqtt_refuse_t counted, uint8_t reason5, const char *why)
+{
+    c->srv->conn_refused[counted]++;
+    uint8_t out[64];
+    uint8_t rc = c->version == MQTT_V5 ? reason5 : mqtt_connack_v311_from_reason(reason5);
+    int n = mqtt_encode_connack(out, sizeof out, c->version, false, rc, NULL);
+    if (n > 0)
+        gw__conn_send(c, out, (size_t)n);
+    gw__conn_close(c, 0, why);
+}
+
+static char *assign_id(void)
+{
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t t = tb_mono_ns();
+        memcpy(rnd, &t, sizeof rnd);
+    }
+    char *id = tb_malloc(3 + 16 + 1);
+    snprintf(id, 20, "tb-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+             rnd[5], rnd[6], rnd[7]);
+    return id;
+}
+
+static uint8_t *dup_bytes(mqtt_bytes_t b)
+{
+    uint8_t *p = tb_malloc(b.n ? b.n : 1);
+    memcpy(p, b.p, b.n);
+    return p;
+}
+
+/* MQTT 5 will properties become attributes, the way a PUBLISH's do. */
+static void keep_will_props(gw_conn_t *c, const mqtt_props_t *wp)
+{
+    size_t cap = 2 + wp->user.count;
+    c->will_attrs = tb_calloc(cap, sizeof *c->will_attrs);
+    size_t n = 0;
+    if (MQTT_HAS(wp, MQTT_PROP_CONTENT_TYPE)) {
+        c->will_attrs[n].key = (uint8_t *)tb_strdup("mqtt.content_type");
+        c->will_attrs[n].key_len = strlen("mqtt.content_type");
+        c->will_attrs[n].val = dup_bytes(wp->content_type);
+        c->will_attrs[n].val_len = wp->content_type.n;
+        n++;
+    }
+    if (MQTT_HAS(wp, MQTT_PROP_RESPONSE_TOPIC)) {
+        c->will_attrs[n].key = (uint8_t *)tb_strdup("mqtt.response_topic");
+        c->will_attrs[n].key_len = strlen("mqtt.response_topic");
+        c->will_attrs[n].val = dup_bytes(wp->response_topic);
+        c->will_attrs[n].val_len = wp->response_topic.n;
+        n++;
+    }
+    mqtt_iter_t it;
+    mqtt_iter_init(&it, &wp->user);
+    mqtt_bytes_t k, v;
+    while (n < cap && mqtt_next_user_prop(&it, &k, &v)) {
+        char *key = tb_malloc(10 + k.n + 1);
+        memcpy(key, "mqtt.user.", 10);
+        memcpy(key + 10, k.p, k.n);
+        key[10 + k.n] = '\0';
+        c->will_attrs[n].key = (uint8_t *)key;
+        c->will_attrs[n].key_len = 10 + k.n;
+        c->will_attrs[n].val = dup_bytes(v);
+        c->will_attrs[n].val_len = v.n;
+        n++;
+    }
+    c->will_nattrs = n;
+}
+
+void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
+{
+    gw_server_t *srv = c->srv;
+    const mqtt_connect_t *cn = &pkt->u.connect;
+    c->version = pkt->version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
+
+    if (srv->draining) {
+        refuse(c, GW_MQTT_REFUSE_SHUTTING_DOWN, MQTT_RC_SERVER_UNAVAILABLE, "server is shutting down");
+        return;
+    }
+    if (srv->nconnected >= srv->cfg->mqtt.max_connections) {
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_warn("connection refused: mqtt.max_connections reached",
+                    TB_U("max_connections", srv->cfg->mqtt.max_connections), TB_S("peer", c->peer),
+                    TB_U("suppressed", skipped));
+        refuse(c, GW_MQTT_REFUSE_MAX_CONNECTIONS, MQTT_RC_QUOTA_EXCEEDED,
+               "mqtt.max_connections reached");
+        return;
+    }
+    if (cn->client_id.n > MAX_CLIENT_ID) {
+        refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
+               "client identifier longer than 1024 bytes");
+        return;
+    }
+    if (memchr(cn->client_id.p, '\0', cn->client_id.n)) {
+        refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID, "client identifier contains NUL");
+        return;
+    }
+    bool assigned = false;
+    if (cn->client_id.n == 0) {
+        if (c->version != MQTT_V5 && !cn->clean_start) {
+            refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
+                   "empty client identifier without clean session");
+            return;
+        }
+        c->client_id = assign_id();
+        assigned = true;
+    } else {
+        c->client_id = tb_strndup((const char *)cn->client_id.p, cn->client_id.n);
+    }
+
+    c->keep_alive = cn->keep_alive;
+    uint32_t expiry = 0;
+    bool expiry_capped = false;
+    if (c->version == MQTT_V5) {
+        if (MQTT_HAS(&pkt->props, MQTT_PROP_SESSION_EXPIRY))
+            expiry = pkt->props.session_expiry;
+        if (MQTT_HAS(&pkt->props, MQTT_PROP_MAXIMUM_PACKET_SIZE))
+            c->client_max_packet = pkt->props.maximum_packet_size;
+        c->request_problem_info = !MQTT_HAS(&pkt->props, MQTT_PROP_REQUEST_PROBLEM_INFO) ||
+                                  pkt->props.request_problem_info;
+        if (MQTT_HAS(&pkt->props, MQTT_PROP_AUTH_METHOD)) {
+            refuse(c, GW_MQTT_REFUSE_AUTH, MQTT_RC_BAD_AUTHENTICATION_METHOD,
+                   "enhanced authentication is not supported");
+            return;
+        }
+    } else if (!cn->clean_start) {
+        expiry = UINT32_MAX; /* 3.1.1: the session lasts until the client cleans it */
+    }
+    if (expiry > srv->cfg->mqtt.max_session_expiry_s) {
+        expiry = srv->cfg->mqtt.max_session_expiry_s;
+        expiry_capped = c->version == MQTT_V5;
+    }
+
+    if (cn->has_will) {
+        c->has_will = true;
+        c->will_qos = cn->will_qos;
+        c->will_retain = cn->will_retain;
+        c->will_topic = tb_strndup((const char *)cn->will_topic.p, cn->will_topic.n);
+        c->will_payload = dup_bytes(cn->will_payload);
+        c->will_len = cn->will_payload.n;
+        if (c->version == MQTT_V5) {
+            if (MQTT_HAS(&cn->will_props, MQTT_PROP_WILL_DELAY))
+                c->will_delay_s = cn->will_props.will_delay;
+            keep_will_props(c, &cn->will_props);
+        }
+    }
+
+    if (c->version == MQTT_V5 && srv->cfg->mqtt.topic_alias_maximum > 0)
+        c->aliases = tb_calloc(srv->cfg->mqtt.topic_alias_maximum + 1u, sizeof *c->aliases);
+
+    bool present = false;
+    c->session = gw__session_attach(srv, c, cn->clean_start, expiry, &present);
+    c->connected = true;
+    srv->nconnected++;
+
+    mqtt_props_t props;
+    memset(&props, 0, sizeof props);
+    if (c->version == MQTT_V5) {
+        props.receive_maximum = (uint16_t)srv->cfg->mqtt.receive_maximum;
+        MQTT_SET(&props, MQTT_PROP_RECEIVE_MAXIMUM);
+        props.maximum_packet_size = srv->cfg->mqtt.max_payload_size + 65536u + 16u;
+        MQTT_SET(&props, MQTT_PROP_MAXIMUM_PACKET_SIZE);
+        if (srv->cfg->mqtt.topic_alias_maximum) {
+            props.topic_alias_maximum = (uint16_t)srv->cfg->mqtt.topic_alias_maximum;
+            MQTT_SET(&props, MQTT_PROP_TOPIC_ALIAS_MAXIMUM);
+        }
+        props.wildcard_sub_available = 0;
+        MQTT_SET(&props, MQTT_PROP_WILDCARD_SUB_AVAILABLE);
+        props.sub_id_available = 0;
+        MQTT_SET(&props, MQTT_PROP_SUB_ID_AVAILABLE);
+        props.shared_sub_available = 0;
+        MQTT_SET(&props, MQTT_PROP_SHARED_SUB_AVAILABLE);
+        if (assigned) {
+            props.assigned_client_id = MQTT_BYTES_STR(c->client_id);
+            MQTT_SET(&props, MQTT_PROP_ASSIGNED_CLIENT_ID);
+        }
+        if (expiry_capped) {
+            props.session_expiry = expiry;
+            MQTT_SET(&props, MQTT_PROP_SESSION_EXPIRY);
+        }
+    }
+    uint8_t out[512];
+    int n = mqtt_encode_connack(out, sizeof out, c->version, present, 0, &props);
+    if (n > 0)
+        gw__conn_send(c, out, (size_t)n);
+    tb_debug("client connected", TB_S("client", c->client_id), TB_S("peer", c->peer),
+             TB_I("version", c->version == MQTT_V5 ? 5 : (cn->protocol_level == MQTT_V31 ? 3 : 4)),
+             TB_B("clean", cn->clean_start), TB_B("session_present", present));
+}

@@ -1,0 +1,179 @@
+/*
+ * journal.c: persistent MQTT sessions survive a restart.
+ *
+ * What must survive (session.c says why it is so little): that a persistent
+ * session exists, with its expiry, so a reconnecting client hears Session
+ * Present = 1 and resends what it had in flight; and its QoS 2 packet
+ * identifiers between PUBREC and PUBREL, so a resend after a restart is
+ * answered with PUBREC instead of being stored twice.
+ *
+ * The journal is a topic of the write-ahead log, "$sessions", never
+ * replicated, so it has the log's framing, CRCs, recovery and durability
+ * for free. Each record's MQTT-topic field holds the client identifier and
+ * its payload one operation:
+ *
+ *   byte 0     op: 1 OPEN, 2 END, 3 QOS2_STORED, 4 QOS2_RELEASED
+ *   bytes 1-2  packet identifier (big endian; QOS2_*)
+ *   bytes 3-6  session expiry in seconds (big endian; OPEN)
+ *
+ * Ordering with the acks: QOS2_STORED goes in the same loop turn as the
+ * message, and the PUBREC waits for both records to be durable; PUBCOMP
+ * waits for QOS2_RELEASED. OPEN is written without holding the CONNACK: a
+ * crash in that window costs a client with no QoS 2 state in flight only a
+ * Session Present of 0 after the restart (docs/MQTT.md).
+ *
+ * At start the journal is replayed from its checkpoint; when it holds many
+ * more records than live state, the live state is written again and the
+ * checkpoint moved before it, so retention can delete the old segments.
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4 };
+
+static void put_record(gw_server_t *srv, gw_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
+                       gw_pending_t *p)
+{
+    uint8_t rec[7] = { op, (uint8_t)(id >> 8), (uint8_t)id, (uint8_t)(expiry >> 24), (uint8_t)(expiry >> 16),
+                       (uint8_t)(expiry >> 8), (uint8_t)expiry };
+    gw_msg_t m = { rec, sizeof rec, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
+    if (gw__ingest(srv->journal, &m, p ? p->conn : NULL, p) < 0) {
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_error("session journal cannot be written: session state may not survive a restart",
+                     TB_S("client", s->client_id), TB_U("suppressed", skipped));
+        if (p) { /* the answer depends on this record: refuse rather than pretend */
+            p->reason = MQTT_RC_QUOTA_EXCEEDED;
+            p->close = p->conn->version != MQTT_V5;
+        }
+    }
+    srv->journal_records++;
+}
+
+void gw__journal_session(gw_server_t *srv, gw_session_t *s, bool open)
+{
+    if (!srv->journal)
+        return;
+    if (open) {
+        put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
+        s->journaled = true;
+    } else if (s->journaled) {
+        put_record(srv, s, J_END, 0, 0, NULL);
+        s->journaled = false;
+    }
+}
+
+void gw__journal_qos2(gw_server_t *srv, gw_session_t *s, uint16_t id, bool stored, gw_pending_t *p)
+{
+    if (!srv->journal || !s->persistent)
+        return;
+    if (!s->journaled)
+        gw__journal_session(srv, s, true);
+    put_record(srv, s, stored ? J_STORED : J_RELEASED, id, 0, p);
+}
+
+/* Applies one record while replaying. */
+static void apply(gw_server_t *srv, const wal_record_t *r, uint64_t now)
+{
+    if (r->payload_len != 7 || r->mqtt_topic_len == 0)
+        return;
+    char *cid = tb_strndup(r->mqtt_topic, r->mqtt_topic_len);
+    const uint8_t *b = r->payload;
+    uint16_t id = (uint16_t)(b[1] << 8 | b[2]);
+    uint32_t expiry = (uint32_t)b[3] << 24 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 8 | b[6];
+    gw_session_t *s = gw__session_find(srv, cid);
+    switch (b[0]) {
+    case J_OPEN:
+        if (!s)
+            s = gw__session_create(srv, cid);
+        s->persistent = true;
+        s->journaled = true;
+        s->expiry_s = expiry;
+        s->detached_ms = now;
+        break;
+    case J_END:
+        if (s)
+            gw__session_forget(srv, s);
+        break;
+    case J_STORED:
+    case J_RELEASED:
+        if (!s) { /* its OPEN was compacted into a later position: create it */
+            s = gw__session_create(srv, cid);
+            s->persistent = true;
+            s->journaled = true;
+            s->expiry_s = srv->cfg->mqtt.max_session_expiry_s;
+            s->detached_ms = now;
+        }
+        if (b[0] == J_STORED)
+            gw__session_add_qos2(s, id);
+        else
+            gw__session_del_qos2(s, id);
+        break;
+    default:
+        break;
+    }
+    free(cid);
+}
+
+int gw__journal_open(gw_server_t *srv, char *err, size_t errlen)
+{
+    int rc = gw__server_local_open(srv, GW_JOURNAL_TOPIC, &srv->journal);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot open the session journal: %s", tb_strerror(rc));
+        return rc;
+    }
+    wal_topic_t *wt = srv->journal->wal;
+    uint64_t ckpt = wal_topic_checkpoint(wt);
+    wal_reader_t *rd;
+    rc = wal_reader_open(wt, ckpt + 1, &rd);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot read the session journal: %s", tb_strerror(rc));
+        return rc;
+    }
+    uint64_t now = uv_now(srv->loop), records = 0, last = ckpt;
+    for (;;) {
+        wal_record_t r;
+        rc = wal_reader_next(rd, &r);
+        if (rc == WAL_GAP)
+            continue;
+        if (rc != 0)
+            break;
+        apply(srv, &r, now);
+        last = r.offset;
+        records++;
+    }
+    wal_reader_close(rd);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot read the session journal: %s", tb_strerror(rc));
+        return rc;
+    }
+    /* compact: write the live state again, then move the checkpoint past the old records */
+    uint64_t live = 0;
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
+        for (gw_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
+            live += 1 + s->nqos2;
+    if (records > 2 * live + 1024) {
+        for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+            for (gw_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
+                put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
+                for (uint32_t k = 0; k < s->nqos2; k++)
+                    put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
+            }
+        }
+        gw__ingest_flush(srv->journal);
+        rc = wal_sync(srv->wal);
+        if (rc == 0)
+            rc = wal_checkpoint(wt, last);
+        if (rc < 0)
+            tb_warn("session journal compaction failed; it will be retried at the next start", TB_ERR(rc));
+        srv->journal_records = live;
+    } else {
+        srv->journal_records = records;
+    }
+    if (srv->nsessions)
+        tb_info("sessions restored", TB_U("sessions", srv->nsessions), TB_U("journal_records", records));
+    return 0;
+}

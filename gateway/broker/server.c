@@ -1,0 +1,391 @@
+/*
+ * server.c: the MQTT server's lifetime: rules and topics from the
+ * configuration, the listener, the periodic sweep (CONNECT timeout, keep
+ * alive, session expiry), the WAL's completion wake-up, backpressure, and
+ * the orderly drain.
+ *
+ * Drain, in order (docs/OPERATIONS.md): stop accepting and stop reading;
+ * submit open batches and wait for their completions, so every message
+ * already received gets its ack; then close the connections (MQTT 5:
+ * DISCONNECT 0x8B Server shutting down), which stores their wills; wait for
+ * those too; then report drained. The WAL is closed by the caller after.
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SWEEP_MS 250
+
+static void wal_async_cb(uv_async_t *h);
+static void check_drained(gw_server_t *srv);
+
+static void free_specs(gw_route_spec_t *specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((void *)specs[i].attrs);
+        free((void *)specs[i].capture_values);
+    }
+    free(specs);
+}
+
+static int build_router(gw_server_t *srv, char *err, size_t errlen)
+{
+    const cfg_t *cfg = srv->cfg;
+    size_t n = cfg->mqtt.nmappings;
+    gw_route_spec_t *specs = tb_calloc(n ? n : 1, sizeof *specs);
+    for (size_t i = 0; i < n; i++) {
+        const cfg_mapping_t *m = &cfg->mqtt.mappings[i];
+        gw_route_attr_spec_t *a = tb_calloc(m->nattrs ? m->nattrs : 1, sizeof *a);
+        for (size_t j = 0; j < m->nattrs; j++)
+            a[j] = (gw_route_attr_spec_t){ m->attrs[j].name, m->attrs[j].ref };
+        gw_route_values_spec_t *v = tb_calloc(m->ncapvals ? m->ncapvals : 1, sizeof *v);
+        for (size_t j = 0; j < m->ncapvals; j++)
+            v[j] = (gw_route_values_spec_t){ m->capvals[j].ref, (const char *const *)m->capvals[j].values,
+                                             m->capvals[j].nvalues };
+        specs[i] = (gw_route_spec_t){ m->mqtt_pattern, m->danube_topic, a, m->nattrs, v, m->ncapvals };
+    }
+    char why[512];
+    int rc = gw_router_compile(specs, n, &srv->router, why, sizeof why);
+    free_specs(specs, n);
+    if (rc < 0)
+        snprintf(err, errlen, "%s: mqtt.topic_mappings: %s", cfg->source, why);
+    return rc;
+}
+
+gw_topic_t *gw__server_local_topic(gw_server_t *srv, size_t i)
+{
+    gw_topic_t *local[] = { srv->dead_letter, srv->journal };
+    for (size_t k = 0; k < TB_ARRAY_LEN(local); k++)
+        if (local[k] && i-- == 0)
+            return local[k];
+    return NULL;
+}
+
+int gw__server_local_open(gw_server_t *srv, const char *name, gw_topic_t **out)
+{
+    gw_topic_t *t = tb_calloc(1, sizeof *t);
+    t->name = tb_strdup(name);
+    t->id = UINT32_MAX;
+    t->srv = srv;
+    uv_timer_init(srv->loop, &t->timer);
+    t->timer.data = t;
+    *out = t;
+    return wal_topic_open(srv->wal, t->name, &t->wal);
+}
+
+static int build_topics(gw_server_t *srv, char *err, size_t errlen)
+{
+    const cfg_t *cfg = srv->cfg;
+    size_t n;
+    const char *const *names = gw_router_upstream_topics(srv->router, &n);
+    srv->ntopics = n;
+    srv->topics = tb_calloc(n ? n : 1, sizeof *srv->topics);
+    srv->nrules = cfg->mqtt.nmappings;
+    srv->rules = tb_calloc(srv->nrules ? srv->nrules : 1, sizeof *srv->rules);
+    for (size_t i = 0; i < n; i++) {
+        gw_topic_t *t = &srv->topics[i];
+        t->name = tb_strdup(names[i]);
+        t->id = (uint32_t)i;
+        t->srv = srv;
+        uv_timer_init(srv->loop, &t->timer);
+        t->timer.data = t;
+    }
+    for (size_t r = 0; r < srv->nrules; r++) {
+        const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
+        srv->rules[r] = (gw_rule_t){ m, m->validation_policy };
+        size_t nt;
+        const uint32_t *ids = gw_router_rule_topics(srv->router, r, &nt);
+        for (size_t k = 0; k < nt; k++) {
+            gw_topic_t *t = &srv->topics[ids[k]];
+            const char *subj = m->schema_subject;
+            if (t->schema_subject && subj && strcmp(t->schema_subject, subj) != 0) {
+                snprintf(err, errlen,
+                         "%s:%d: mqtt.topic_mappings[%zu].schema_subject: topic %s already has schema subject "
+                         "\"%s\" from an earlier mapping; one topic has one schema",
+                         cfg->source, m->line, r, t->name, t->schema_subject);
+                return TB_ECONFIG;
+            }
+            if (subj && !t->schema_subject)
+                t->schema_subject = tb_strdup(subj);
+        }
+    }
+    if (cfg->mqtt.dead_letter) {
+        int rc = gw__server_local_open(srv, GW_DEAD_LETTER_TOPIC, &srv->dead_letter);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
+            return rc;
+        }
+    }
+    int jrc = gw__journal_open(srv, err, errlen);
+    if (jrc < 0)
+        return jrc;
+    for (size_t i = 0; i < n; i++) {
+        int rc = wal_topic_open(srv->wal, srv->topics[i].name, &srv->topics[i].wal);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot open the log of topic %s: %s", srv->topics[i].name, tb_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int gw_server_init(gw_server_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
+{
+    srv->loop = loop;
+    srv->cfg = cfg;
+    srv->wal = wal;
+    int rc = build_router(srv, err, errlen);
+    if (rc == 0)
+        rc = build_topics(srv, err, errlen);
+    return rc;
+}
+
+/* The async handle must exist before the WAL's writer thread can call notify. */
+static void flush_check_cb(uv_check_t *h)
+{
+    gw__conn_flush_dirty(h->data);
+}
+
+int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop)
+{
+    srv->loop = loop;
+    uv_check_init(loop, &srv->flush_check);
+    srv->flush_check.data = srv;
+    uv_check_start(&srv->flush_check, flush_check_cb);
+    uv_unref((uv_handle_t *)&srv->flush_check);
+    uv_timer_init(loop, &srv->sweep);
+    srv->sweep.data = srv;
+    srv->wal_async.data = srv;
+    return uv_async_init(loop, &srv->wal_async, wal_async_cb);
+}
+
+static void wal_async_cb(uv_async_t *h)
+{
+    gw_server_t *srv = h->data;
+    gw__ingest_completions(srv);
+    if (srv->draining)
+        check_drained(srv);
+}
+
+static void on_connection(uv_stream_t *s, int status)
+{
+    gw_server_t *srv = s->data;
+    if (status < 0) {
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_warn("accept failed", TB_S("error", uv_strerror(status)), TB_U("suppressed", skipped));
+        return;
+    }
+    gw__conn_accept(srv);
+}
+
+static void sweep_cb(uv_timer_t *h)
+{
+    gw_server_t *srv = h->data;
+    uint64_t now = uv_now(srv->loop);
+    gw__conn_sweep(srv, now);
+    gw__session_expire(srv, now);
+}
+
+static int parse_addr(const char *s, struct sockaddr_storage *ss)
+{
+    char host[256];
+    const char *colon;
+    if (s[0] == '[') {
+        const char *rb = strchr(s, ']');
+        snprintf(host, sizeof host, "%.*s", (int)(rb - s - 1), s + 1);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        snprintf(host, sizeof host, "%.*s", (int)(colon - s), s);
+    }
+    int port = atoi(colon + 1);
+    if (strchr(host, ':'))
+        return uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss);
+    return uv_ip4_addr(host, port, (struct sockaddr_in *)ss);
+}
+
+int gw_server_listen(gw_server_t *srv)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    int rc = parse_addr(srv->cfg->mqtt.listener, &ss);
+    if (rc == 0)
+        rc = uv_tcp_init(srv->loop, &srv->listener);
+    if (rc < 0) {
+        tb_error("bad MQTT listener address", TB_S("listener", srv->cfg->mqtt.listener), TB_S("error", uv_strerror(rc)));
+        return rc;
+    }
+    srv->listener.data = srv;
+    rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
+    if (rc < 0) {
+        tb_error("cannot listen for MQTT", TB_S("listener", srv->cfg->mqtt.listener), TB_S("error", uv_strerror(rc)));
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        return rc;
+    }
+    srv->listening = true;
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
+    char host[64];
+    int port;
+    if (bound.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof host);
+        port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
+        snprintf(srv->listen_addr, sizeof srv->listen_addr, "[%s]:%d", host, port);
+    } else {
+        uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof host);
+        port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+        snprintf(srv->listen_addr, sizeof srv->listen_addr, "%s:%d", host, port);
+    }
+    uv_timer_start(&srv->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
+    tb_info("mqtt listening", TB_S("addr", srv->listen_addr), TB_U("max_connections", srv->cfg->mqtt.max_connections));
+    return 0;
+}
+
+gw_topic_t *gw__server_topic(gw_server_t *srv, const char *name)
+{
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (strcmp(srv->topics[i].name, name) == 0)
+            return &srv->topics[i];
+    return NULL;
+}
+
+void gw__server_pending_add(gw_server_t *srv, int64_t delta)
+{
+    srv->pending_bytes = (uint64_t)((int64_t)srv->pending_bytes + delta);
+    uint64_t max = srv->cfg->mqtt.ingestion.max_pending_bytes;
+    if (!srv->paused && srv->pending_bytes > max) {
+        srv->paused = true;
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_warn("the log is behind: pausing reads from every connection", TB_U("pending_bytes", srv->pending_bytes),
+                    TB_U("max_pending_bytes", max), TB_U("suppressed", skipped));
+        for (gw_conn_t *c = srv->conns; c; c = c->next)
+            gw__conn_pause(c);
+    } else if (srv->paused && srv->pending_bytes < max / 2 && !srv->draining) {
+        srv->paused = false;
+        for (gw_conn_t *c = srv->conns; c; c = c->next)
+            gw__conn_resume(c);
+    }
+}
+
+static bool busy(gw_server_t *srv)
+{
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (srv->topics[i].inflight || srv->topics[i].batch)
+            return true;
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++) {
+        gw_topic_t *t = gw__server_local_topic(srv, i);
+        if (t->inflight || t->batch)
+            return true;
+    }
+    return false;
+}
+
+static void flush_all(gw_server_t *srv)
+{
+    for (size_t i = 0; i < srv->ntopics; i++)
+        gw__ingest_flush(&srv->topics[i]);
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
+        gw__ingest_flush(gw__server_local_topic(srv, i));
+}
+
+static void check_drained(gw_server_t *srv)
+{
+    if (!srv->drained_cb || busy(srv))
+        return;
+    if (srv->conns) {
+        /* everything received so far is acknowledged: now say goodbye */
+        for (gw_conn_t *c = srv->conns, *next; c; c = next) {
+            next = c->next;
+            gw__conn_close(c, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
+        }
+        flush_all(srv); /* wills */
+        if (busy(srv))
+            return;
+    }
+    void (*cb)(gw_server_t *) = srv->drained_cb;
+    srv->drained_cb = NULL;
+    uv_timer_stop(&srv->sweep);
+    cb(srv);
+}
+
+void gw_server_drain(gw_server_t *srv, void (*cb)(gw_server_t *srv))
+{
+    srv->draining = true;
+    srv->drained_cb = cb;
+    if (srv->listening) {
+        uv_close((uv_handle_t *)&srv->listener, NULL);
+        srv->listening = false;
+    }
+    for (gw_conn_t *c = srv->conns; c; c = c->next)
+        gw__conn_pause(c);
+    flush_all(srv);
+    check_drained(srv);
+}
+
+/*
+ * After the WAL is closed (its thread joined, so notify can no longer be
+ * called): closes every loop handle the server owns, then frees its memory
+ * and calls cb once the last close callback has run.
+ */
+static void handle_closed(uv_handle_t *h)
+{
+    gw_server_t *srv = h->data;
+    if (--srv->closing_handles > 0)
+        return;
+    for (size_t i = 0;; i++) {
+        gw_topic_t *t = i < srv->ntopics ? &srv->topics[i] : gw__server_local_topic(srv, i - srv->ntopics);
+        if (!t)
+            break;
+        if (t->batch)
+            wal_batch_free(t->batch);
+        if (t->ctx) {
+            free(t->ctx->p);
+            free(t->ctx);
+        }
+        if (t->validator)
+            sch_validator_unref(t->validator);
+        free(t->name);
+        free(t->schema_subject);
+    }
+    free(srv->topics);
+    free(srv->dead_letter);
+    free(srv->journal);
+    free(srv->rules);
+    free(srv->scratch);
+    gw_router_free(srv->router);
+    srv->closed_cb(srv);
+}
+
+static void close_handle(gw_server_t *srv, uv_handle_t *h)
+{
+    if (uv_is_closing(h))
+        return;
+    h->data = srv;
+    srv->closing_handles++;
+    uv_close(h, handle_closed);
+}
+
+void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv))
+{
+    srv->closed_cb = cb;
+    srv->closing_handles = 1; /* held until every close below is started */
+    gw__sessions_free(srv);
+    gw__conn_flush_dirty(srv);
+    close_handle(srv, (uv_handle_t *)&srv->sweep);
+    close_handle(srv, (uv_handle_t *)&srv->wal_async);
+    close_handle(srv, (uv_handle_t *)&srv->flush_check);
+    for (size_t i = 0; i < srv->ntopics; i++)
+        close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
+    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
+        close_handle(srv, (uv_handle_t *)&gw__server_local_topic(srv, i)->timer);
+    srv->sweep.data = srv;
+    handle_closed((uv_handle_t *)&srv->sweep);
+}

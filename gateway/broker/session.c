@@ -1,0 +1,250 @@
+/*
+ * session.c: MQTT sessions by client identifier.
+ *
+ * An ingest gateway keeps very little per session: no subscriptions, no
+ * queued messages. What it must keep is (a) that a persistent session
+ * exists, so a reconnecting client hears Session Present = 1 and resends
+ * what it had in flight instead of discarding it, and (b) for QoS 2, the
+ * packet identifiers stored and PUBRECed but not yet released by PUBREL,
+ * so a resend is answered with PUBREC without storing the message twice
+ * [MQTT-4.3.3-10].
+ *
+ * Persistent sessions live in memory until they expire
+ * (mqtt.max_session_expiry_s caps every expiry, 3.1.1's "forever"
+ * included) or mqtt.max_sessions pushes out the one detached longest, and
+ * in the session journal (journal.c) so they survive a restart.
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+static void grow(gw_server_t *srv)
+{
+    uint32_t nb = srv->sess_nbuckets ? srv->sess_nbuckets * 2 : 1024;
+    gw_session_t **b = tb_calloc(nb, sizeof *b);
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+            next = s->hnext;
+            uint32_t k = hash(s->client_id) & (nb - 1);
+            s->hnext = b[k];
+            b[k] = s;
+        }
+    }
+    free(srv->sess_buckets);
+    srv->sess_buckets = b;
+    srv->sess_nbuckets = nb;
+}
+
+gw_session_t *gw__session_find(gw_server_t *srv, const char *client_id)
+{
+    if (!srv->sess_nbuckets)
+        return NULL;
+    for (gw_session_t *s = srv->sess_buckets[hash(client_id) & (srv->sess_nbuckets - 1)]; s; s = s->hnext)
+        if (strcmp(s->client_id, client_id) == 0)
+            return s;
+    return NULL;
+}
+
+static void session_free(gw_session_t *s)
+{
+    free(s->client_id);
+    free(s->qos2);
+    free(s->storing);
+    free(s);
+}
+
+static void unlink_session(gw_server_t *srv, gw_session_t *s)
+{
+    gw__journal_session(srv, s, false); /* END, if it was journaled */
+    gw_session_t **pp = &srv->sess_buckets[hash(s->client_id) & (srv->sess_nbuckets - 1)];
+    while (*pp && *pp != s)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = s->hnext;
+    s->linked = false;
+    srv->nsessions--;
+    gw__will_cancel(s);
+    if (s->refs == 0)
+        session_free(s);
+}
+
+gw_session_t *gw__session_create(gw_server_t *srv, const char *client_id)
+{
+    if (srv->nsessions + 1 > srv->sess_nbuckets)
+        grow(srv);
+    gw_session_t *s = tb_calloc(1, sizeof *s);
+    s->client_id = tb_strdup(client_id);
+    uint32_t k = hash(client_id) & (srv->sess_nbuckets - 1);
+    s->hnext = srv->sess_buckets[k];
+    srv->sess_buckets[k] = s;
+    s->linked = true;
+    srv->nsessions++;
+    return s;
+}
+
+gw_session_t *gw__session_attach(gw_server_t *srv, gw_conn_t *c, bool clean, uint32_t expiry_s, bool *present)
+{
+    *present = false;
+    gw_session_t *s = gw__session_find(srv, c->client_id);
+    if (s && s->conn) {
+        tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", s->conn->peer),
+                TB_S("new_peer", c->peer));
+        gw__conn_close(s->conn, MQTT_RC_SESSION_TAKEN_OVER, "session taken over by a new connection");
+        s = gw__session_find(srv, c->client_id); /* a non-persistent one is gone now */
+    }
+    if (s && clean) {
+        unlink_session(srv, s);
+        s = NULL;
+    }
+    if (s) {
+        *present = s->persistent;
+        gw__will_cancel(s); /* back before its will delay ran out: no will */
+    } else {
+        s = gw__session_create(srv, c->client_id);
+    }
+    s->conn = c;
+    bool was = s->journaled;
+    uint32_t old_expiry = s->expiry_s;
+    s->persistent = expiry_s > 0;
+    s->expiry_s = expiry_s;
+    if (s->persistent && (!was || old_expiry != expiry_s))
+        gw__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
+    else if (!s->persistent && was)
+        gw__journal_session(srv, s, false); /* END: no longer persistent */
+    return s;
+}
+
+void gw__session_detach(gw_server_t *srv, gw_conn_t *c)
+{
+    gw_session_t *s = c->session;
+    if (!s)
+        return;
+    c->session = NULL;
+    s->conn = NULL;
+    if (!s->persistent || s->expiry_s == 0) {
+        if (s->linked)
+            unlink_session(srv, s);
+        return;
+    }
+    s->detached_ms = uv_now(srv->loop);
+}
+
+void gw__session_expire(gw_server_t *srv, uint64_t now)
+{
+    gw_session_t *oldest = NULL;
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+            next = s->hnext;
+            if (s->conn || s->will)
+                continue; /* a pending will is published first, then the session may go */
+            if (now - s->detached_ms >= (uint64_t)s->expiry_s * 1000u) {
+                unlink_session(srv, s);
+                continue;
+            }
+            if (!oldest || s->detached_ms < oldest->detached_ms)
+                oldest = s;
+        }
+    }
+    if (srv->nsessions > srv->cfg->mqtt.max_sessions && oldest) {
+        tb_warn("mqtt.max_sessions reached: forgetting the session idle longest",
+                TB_S("client", oldest->client_id), TB_U("max_sessions", srv->cfg->mqtt.max_sessions));
+        unlink_session(srv, oldest);
+    }
+}
+
+void gw__session_forget(gw_server_t *srv, gw_session_t *s)
+{
+    if (s->linked)
+        unlink_session(srv, s);
+}
+
+void gw__session_unref(gw_session_t *s)
+{
+    if (--s->refs == 0 && !s->linked)
+        session_free(s);
+}
+
+void gw__sessions_free(gw_server_t *srv)
+{
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+            next = s->hnext;
+            gw__will_cancel(s);
+            session_free(s);
+        }
+    }
+    free(srv->sess_buckets);
+    srv->sess_buckets = NULL;
+    srv->sess_nbuckets = srv->nsessions = 0;
+}
+
+bool gw__session_has_qos2(const gw_session_t *s, uint16_t id)
+{
+    for (uint32_t i = 0; i < s->nqos2; i++)
+        if (s->qos2[i] == id)
+            return true;
+    return false;
+}
+
+void gw__session_add_qos2(gw_session_t *s, uint16_t id)
+{
+    if (gw__session_has_qos2(s, id))
+        return;
+    if (s->nqos2 == s->cap_qos2) {
+        s->cap_qos2 = s->cap_qos2 ? s->cap_qos2 * 2 : 8;
+        s->qos2 = tb_realloc(s->qos2, s->cap_qos2 * sizeof *s->qos2);
+    }
+    s->qos2[s->nqos2++] = id;
+}
+
+bool gw__session_del_qos2(gw_session_t *s, uint16_t id)
+{
+    for (uint32_t i = 0; i < s->nqos2; i++) {
+        if (s->qos2[i] == id) {
+            s->qos2[i] = s->qos2[--s->nqos2];
+            return true;
+        }
+    }
+    return false;
+}
+
+struct gw_pending *gw__session_storing(const gw_session_t *s, uint16_t id)
+{
+    for (uint32_t i = 0; i < s->nstoring; i++)
+        if (s->storing[i].id == id)
+            return s->storing[i].p;
+    return NULL;
+}
+
+void gw__session_set_storing(gw_session_t *s, uint16_t id, struct gw_pending *p)
+{
+    for (uint32_t i = 0; i < s->nstoring; i++) {
+        if (s->storing[i].id == id) {
+            if (p)
+                s->storing[i].p = p;
+            else
+                s->storing[i] = s->storing[--s->nstoring];
+            return;
+        }
+    }
+    if (!p)
+        return;
+    if (s->nstoring == s->cap_storing) {
+        s->cap_storing = s->cap_storing ? s->cap_storing * 2 : 8;
+        s->storing = tb_realloc(s->storing, s->cap_storing * sizeof *s->storing);
+    }
+    s->storing[s->nstoring].id = id;
+    s->storing[s->nstoring].p = p;
+    s->nstoring++;
+}

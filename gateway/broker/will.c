@@ -1,0 +1,139 @@
+/*
+ * will.c: will messages. When a connection ends without a DISCONNECT (or
+ * with MQTT 5's "Disconnect with Will Message"), its will is published
+ * through the same routing, schema policy and log as any PUBLISH: Sparkplug
+ * NDEATH depends on it. MQTT 5's Will Delay Interval is honoured: the will
+ * waits in the session, and a reconnect before it runs out cancels it
+ * [MQTT-3.1.3-9]; it never waits longer than the session lives.
+ */
+#include "gateway/broker/broker_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gw_will {
+    uv_timer_t timer;
+    gw_server_t *srv;
+    gw_session_t *session;
+    char *client_id;
+    char *topic;
+    uint8_t *payload;
+    size_t len;
+    uint8_t qos;
+    bool retain;
+    wal_attr_t *attrs;
+    size_t nattrs;
+} gw_will_t;
+
+static void store(gw_server_t *srv, const char *client_id, const char *topic, const uint8_t *payload,
+                  size_t len, uint8_t qos, bool retain, const wal_attr_t *extra, size_t nextra)
+{
+    gw_route_match_t m;
+    size_t tlen = strlen(topic);
+    int rule = gw_router_match(srv->router, topic, tlen, &m);
+    if (rule < 0) {
+        srv->unmatched_dropped++;
+        tb_warn("will message to a topic no mapping matches: not stored", TB_S("client", client_id));
+        return;
+    }
+    gw_topic_t *t = &srv->topics[m.topic_id];
+    t->received++;
+    if (srv->rules[rule].policy == CFG_POLICY_ENFORCE) {
+        char why[256];
+        if (!t->validator) {
+            t->rejected[GW_REJ_NOT_READY]++;
+            tb_warn("will message for a topic whose schema is not resolved: not stored", TB_S("client", client_id),
+                    TB_S("topic", t->name));
+            return;
+        }
+        if (sch_validate(t->validator, payload, len, why, sizeof why) != 0) {
+            t->rejected[GW_REJ_INVALID]++;
+            tb_warn("will message refused by schema", TB_S("client", client_id), TB_S("topic", t->name),
+                    TB_S("why", why));
+            return;
+        }
+    }
+    wal_attr_t attrs[300];
+    size_t n = 0, it = 0;
+    const char *name;
+    gw_route_slice_t v;
+    while (n < 64 && gw_router_attr_next(srv->router, &m, &it, &name, &v))
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
+    for (size_t i = 0; i < nextra && n < 254; i++)
+        attrs[n++] = extra[i];
+    attrs[n++] = (wal_attr_t){ (const uint8_t *)"mqtt.will", 9, (const uint8_t *)"true", 4 };
+    if (retain)
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"mqtt.retain", 11, (const uint8_t *)"true", 4 };
+    gw_msg_t msg = { payload, len, attrs, n, topic, tlen, qos, retain };
+    if (gw__ingest(t, &msg, NULL, NULL) < 0) {
+        t->rejected[GW_REJ_QUOTA]++;
+        tb_error("will message could not be stored: the topic's log is failing", TB_S("client", client_id),
+                 TB_S("topic", t->name));
+    }
+}
+
+static void will_free(uv_handle_t *h)
+{
+    gw_will_t *w = h->data;
+    free(w->client_id);
+    free(w->topic);
+    free(w->payload);
+    for (size_t i = 0; i < w->nattrs; i++) {
+        free((void *)w->attrs[i].key);
+        free((void *)w->attrs[i].val);
+    }
+    free(w->attrs);
+    free(w);
+}
+
+static void will_fire(uv_timer_t *h)
+{
+    gw_will_t *w = h->data;
+    store(w->srv, w->client_id, w->topic, w->payload, w->len, w->qos, w->retain, w->attrs, w->nattrs);
+    if (w->session)
+        w->session->will = NULL;
+    uv_close((uv_handle_t *)&w->timer, will_free);
+}
+
+void gw__will_cancel(gw_session_t *s)
+{
+    gw_will_t *w = s->will;
+    if (!w)
+        return;
+    s->will = NULL;
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, will_free);
+}
+
+void gw__publish_will(gw_server_t *srv, gw_conn_t *c)
+{
+    gw_session_t *s = c->session;
+    uint32_t delay = c->will_delay_s;
+    if (s && s->expiry_s < delay)
+        delay = s->expiry_s; /* the will goes when the session ends, if sooner */
+    if (delay == 0 || !s || srv->draining) {
+        store(srv, c->client_id, c->will_topic, c->will_payload, c->will_len, c->will_qos, c->will_retain,
+              c->will_attrs, c->will_nattrs);
+        return;
+    }
+    gw__will_cancel(s);
+    gw_will_t *w = tb_calloc(1, sizeof *w);
+    w->srv = srv;
+    w->session = s;
+    w->client_id = tb_strdup(c->client_id);
+    w->topic = c->will_topic;
+    w->payload = c->will_payload;
+    w->len = c->will_len;
+    w->qos = c->will_qos;
+    w->retain = c->will_retain;
+    w->attrs = c->will_attrs;
+    w->nattrs = c->will_nattrs;
+    c->will_topic = NULL;
+    c->will_payload = NULL;
+    c->will_attrs = NULL;
+    c->will_nattrs = 0;
+    uv_timer_init(srv->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, will_fire, (uint64_t)delay * 1000u, 0);
+    s->will = w;
+}

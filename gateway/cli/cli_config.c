@@ -1,0 +1,75 @@
+/* cli_config.c: `tributary check` and `tributary config --describe`. */
+#include "gateway/cli/cli.h"
+#include "base/base.h"
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+int cli_parse_config_opt(int argc, char **argv, const char **path)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    *path = NULL;
+    optind = 1;
+    opterr = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': *path = optarg; break;
+        case 'h': cli_usage(stdout); return -1;
+        default: cli_usage(stderr); return GW_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tributary %s: unexpected argument \"%s\"\n\n", argv[0], argv[optind]);
+        cli_usage(stderr);
+        return GW_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int cli_check(int argc, char **argv)
+{
+    const char *path;
+    int rc = cli_parse_config_opt(argc, argv, &path);
+    if (rc) return rc < 0 ? GW_EXIT_OK : rc;
+    if (!path) {
+        fprintf(stderr, "tributary check: -c FILE is required\n");
+        return GW_EXIT_USAGE;
+    }
+    cfg_t *cfg;
+    char err[1024];
+    if (cfg_load(path, NULL, &cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return GW_EXIT_USAGE;
+    }
+    cfg_print(cfg, stdout);
+    fprintf(stderr, "%s: configuration is valid (%zu topic mappings)\n", path, cfg->mqtt.nmappings);
+    cfg_free(cfg);
+    return GW_EXIT_OK;
+}
+
+int cli_config(int argc, char **argv)
+{
+    bool describe = false, markdown = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--describe") == 0) describe = true;
+        else if (strcmp(argv[i], "--markdown") == 0) markdown = true;
+        else {
+            fprintf(stderr, "tributary config: unknown option \"%s\"\n\n", argv[i]);
+            cli_usage(stderr);
+            return GW_EXIT_USAGE;
+        }
+    }
+    if (!describe) {
+        fprintf(stderr, "usage: tributary config --describe [--markdown]\n");
+        return GW_EXIT_USAGE;
+    }
+    cfg_describe(stdout, markdown);
+    return GW_EXIT_OK;
+}

@@ -1,0 +1,252 @@
+/*
+ * http.h: the operator's HTTP endpoint (internal to gateway/). Prefix gw_http_.
+ *
+ *   GET /metrics   Prometheus text format 0.0.4 (metrics.h, the catalog)
+ *   GET /stats     one JSON document: per upstream topic counts, log, lag,
+ *                  the accounting invariant; process, connections, cluster
+ *   GET /healthz   200 "ok" while the event loop is responsive
+ *   GET /readyz    200 when bootstrapped, MQTT listening and the log
+ *                  writable; 503 and the reason otherwise
+ *
+ * WHY OUR OWN SERVER. The endpoint runs on the loop that carries MQTT
+ * ingestion, so it must be a libuv citizen whose every cost is bounded.
+ * libmicrohttpd (Debian: libmicrohttpd12, 0.9.75) either runs its own
+ * threads, which would read loop-owned state from another thread (our
+ * threading rule forbids it), or is driven by the application through fd
+ * sets (MHD_get_fdset/MHD_run): bolting that onto libuv means mirroring
+ * descriptors MHD owns into uv_poll handles after every call; and its
+ * timeout is per-connection inactivity, not a whole-request deadline, so a
+ * slowloris trickle keeps it open. h2o IS packaged in Debian 12, contrary
+ * to what we first assumed (apt-cache policy: h2o, libh2o0.13 "H2O library
+ * compiled with libuv", libh2o-dev, libh2o-evloop-dev, all 2.2.5, a 2018
+ * release whose soname carries the minor version, i.e. no stable library
+ * API). It was rejected on its merits: it pulls in libssl, libwslay and an
+ * HTTP/2 stack a loopback metrics port does not need, and the limits below
+ * (a whole-request deadline, a connection cap that evicts, one buffered
+ * response per connection) would still be ours to build around it. What
+ * we need is GET/HEAD of four in-memory documents: a few hundred lines we
+ * can fuzz (tests/fuzz/fuzz_http_request.c) and bound exactly.
+ *
+ * LIMITS (gw_http_opts_t; defaults in brackets). A request head (request
+ * line + headers) over max_head_bytes [8 KiB] gets 431 and the connection
+ * closes. The whole head must arrive within request_timeout_ms [5 s] of
+ * connecting (or of its first byte on a kept-alive connection): 408 and
+ * close, which cuts off slowloris clients. A kept-alive connection idle for
+ * idle_timeout_ms [10 s] is closed. A response not taken by the client
+ * within write_timeout_ms [10 s] closes the connection. Requests with a
+ * body are refused (Content-Length > 0: 413; Transfer-Encoding: 400) and
+ * the connection closes. At most max_conns [64] connections are open: a
+ * new one past that evicts the connection that has waited longest without
+ * a complete request (idle or incomplete), so a flood of idle sockets
+ * cannot lock out the liveness probe; only when every slot is busy writing
+ * a response is the newcomer answered 503 and closed at once. Reading
+ * stops while a response is being written, so a slow reader holds at most
+ * one response in memory and pipelined requests wait in the kernel.
+ * /metrics and /stats are rendered at most every render_ms [250 ms]
+ * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
+ */
+#ifndef GW_HTTP_H
+#define GW_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gateway/metrics/metrics.h"
+
+/* ---- requests (http_parse.c: pure functions, fuzzed) -------------------- */
+
+typedef enum { GW_HTTP_GET = 1, GW_HTTP_HEAD, GW_HTTP_OTHER } gw_http_method_t;
+
+typedef struct gw_http_req {
+    gw_http_method_t method;
+    const char *path;  /* NUL-terminated, starts with '/', without the query */
+    const char *query; /* NUL-terminated, after '?'; "" when absent */
+    int minor;         /* HTTP/1.<minor>, 0 or 1 */
+    bool keep_alive;   /* after Connection and the version's default */
+} gw_http_req_t;
+
+/*
+ * Where the request head ends: the offset just past its blank line, or 0
+ * when it has not arrived yet. Searching restarts at `from` (a previous
+ * call's len), so a head that trickles in is scanned once overall.
+ */
+size_t gw_http_head_end(const char *buf, size_t len, size_t from);
+
+/*
+ * Parses the complete head buf[0..len) (len from gw_http_head_end). Writes
+ * NULs into buf; req's strings point into it. Returns 0, or the status to
+ * answer before closing: 400 (malformed, missing Host on 1.1, a
+ * Transfer-Encoding), 413 (Content-Length > 0), 505 (not HTTP/1.x).
+ * A method other than GET and HEAD is not an error here (method OTHER).
+ */
+int gw_http_parse(char *buf, size_t len, gw_http_req_t *req /* OUT */);
+
+/* "OK", "Not Found", ...; "Unknown" for codes we never send. */
+const char *gw_http_reason(int status);
+
+/* ---- the server (http_server.c, http_conn.c) ---------------------------- */
+
+/*
+ * Called on the loop thread with the request; appends the body to `out`
+ * and may set *content_type (default "text/plain; charset=utf-8"). Returns
+ * the status code (outside 100..599: the server answers 500). For HEAD the
+ * handler runs as for GET and the server sends only the headers. A handler
+ * must answer from memory: it must not block.
+ */
+typedef int (*gw_http_handler_fn)(void *arg, gw_http_req_t *req, tb_buf_t *out /* body */,
+                                  const char **content_type /* OUT */);
+
+typedef struct gw_http_opts {
+    size_t max_head_bytes;       /* request line + headers */
+    uint64_t request_timeout_ms; /* the whole head, from connect or its first byte */
+    uint64_t idle_timeout_ms;    /* between requests on a kept-alive connection */
+    uint64_t write_timeout_ms;   /* for the client to take one response */
+    uint64_t linger_ms;          /* after a final response, reading and discarding until EOF */
+    unsigned max_conns;
+} gw_http_opts_t;
+
+void gw_http_opts_default(gw_http_opts_t *o /* OUT */);
+
+/* Counters kept by the server (plain integers on the loop thread). */
+typedef struct gw_http_stats {
+    uint64_t accepted;       /* connections taken in a slot */
+    uint64_t refused;        /* answered 503 at the cap */
+    uint64_t evicted;        /* closed to make room */
+    uint64_t timeouts[GW_HTTP_TIMEOUT__COUNT];
+    uint64_t responses;
+    uint64_t by_code[16];    /* index gw_metrics_http_code_index(status) */
+    uint64_t handler_calls;
+    unsigned conns;          /* open now */
+    size_t out_bytes;        /* response bytes waiting for clients now */
+    size_t out_high_water;   /* most response bytes ever held for one connection */
+} gw_http_stats_t;
+
+typedef struct gw_http_server gw_http_server_t;
+
+/*
+ * A server on `loop` (opts NULL: defaults). It owns a libuv handle from
+ * here on, so it ends with gw_http_close() and then gw_http_server_free().
+ */
+int gw_http_server_new(uv_loop_t *loop, const gw_http_opts_t *opts, gw_http_server_t **out /* OUT */);
+/* Serves GET/HEAD `path` (exact match, query ignored) with fn. 0, TB_EFULL or TB_EINVALID. */
+int gw_http_route(gw_http_server_t *s, const char *path, gw_http_handler_fn fn, void *arg);
+/*
+ * Listens on "host:port" or "[v6]:port" (port 0: ephemeral) and logs
+ * "http listening" with addr=HOST:PORT (the bound port). 0 or -errno /
+ * TB_ECONFIG; on failure nothing is listening.
+ */
+int gw_http_listen(gw_http_server_t *s, const char *addr);
+/* "127.0.0.1:9090" / "[::1]:9090" once listening, else "". */
+const char *gw_http_bound(const gw_http_server_t *s);
+void gw_http_get_stats(const gw_http_server_t *s, gw_http_stats_t *out /* OUT */);
+/*
+ * Drains: stops accepting, closes idle and incomplete connections, lets
+ * responses being written finish (bounded by write_timeout_ms), then closes
+ * them. done(arg) is called once, from a later loop turn, when every handle
+ * is closed.
+ */
+void gw_http_close(gw_http_server_t *s, void (*done)(void *arg), void *arg);
+/* After done has run. NULL is allowed. */
+void gw_http_server_free(gw_http_server_t *s);
+
+/* ---- what the endpoints report: the provider the lead fills ------------- */
+
+typedef enum {
+    GW_CLUSTER_UNKNOWN, GW_CLUSTER_CONNECTING, GW_CLUSTER_CONNECTED, GW_CLUSTER_UNREACHABLE, GW_CLUSTER__COUNT
+} gw_cluster_state_t;
+extern const char *const gw_http_cluster_states[GW_CLUSTER__COUNT];
+
+typedef enum {
+    GW_TOPIC_UNKNOWN,     /* no provider */
+    GW_TOPIC_IDLE,        /* nothing waiting */
+    GW_TOPIC_REPLICATING, /* sending, keeping up */
+    GW_TOPIC_CATCHING_UP, /* sending a backlog */
+    GW_TOPIC_STALLED,     /* waiting messages, no progress within the deadline */
+    GW_TOPIC_FAILED,      /* not accepting (failed fsync, ...) */
+    GW_TOPIC__COUNT
+} gw_topic_state_t;
+extern const char *const gw_http_topic_states[GW_TOPIC__COUNT];
+
+typedef struct gw_http_readiness {
+    bool bootstrap_done;
+    bool mqtt_listening;
+    bool wal_writable;
+    bool draining; /* shutdown has started */
+} gw_http_readiness_t;
+
+/*
+ * State that is not a metric. Every callback runs on the loop thread during
+ * a request, must not block, and may be NULL. Metric values themselves come
+ * from the registry (loop-owned updates and collectors, metrics.h).
+ */
+typedef struct gw_http_provider {
+    void *arg;
+    /* NULL: never ready ("no readiness provider") */
+    void (*readiness)(void *arg, gw_http_readiness_t *out /* OUT */);
+    /* false and a reason in why: /healthz answers 503 (e.g. a failed fsync). NULL: healthy. */
+    bool (*healthy)(void *arg, char *why, size_t whylen);
+    /* NULL: unknown */
+    gw_cluster_state_t (*cluster_state)(void *arg);
+    /* `topic` indexes gw_metrics_topics(); NULL: unknown */
+    gw_topic_state_t (*topic_state)(void *arg, size_t topic);
+} gw_http_provider_t;
+
+/* ---- the service: server + endpoints + loop health (http_service.c) ---- */
+
+typedef struct gw_http_service_opts {
+    gw_http_opts_t http;
+    uint64_t tick_ms;      /* loop health tick period [1000] */
+    uint64_t max_lag_ms;   /* /healthz 503 past this tick lateness [3000] */
+    uint64_t render_ms;    /* /metrics and /stats are rendered at most once per this [250]; 0: every request */
+    const char *edge_name; /* shown in /stats; may be NULL */
+} gw_http_service_opts_t;
+
+void gw_http_service_opts_default(gw_http_service_opts_t *o /* OUT */);
+
+typedef struct gw_http_service gw_http_service_t;
+
+/*
+ * The endpoint over registry `m` (with the catalog registered) and provider
+ * `p` (copied; NULL: all unknown). Owns libuv handles from here on: end
+ * with gw_http_service_close() then gw_http_service_free().
+ */
+int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, gw_metrics_t *m,
+                        const gw_http_provider_t *p, gw_http_service_t **out /* OUT */);
+/* Mounts the four endpoints, starts the health tick, listens. See gw_http_listen. */
+int gw_http_service_listen(gw_http_service_t *s, const char *addr);
+gw_http_server_t *gw_http_service_server(gw_http_service_t *s);
+void gw_http_service_close(gw_http_service_t *s, void (*done)(void *arg), void *arg);
+void gw_http_service_free(gw_http_service_t *s);
+
+
+/* Loop health: true when the last tick ran on time; else false and why. */
+bool gw_http_service_healthy(gw_http_service_t *s, char *why, size_t whylen);
+/* Readiness: true when ready; else false and the reason. */
+bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen);
+
+/* ---- /stats (http_stats.c) ---------------------------------------------- */
+
+/* The /stats document (new reference). Runs the collectors first. */
+json_t *gw_http_stats_json(gw_http_service_t *s);
+/* Field names of /stats that are not catalog metrics (for docs checks), NULL-terminated. */
+extern const char *const gw_http_stats_fields[];
+
+/* ---- `tributary status` (http_status.c, http_client.c) ------------------ */
+
+/*
+ * Blocking GET http://addr/path with one deadline for connect, send and
+ * receive (for the CLI, never on the loop). On success (0) *status is the
+ * HTTP status and body holds the body (at most max_body bytes, else
+ * TB_EFULL). Fails with -errno (ECONNREFUSED, ETIMEDOUT, ...), TB_ECONFIG
+ * (bad address) or TB_EMALFORMED (not an HTTP response).
+ */
+int gw_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status /* OUT */,
+                tb_buf_t *body /* OUT */);
+
+/* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
+int gw_http_status_render(const json_t *stats, tb_buf_t *out);
+
+#endif

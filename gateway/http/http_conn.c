@@ -1,0 +1,311 @@
+/*
+ * http_conn.c: one HTTP connection's state machine (states in http_int.h).
+ *
+ *   accept --> READING --head complete--> WRITING --written--> IDLE (keep-alive,
+ *                 ^                          |                  nothing buffered)
+ *                 |                          +--> READING (bytes of the next
+ *                 +---- first byte ---- IDLE |     request already buffered)
+ *                                            +--> LINGER (last response) --EOF--> closed
+ *   READING --request deadline--> 408, LINGER
+ *   READING --head over the limit--> 431, LINGER;  bad head --> 400/413/505, LINGER
+ *   IDLE --idle deadline--> closed;  WRITING --write deadline--> closed
+ *
+ * One timer per connection carries whichever deadline the state has. The
+ * request deadline runs from the accept (or from the first byte of a later
+ * request), not from the last byte, so trickling bytes cannot extend it.
+ * While WRITING, reading is stopped: the client's further requests stay in
+ * the kernel, and the server holds at most one response per connection.
+ * Response buffers are freed in the write callback.
+ */
+#include "gateway/http/http_int.h"
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void process(gw__http_conn_t *c);
+
+static void close_cb(uv_handle_t *h)
+{
+    gw__http_conn_t *c = h->data;
+    if (--c->handles > 0)
+        return;
+    gw_http_server_t *s = c->srv;
+    tb_buf_free(&c->head);
+    tb_buf_free(&c->body);
+    free(c->in);
+    free(c);
+    gw__http_released(s);
+}
+
+void gw__http_conn_close(gw__http_conn_t *c)
+{
+    if (c->state == GW__CONN_CLOSING)
+        return;
+    c->state = GW__CONN_CLOSING;
+    gw__http_list_remove(c->srv, c);
+    c->srv->stats.conns--;
+    uv_close((uv_handle_t *)&c->tcp, close_cb);
+    uv_close((uv_handle_t *)&c->timer, close_cb);
+}
+
+static void timer_cb(uv_timer_t *t);
+
+static void set_deadline(gw__http_conn_t *c, uint64_t ms)
+{
+    uv_timer_start(&c->timer, timer_cb, ms, 0);
+}
+
+/* Enters a waiting state (READING or IDLE) as the newest waiter. */
+static void wait_for_request(gw__http_conn_t *c, gw__conn_state_t st)
+{
+    gw_http_server_t *s = c->srv;
+    c->state = st;
+    gw__http_list_remove(s, c);
+    gw__http_list_append(s, c);
+    set_deadline(c, st == GW__CONN_READING ? s->opts.request_timeout_ms : s->opts.idle_timeout_ms);
+}
+
+void gw__http_conn_accept(gw_http_server_t *s)
+{
+    gw__http_conn_t *c = tb_calloc(1, sizeof *c);
+    c->srv = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    uv_timer_init(s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles = 2;
+    s->nalloc++;
+    s->stats.conns++;
+    gw__http_list_append(s, c);
+    c->state = GW__CONN_READING;
+    if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
+        gw__http_conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    s->stats.accepted++;
+    set_deadline(c, s->opts.request_timeout_ms);
+}
+
+/* ---- responses ---------------------------------------------------------- */
+
+static void linger(gw__http_conn_t *c);
+static void next_request(gw__http_conn_t *c);
+
+static void write_cb(uv_write_t *wr, int status)
+{
+    gw__http_conn_t *c = wr->data;
+    gw_http_server_t *s = c->srv;
+    s->stats.out_bytes -= c->out_len;
+    c->out_len = 0;
+    tb_buf_free(&c->head);
+    tb_buf_free(&c->body);
+    if (c->state == GW__CONN_CLOSING)
+        return; /* closed while writing (deadline, eviction): UV_ECANCELED */
+    if (status < 0)
+        gw__http_conn_close(c);
+    else if (c->close_after)
+        linger(c);
+    else if (s->closing)
+        gw__http_conn_close(c);
+    else
+        next_request(c);
+}
+
+static void put_date(tb_buf_t *b)
+{
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    tb_buf_printf(b, "Date: %s\r\n", date);
+}
+
+/*
+ * Sends status + body (taken over: *body is left empty). head_only: HEAD,
+ * the headers say what GET would send. close: the last response on this
+ * connection. minor: the request's HTTP/1.x (0: say keep-alive explicitly).
+ */
+static void respond(gw__http_conn_t *c, int status, const char *ctype, tb_buf_t *body, bool head_only, bool close,
+                    int minor)
+{
+    gw_http_server_t *s = c->srv;
+    close = close || s->closing;
+    c->close_after = close;
+    c->body = *body;
+    *body = (tb_buf_t)TB_BUF_INIT;
+    tb_buf_t *h = &c->head;
+    tb_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
+    put_date(h);
+    tb_buf_printf(h, "Content-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n",
+                  ctype ? ctype : "text/plain; charset=utf-8", c->body.len);
+    if (status == 405)
+        tb_buf_puts(h, "Allow: GET, HEAD\r\n");
+    if (close)
+        tb_buf_puts(h, "Connection: close\r\n");
+    else if (minor == 0)
+        tb_buf_puts(h, "Connection: keep-alive\r\n");
+    tb_buf_puts(h, "\r\n");
+
+    uv_buf_t bufs[2] = { uv_buf_init(h->data, (unsigned)h->len), uv_buf_init(c->body.data, (unsigned)c->body.len) };
+    unsigned nbufs = head_only || c->body.len == 0 ? 1 : 2;
+    c->out_len = h->len + (nbufs == 2 ? c->body.len : 0);
+    s->stats.out_bytes += c->out_len;
+    if (c->out_len > s->stats.out_high_water)
+        s->stats.out_high_water = c->out_len;
+    s->stats.responses++;
+    s->stats.by_code[gw_metrics_http_code_index(status)]++;
+
+    c->state = GW__CONN_WRITING;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    set_deadline(c, s->opts.write_timeout_ms);
+    c->wr.data = c;
+    int rc = uv_write(&c->wr, (uv_stream_t *)&c->tcp, bufs, nbufs, write_cb);
+    if (rc < 0) { /* the callback will not run */
+        s->stats.out_bytes -= c->out_len;
+        c->out_len = 0;
+        tb_buf_free(&c->head);
+        tb_buf_free(&c->body);
+        gw__http_conn_close(c);
+    }
+}
+
+static void respond_error(gw__http_conn_t *c, int status, const char *text)
+{
+    tb_buf_t body = TB_BUF_INIT;
+    tb_buf_printf(&body, "%s\n", text);
+    respond(c, status, NULL, &body, false, true, 1);
+}
+
+/* ---- after a response --------------------------------------------------- */
+
+static void shutdown_cb(uv_shutdown_t *sd, int status)
+{
+    gw__http_conn_t *c = sd->data;
+    if (status < 0 && c->state != GW__CONN_CLOSING)
+        gw__http_conn_close(c);
+}
+
+/* Sends FIN, then reads and discards until the client closes or the linger deadline. */
+static void linger(gw__http_conn_t *c)
+{
+    c->state = GW__CONN_LINGER;
+    set_deadline(c, c->srv->opts.linger_ms);
+    c->sd.data = c;
+    if (uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, shutdown_cb) < 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0)
+        gw__http_conn_close(c);
+}
+
+static void next_request(gw__http_conn_t *c)
+{
+    wait_for_request(c, c->in_len > 0 ? GW__CONN_READING : GW__CONN_IDLE);
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
+        gw__http_conn_close(c);
+        return;
+    }
+    if (c->in_len > 0)
+        process(c); /* a pipelined request may already be complete */
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static void handle(gw__http_conn_t *c, size_t head_len)
+{
+    gw_http_req_t req;
+    int rc = gw_http_parse(c->in, head_len, &req);
+    if (rc) {
+        respond_error(c, rc, rc == 413 ? "request bodies are not accepted"
+                             : rc == 505 ? "only HTTP/1.0 and HTTP/1.1" : "bad request");
+        return;
+    }
+    tb_buf_t body = TB_BUF_INIT;
+    const char *ctype = NULL;
+    int status = gw__http_dispatch(c->srv, &req, &body, &ctype);
+    bool head_only = req.method == GW_HTTP_HEAD, keep = req.keep_alive;
+    int minor = req.minor;
+    /* req points into c->in: consume the head only now */
+    memmove(c->in, c->in + head_len, c->in_len - head_len);
+    c->in_len -= head_len;
+    c->scanned = 0;
+    respond(c, status, ctype, &body, head_only, !keep, minor);
+}
+
+static void process(gw__http_conn_t *c)
+{
+    size_t end = gw_http_head_end(c->in, c->in_len, c->scanned);
+    if (end) {
+        handle(c, end);
+    } else if (c->in_len >= c->srv->opts.max_head_bytes) {
+        respond_error(c, 431, "request head too large");
+    } else {
+        c->scanned = c->in_len;
+    }
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    gw__http_conn_t *c = h->data;
+    size_t cap = c->srv->opts.max_head_bytes;
+    (void)suggested;
+    if (!c->in)
+        c->in = tb_malloc(cap);
+    if (c->state == GW__CONN_LINGER)
+        *buf = uv_buf_init(c->in, (unsigned)cap); /* discarded */
+    else
+        *buf = uv_buf_init(c->in + c->in_len, (unsigned)(cap - c->in_len));
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    gw__http_conn_t *c = st->data;
+    (void)buf;
+    if (nread == 0 || c->state == GW__CONN_CLOSING)
+        return;
+    if (nread < 0) { /* EOF, reset: nothing more will come */
+        gw__http_conn_close(c);
+        return;
+    }
+    if (c->state == GW__CONN_LINGER)
+        return;
+    if (c->state == GW__CONN_IDLE)
+        wait_for_request(c, GW__CONN_READING);
+    c->in_len += (size_t)nread;
+    process(c);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    gw__http_conn_t *c = t->data;
+    gw_http_stats_t *st = &c->srv->stats;
+    switch (c->state) {
+    case GW__CONN_READING:
+        st->timeouts[GW_HTTP_TIMEOUT_REQUEST]++;
+        respond_error(c, 408, "request not received in time");
+        break;
+    case GW__CONN_IDLE:
+        st->timeouts[GW_HTTP_TIMEOUT_IDLE]++;
+        gw__http_conn_close(c);
+        break;
+    case GW__CONN_WRITING:
+        st->timeouts[GW_HTTP_TIMEOUT_WRITE]++;
+        gw__http_conn_close(c);
+        break;
+    case GW__CONN_LINGER:
+    case GW__CONN_CLOSING:
+        gw__http_conn_close(c);
+        break;
+    }
+}
+
+void gw__http_conn_drain(gw__http_conn_t *c)
+{
+    /* WRITING finishes its response (write_cb sees srv->closing); LINGER ends by its deadline */
+    if (c->state == GW__CONN_READING || c->state == GW__CONN_IDLE)
+        gw__http_conn_close(c);
+}

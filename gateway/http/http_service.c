@@ -1,0 +1,197 @@
+/*
+ * http_service.c: the operator's endpoint as a gateway service: the server,
+ * the provider the lead fills, the loop health tick, and the collector
+ * that copies the server's own counters into the metrics registry.
+ *
+ * Loop health: a timer ticks every tick_ms and records how late it ran,
+ * measured on the monotonic clock. A loop blocked for a while runs its
+ * timers first when it wakes, before reading sockets, so the first /healthz
+ * answered after a stall already sees the late tick and says 503. A tick
+ * that has not run for tick_ms + max_lag_ms also counts as unhealthy. A
+ * loop that is blocked right now cannot answer at all: the probe's own
+ * timeout is the signal then.
+ *
+ * Drain order: the service is registered first in gw_run, so it drains
+ * last: /readyz says "shutting down" while MQTT and the log drain, and
+ * /healthz keeps answering until the end.
+ */
+#include "gateway/http/http_int.h"
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *const gw_http_cluster_states[GW_CLUSTER__COUNT] = {
+    [GW_CLUSTER_UNKNOWN] = "unknown",
+    [GW_CLUSTER_CONNECTING] = "connecting",
+    [GW_CLUSTER_CONNECTED] = "connected",
+    [GW_CLUSTER_UNREACHABLE] = "unreachable",
+};
+
+const char *const gw_http_topic_states[GW_TOPIC__COUNT] = {
+    [GW_TOPIC_UNKNOWN] = "unknown",
+    [GW_TOPIC_IDLE] = "idle",
+    [GW_TOPIC_REPLICATING] = "replicating",
+    [GW_TOPIC_CATCHING_UP] = "catching_up",
+    [GW_TOPIC_STALLED] = "stalled",
+    [GW_TOPIC_FAILED] = "failed",
+};
+
+void gw_http_service_opts_default(gw_http_service_opts_t *o)
+{
+    gw_http_opts_default(&o->http);
+    o->tick_ms = 1000;
+    o->max_lag_ms = 3000;
+    o->render_ms = 250;
+    o->edge_name = NULL;
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    gw_http_service_t *s = t->data;
+    uint64_t now = tb_mono_ns(), expected = s->last_tick_ns + s->opts.tick_ms * 1000000ull;
+    s->lag_ns = now > expected ? now - expected : 0;
+    s->last_tick_ns = now;
+}
+
+bool gw_http_service_healthy(gw_http_service_t *s, char *why, size_t whylen)
+{
+    uint64_t now = tb_mono_ns(), bound_ns = s->opts.max_lag_ms * 1000000ull;
+    uint64_t since = now - s->last_tick_ns;
+    if (since > s->opts.tick_ms * 1000000ull + bound_ns) {
+        snprintf(why, whylen, "event loop health tick last ran %.3f s ago (bound %.3f s)", since / 1e9,
+                 (s->opts.tick_ms + s->opts.max_lag_ms) / 1e3);
+        return false;
+    }
+    if (s->lag_ns > bound_ns) {
+        snprintf(why, whylen, "event loop blocked: a tick ran %.3f s late (bound %.3f s)", s->lag_ns / 1e9,
+                 s->opts.max_lag_ms / 1e3);
+        return false;
+    }
+    if (s->p.healthy && !s->p.healthy(s->p.arg, why, whylen))
+        return false;
+    snprintf(why, whylen, "ok");
+    return true;
+}
+
+bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen)
+{
+    gw_http_readiness_t r = { 0 };
+    const char *no = NULL;
+    if (!s->p.readiness)
+        no = "no readiness provider";
+    else {
+        s->p.readiness(s->p.arg, &r);
+        no = r.draining ? "shutting down"
+           : !r.bootstrap_done ? "bootstrap not finished"
+           : !r.mqtt_listening ? "mqtt listener not started"
+           : !r.wal_writable ? "write-ahead log not writable"
+           : NULL;
+    }
+    snprintf(why, whylen, "%s", no ? no : "ready");
+    return no == NULL;
+}
+
+/* Copies the server's counters and the service's own state into the catalog metrics. */
+static void collect(void *arg, gw_metrics_t *m)
+{
+    gw_http_service_t *s = arg;
+    gw_http_stats_t st;
+    gw_http_get_stats(s->srv, &st);
+    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_CONNECTIONS), 0, 0, st.conns);
+    for (size_t i = 0; i < gw_metrics_nhttp_codes; i++)
+        gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_REQUESTS), i, 0, (int64_t)st.by_code[i]);
+    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_REFUSED), 0, 0, (int64_t)st.refused);
+    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_EVICTED), 0, 0, (int64_t)st.evicted);
+    for (size_t k = 0; k < GW_HTTP_TIMEOUT__COUNT; k++)
+        gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_TIMEOUTS), k, 0, (int64_t)st.timeouts[k]);
+    gw_metrics_set(gw_metrics_fam(m, GW_M_LOOP_LAG), 0, 0, (int64_t)s->lag_ns);
+    char why[160];
+    gw_metrics_set(gw_metrics_fam(m, GW_M_READY), 0, 0, gw_http_service_ready(s, why, sizeof why));
+    gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
+    gw_metrics_set(gw_metrics_fam(m, GW_M_CLUSTER_UP), 0, 0, cs == GW_CLUSTER_CONNECTED);
+}
+
+int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, gw_metrics_t *m,
+                        const gw_http_provider_t *p, gw_http_service_t **out)
+{
+    *out = NULL;
+    if (!gw_metrics_fam(m, GW_M_READY))
+        return TB_EINVALID; /* the catalog is not registered */
+    gw_http_service_t *s = tb_calloc(1, sizeof *s);
+    s->loop = loop;
+    if (o)
+        s->opts = *o;
+    else
+        gw_http_service_opts_default(&s->opts);
+    if (s->opts.tick_ms == 0)
+        s->opts.tick_ms = 1000;
+    s->m = m;
+    if (p)
+        s->p = *p;
+    int rc = gw_metrics_add_collector(m, collect, s);
+    if (rc < 0) {
+        free(s);
+        return rc;
+    }
+    gw_http_server_new(loop, &s->opts.http, &s->srv);
+    uv_timer_init(loop, &s->tick);
+    s->tick.data = s;
+    s->open = 2;
+    s->last_tick_ns = tb_mono_ns();
+    *out = s;
+    return 0;
+}
+
+int gw_http_service_listen(gw_http_service_t *s, const char *addr)
+{
+    int rc = gw__http_endpoints_mount(s);
+    if (rc < 0)
+        return rc;
+    s->last_tick_ns = tb_mono_ns();
+    uv_timer_start(&s->tick, tick_cb, s->opts.tick_ms, s->opts.tick_ms);
+    return gw_http_listen(s->srv, addr);
+}
+
+gw_http_server_t *gw_http_service_server(gw_http_service_t *s)
+{
+    return s->srv;
+}
+
+static void one_closed(gw_http_service_t *s)
+{
+    if (--s->open == 0 && s->done)
+        s->done(s->done_arg);
+}
+
+static void tick_closed(uv_handle_t *h)
+{
+    one_closed(h->data);
+}
+
+static void server_closed(void *arg)
+{
+    one_closed(arg);
+}
+
+void gw_http_service_close(gw_http_service_t *s, void (*done)(void *arg), void *arg)
+{
+    if (s->closing)
+        return;
+    s->closing = true;
+    s->done = done;
+    s->done_arg = arg;
+    uv_close((uv_handle_t *)&s->tick, tick_closed);
+    gw_http_close(s->srv, server_closed, s);
+}
+
+void gw_http_service_free(gw_http_service_t *s)
+{
+    if (!s)
+        return;
+    gw_metrics_remove_collector(s->m, collect, s);
+    for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
+        tb_buf_free(&s->rendered[i].body);
+    gw_http_server_free(s->srv);
+    free(s);
+}

@@ -1,0 +1,121 @@
+/*
+ * http_stats.c: the /stats document, one JSON object an operator (or
+ * `tributary status`) reads to see whether data flows, how far behind it
+ * is and what was lost:
+ *
+ *   { "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason",
+ *     "ready", "not_ready_reason", "invariant_ok", "unmatched",
+ *     "event_loop_lag_seconds", "cluster": {"state", "up"},
+ *     "connections": {"mqtt", "http"}, "process": {...},
+ *     "topics": [ {"topic", "state", "received", "stored", "replicated",
+ *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
+ *                  ..., "stalled", "invariant_ok"} ] }
+ *
+ * Metric fields come from the catalog's json names (metrics_catalog.c), so
+ * /stats and /metrics are the same numbers under names kept in one table;
+ * the few fields that are not metrics are listed in gw_http_stats_fields.
+ * Topics are an array in label-set order (stable, and easy to select on
+ * with jq: .topics[] | select(.stalled)).
+ */
+#include "gateway/http/http_int.h"
+#include "base/base.h"
+
+#include <string.h>
+
+const char *const gw_http_stats_fields[] = {
+    "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
+    "cluster.state", "topics", "topic", "state", NULL,
+};
+
+/* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
+static void set_path(json_t *root, const char *path, json_t *v)
+{
+    const char *dot = strchr(path, '.');
+    if (!dot) {
+        json_object_set_new(root, path, v);
+        return;
+    }
+    char head[64];
+    size_t n = (size_t)(dot - path) < sizeof head - 1 ? (size_t)(dot - path) : sizeof head - 1;
+    memcpy(head, path, n);
+    head[n] = '\0';
+    json_t *child = json_object_get(root, head);
+    if (!json_is_object(child)) {
+        child = json_object();
+        json_object_set_new(root, head, child);
+    }
+    set_path(child, dot + 1, v);
+}
+
+static json_t *entry_value(const gw_metrics_entry_t *e, gw_metrics_family_t *f, size_t i1)
+{
+    if (e->json_bool)
+        return json_boolean(gw_metrics_get(f, i1, 0) != 0);
+    if (e->l1 != GW_ML_NONE && e->l1 != GW_ML_TOPIC) { /* gateway-wide, by reason: an object keyed by it */
+        json_t *o = json_object();
+        gw_metrics_labels_t *l1 = gw_metrics_family_label(f, 0);
+        for (size_t j = 0; j < gw_metrics_labels_count(l1); j++)
+            json_object_set_new(o, gw_metrics_labels_value(l1, j), gw_metrics_json_value(f, j, 0));
+        return o;
+    }
+    if (e->l2 != GW_ML_NONE) { /* an object keyed by the second label */
+        json_t *o = json_object();
+        gw_metrics_labels_t *l2 = gw_metrics_family_label(f, 1);
+        for (size_t j = 0; j < gw_metrics_labels_count(l2); j++)
+            json_object_set_new(o, gw_metrics_labels_value(l2, j), gw_metrics_json_value(f, i1, j));
+        return o;
+    }
+    json_t *v = gw_metrics_json_value(f, i1, 0);
+    return v ? v : json_null();
+}
+
+static json_t *topic_object(gw_http_service_t *s, size_t t)
+{
+    gw_metrics_labels_t *topics = gw_metrics_topics(s->m);
+    gw_topic_state_t st = s->p.topic_state ? s->p.topic_state(s->p.arg, t) : GW_TOPIC_UNKNOWN;
+    json_t *o = json_pack("{s:s, s:s}", "topic", gw_metrics_labels_value(topics, t), "state",
+                          (unsigned)st < GW_TOPIC__COUNT ? gw_http_topic_states[st] : "unknown");
+    for (size_t i = 0; i < GW_M__COUNT; i++) {
+        const gw_metrics_entry_t *e = &gw_metrics_catalog[i];
+        if (e->json && e->l1 == GW_ML_TOPIC)
+            json_object_set_new(o, e->json, entry_value(e, gw_metrics_fam(s->m, e->id), t));
+    }
+    return o;
+}
+
+json_t *gw_http_stats_json(gw_http_service_t *s)
+{
+    gw_metrics_collect(s->m);
+    gw_metrics_catalog_derive(s->m);
+
+    char why[200];
+    json_t *root = json_object();
+    json_object_set_new(root, "version", json_string(TRIB_VERSION));
+    json_object_set_new(root, "edge", s->opts.edge_name ? json_string(s->opts.edge_name) : json_null());
+    int64_t start_ms = gw_metrics_get(gw_metrics_fam(s->m, GW_M_PROC_START_TIME), 0, 0);
+    uint64_t now_ms = tb_wall_ms();
+    json_object_set_new(root, "uptime_seconds",
+                        start_ms > 0 && now_ms >= (uint64_t)start_ms ? json_real((double)(now_ms - (uint64_t)start_ms) / 1e3)
+                                                                     : json_null());
+    bool healthy = gw_http_service_healthy(s, why, sizeof why);
+    json_object_set_new(root, "healthy", json_boolean(healthy));
+    json_object_set_new(root, "unhealthy_reason", healthy ? json_null() : json_string(why));
+    bool ready = gw_http_service_ready(s, why, sizeof why);
+    json_object_set_new(root, "ready", json_boolean(ready));
+    json_object_set_new(root, "not_ready_reason", ready ? json_null() : json_string(why));
+    gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
+    set_path(root, "cluster.state", json_string((unsigned)cs < GW_CLUSTER__COUNT ? gw_http_cluster_states[cs] : "unknown"));
+
+    for (size_t i = 0; i < GW_M__COUNT; i++) {
+        const gw_metrics_entry_t *e = &gw_metrics_catalog[i];
+        if (e->json && e->l1 != GW_ML_TOPIC)
+            set_path(root, e->json, entry_value(e, gw_metrics_fam(s->m, e->id), 0));
+    }
+
+    json_t *arr = json_array();
+    size_t n = gw_metrics_labels_count(gw_metrics_topics(s->m));
+    for (size_t t = 0; t < n; t++)
+        json_array_append_new(arr, topic_object(s, t));
+    json_object_set_new(root, "topics", arr);
+    return root;
+}

@@ -1,0 +1,382 @@
+/*
+ * Tests for gateway/http_service.c, http_endpoints.c and http_stats.c:
+ * /healthz, /readyz, /metrics and /stats served by the real service over a
+ * fake provider (the lead's real state plugs in the same way).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/base.h"
+#include "helper_http.h"
+#include "unit/common/helper_promtool.h"
+
+/* ---- the fake provider -------------------------------------------------- */
+
+typedef struct fake {
+    gw_http_readiness_t r;
+    gw_cluster_state_t cluster;
+    gw_topic_state_t topic[4];
+    const char *failure; /* NULL: healthy */
+} fake_t;
+
+static void fake_readiness(void *arg, gw_http_readiness_t *out) { *out = ((fake_t *)arg)->r; }
+static gw_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
+static gw_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
+static bool fake_healthy(void *arg, char *why, size_t n)
+{
+    fake_t *f = arg;
+    if (f->failure)
+        snprintf(why, n, "%s", f->failure);
+    return f->failure == NULL;
+}
+
+static th_t T;
+static fake_t FK;
+static gw_metrics_t *M;
+
+static int renders;
+
+static void count_renders(void *arg, gw_metrics_t *m)
+{
+    (void)arg, (void)m;
+    renders++; /* runs on the loop thread; read there too (renders_are) */
+}
+
+static void start_tuned(void (*tune)(gw_http_service_opts_t *o))
+{
+    FK = (fake_t){ .r = { true, true, true, false }, .cluster = GW_CLUSTER_CONNECTED,
+                   .topic = { GW_TOPIC_REPLICATING, GW_TOPIC_STALLED } };
+    gw_metrics_new(&M);
+    cr_assert_eq(gw_metrics_catalog_register(M, 4), 0);
+    gw_metrics_topic_add(M, "/e1/telemetry");
+    gw_metrics_topic_add(M, "/e1/energy");
+    gw_metrics_add_collector(M, count_renders, NULL);
+    gw_http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
+    gw_http_service_opts_t o;
+    gw_http_service_opts_default(&o);
+    o.edge_name = "e1";
+    if (tune)
+        tune(&o);
+    th_start(&T);
+    th_service(&T, &o, M, &p);
+}
+
+static void setup(void) { start_tuned(NULL); }
+static void teardown(void)
+{
+    th_stop(&T);
+    gw_metrics_free(M);
+}
+
+TestSuite(http_endpoints, .init = setup, .fini = teardown, .timeout = 30);
+
+/* Changes the fake's state on the loop thread, where the provider is read. */
+typedef void (*mutate_fn)(fake_t *f);
+static void mutate_on_loop(th_t *t, void *arg)
+{
+    (void)t;
+    ((mutate_fn)arg)(&FK);
+}
+#define MUTATE(fn) th_call(&T, mutate_on_loop, (void *)(fn))
+
+/* ---- /healthz ----------------------------------------------------------- */
+
+Test(http_endpoints, healthz_is_ok_while_the_loop_ticks)
+{
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/healthz", body, sizeof body), 200);
+    cr_assert_str_eq(body, "ok\n");
+}
+
+static void fail_fsync(fake_t *f) { f->failure = "fsync failed on /e1/telemetry"; }
+
+Test(http_endpoints, healthz_reports_the_providers_failure)
+{
+    MUTATE(fail_fsync);
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/healthz", body, sizeof body), 503);
+    cr_assert_str_eq(body, "unhealthy: fsync failed on /e1/telemetry\n");
+}
+
+/* ---- /readyz ------------------------------------------------------------ */
+
+Test(http_endpoints, readyz_is_200_when_bootstrapped_listening_and_writable)
+{
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/readyz", body, sizeof body), 200);
+    cr_assert_str_eq(body, "ready\ncluster: connected\n");
+}
+
+static void mqtt_down(fake_t *f) { f->r.mqtt_listening = false; }
+static void wal_down(fake_t *f) { f->r.wal_writable = false; }
+static void not_booted(fake_t *f) { f->r.bootstrap_done = false; }
+static void draining(fake_t *f) { f->r.draining = true; }
+static void cluster_away(fake_t *f) { f->cluster = GW_CLUSTER_UNREACHABLE; }
+
+Test(http_endpoints, readyz_is_503_naming_what_is_missing)
+{
+    char body[256];
+    MUTATE(mqtt_down);
+    cr_assert_eq(cl_get(T.port, "/readyz", body, sizeof body), 503);
+    cr_assert_str_eq(body, "not ready: mqtt listener not started\ncluster: connected\n");
+    MUTATE(wal_down);
+    MUTATE(not_booted);
+    cr_assert_eq(cl_get(T.port, "/readyz", body, sizeof body), 503);
+    cr_assert_str_eq(body, "not ready: bootstrap not finished\ncluster: connected\n");
+}
+
+Test(http_endpoints, readyz_is_503_while_draining)
+{
+    MUTATE(draining);
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/readyz", body, sizeof body), 503);
+    cr_assert_not_null(strstr(body, "shutting down"));
+}
+
+Test(http_endpoints, unreachable_cluster_is_reported_but_does_not_make_unready)
+{
+    MUTATE(cluster_away);
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/readyz", body, sizeof body), 200);
+    cr_assert_str_eq(body, "ready\ncluster: unreachable\n");
+}
+
+/* ---- /metrics ----------------------------------------------------------- */
+
+static char *get_big(const char *path, int *status, char *ctype, size_t ctn)
+{
+    cl_t *c = cl_open(T.port, 0);
+    char req[256];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+    cl_send(c, req);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0);
+    *status = r.status;
+    cl_header(&r, "Content-Type", ctype, ctn);
+    cl_close(c);
+    return r.body;
+}
+
+Test(http_endpoints, metrics_is_prometheus_text_004_that_promtool_accepts)
+{
+    int status;
+    char ctype[128], out[4096];
+    cl_get(T.port, "/nope", NULL, 0);
+    char *body = get_big("/metrics", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    cr_assert_eq(promtool_check(body, out, sizeof out), 0, "%s", out);
+    cr_assert_not_null(strstr(body, "\ntributary_http_requests_total{code=\"404\"} 1\n"), "%s", body);
+    cr_assert_not_null(strstr(body, "\ntributary_ready 1\n"));
+    cr_assert_not_null(strstr(body, "\ntributary_cluster_up 1\n"));
+    cr_assert_not_null(strstr(body, "\ntributary_messages_received_total{topic=\"/e1/energy\"} 0\n"));
+    free(body);
+}
+
+static bool renders_are(th_t *t, void *arg)
+{
+    (void)t;
+    return renders == *(int *)arg;
+}
+
+static void render_always(gw_http_service_opts_t *o)
+{
+    o->render_ms = 0;
+}
+
+TestSuite(http_render, .fini = teardown, .timeout = 30);
+
+static void render_rarely(gw_http_service_opts_t *o)
+{
+    o->render_ms = 60000;
+}
+
+Test(http_render, metrics_and_stats_are_rendered_at_most_once_per_render_period)
+{
+    start_tuned(render_rarely);
+    int status;
+    char ctype[128];
+    for (int i = 0; i < 5; i++) {
+        free(get_big("/metrics", &status, ctype, sizeof ctype));
+        free(get_big("/stats", &status, ctype, sizeof ctype));
+    }
+    int two = 2; /* one /metrics rendering, one /stats rendering */
+    cr_assert(th_wait_until(&T, renders_are, &two, 0));
+}
+
+Test(http_render, with_no_render_period_every_request_is_fresh)
+{
+    start_tuned(render_always);
+    int status;
+    char ctype[128];
+    for (int i = 0; i < 3; i++)
+        free(get_big("/metrics", &status, ctype, sizeof ctype));
+    int three = 3;
+    cr_assert(th_wait_until(&T, renders_are, &three, 0));
+}
+
+/* ---- /stats ------------------------------------------------------------- */
+
+static json_t *stats(void)
+{
+    int status;
+    char ctype[128];
+    char *body = get_big("/stats", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(ctype, "application/json");
+    json_error_t err;
+    json_t *doc = json_loads(body, 0, &err);
+    cr_assert_not_null(doc, "not JSON (%s): %s", err.text, body);
+    free(body);
+    return doc;
+}
+
+typedef struct {
+    size_t t;
+    uint64_t received, replicated, queued, dropped, rejected;
+} acct_t;
+
+static void account_on_loop(th_t *t, void *arg)
+{
+    (void)t;
+    acct_t *a = arg;
+    gw_metrics_add(gw_metrics_fam(M, GW_M_RECEIVED), a->t, 0, a->received);
+    gw_metrics_add(gw_metrics_fam(M, GW_M_REPLICATED), a->t, 0, a->replicated);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_QUEUED), a->t, 0, (int64_t)a->queued);
+    gw_metrics_add(gw_metrics_fam(M, GW_M_DROPPED), a->t, 0, a->dropped);
+    gw_metrics_add(gw_metrics_fam(M, GW_M_REJECTED), a->t, GW_REJECT_SCHEMA_INVALID, a->rejected);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_OLDEST_UNREPLICATED_AGE), a->t, 0, 2500);
+}
+
+Test(http_endpoints, stats_has_one_object_per_topic_with_its_numbers)
+{
+    acct_t a = { 0, 100, 80, 15, 2, 3 };
+    th_call(&T, account_on_loop, &a);
+    json_t *doc = stats();
+    json_t *topics = json_object_get(doc, "topics");
+    cr_assert_eq(json_array_size(topics), 2);
+    json_t *t0 = json_array_get(topics, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(t0, "topic")), "/e1/telemetry");
+    cr_assert_str_eq(json_string_value(json_object_get(t0, "state")), "replicating");
+    cr_assert_eq(json_integer_value(json_object_get(t0, "received")), 100);
+    cr_assert_eq(json_integer_value(json_object_get(t0, "queued")), 15);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(t0, "rejected"), "schema_invalid")), 3);
+    cr_assert_eq(json_real_value(json_object_get(t0, "oldest_unreplicated_age_seconds")), 2.5);
+    cr_assert(json_is_false(json_object_get(t0, "stalled")));
+    json_t *t1 = json_array_get(topics, 1);
+    cr_assert_str_eq(json_string_value(json_object_get(t1, "state")), "stalled");
+    cr_assert_str_eq(json_string_value(json_object_get(doc, "edge")), "e1");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(doc, "cluster"), "state")), "connected");
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(doc, "connections"), "http")), 1);
+    cr_assert_gt(json_integer_value(json_object_get(json_object_get(doc, "process"), "resident_memory_bytes")), 0);
+    cr_assert(json_is_true(json_object_get(doc, "ready")));
+    cr_assert(json_is_null(json_object_get(doc, "not_ready_reason")));
+    json_decref(doc);
+}
+
+Test(http_endpoints, stats_invariant_is_true_when_every_message_is_accounted_for)
+{
+    acct_t a = { 0, 100, 80, 15, 2, 3 };
+    th_call(&T, account_on_loop, &a);
+    json_t *doc = stats();
+    cr_assert(json_is_true(json_object_get(json_array_get(json_object_get(doc, "topics"), 0), "invariant_ok")));
+    cr_assert(json_is_true(json_object_get(doc, "invariant_ok")));
+    json_decref(doc);
+}
+
+Test(http_endpoints, stats_invariant_is_false_for_the_topic_and_overall_when_one_is_lost)
+{
+    acct_t a = { 1, 100, 80, 15, 2, 2 };
+    th_call(&T, account_on_loop, &a);
+    json_t *doc = stats();
+    json_t *topics = json_object_get(doc, "topics");
+    cr_assert(json_is_true(json_object_get(json_array_get(topics, 0), "invariant_ok")));
+    cr_assert(json_is_false(json_object_get(json_array_get(topics, 1), "invariant_ok")));
+    cr_assert(json_is_false(json_object_get(doc, "invariant_ok")));
+    json_decref(doc);
+}
+
+static void reasons_on_loop(th_t *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_MAX_CONNECTIONS, 0, 4);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT, 0, 2);
+    gw_metrics_set(gw_metrics_fam(M, GW_M_RETRIES), 1, 1 /* ack_timeout */, 6);
+}
+
+Test(http_endpoints, stats_shows_counts_by_reason_as_objects_keyed_by_reason)
+{
+    th_call(&T, reasons_on_loop, NULL);
+    json_t *doc = stats();
+    json_t *conns = json_object_get(doc, "connections");
+    json_t *refused = json_object_get(conns, "mqtt_refused");
+    cr_assert_eq(json_object_size(refused), GW_MQTT_REFUSE__COUNT);
+    cr_assert_eq(json_integer_value(json_object_get(refused, "max_connections")), 4);
+    cr_assert_eq(json_integer_value(json_object_get(refused, "shutting_down")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(json_object_get(conns, "mqtt_closed"), "keepalive_timeout")), 2);
+    json_t *t1 = json_array_get(json_object_get(doc, "topics"), 1);
+    json_t *retries = json_object_get(t1, "retries");
+    cr_assert_eq(json_object_size(retries), gw_metrics_nretry_reasons);
+    cr_assert_eq(json_integer_value(json_object_get(retries, "ack_timeout")), 6);
+    cr_assert_eq(json_integer_value(json_object_get(retries, "unavailable")), 0);
+    json_decref(doc);
+}
+
+Test(http_endpoints, head_on_stats_announces_the_get_length)
+{
+    int status;
+    char ctype[128];
+    char *body = get_big("/stats", &status, ctype, sizeof ctype);
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "HEAD /stats HTTP/1.1\r\nHost: t\r\n\r\n");
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, true), 0);
+    char len[32];
+    /* the same document, give or take digits of changing numbers (uptime, memory) */
+    long diff = strtol(cl_header(&r, "Content-Length", len, sizeof len), NULL, 10) - (long)strlen(body);
+    cr_assert(diff > -16 && diff < 16, "HEAD says %s, GET sent %zu", len, strlen(body));
+    cl_resp_free(&r);
+    cl_close(c);
+    free(body);
+}
+
+/* ---- loop health -------------------------------------------------------- */
+
+static int block_route(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    (void)arg, (void)req, (void)ctype;
+    struct timespec ts = { 0, 400 * 1000000 }; /* the stall under test, not a wait */
+    nanosleep(&ts, NULL);
+    tb_buf_puts(out, "blocked\n");
+    return 200;
+}
+
+static void add_block_route(th_t *t, void *arg)
+{
+    (void)arg;
+    gw_http_route(gw_http_service_server(t->svc), "/block", block_route, NULL);
+}
+
+TestSuite(http_health, .fini = teardown, .timeout = 30);
+
+static void fast_ticks(gw_http_service_opts_t *o)
+{
+    o->tick_ms = 20;    /* tick every 20 ms */
+    o->max_lag_ms = 100; /* 100 ms late is unhealthy */
+}
+
+Test(http_health, healthz_is_503_after_the_loop_was_blocked_then_recovers)
+{
+    start_tuned(fast_ticks);
+    th_call(&T, add_block_route, NULL);
+    cr_assert_eq(cl_get(T.port, "/block", NULL, 0), 200);
+    char body[256];
+    cr_assert_eq(cl_get(T.port, "/healthz", body, sizeof body), 503);
+    cr_assert_not_null(strstr(body, "event loop blocked"), "%s", body);
+    int status = 0;
+    for (uint64_t deadline = tb_mono_ms() + 2000; status != 200 && tb_mono_ms() < deadline;)
+        status = cl_get(T.port, "/healthz", NULL, 0);
+    cr_assert_eq(status, 200, "did not recover once the loop ran freely");
+}
