@@ -10,10 +10,11 @@
  *       formats asserted; prints the counts and always exits 0.
  *
  * Output: one "FAIL ..." line per failure, then "<draft>: N/M passed"
- * (and the skipped count). The suite is found at
- * $TRIB_SHARED_DIR/testdata/json-schema-test-suite; its remotes/ directory is
- * served, as the suite expects, for http://localhost:1234/ through
- * sch_opts_t.resolve, the same hook the registry uses.
+ * (and the skipped count). The suite is the snapshot vendored in
+ * $TRIB_TESTDATA/json-schema-test-suite (tests/data/, see its README.md); its
+ * remotes/ directory is served, as the suite expects, for
+ * http://localhost:1234/ through sch_opts_t.resolve, the same hook the
+ * registry uses.
  *
  * Each case's schema is dumped back to text and compiled through
  * sch__json_compile_draft (the text path the gateway uses); draft 7 files
@@ -225,13 +226,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s required|optional draft7|draft2020-12|all <skip file>\n", argv[0]);
         return 2;
     }
-    const char *shared = getenv("TRIB_SHARED_DIR");
-    if (!shared) {
-        fprintf(stderr, "TRIB_SHARED_DIR is not set (ctest sets it to <source>/../shared)\n");
+    const char *testdata = getenv("TRIB_TESTDATA");
+    if (!testdata || !*testdata) {
+        fprintf(stderr, "TRIB_TESTDATA is not set (ctest sets it to <source>/tests/data)\n");
         return 2;
     }
     static char dirbuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s/testdata/json-schema-test-suite", shared);
+    snprintf(dirbuf, sizeof dirbuf, "%s/json-schema-test-suite", testdata);
     suite_dir = dirbuf;
     load_skips(argv[3]);
     bool required = strcmp(argv[1], "required") == 0;
