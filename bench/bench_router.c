@@ -1,6 +1,6 @@
 /* bench-lib: tb_router */
 /*
- * bench_router.c: what one gw_router_match costs, with 10 and with 1,000
+ * bench_router.c: what one router_match costs, with 10 and with 1,000
  * rules, beside a linear scan over the same pre-split rules
  * (tests/unit/gateway/router_oracle.h) on the same topics.
  *
@@ -30,7 +30,7 @@
 
 typedef struct ruleset {
     size_t n;
-    gw_route_spec_t *specs;
+    router_spec_t *specs;
     char (*pattern)[48];
     char (*upstream)[32];
 } ruleset_t;
@@ -44,14 +44,14 @@ static uint32_t rnd(uint32_t n)
     return (uint32_t)(rng_state % n);
 }
 
-static const gw_route_attr_spec_t dev_attr[] = { { "device_id", "$1" } };
+static const router_attr_spec_t dev_attr[] = { { "device_id", "$1" } };
 
 static void add(ruleset_t *rs, const char *pattern)
 {
     size_t i = rs->n++;
     snprintf(rs->pattern[i], sizeof rs->pattern[i], "%s", pattern);
     snprintf(rs->upstream[i], sizeof rs->upstream[i], "/edge1/r%zu", i);
-    rs->specs[i] = (gw_route_spec_t){ .mqtt_pattern = rs->pattern[i], .danube_topic = rs->upstream[i] };
+    rs->specs[i] = (router_spec_t){ .mqtt_pattern = rs->pattern[i], .danube_topic = rs->upstream[i] };
     if (strchr(pattern, '+')) {
         rs->specs[i].attrs = dev_attr;
         rs->specs[i].n_attrs = 1;
@@ -164,14 +164,14 @@ static uint64_t cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static double time_trie(const gw_router_t *r, char (*t)[TOPIC_MAX], const size_t *len)
+static double time_trie(const router_t *r, char (*t)[TOPIC_MAX], const size_t *len)
 {
-    gw_route_match_t m;
+    router_match_t m;
     uint64_t rounds = 0, t0 = cpu_ns(), el;
     long acc = 0;
     do {
         for (int i = 0; i < N_TOPICS; i++)
-            acc += gw_router_match(r, t[i], len[i], &m);
+            acc += router_match(r, t[i], len[i], &m);
         rounds++;
     } while ((el = cpu_ns() - t0) < 100000000ull);
     sink = acc;
@@ -210,9 +210,9 @@ static void row(const char *name, const ruleset_t *rs, void (*gen)(char (*)[TOPI
     static char topics[N_TOPICS][TOPIC_MAX];
     size_t len[N_TOPICS];
     char err[256];
-    gw_router_t *r;
+    router_t *r;
     uint64_t c0 = tb_mono_ns();
-    if (gw_router_compile(rs->specs, rs->n, &r, err, sizeof err) != 0) {
+    if (router_compile(rs->specs, rs->n, &r, err, sizeof err) != 0) {
         fprintf(stderr, "compile: %s\n", err);
         exit(1);
     }
@@ -222,9 +222,9 @@ static void row(const char *name, const ruleset_t *rs, void (*gen)(char (*)[TOPI
     gen(topics, catch_all_only);
     for (int i = 0; i < N_TOPICS; i++) {
         len[i] = strlen(topics[i]);
-        gw_route_match_t m;
+        router_match_t m;
         orc_match_t w;
-        if (gw_router_match(r, topics[i], len[i], &m) != orc_match(&o, topics[i], len[i], &w)) {
+        if (router_match(r, topics[i], len[i], &m) != orc_match(&o, topics[i], len[i], &w)) {
             fprintf(stderr, "router and linear scan disagree on %s\n", topics[i]);
             exit(1);
         }
@@ -237,7 +237,7 @@ static void row(const char *name, const ruleset_t *rs, void (*gen)(char (*)[TOPI
     double mt = median5(tt), ml = median5(tl);
     printf("%6zu  %-22s %10.1f %12.1f %9.1fx %12.0f\n", rs->n, name, mt, ml, ml / mt, compile_us);
     orc_free(&o);
-    gw_router_free(r);
+    router_free(r);
 }
 
 int main(void)
@@ -245,14 +245,14 @@ int main(void)
     ruleset_t small, big;
     rules_10(&small);
     rules_1000(&big);
-    printf("gw_router_match vs a linear scan over pre-split rules, same topics (4 levels)\n");
+    printf("router_match vs a linear scan over pre-split rules, same topics (4 levels)\n");
     printf("%6s  %-22s %10s %12s %10s %12s\n", "rules", "topics", "trie ns", "linear ns", "speedup",
            "compile us*");
     row("mixed", &small, topics_10, false);
     row("catch-all only", &small, topics_10, true);
     row("mixed", &big, topics_1000, false);
     row("catch-all only", &big, topics_1000, true);
-    printf("* compile time is wall time of one gw_router_compile, for scale only\n");
+    printf("* compile time is wall time of one router_compile, for scale only\n");
     ruleset_free(&small);
     ruleset_free(&big);
     return 0;

@@ -287,7 +287,7 @@ static void topic_encodings(gw_repl_t *g)
     g->ntopics = srv->ntopics;
     for (size_t r = 0; r < srv->nrules; r++) {
         size_t n;
-        const uint32_t *ids = gw_router_rule_topics(srv->router, r, &n);
+        const uint32_t *ids = router_rule_topics(srv->router, r, &n);
         for (size_t k = 0; k < n; k++)
             if (srv->rules[r].m->schema_subject)
                 g->encoding[ids[k]] = srv->rules[r].m->encoding == CFG_ENC_JSON ? 1 : 0;

@@ -203,7 +203,7 @@ struct gw_server {
     gw_conn_t *dirty;
     wal_t *wal;
     rep_t *rep;                     /* told when a topic's log has new data (NULL: none) */
-    gw_router_t *router;
+    router_t *router;
     gw_rule_t *rules;
     size_t nrules;
     gw_topic_t *topics;

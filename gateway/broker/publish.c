@@ -35,14 +35,14 @@ static void *scratch(gw_server_t *srv, size_t n)
 
 /* Builds the attributes: captures, then MQTT 5 properties the way Danube's
  * edge names them, then the retain flag. Returns the count, or -1 if too many. */
-static int build_attrs(gw_server_t *srv, const gw_route_match_t *m, const mqtt_packet_t *pkt,
+static int build_attrs(gw_server_t *srv, const router_match_t *m, const mqtt_packet_t *pkt,
                        wal_attr_t *out)
 {
     int n = 0;
     size_t it = 0;
     const char *name;
-    gw_route_slice_t v;
-    while (gw_router_attr_next(srv->router, m, &it, &name, &v)) {
+    router_slice_t v;
+    while (router_attr_next(srv->router, m, &it, &name, &v)) {
         out[n].key = (const uint8_t *)name;
         out[n].key_len = strlen(name);
         out[n].val = (const uint8_t *)v.p;
@@ -138,8 +138,8 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
 {
     gw_server_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
-    gw_route_match_t m;
-    int rule = gw_router_match(srv->router, (const char *)topic.p, topic.n, &m);
+    router_match_t m;
+    int rule = router_match(srv->router, (const char *)topic.p, topic.n, &m);
     if (rule < 0) {
         srv->unmatched_dropped++;
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);

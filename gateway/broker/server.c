@@ -20,7 +20,7 @@
 static void wal_async_cb(uv_async_t *h);
 static void check_drained(gw_server_t *srv);
 
-static void free_specs(gw_route_spec_t *specs, size_t n)
+static void free_specs(router_spec_t *specs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free((void *)specs[i].attrs);
@@ -33,20 +33,20 @@ static int build_router(gw_server_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n = cfg->mqtt.nmappings;
-    gw_route_spec_t *specs = tb_calloc(n ? n : 1, sizeof *specs);
+    router_spec_t *specs = tb_calloc(n ? n : 1, sizeof *specs);
     for (size_t i = 0; i < n; i++) {
         const cfg_mapping_t *m = &cfg->mqtt.mappings[i];
-        gw_route_attr_spec_t *a = tb_calloc(m->nattrs ? m->nattrs : 1, sizeof *a);
+        router_attr_spec_t *a = tb_calloc(m->nattrs ? m->nattrs : 1, sizeof *a);
         for (size_t j = 0; j < m->nattrs; j++)
-            a[j] = (gw_route_attr_spec_t){ m->attrs[j].name, m->attrs[j].ref };
-        gw_route_values_spec_t *v = tb_calloc(m->ncapvals ? m->ncapvals : 1, sizeof *v);
+            a[j] = (router_attr_spec_t){ m->attrs[j].name, m->attrs[j].ref };
+        router_values_spec_t *v = tb_calloc(m->ncapvals ? m->ncapvals : 1, sizeof *v);
         for (size_t j = 0; j < m->ncapvals; j++)
-            v[j] = (gw_route_values_spec_t){ m->capvals[j].ref, (const char *const *)m->capvals[j].values,
+            v[j] = (router_values_spec_t){ m->capvals[j].ref, (const char *const *)m->capvals[j].values,
                                              m->capvals[j].nvalues };
-        specs[i] = (gw_route_spec_t){ m->mqtt_pattern, m->danube_topic, a, m->nattrs, v, m->ncapvals };
+        specs[i] = (router_spec_t){ m->mqtt_pattern, m->danube_topic, a, m->nattrs, v, m->ncapvals };
     }
     char why[512];
-    int rc = gw_router_compile(specs, n, &srv->router, why, sizeof why);
+    int rc = router_compile(specs, n, &srv->router, why, sizeof why);
     free_specs(specs, n);
     if (rc < 0)
         snprintf(err, errlen, "%s: mqtt.topic_mappings: %s", cfg->source, why);
@@ -78,7 +78,7 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n;
-    const char *const *names = gw_router_upstream_topics(srv->router, &n);
+    const char *const *names = router_upstream_topics(srv->router, &n);
     srv->ntopics = n;
     srv->topics = tb_calloc(n ? n : 1, sizeof *srv->topics);
     srv->nrules = cfg->mqtt.nmappings;
@@ -95,7 +95,7 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
         const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
         srv->rules[r] = (gw_rule_t){ m, m->validation_policy };
         size_t nt;
-        const uint32_t *ids = gw_router_rule_topics(srv->router, r, &nt);
+        const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
         for (size_t k = 0; k < nt; k++) {
             gw_topic_t *t = &srv->topics[ids[k]];
             const char *subj = m->schema_subject;
@@ -360,7 +360,7 @@ static void handle_closed(uv_handle_t *h)
     free(srv->journal);
     free(srv->rules);
     free(srv->scratch);
-    gw_router_free(srv->router);
+    router_free(srv->router);
     srv->closed_cb(srv);
 }
 

@@ -28,9 +28,9 @@ typedef struct gw_will {
 static void store(gw_server_t *srv, const char *client_id, const char *topic, const uint8_t *payload,
                   size_t len, uint8_t qos, bool retain, const wal_attr_t *extra, size_t nextra)
 {
-    gw_route_match_t m;
+    router_match_t m;
     size_t tlen = strlen(topic);
-    int rule = gw_router_match(srv->router, topic, tlen, &m);
+    int rule = router_match(srv->router, topic, tlen, &m);
     if (rule < 0) {
         srv->unmatched_dropped++;
         tb_warn("will message to a topic no mapping matches: not stored", TB_S("client", client_id));
@@ -56,8 +56,8 @@ static void store(gw_server_t *srv, const char *client_id, const char *topic, co
     wal_attr_t attrs[300];
     size_t n = 0, it = 0;
     const char *name;
-    gw_route_slice_t v;
-    while (n < 64 && gw_router_attr_next(srv->router, &m, &it, &name, &v))
+    router_slice_t v;
+    while (n < 64 && router_attr_next(srv->router, &m, &it, &name, &v))
         attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
     for (size_t i = 0; i < nextra && n < 254; i++)
         attrs[n++] = extra[i];

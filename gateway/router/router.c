@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void gw__router_err(char *err, size_t errlen, size_t rule, const char *fmt, ...)
+void router__err(char *err, size_t errlen, size_t rule, const char *fmt, ...)
 {
     if (!err || !errlen)
         return;
@@ -27,13 +27,13 @@ void gw__router_err(char *err, size_t errlen, size_t rule, const char *fmt, ...)
     va_end(ap);
 }
 
-void gw_router_free(gw_router_t *r)
+void router_free(router_t *r)
 {
     if (!r)
         return;
-    gw__router_trie_free(r->root);
+    router__trie_free(r->root);
     for (size_t i = 0; i < r->n_rules; i++)
-        gw__router_rule_free(&r->rules[i]);
+        router__rule_free(&r->rules[i]);
     free(r->rules);
     for (size_t i = 0; i < r->n_topics; i++)
         free(r->topics[i]);
@@ -41,7 +41,7 @@ void gw_router_free(gw_router_t *r)
     free(r);
 }
 
-int gw_router_compile(const gw_route_spec_t *specs, size_t n, gw_router_t **out, char *err,
+int router_compile(const router_spec_t *specs, size_t n, router_t **out, char *err,
                       size_t errlen)
 {
     *out = NULL;
@@ -52,36 +52,36 @@ int gw_router_compile(const gw_route_spec_t *specs, size_t n, gw_router_t **out,
             snprintf(err, errlen, "%zu rules: too many", n);
         return TB_ECONFIG;
     }
-    gw_router_t *r = tb_calloc(1, sizeof *r);
+    router_t *r = tb_calloc(1, sizeof *r);
     r->rules = tb_calloc(n ? n : 1, sizeof *r->rules);
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         r->n_rules = i + 1;
-        rc = gw__router_rule_parse(&specs[i], i, &r->rules[i], err, errlen);
+        rc = router__rule_parse(&specs[i], i, &r->rules[i], err, errlen);
     }
     if (!rc)
-        rc = gw__router_topics_build(r, specs, err, errlen);
+        rc = router__topics_build(r, specs, err, errlen);
     if (rc) {
-        gw_router_free(r);
+        router_free(r);
         return rc;
     }
-    r->root = gw__router_trie_build(r->rules, r->n_rules);
+    r->root = router__trie_build(r->rules, r->n_rules);
     *out = r;
     return 0;
 }
 
-size_t gw_router_rule_count(const gw_router_t *r)
+size_t router_rule_count(const router_t *r)
 {
     return r->n_rules;
 }
 
-const char *const *gw_router_upstream_topics(const gw_router_t *r, size_t *n)
+const char *const *router_upstream_topics(const router_t *r, size_t *n)
 {
     *n = r->n_topics;
     return (const char *const *)r->topics;
 }
 
-const uint32_t *gw_router_rule_topics(const gw_router_t *r, size_t rule, size_t *n)
+const uint32_t *router_rule_topics(const router_t *r, size_t rule, size_t *n)
 {
     if (rule >= r->n_rules) {
         *n = 0;
@@ -91,16 +91,16 @@ const uint32_t *gw_router_rule_topics(const gw_router_t *r, size_t rule, size_t 
     return r->rules[rule].topic_ids;
 }
 
-bool gw_router_attr_next(const gw_router_t *r, const gw_route_match_t *m, size_t *it,
-                         const char **name, gw_route_slice_t *value)
+bool router_attr_next(const router_t *r, const router_match_t *m, size_t *it,
+                         const char **name, router_slice_t *value)
 {
     if (m->rule < 0 || (size_t)m->rule >= r->n_rules)
         return false;
-    const gw__rule_t *rule = &r->rules[m->rule];
+    const router__rule_t *rule = &r->rules[m->rule];
     if (*it >= rule->n_attrs)
         return false;
-    const gw__attr_t *a = &rule->attrs[(*it)++];
+    const router__attr_t *a = &rule->attrs[(*it)++];
     *name = a->name;
-    *value = a->ref == GW__REF_REST ? m->rest : m->caps[a->ref - 1];
+    *value = a->ref == ROUTER__REF_REST ? m->rest : m->caps[a->ref - 1];
     return true;
 }

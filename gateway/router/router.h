@@ -1,15 +1,16 @@
 /*
  * router.h: topic routing, from an MQTT topic to the first matching rule of
- * mqtt.topic_mappings, its wildcard captures and its upstream Danube topic.
- * Internal to gateway/ (the loop thread owns the router; it is immutable
- * after compile, so several threads may match against one router).
+ * mqtt.topic_mappings, its wildcard captures and its upstream Danube topic
+ * (the gateway/router/ folder's one public header). The loop thread owns
+ * the router; it is immutable after compile, so several threads may match
+ * against one router.
  *
  * Shape, and why:
- *  - Rules are compiled once at boot (gw_router_compile) into a trie over
+ *  - Rules are compiled once at boot (router_compile) into a trie over
  *    topic levels, so matching costs about the topic's depth, not the
  *    number of rules; the first rule in config order still wins, exactly as
  *    a linear scan would (docs/ROUTING.md has the argument and figures).
- *  - gw_router_match allocates nothing: captures are slices of the topic.
+ *  - router_match allocates nothing: captures are slices of the topic.
  *  - Upstream topics must all be registered with the cluster at boot, so a
  *    danube_topic template (${1}, ${#}) is accepted only over captures with
  *    a declared finite value list (capture_values); the router exposes the
@@ -17,62 +18,63 @@
  *  - The router knows nothing of schemas or policies: the rule index a
  *    match returns is the caller's key for the rest of the rule.
  *
- * Prefix: gw_router_ (functions), gw_route_ (types), GW_ROUTE_ (limits).
+ * Prefix: router_ (functions and types), ROUTER_ (limits), router__ (internal to
+ * router/, router_int.h). Links base only (checked at build time).
  */
-#ifndef GW_ROUTER_H
-#define GW_ROUTER_H
+#ifndef ROUTER_ROUTER_H
+#define ROUTER_ROUTER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Limits a pattern must respect (compile reports the rule that does not). */
-#define GW_ROUTE_MAX_LEVELS   256  /* levels in one mqtt_pattern */
-#define GW_ROUTE_MAX_CAPTURES 32   /* '+' levels in one mqtt_pattern */
-#define GW_ROUTE_MAX_EXPANSION 4096 /* upstream topics one template may produce */
+#define ROUTER_MAX_LEVELS   256  /* levels in one mqtt_pattern */
+#define ROUTER_MAX_CAPTURES 32   /* '+' levels in one mqtt_pattern */
+#define ROUTER_MAX_EXPANSION 4096 /* upstream topics one template may produce */
 
 /* extract_attributes entry: attribute `name` takes the capture `ref`. */
-typedef struct gw_route_attr_spec {
+typedef struct router_attr_spec {
     const char *name; /* attribute name, non-empty, unique in the rule */
     const char *ref;  /* "$1".."$N" (the N-th '+') or "$#" (the '#' remainder) */
-} gw_route_attr_spec_t;
+} router_attr_spec_t;
 
 /* capture_values entry: the capture `ref` may only take these values. */
-typedef struct gw_route_values_spec {
+typedef struct router_values_spec {
     const char *ref;            /* "$N" or "$#" */
     const char *const *values;  /* n_values >= 1 distinct strings */
     size_t n_values;
-} gw_route_values_spec_t;
+} router_values_spec_t;
 
 /* One rule of mqtt.topic_mappings, as the config layer read it. The router
  * copies what it keeps; the spec may be freed after compile. */
-typedef struct gw_route_spec {
+typedef struct router_spec {
     const char *mqtt_pattern;  /* MQTT topic filter: levels, '+', a final '#' */
     const char *danube_topic;  /* "/namespace/topic", may use ${N} and ${#} */
-    const gw_route_attr_spec_t *attrs;
+    const router_attr_spec_t *attrs;
     size_t n_attrs;
-    const gw_route_values_spec_t *capture_values;
+    const router_values_spec_t *capture_values;
     size_t n_capture_values;
-} gw_route_spec_t;
+} router_spec_t;
 
 /* A slice of the matched topic (not NUL-terminated). */
-typedef struct gw_route_slice {
+typedef struct router_slice {
     const char *p;
     size_t len;
-} gw_route_slice_t;
+} router_slice_t;
 
 /* The result of one match. Slices point into the topic passed to
- * gw_router_match and live as long as that buffer. */
-typedef struct gw_route_match {
+ * router_match and live as long as that buffer. */
+typedef struct router_match {
     int rule;           /* index of the winning rule, -1 when none matched */
-    uint32_t topic_id;  /* upstream topic (index into gw_router_upstream_topics) */
+    uint32_t topic_id;  /* upstream topic (index into router_upstream_topics) */
     uint32_t n_caps;    /* number of '+' in the rule's pattern */
     bool has_rest;      /* the pattern ends in '#' */
-    gw_route_slice_t rest;                        /* $#: levels '#' matched ("" for zero) */
-    gw_route_slice_t caps[GW_ROUTE_MAX_CAPTURES]; /* $1 is caps[0] */
-} gw_route_match_t;
+    router_slice_t rest;                        /* $#: levels '#' matched ("" for zero) */
+    router_slice_t caps[ROUTER_MAX_CAPTURES]; /* $1 is caps[0] */
+} router_match_t;
 
-typedef struct gw_router gw_router_t;
+typedef struct router router_t;
 
 /*
  * Compiles n rules, in config order, into *out. Checks every pattern,
@@ -80,12 +82,12 @@ typedef struct gw_router gw_router_t;
  * not; every topic it can produce must be a valid Danube topic).
  * Returns 0, or TB_ECONFIG with *out = NULL and a message in err (which
  * names the rule index and what is wrong). err may be NULL. n may be 0.
- * The caller owns *out and frees it with gw_router_free.
+ * The caller owns *out and frees it with router_free.
  */
-int gw_router_compile(const gw_route_spec_t *specs, size_t n, gw_router_t **out /* OUT */,
+int router_compile(const router_spec_t *specs, size_t n, router_t **out /* OUT */,
                       char *err, size_t errlen);
 
-void gw_router_free(gw_router_t *r);
+void router_free(router_t *r);
 
 /*
  * Matches an MQTT topic name (len bytes, no NUL needed) against the rules.
@@ -94,28 +96,28 @@ void gw_router_free(gw_router_t *r);
  * too). Allocates nothing. An empty topic matches nothing. The topic is not
  * validated here (the codec rejects wildcards and bad UTF-8 before).
  */
-int gw_router_match(const gw_router_t *r, const char *topic, size_t len,
-                    gw_route_match_t *m /* OUT */);
+int router_match(const router_t *r, const char *topic, size_t len,
+                    router_match_t *m /* OUT */);
 
-size_t gw_router_rule_count(const gw_router_t *r);
+size_t router_rule_count(const router_t *r);
 
 /* Every upstream topic the rules can produce, deduplicated, in order of
  * first appearance (rule order; within a template, the cross product of
  * the value lists with the last capture varying fastest). Valid until
- * gw_router_free. */
-const char *const *gw_router_upstream_topics(const gw_router_t *r, size_t *n /* OUT */);
+ * router_free. */
+const char *const *router_upstream_topics(const router_t *r, size_t *n /* OUT */);
 
 /* The distinct upstream topic ids rule `rule` can produce, in order of
  * first appearance; NULL with *n = 0 for an index out of range. */
-const uint32_t *gw_router_rule_topics(const gw_router_t *r, size_t rule, size_t *n /* OUT */);
+const uint32_t *router_rule_topics(const router_t *r, size_t rule, size_t *n /* OUT */);
 
 /*
  * Iterates the matched rule's extract_attributes in declared order:
- *   size_t it = 0; const char *name; gw_route_slice_t v;
- *   while (gw_router_attr_next(r, &m, &it, &name, &v)) ...
+ *   size_t it = 0; const char *name; router_slice_t v;
+ *   while (router_attr_next(r, &m, &it, &name, &v)) ...
  * Returns false when there are no more (or m matched nothing).
  */
-bool gw_router_attr_next(const gw_router_t *r, const gw_route_match_t *m, size_t *it,
-                         const char **name /* OUT */, gw_route_slice_t *value /* OUT */);
+bool router_attr_next(const router_t *r, const router_match_t *m, size_t *it,
+                         const char **name /* OUT */, router_slice_t *value /* OUT */);
 
 #endif

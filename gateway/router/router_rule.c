@@ -1,6 +1,6 @@
 /*
  * router_rule.c: checks one mapping rule's mqtt_pattern, extract_attributes
- * and capture_values, and turns them into a compiled gw__rule_t.
+ * and capture_values, and turns them into a compiled router__rule_t.
  *
  * Every check happens here, at boot, so that the match path can trust the
  * rule blindly. A rule that could never do what it says (a '+' glued to
@@ -19,10 +19,10 @@
 #define Q "%.80s" /* quoted config text, cut so one bad line stays one line */
 
 /* Checks the pattern's shape and fills n_levels, n_plus, ends_hash. */
-static int pattern_parse(const char *p, size_t idx, gw__rule_t *rule, char *err, size_t errlen)
+static int pattern_parse(const char *p, size_t idx, router__rule_t *rule, char *err, size_t errlen)
 {
     if (!p || !*p) {
-        gw__router_err(err, errlen, idx, "mqtt_pattern is empty");
+        router__err(err, errlen, idx, "mqtt_pattern is empty");
         return TB_ECONFIG;
     }
     uint32_t level = 0;
@@ -33,13 +33,13 @@ static int pattern_parse(const char *p, size_t idx, gw__rule_t *rule, char *err,
         level++;
         if (memchr(s, '#', len)) {
             if (len != 1) {
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "mqtt_pattern \"" Q "\": '#' must be a whole level (level %u)",
                                p, level);
                 return TB_ECONFIG;
             }
             if (slash) {
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "mqtt_pattern \"" Q "\": '#' must be the last level (it is level %u)",
                                p, level);
                 return TB_ECONFIG;
@@ -48,21 +48,21 @@ static int pattern_parse(const char *p, size_t idx, gw__rule_t *rule, char *err,
         }
         if (memchr(s, '+', len)) {
             if (len != 1) {
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "mqtt_pattern \"" Q "\": '+' must be a whole level (level %u)",
                                p, level);
                 return TB_ECONFIG;
             }
             rule->n_plus++;
         }
-        if (level > GW_ROUTE_MAX_LEVELS) {
-            gw__router_err(err, errlen, idx, "mqtt_pattern \"" Q "\": more than %d levels", p,
-                           GW_ROUTE_MAX_LEVELS);
+        if (level > ROUTER_MAX_LEVELS) {
+            router__err(err, errlen, idx, "mqtt_pattern \"" Q "\": more than %d levels", p,
+                           ROUTER_MAX_LEVELS);
             return TB_ECONFIG;
         }
-        if (rule->n_plus > GW_ROUTE_MAX_CAPTURES) {
-            gw__router_err(err, errlen, idx, "mqtt_pattern \"" Q "\": more than %d '+' levels",
-                           p, GW_ROUTE_MAX_CAPTURES);
+        if (rule->n_plus > ROUTER_MAX_CAPTURES) {
+            router__err(err, errlen, idx, "mqtt_pattern \"" Q "\": more than %d '+' levels",
+                           p, ROUTER_MAX_CAPTURES);
             return TB_ECONFIG;
         }
         if (!slash)
@@ -74,7 +74,7 @@ static int pattern_parse(const char *p, size_t idx, gw__rule_t *rule, char *err,
     return 0;
 }
 
-int gw__router_ref_parse(const char *s, const gw__rule_t *rule, const char **why)
+int router__ref_parse(const char *s, const router__rule_t *rule, const char **why)
 {
     if (!s || s[0] != '$') {
         *why = "is not $N or $#";
@@ -85,7 +85,7 @@ int gw__router_ref_parse(const char *s, const gw__rule_t *rule, const char **why
             *why = "refers to $# but the pattern does not end in '#'";
             return -1;
         }
-        return GW__REF_REST;
+        return ROUTER__REF_REST;
     }
     const char *d = s + 1;
     if (*d < '1' || *d > '9' || strspn(d, "0123456789") != strlen(d) || strlen(d) > 3) {
@@ -100,29 +100,29 @@ int gw__router_ref_parse(const char *s, const gw__rule_t *rule, const char **why
     return n;
 }
 
-static int attrs_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *rule, char *err,
+static int attrs_parse(const router_spec_t *spec, size_t idx, router__rule_t *rule, char *err,
                        size_t errlen)
 {
     if (spec->n_attrs == 0)
         return 0;
     rule->attrs = tb_calloc(spec->n_attrs, sizeof *rule->attrs);
     for (size_t i = 0; i < spec->n_attrs; i++) {
-        const gw_route_attr_spec_t *a = &spec->attrs[i];
+        const router_attr_spec_t *a = &spec->attrs[i];
         if (!a->name || !*a->name) {
-            gw__router_err(err, errlen, idx, "extract_attributes entry %zu has an empty name", i);
+            router__err(err, errlen, idx, "extract_attributes entry %zu has an empty name", i);
             return TB_ECONFIG;
         }
         for (size_t j = 0; j < i; j++) {
             if (strcmp(rule->attrs[j].name, a->name) == 0) {
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "extract_attributes names \"" Q "\" twice", a->name);
                 return TB_ECONFIG;
             }
         }
         const char *why = NULL;
-        int ref = gw__router_ref_parse(a->ref, rule, &why);
+        int ref = router__ref_parse(a->ref, rule, &why);
         if (ref < 0) {
-            gw__router_err(err, errlen, idx,
+            router__err(err, errlen, idx,
                            "extract_attributes \"" Q "\": \"" Q "\" %s (pattern \"" Q "\")",
                            a->name, a->ref ? a->ref : "", why, rule->pattern);
             return TB_ECONFIG;
@@ -136,49 +136,49 @@ static int attrs_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *rule
 
 static int val_cmp(const void *a, const void *b)
 {
-    const gw__val_t *x = a, *y = b;
+    const router__val_t *x = a, *y = b;
     if (x->len != y->len)
         return x->len < y->len ? -1 : 1;
     return memcmp(x->s, y->s, x->len);
 }
 
 /* Fills one capture_values entry; the ref is already checked. */
-static int values_parse(const gw_route_values_spec_t *v, size_t idx, gw__cvals_t *cv,
+static int values_parse(const router_values_spec_t *v, size_t idx, router__cvals_t *cv,
                         char *err, size_t errlen)
 {
     if (v->n_values == 0 || !v->values) {
-        gw__router_err(err, errlen, idx, "capture_values \"%s\" lists no values", v->ref);
+        router__err(err, errlen, idx, "capture_values \"%s\" lists no values", v->ref);
         return TB_ECONFIG;
     }
-    if (v->n_values > GW_ROUTE_MAX_EXPANSION) {
-        gw__router_err(err, errlen, idx, "capture_values \"%s\" lists more than %d values",
-                       v->ref, GW_ROUTE_MAX_EXPANSION);
+    if (v->n_values > ROUTER_MAX_EXPANSION) {
+        router__err(err, errlen, idx, "capture_values \"%s\" lists more than %d values",
+                       v->ref, ROUTER_MAX_EXPANSION);
         return TB_ECONFIG;
     }
     /* A '+' captures one level of a topic name: never a '/', never a wildcard. */
-    const char *never = cv->ref == GW__REF_REST ? "+#" : "/+#";
+    const char *never = cv->ref == ROUTER__REF_REST ? "+#" : "/+#";
     cv->values = tb_calloc(v->n_values, sizeof *cv->values);
     cv->sorted = tb_calloc(v->n_values, sizeof *cv->sorted);
     for (size_t i = 0; i < v->n_values; i++) {
         const char *s = v->values[i];
         if (!s) {
-            gw__router_err(err, errlen, idx, "capture_values \"%s\" value %zu is null", v->ref, i);
+            router__err(err, errlen, idx, "capture_values \"%s\" value %zu is null", v->ref, i);
             return TB_ECONFIG;
         }
         if (strpbrk(s, never)) {
-            gw__router_err(err, errlen, idx,
+            router__err(err, errlen, idx,
                            "capture_values \"%s\": \"" Q "\" can never be captured (it holds one of \"%s\")",
                            v->ref, s, never);
             return TB_ECONFIG;
         }
         cv->values[i] = tb_strdup(s);
         cv->n = i + 1;
-        cv->sorted[i] = (gw__val_t){ .s = cv->values[i], .len = (uint32_t)strlen(s), .pos = (uint32_t)i };
+        cv->sorted[i] = (router__val_t){ .s = cv->values[i], .len = (uint32_t)strlen(s), .pos = (uint32_t)i };
     }
     qsort(cv->sorted, cv->n, sizeof *cv->sorted, val_cmp);
     for (size_t i = 1; i < cv->n; i++) {
         if (val_cmp(&cv->sorted[i - 1], &cv->sorted[i]) == 0) {
-            gw__router_err(err, errlen, idx, "capture_values \"%s\" lists \"" Q "\" twice",
+            router__err(err, errlen, idx, "capture_values \"%s\" lists \"" Q "\" twice",
                            v->ref, cv->sorted[i].s);
             return TB_ECONFIG;
         }
@@ -186,24 +186,24 @@ static int values_parse(const gw_route_values_spec_t *v, size_t idx, gw__cvals_t
     return 0;
 }
 
-static int cvals_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *rule, char *err,
+static int cvals_parse(const router_spec_t *spec, size_t idx, router__rule_t *rule, char *err,
                        size_t errlen)
 {
     if (spec->n_capture_values == 0)
         return 0;
     rule->cvals = tb_calloc(spec->n_capture_values, sizeof *rule->cvals);
     for (size_t i = 0; i < spec->n_capture_values; i++) {
-        const gw_route_values_spec_t *v = &spec->capture_values[i];
+        const router_values_spec_t *v = &spec->capture_values[i];
         const char *why = NULL;
-        int ref = gw__router_ref_parse(v->ref, rule, &why);
+        int ref = router__ref_parse(v->ref, rule, &why);
         if (ref < 0) {
-            gw__router_err(err, errlen, idx, "capture_values key \"" Q "\" %s (pattern \"" Q "\")",
+            router__err(err, errlen, idx, "capture_values key \"" Q "\" %s (pattern \"" Q "\")",
                            v->ref ? v->ref : "", why, rule->pattern);
             return TB_ECONFIG;
         }
         for (size_t j = 0; j < i; j++) {
             if (rule->cvals[j].ref == ref) {
-                gw__router_err(err, errlen, idx, "capture_values lists \"%s\" twice", v->ref);
+                router__err(err, errlen, idx, "capture_values lists \"%s\" twice", v->ref);
                 return TB_ECONFIG;
             }
         }
@@ -216,7 +216,7 @@ static int cvals_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *rule
     return 0;
 }
 
-int gw__router_rule_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *rule,
+int router__rule_parse(const router_spec_t *spec, size_t idx, router__rule_t *rule,
                           char *err, size_t errlen)
 {
     int rc = pattern_parse(spec->mqtt_pattern, idx, rule, err, errlen);
@@ -227,7 +227,7 @@ int gw__router_rule_parse(const gw_route_spec_t *spec, size_t idx, gw__rule_t *r
     return rc;
 }
 
-void gw__router_rule_free(gw__rule_t *rule)
+void router__rule_free(router__rule_t *rule)
 {
     for (size_t i = 0; i < rule->n_attrs; i++)
         free(rule->attrs[i].name);

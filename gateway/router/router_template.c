@@ -33,7 +33,7 @@ typedef struct part {
 
 /* The deduplicating set of upstream topics being built. */
 typedef struct topic_set {
-    gw_router_t *r;
+    router_t *r;
     size_t cap_topics;
     uint32_t *slots; /* id + 1, 0 when empty */
     size_t mask;
@@ -92,7 +92,7 @@ static void set_grow(topic_set_t *ts)
 /* Returns the id of topic t (len n), adding a copy if it is new. */
 static uint32_t set_insert(topic_set_t *ts, const char *t, size_t n)
 {
-    gw_router_t *r = ts->r;
+    router_t *r = ts->r;
     if ((r->n_topics + 1) * 2 > ts->mask + 1)
         set_grow(ts);
     size_t j = hash_str(t, n) & ts->mask;
@@ -115,7 +115,7 @@ static uint32_t set_insert(topic_set_t *ts, const char *t, size_t n)
 
 /* Splits a template into parts; refs are checked against the rule. Returns
  * the number of parts, or -1 with err filled. parts holds strlen(t)+1. */
-static int template_parse(const char *t, size_t idx, const gw__rule_t *rule, part_t *parts,
+static int template_parse(const char *t, size_t idx, const router__rule_t *rule, part_t *parts,
                           char *err, size_t errlen)
 {
     int n = 0;
@@ -129,16 +129,16 @@ static int template_parse(const char *t, size_t idx, const gw__rule_t *rule, par
         }
         const char *close = s[1] == '{' ? strchr(s + 2, '}') : NULL;
         if (!close || close - s > 8) {
-            gw__router_err(err, errlen, idx,
+            router__err(err, errlen, idx,
                            "danube_topic \"" Q "\": '$' must start ${N} or ${#}", t);
             return -1;
         }
         char ref_text[8];
         snprintf(ref_text, sizeof ref_text, "$%.*s", (int)(close - s - 2), s + 2);
         const char *why = NULL;
-        int ref = gw__router_ref_parse(ref_text, rule, &why);
+        int ref = router__ref_parse(ref_text, rule, &why);
         if (ref < 0) {
-            gw__router_err(err, errlen, idx, "danube_topic \"" Q "\": ${%s} %s (pattern \"" Q "\")",
+            router__err(err, errlen, idx, "danube_topic \"" Q "\": ${%s} %s (pattern \"" Q "\")",
                            t, ref_text + 1, why, rule->pattern);
             return -1;
         }
@@ -148,7 +148,7 @@ static int template_parse(const char *t, size_t idx, const gw__rule_t *rule, par
     return n;
 }
 
-static gw__cvals_t *cvals_for(gw__rule_t *rule, int ref)
+static router__cvals_t *cvals_for(router__rule_t *rule, int ref)
 {
     for (size_t i = 0; i < rule->n_cvals; i++)
         if (rule->cvals[i].ref == ref)
@@ -157,14 +157,14 @@ static gw__cvals_t *cvals_for(gw__rule_t *rule, int ref)
 }
 
 /* Builds the topic for combination c into buf (which holds room enough). */
-static size_t expand(const part_t *parts, int n_parts, gw__rule_t *rule, uint32_t c, char *buf)
+static size_t expand(const part_t *parts, int n_parts, router__rule_t *rule, uint32_t c, char *buf)
 {
     size_t len = 0;
     for (int i = 0; i < n_parts; i++) {
         const char *s = parts[i].s;
         size_t n = parts[i].len;
         if (parts[i].ref >= 0) {
-            const gw__cvals_t *cv = cvals_for(rule, parts[i].ref);
+            const router__cvals_t *cv = cvals_for(rule, parts[i].ref);
             const char *v = cv->values[(c / cv->stride) % cv->n];
             s = v;
             n = strlen(v);
@@ -177,16 +177,16 @@ static size_t expand(const part_t *parts, int n_parts, gw__rule_t *rule, uint32_
 }
 
 /* Names the values of combination c ("$1=\"a\" $#=\"b/c\"") for an error. */
-static void describe(gw__rule_t *rule, uint32_t c, char *out, size_t outlen)
+static void describe(router__rule_t *rule, uint32_t c, char *out, size_t outlen)
 {
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < rule->n_cvals && used < outlen; i++) {
-        const gw__cvals_t *cv = &rule->cvals[i];
+        const router__cvals_t *cv = &rule->cvals[i];
         if (!cv->stride)
             continue;
         const char *v = cv->values[(c / cv->stride) % cv->n];
-        int w = cv->ref == GW__REF_REST
+        int w = cv->ref == ROUTER__REF_REST
                     ? snprintf(out + used, outlen - used, "%s$#=\"%.40s\"", used ? " " : "", v)
                     : snprintf(out + used, outlen - used, "%s$%d=\"%.40s\"", used ? " " : "", cv->ref, v);
         used += w > 0 ? (size_t)w : 0;
@@ -196,17 +196,17 @@ static void describe(gw__rule_t *rule, uint32_t c, char *out, size_t outlen)
 /* Assigns strides to the captures the template uses (first appearance
  * order, last fastest) and returns the number of combinations, or 0 with
  * err filled. */
-static uint32_t assign_strides(const char *t, size_t idx, gw__rule_t *rule, const part_t *parts,
+static uint32_t assign_strides(const char *t, size_t idx, router__rule_t *rule, const part_t *parts,
                                int n_parts, char *err, size_t errlen)
 {
-    gw__cvals_t *order[GW_ROUTE_MAX_CAPTURES + 1];
+    router__cvals_t *order[ROUTER_MAX_CAPTURES + 1];
     int k = 0;
     for (int i = 0; i < n_parts; i++) {
         if (parts[i].ref < 0)
             continue;
-        gw__cvals_t *cv = cvals_for(rule, parts[i].ref);
+        router__cvals_t *cv = cvals_for(rule, parts[i].ref);
         if (!cv) {
-            gw__router_err(err, errlen, idx,
+            router__err(err, errlen, idx,
                            "danube_topic \"" Q "\" uses %.*s but capture_values has no list for it "
                            "(every upstream topic must be known at boot)",
                            t, (int)parts[i].len, parts[i].s);
@@ -221,10 +221,10 @@ static uint32_t assign_strides(const char *t, size_t idx, gw__rule_t *rule, cons
     for (int i = k - 1; i >= 0; i--) {
         order[i]->stride = (uint32_t)combos;
         combos *= order[i]->n;
-        if (combos > GW_ROUTE_MAX_EXPANSION) {
-            gw__router_err(err, errlen, idx,
+        if (combos > ROUTER_MAX_EXPANSION) {
+            router__err(err, errlen, idx,
                            "danube_topic \"" Q "\" expands to more than %d upstream topics", t,
-                           GW_ROUTE_MAX_EXPANSION);
+                           ROUTER_MAX_EXPANSION);
             return 0;
         }
     }
@@ -233,9 +233,9 @@ static uint32_t assign_strides(const char *t, size_t idx, gw__rule_t *rule, cons
 
 static int rule_topics(topic_set_t *ts, const char *t, size_t idx, char *err, size_t errlen)
 {
-    gw__rule_t *rule = &ts->r->rules[idx];
+    router__rule_t *rule = &ts->r->rules[idx];
     if (!t || !*t) {
-        gw__router_err(err, errlen, idx, "danube_topic is empty");
+        router__err(err, errlen, idx, "danube_topic is empty");
         return TB_ECONFIG;
     }
     size_t tlen = strlen(t);
@@ -262,11 +262,11 @@ static int rule_topics(topic_set_t *ts, const char *t, size_t idx, char *err, si
             char vals[256];
             describe(rule, c, vals, sizeof vals);
             if (combos == 1 && !vals[0])
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "danube_topic \"" Q "\" is not a Danube topic "
                                "(/namespace/topic; letters, digits, '_' and '-')", t);
             else
-                gw__router_err(err, errlen, idx,
+                router__err(err, errlen, idx,
                                "danube_topic \"" Q "\" gives \"" Q "\" for %s, not a Danube topic "
                                "(/namespace/topic; letters, digits, '_' and '-')", t, buf, vals);
             goto out;
@@ -285,7 +285,7 @@ out:
     return rc;
 }
 
-int gw__router_topics_build(gw_router_t *r, const gw_route_spec_t *specs, char *err, size_t errlen)
+int router__topics_build(router_t *r, const router_spec_t *specs, char *err, size_t errlen)
 {
     topic_set_t ts = { .r = r };
     int rc = 0;

@@ -22,7 +22,7 @@
  * is visited at most once per match; in the typical config (literal first
  * levels, a few '+', a '#' here and there) a match touches a handful of
  * nodes whatever the number of rules. The recursion depth is bounded by the
- * deepest pattern (GW_ROUTE_MAX_LEVELS), not by the topic, so a topic of
+ * deepest pattern (ROUTER_MAX_LEVELS), not by the topic, so a topic of
  * 65,535 levels is as safe as any.
  *
  * capture_values are checked where a rule ends (the captures are known
@@ -39,18 +39,18 @@
 
 #define NONE UINT32_MAX
 
-typedef struct gw__lit {
+typedef struct router__lit {
     uint32_t hash;
     uint32_t len;
     const char *text; /* points into the rule's pattern */
-    struct gw__node *child;
+    struct router__node *child;
 } lit_t;
 
-typedef struct gw__node {
+typedef struct router__node {
     uint32_t min_rule;           /* smallest rule index at or below, NONE if none */
     uint32_t n_lit, lit_mask;    /* table of lit_mask + 1 slots, or lit == NULL */
     lit_t *lit;
-    struct gw__node *plus;
+    struct router__node *plus;
     uint32_t *term, n_term, cap_term;     /* rules ending here */
     uint32_t *hterm, n_hterm, cap_hterm;  /* rules ending here with "/#" (or "#" at the root) */
 } node_t;
@@ -153,7 +153,7 @@ static uint32_t finish(node_t *n)
     return m;
 }
 
-node_t *gw__router_trie_build(const gw__rule_t *rules, size_t n)
+node_t *router__trie_build(const router__rule_t *rules, size_t n)
 {
     node_t *root = tb_calloc(1, sizeof *root);
     for (size_t i = 0; i < n; i++)
@@ -162,13 +162,13 @@ node_t *gw__router_trie_build(const gw__rule_t *rules, size_t n)
     return root;
 }
 
-void gw__router_trie_free(node_t *n)
+void router__trie_free(node_t *n)
 {
     if (!n)
         return;
     for (uint32_t j = 0; n->lit && j <= n->lit_mask; j++)
-        gw__router_trie_free(n->lit[j].child);
-    gw__router_trie_free(n->plus);
+        router__trie_free(n->lit[j].child);
+    router__trie_free(n->plus);
     free(n->lit);
     free(n->term);
     free(n->hterm);
@@ -178,12 +178,12 @@ void gw__router_trie_free(node_t *n)
 /* ---- match -------------------------------------------------------------- */
 
 typedef struct mctx {
-    const gw_router_t *r;
+    const router_t *r;
     const char *t;
     size_t len;
     uint32_t best; /* lowest accepted rule so far, NONE at first */
-    gw_route_match_t *m;
-    gw_route_slice_t path[GW_ROUTE_MAX_CAPTURES]; /* '+' levels on the current path */
+    router_match_t *m;
+    router_slice_t path[ROUTER_MAX_CAPTURES]; /* '+' levels on the current path */
 } mctx_t;
 
 static const node_t *lit_find(const node_t *n, const char *s, size_t len)
@@ -198,12 +198,12 @@ static const node_t *lit_find(const node_t *n, const char *s, size_t len)
 }
 
 /* Declared position of v in cv's list, or -1. */
-static int value_pos(const gw__cvals_t *cv, gw_route_slice_t v)
+static int value_pos(const router__cvals_t *cv, router_slice_t v)
 {
     size_t lo = 0, hi = cv->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const gw__val_t *e = &cv->sorted[mid];
+        const router__val_t *e = &cv->sorted[mid];
         int c = e->len != v.len ? (e->len < v.len ? -1 : 1) : memcmp(e->s, v.p, v.len);
         if (c == 0)
             return (int)e->pos;
@@ -217,13 +217,13 @@ static int value_pos(const gw__cvals_t *cv, gw_route_slice_t v)
 
 /* Does the rule's capture_values accept these captures? Computes the
  * combination index of its template on the way. */
-static bool accept(const gw__rule_t *rule, const gw_route_slice_t *caps, gw_route_slice_t rest,
+static bool accept(const router__rule_t *rule, const router_slice_t *caps, router_slice_t rest,
                    uint32_t *combo)
 {
     uint32_t c = 0;
     for (size_t i = 0; i < rule->n_cvals; i++) {
-        const gw__cvals_t *cv = &rule->cvals[i];
-        int pos = value_pos(cv, cv->ref == GW__REF_REST ? rest : caps[cv->ref - 1]);
+        const router__cvals_t *cv = &rule->cvals[i];
+        int pos = value_pos(cv, cv->ref == ROUTER__REF_REST ? rest : caps[cv->ref - 1]);
         if (pos < 0)
             return false;
         c += (uint32_t)pos * cv->stride;
@@ -237,20 +237,20 @@ static bool accept(const gw__rule_t *rule, const gw_route_slice_t *caps, gw_rout
 static void try_rules(mctx_t *c, const uint32_t *list, uint32_t n, uint32_t nplus, bool hash,
                       size_t rest_pos)
 {
-    gw_route_slice_t rest = { c->t + rest_pos, hash ? c->len - rest_pos : 0 };
+    router_slice_t rest = { c->t + rest_pos, hash ? c->len - rest_pos : 0 };
     for (uint32_t k = 0; k < n && list[k] < c->best; k++) {
-        const gw__rule_t *rule = &c->r->rules[list[k]];
+        const router__rule_t *rule = &c->r->rules[list[k]];
         uint32_t combo;
         if (!accept(rule, c->path, rest, &combo))
             continue;
-        gw_route_match_t *m = c->m;
+        router_match_t *m = c->m;
         c->best = list[k];
         m->rule = (int)list[k];
         m->topic_id = rule->combo_topic[combo];
         m->n_caps = nplus;
         memcpy(m->caps, c->path, nplus * sizeof *m->caps);
         m->has_rest = hash;
-        m->rest = hash ? rest : (gw_route_slice_t){ NULL, 0 };
+        m->rest = hash ? rest : (router_slice_t){ NULL, 0 };
         return;
     }
 }
@@ -287,7 +287,7 @@ static void visit(mctx_t *c, const node_t *n, size_t pos, uint32_t nplus, bool r
             visit(c, lit, next, nplus, false);
         } else if (k == kp) {
             kp = NONE;
-            c->path[nplus] = (gw_route_slice_t){ lvl, llen };
+            c->path[nplus] = (router_slice_t){ lvl, llen };
             visit(c, plus, next, nplus + 1, false);
         } else {
             kh = NONE;
@@ -296,13 +296,13 @@ static void visit(mctx_t *c, const node_t *n, size_t pos, uint32_t nplus, bool r
     }
 }
 
-int gw_router_match(const gw_router_t *r, const char *topic, size_t len, gw_route_match_t *m)
+int router_match(const router_t *r, const char *topic, size_t len, router_match_t *m)
 {
     m->rule = -1;
     m->topic_id = 0;
     m->n_caps = 0;
     m->has_rest = false;
-    m->rest = (gw_route_slice_t){ NULL, 0 };
+    m->rest = (router_slice_t){ NULL, 0 };
     if (len == 0 || !r->root || r->root->min_rule == NONE)
         return -1;
     mctx_t c; /* path[] is written before it is read; no need to clear it */

@@ -33,12 +33,12 @@ typedef struct fz_rule {
     char values_buf[LINE_MAX_LEN + 1];
     const char *values[MAX_VALUES];
     char last_ref[8];
-    gw_route_values_spec_t cv;
-    gw_route_attr_spec_t attrs[3];
+    router_values_spec_t cv;
+    router_attr_spec_t attrs[3];
 } fz_rule_t;
 
 static fz_rule_t rules[MAX_RULES];
-static gw_route_spec_t specs[MAX_RULES];
+static router_spec_t specs[MAX_RULES];
 
 #define CHECK(cond, ...)                                  \
     do {                                                  \
@@ -53,13 +53,13 @@ static gw_route_spec_t specs[MAX_RULES];
 static bool parse_rule(size_t i, const char *line, size_t len)
 {
     fz_rule_t *fr = &rules[i];
-    gw_route_spec_t *s = &specs[i];
+    router_spec_t *s = &specs[i];
     const char *tab = memchr(line, '\t', len);
     size_t plen = tab ? (size_t)(tab - line) : len;
     memcpy(fr->pattern, line, plen);
     fr->pattern[plen] = '\0'; /* an embedded NUL just shortens the pattern */
     snprintf(fr->topic, sizeof fr->topic, "/fz/r%zu", i);
-    *s = (gw_route_spec_t){ .mqtt_pattern = fr->pattern, .danube_topic = fr->topic, .attrs = fr->attrs };
+    *s = (router_spec_t){ .mqtt_pattern = fr->pattern, .danube_topic = fr->topic, .attrs = fr->attrs };
 
     size_t plus = 0;
     for (const char *p = fr->pattern; *p; p++)
@@ -67,12 +67,12 @@ static bool parse_rule(size_t i, const char *line, size_t len)
     size_t pl = strlen(fr->pattern);
     bool hash = pl && fr->pattern[pl - 1] == '#';
     if (plus) {
-        fr->attrs[s->n_attrs++] = (gw_route_attr_spec_t){ "first", "$1" };
+        fr->attrs[s->n_attrs++] = (router_attr_spec_t){ "first", "$1" };
         snprintf(fr->last_ref, sizeof fr->last_ref, "$%zu", plus > 999 ? (size_t)999 : plus);
-        fr->attrs[s->n_attrs++] = (gw_route_attr_spec_t){ "last", fr->last_ref };
+        fr->attrs[s->n_attrs++] = (router_attr_spec_t){ "last", fr->last_ref };
     }
     if (hash)
-        fr->attrs[s->n_attrs++] = (gw_route_attr_spec_t){ "rest", "$#" };
+        fr->attrs[s->n_attrs++] = (router_attr_spec_t){ "rest", "$#" };
     if (!tab)
         return false;
 
@@ -96,7 +96,7 @@ static bool parse_rule(size_t i, const char *line, size_t len)
         val = comma + 1;
     }
     const char *ref = plus ? "$1" : "$#";
-    fr->cv = (gw_route_values_spec_t){ ref, fr->values, n };
+    fr->cv = (router_values_spec_t){ ref, fr->values, n };
     s->capture_values = &fr->cv;
     s->n_capture_values = 1;
     if (tmpl)
@@ -104,16 +104,16 @@ static bool parse_rule(size_t i, const char *line, size_t len)
     return true;
 }
 
-static bool same_slice(gw_route_slice_t a, gw_route_slice_t b)
+static bool same_slice(router_slice_t a, router_slice_t b)
 {
     return a.len == b.len && (a.len == 0 || a.p == b.p);
 }
 
-static void compare(const gw_router_t *r, const orc_t *o, const char *t, size_t len)
+static void compare(const router_t *r, const orc_t *o, const char *t, size_t len)
 {
-    gw_route_match_t m;
+    router_match_t m;
     orc_match_t w;
-    int got = gw_router_match(r, t, len, &m);
+    int got = router_match(r, t, len, &m);
     int exp = orc_match(o, t, len, &w);
     CHECK(got == exp, "rule %d, linear scan says %d", got, exp);
     CHECK(m.rule == got, "m.rule %d != returned %d", m.rule, got);
@@ -128,13 +128,13 @@ static void compare(const gw_router_t *r, const orc_t *o, const char *t, size_t 
     static char up[LINE_MAX_LEN + 128];
     CHECK(orc_upstream(o, &w, up, sizeof up), "upstream too long");
     size_t n_topics;
-    const char *const *topics = gw_router_upstream_topics(r, &n_topics);
+    const char *const *topics = router_upstream_topics(r, &n_topics);
     CHECK(m.topic_id < n_topics, "topic id out of range");
     CHECK(strcmp(topics[m.topic_id], up) == 0, "upstream %s vs %s", topics[m.topic_id], up);
     size_t it = 0;
     const char *name;
-    gw_route_slice_t v;
-    while (gw_router_attr_next(r, &m, &it, &name, &v))
+    router_slice_t v;
+    while (router_attr_next(r, &m, &it, &name, &v))
         CHECK(same_slice(v, orc_capture(&w, specs[exp].attrs[it - 1].ref)), "attribute %s", name);
     CHECK(it == specs[exp].n_attrs, "attribute count");
 }
@@ -162,9 +162,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < n; i++)
         all_valid &= orc_pattern_valid(specs[i].mqtt_pattern);
 
-    gw_router_t *r = NULL;
+    router_t *r = NULL;
     char err[256];
-    int rc = gw_router_compile(specs, n, &r, err, sizeof err);
+    int rc = router_compile(specs, n, &r, err, sizeof err);
     if (rc != 0) {
         CHECK(r == NULL, "failed compile left a router");
         CHECK(!all_valid || any_values, "valid rules rejected: %s", err);
@@ -178,6 +178,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < n; i++) /* each pattern, read as a topic */
         compare(r, &o, specs[i].mqtt_pattern, strlen(specs[i].mqtt_pattern));
     orc_free(&o);
-    gw_router_free(r);
+    router_free(r);
     return 0;
 }

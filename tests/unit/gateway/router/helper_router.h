@@ -16,18 +16,18 @@
 
 /* Fills in a distinct valid danube_topic for every rule that has none, then
  * compiles; the test fails (with the router's message) if compile fails. */
-gw_router_t *rt_compile(gw_route_spec_t *specs, size_t n);
+router_t *rt_compile(router_spec_t *specs, size_t n);
 
 /* Compiles rules that must be rejected; returns the error text (static). */
-const char *rt_compile_error(gw_route_spec_t *specs, size_t n);
+const char *rt_compile_error(router_spec_t *specs, size_t n);
 
 /* Matches a NUL-terminated topic. */
-int rt_match(const gw_router_t *r, const char *topic, gw_route_match_t *m);
+int rt_match(const router_t *r, const char *topic, router_match_t *m);
 
 /* The upstream topic name of a match. */
-const char *rt_upstream(const gw_router_t *r, const gw_route_match_t *m);
+const char *rt_upstream(const router_t *r, const router_match_t *m);
 
 /* Does the slice hold exactly s? */
-bool rt_slice_is(gw_route_slice_t v, const char *s);
+bool rt_slice_is(router_slice_t v, const char *s);
 
 #endif

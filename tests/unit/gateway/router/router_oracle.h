@@ -1,7 +1,7 @@
 /*
  * router_oracle.h: the naive linear matcher the router is checked against.
  *
- * It reads the same gw_route_spec_t rules and scans them in config order,
+ * It reads the same router_spec_t rules and scans them in config order,
  * comparing each pattern level by level with the topic: the obvious
  * implementation of the MQTT rules, written without any of the router's
  * code, so that the property test, the fuzz target and the benchmark can
@@ -24,9 +24,9 @@
 #include <string.h>
 
 typedef struct orc_rule {
-    const gw_route_spec_t *spec;
+    const router_spec_t *spec;
     size_t n_levels;
-    gw_route_slice_t *levels; /* slices of spec->mqtt_pattern */
+    router_slice_t *levels; /* slices of spec->mqtt_pattern */
 } orc_rule_t;
 
 typedef struct orc {
@@ -37,18 +37,18 @@ typedef struct orc {
 typedef struct orc_match {
     int rule;
     size_t n_caps;
-    gw_route_slice_t caps[GW_ROUTE_MAX_CAPTURES];
+    router_slice_t caps[ROUTER_MAX_CAPTURES];
     bool has_rest;
-    gw_route_slice_t rest;
+    router_slice_t rest;
 } orc_match_t;
 
-static inline bool orc_is(gw_route_slice_t s, char c)
+static inline bool orc_is(router_slice_t s, char c)
 {
     return s.len == 1 && s.p[0] == c;
 }
 
 /* Splits every pattern into levels. The specs must outlive the oracle. */
-static inline void orc_init(orc_t *o, const gw_route_spec_t *specs, size_t n)
+static inline void orc_init(orc_t *o, const router_spec_t *specs, size_t n)
 {
     o->n = n;
     o->rules = calloc(n ? n : 1, sizeof *o->rules);
@@ -64,7 +64,7 @@ static inline void orc_init(orc_t *o, const gw_route_spec_t *specs, size_t n)
         for (size_t k = 0; k < levels; k++) {
             const char *e = strchr(s, '/');
             size_t len = e ? (size_t)(e - s) : strlen(s);
-            r->levels[k] = (gw_route_slice_t){ s, len };
+            r->levels[k] = (router_slice_t){ s, len };
             s += len + 1;
         }
         r->n_levels = levels;
@@ -83,7 +83,7 @@ static inline bool orc_pattern_match(const orc_rule_t *r, const char *t, size_t 
 {
     m->n_caps = 0;
     m->has_rest = false;
-    m->rest = (gw_route_slice_t){ NULL, 0 };
+    m->rest = (router_slice_t){ NULL, 0 };
     if (len == 0)
         return false;
     if (t[0] == '$' && (orc_is(r->levels[0], '+') || orc_is(r->levels[0], '#')))
@@ -91,10 +91,10 @@ static inline bool orc_pattern_match(const orc_rule_t *r, const char *t, size_t 
     size_t pos = 0;
     bool done = false; /* no topic levels left */
     for (size_t k = 0; k < r->n_levels; k++) {
-        gw_route_slice_t pl = r->levels[k];
+        router_slice_t pl = r->levels[k];
         if (orc_is(pl, '#')) {
             m->has_rest = true;
-            m->rest = done ? (gw_route_slice_t){ t + len, 0 } : (gw_route_slice_t){ t + pos, len - pos };
+            m->rest = done ? (router_slice_t){ t + len, 0 } : (router_slice_t){ t + pos, len - pos };
             return true;
         }
         if (done)
@@ -103,7 +103,7 @@ static inline bool orc_pattern_match(const orc_rule_t *r, const char *t, size_t 
         while (e < len && t[e] != '/')
             e++;
         if (orc_is(pl, '+'))
-            m->caps[m->n_caps++] = (gw_route_slice_t){ t + pos, e - pos };
+            m->caps[m->n_caps++] = (router_slice_t){ t + pos, e - pos };
         else if (pl.len != e - pos || memcmp(pl.p, t + pos, pl.len) != 0)
             return false;
         if (e == len)
@@ -115,18 +115,18 @@ static inline bool orc_pattern_match(const orc_rule_t *r, const char *t, size_t 
 }
 
 /* The capture a "$N" / "$#" reference names in m. */
-static inline gw_route_slice_t orc_capture(const orc_match_t *m, const char *ref)
+static inline router_slice_t orc_capture(const orc_match_t *m, const char *ref)
 {
     if (ref[1] == '#')
         return m->rest;
     return m->caps[atoi(ref + 1) - 1];
 }
 
-static inline bool orc_values_ok(const gw_route_spec_t *spec, const orc_match_t *m)
+static inline bool orc_values_ok(const router_spec_t *spec, const orc_match_t *m)
 {
     for (size_t i = 0; i < spec->n_capture_values; i++) {
-        const gw_route_values_spec_t *cv = &spec->capture_values[i];
-        gw_route_slice_t v = orc_capture(m, cv->ref);
+        const router_values_spec_t *cv = &spec->capture_values[i];
+        router_slice_t v = orc_capture(m, cv->ref);
         bool found = false;
         for (size_t j = 0; j < cv->n_values && !found; j++)
             found = strlen(cv->values[j]) == v.len && memcmp(cv->values[j], v.p, v.len) == 0;
@@ -141,7 +141,7 @@ static inline int orc_match(const orc_t *o, const char *t, size_t len, orc_match
 {
     m->n_caps = 0;
     m->has_rest = false;
-    m->rest = (gw_route_slice_t){ NULL, 0 };
+    m->rest = (router_slice_t){ NULL, 0 };
     for (size_t i = 0; i < o->n; i++) {
         if (orc_pattern_match(&o->rules[i], t, len, m) && orc_values_ok(o->rules[i].spec, m)) {
             m->rule = (int)i;
@@ -165,7 +165,7 @@ static inline bool orc_upstream(const orc_t *o, const orc_match_t *m, char *buf,
             const char *close = strchr(s, '}');
             char ref[16];
             snprintf(ref, sizeof ref, "$%.*s", (int)(close - s - 2), s + 2);
-            gw_route_slice_t v = orc_capture(m, ref);
+            router_slice_t v = orc_capture(m, ref);
             text = v.p;
             n = v.len;
             s = close + 1;
@@ -203,7 +203,7 @@ static inline bool orc_pattern_valid(const char *p)
             break;
         s = e + 1;
     }
-    return levels <= GW_ROUTE_MAX_LEVELS && plus <= GW_ROUTE_MAX_CAPTURES;
+    return levels <= ROUTER_MAX_LEVELS && plus <= ROUTER_MAX_CAPTURES;
 }
 
 #endif

@@ -33,19 +33,19 @@ static uint32_t rnd(rng_t *r, uint32_t n)
 /* One random rule set and everything its specs point to. */
 typedef struct world {
     size_t n;
-    gw_route_spec_t specs[MAX_RULES];
+    router_spec_t specs[MAX_RULES];
     char pattern[MAX_RULES][96];
     char topic[MAX_RULES][32];
     const char *vals[MAX_RULES][3];
-    gw_route_values_spec_t cv[MAX_RULES][1];
-    gw_route_attr_spec_t attrs[MAX_RULES][2];
+    router_values_spec_t cv[MAX_RULES][1];
+    router_attr_spec_t attrs[MAX_RULES][2];
 } world_t;
 
 static const char *const value_pool[] = { "a", "b", "" };
 
 static void random_rule(rng_t *g, world_t *w, size_t i, const char *const *lits, size_t n_lits)
 {
-    gw_route_spec_t *s = &w->specs[i];
+    router_spec_t *s = &w->specs[i];
     size_t levels = 1 + rnd(g, 5), len = 0, plus = 0;
     bool hash = false;
     for (size_t k = 0; k < levels; k++) {
@@ -57,13 +57,13 @@ static void random_rule(rng_t *g, world_t *w, size_t i, const char *const *lits,
     }
     if (len == 0) /* one empty level: MQTT forbids the empty filter */
         snprintf(w->pattern[i], sizeof w->pattern[i], "/");
-    *s = (gw_route_spec_t){ .mqtt_pattern = w->pattern[i], .danube_topic = w->topic[i] };
+    *s = (router_spec_t){ .mqtt_pattern = w->pattern[i], .danube_topic = w->topic[i] };
     snprintf(w->topic[i], sizeof w->topic[i], "/e/r%zu", i);
     size_t na = 0;
     if (plus)
-        w->attrs[i][na++] = (gw_route_attr_spec_t){ "first", "$1" };
+        w->attrs[i][na++] = (router_attr_spec_t){ "first", "$1" };
     if (hash)
-        w->attrs[i][na++] = (gw_route_attr_spec_t){ "rest", "$#" };
+        w->attrs[i][na++] = (router_attr_spec_t){ "rest", "$#" };
     s->attrs = w->attrs[i];
     s->n_attrs = na;
     /* Some rules restrict a capture to a value list; some of those fan out by template. */
@@ -72,7 +72,7 @@ static void random_rule(rng_t *g, world_t *w, size_t i, const char *const *lits,
         size_t nv = 1 + rnd(g, 3), first = rnd(g, 3);
         for (size_t k = 0; k < nv; k++)
             w->vals[i][k] = value_pool[(first + k) % 3];
-        w->cv[i][0] = (gw_route_values_spec_t){ ref, w->vals[i], nv };
+        w->cv[i][0] = (router_values_spec_t){ ref, w->vals[i], nv };
         s->capture_values = w->cv[i];
         s->n_capture_values = 1;
         if (rnd(g, 2))
@@ -88,18 +88,18 @@ static void random_topic(rng_t *g, char *out, size_t size, const char *const *li
                                 rnd(g, 8) == 0 ? "zz" : lits[rnd(g, (uint32_t)n_lits)]);
 }
 
-static bool same_slice(gw_route_slice_t a, gw_route_slice_t b)
+static bool same_slice(router_slice_t a, router_slice_t b)
 {
     return a.len == b.len && (a.len == 0 || a.p == b.p);
 }
 
 /* Matches one topic both ways and asserts every observable agrees. */
-static void compare(const gw_router_t *r, const orc_t *o, const char *topic)
+static void compare(const router_t *r, const orc_t *o, const char *topic)
 {
-    gw_route_match_t m;
+    router_match_t m;
     orc_match_t want;
     size_t len = strlen(topic);
-    int got = gw_router_match(r, topic, len, &m);
+    int got = router_match(r, topic, len, &m);
     int exp = orc_match(o, topic, len, &want);
     cr_assert_eq(got, exp, "topic \"%s\": router says rule %d, linear scan says %d", topic, got, exp);
     if (exp < 0)
@@ -115,8 +115,8 @@ static void compare(const gw_router_t *r, const orc_t *o, const char *topic)
     cr_assert_str_eq(rt_upstream(r, &m), up, "topic \"%s\"", topic);
     size_t it = 0;
     const char *name;
-    gw_route_slice_t v;
-    while (gw_router_attr_next(r, &m, &it, &name, &v)) {
+    router_slice_t v;
+    while (router_attr_next(r, &m, &it, &name, &v)) {
         const char *ref = o->rules[exp].spec->attrs[it - 1].ref;
         cr_assert(same_slice(v, orc_capture(&want, ref)), "topic \"%s\" attribute %s", topic, name);
     }
@@ -132,7 +132,7 @@ static void run(uint64_t seed, size_t sets, size_t max_rules, size_t topics,
         w.n = 1 + rnd(&g, (uint32_t)max_rules);
         for (size_t i = 0; i < w.n; i++)
             random_rule(&g, &w, i, lits, n_lits);
-        gw_router_t *r = rt_compile(w.specs, w.n);
+        router_t *r = rt_compile(w.specs, w.n);
         orc_t o;
         orc_init(&o, w.specs, w.n);
         for (size_t t = 0; t < topics; t++) {
@@ -141,7 +141,7 @@ static void run(uint64_t seed, size_t sets, size_t max_rules, size_t topics,
             compare(r, &o, topic);
         }
         orc_free(&o);
-        gw_router_free(r);
+        router_free(r);
     }
 }
 
