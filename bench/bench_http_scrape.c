@@ -33,16 +33,16 @@ static void report(const char *what, size_t topics, size_t bytes, uint64_t *ns)
 
 static void bench(size_t ntopics)
 {
-    gw_metrics_t *m;
-    gw_metrics_new(&m);
-    gw_metrics_catalog_register(m, ntopics);
+    metrics_t *m;
+    metrics_new(&m);
+    metrics_catalog_register(m, ntopics);
     for (size_t t = 0; t < ntopics; t++) {
         char name[64];
         snprintf(name, sizeof name, "/edge-1/topic-%zu", t);
-        gw_metrics_topic_add(m, name);
-        gw_metrics_add(gw_metrics_fam(m, GW_M_RECEIVED), t, 0, 1000000 + t);
-        gw_metrics_add(gw_metrics_fam(m, GW_M_REPLICATED), t, 0, 1000000 + t);
-        gw_metrics_set(gw_metrics_fam(m, GW_M_OLDEST_UNREPLICATED_AGE), t, 0, 1234);
+        metrics_topic_add(m, name);
+        metrics_add(metrics_fam(m, METRICS_RECEIVED), t, 0, 1000000 + t);
+        metrics_add(metrics_fam(m, METRICS_REPLICATED), t, 0, 1000000 + t);
+        metrics_set(metrics_fam(m, METRICS_OLDEST_UNREPLICATED_AGE), t, 0, 1234);
     }
     uv_loop_t loop;
     uv_loop_init(&loop);
@@ -54,9 +54,9 @@ static void bench(size_t ntopics)
     for (int i = 0; i < RUNS; i++) {
         tb_buf_t b = TB_BUF_INIT;
         uint64_t t0 = tb_mono_ns();
-        gw_metrics_collect(m);
-        gw_metrics_catalog_derive(m);
-        gw_metrics_write_prometheus(m, &b);
+        metrics_collect(m);
+        metrics_catalog_derive(m);
+        metrics_write_prometheus(m, &b);
         ns[i] = tb_mono_ns() - t0;
         bytes = b.len;
         tb_buf_free(&b);
@@ -77,7 +77,7 @@ static void bench(size_t ntopics)
     uv_run(&loop, UV_RUN_DEFAULT);
     gw_http_service_free(s);
     uv_loop_close(&loop);
-    gw_metrics_free(m);
+    metrics_free(m);
 }
 
 int main(void)

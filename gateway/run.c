@@ -32,7 +32,7 @@ typedef struct run {
     gw_server_t *srv;
     wal_t *wal;
     gw_repl_t *repl;
-    gw_metrics_t *metrics;
+    metrics_t *metrics;
     int *metric_topic;           /* server topic index -> metrics topic label index (-1: none) */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     bool booted;
@@ -101,7 +101,7 @@ static int log_start(gw__app_t *app, void *arg)
         gw_topic_t *t = &r->srv->topics[i];
         wal_topic_stats_t st;
         wal_topic_stats(t->wal, &st);
-        r->metric_topic[i] = gw_metrics_topic_add(r->metrics, t->name);
+        r->metric_topic[i] = metrics_topic_add(r->metrics, t->name);
         tb_info("topic", TB_S("topic", t->name), TB_U("next_offset", st.next_offset),
                 TB_U("checkpoint", st.checkpoint), TB_U("bytes", st.bytes), TB_U("dropped_total", st.dropped_total),
                 TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""));
@@ -168,8 +168,8 @@ static void server_drained(gw_server_t *srv)
         gw_repl_topic_stats(r->repl, i, &rs);
         tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
                 TB_U("replicated", rs.messages_acked), TB_U("acked_offset", rs.acked_offset),
-                TB_U("batches_full", t->batches[GW_BATCH_FULL]), TB_U("batches_timeout", t->batches[GW_BATCH_TIMEOUT]),
-                TB_U("batches_idle", t->batches[GW_BATCH_IDLE]));
+                TB_U("batches_full", t->batches[METRICS_BATCH_FULL]), TB_U("batches_timeout", t->batches[METRICS_BATCH_TIMEOUT]),
+                TB_U("batches_idle", t->batches[METRICS_BATCH_IDLE]));
     }
     gw__app_drained(r->app);
 }
@@ -247,13 +247,13 @@ static gw_cluster_state_t cluster_state(void *arg)
 /* gw_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
 static const int reject_label[GW_REJ_COUNT] = {
     [GW_REJ_UNMATCHED] = -1,
-    [GW_REJ_INVALID] = GW_REJECT_SCHEMA_INVALID,
-    [GW_REJ_NOT_READY] = GW_REJECT_SCHEMA_UNAVAILABLE,
-    [GW_REJ_TOO_LARGE] = GW_REJECT_PAYLOAD_TOO_LARGE,
-    [GW_REJ_QUOTA] = GW_REJECT_WAL_UNAVAILABLE,
+    [GW_REJ_INVALID] = METRICS_REJECT_SCHEMA_INVALID,
+    [GW_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
+    [GW_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
+    [GW_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
 };
 
-#define SET(id, i1, i2, v) gw_metrics_set(gw_metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
+#define SET(id, i1, i2, v) metrics_set(metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
 
 /*
  * The accounting invariant's terms for one topic, each from where it is
@@ -271,12 +271,12 @@ static const int reject_label[GW_REJ_COUNT] = {
  * those messages are both `batched` and replicated for a moment, and the
  * negative term takes them out again, so the sum stays exact.
  */
-static void account(gw_metrics_t *m, size_t mi, const gw_topic_t *t, const wal_topic_stats_t *st,
+static void account(metrics_t *m, size_t mi, const gw_topic_t *t, const wal_topic_stats_t *st,
                     const rep_topic_stats_t *rs)
 {
     for (int k = 0; k < GW_REJ_COUNT; k++)
         if (reject_label[k] >= 0)
-            SET(GW_M_REJECTED, mi, (size_t)reject_label[k], t->rejected[k]);
+            SET(METRICS_REJECTED, mi, (size_t)reject_label[k], t->rejected[k]);
     uint64_t S = st->open_offset ? st->open_offset : 1;
     uint64_t end = t->log_end ? t->log_end : S;
     /* the replicator's acked offset comes with its counts, from one snapshot;
@@ -284,36 +284,36 @@ static void account(gw_metrics_t *m, size_t mi, const gw_topic_t *t, const wal_t
     uint64_t A = rs->start_offset ? rs->acked_offset : st->checkpoint;
     uint64_t from = TB_MAX(TB_MAX(S, A + 1), st->drop_floor);
     int64_t in_log = (int64_t)end - (int64_t)from;
-    SET(GW_M_RECEIVED, mi, 0, t->received);
-    SET(GW_M_STORED, mi, 0, t->stored);
-    SET(GW_M_REPLICATED, mi, 0, rs->messages_acked_new);
-    SET(GW_M_DROPPED, mi, 0, st->dropped_since_open);
-    SET(GW_M_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
-    SET(GW_M_QUEUED, mi, 0, (int64_t)t->batched + in_log);
+    SET(METRICS_RECEIVED, mi, 0, t->received);
+    SET(METRICS_STORED, mi, 0, t->stored);
+    SET(METRICS_REPLICATED, mi, 0, rs->messages_acked_new);
+    SET(METRICS_DROPPED, mi, 0, st->dropped_since_open);
+    SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
+    SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
 }
 
 /* Copies the loop's counters, the WAL's and the replicator's stats into the registry, at scrape
  * time. */
-static void collect(void *arg, gw_metrics_t *m)
+static void collect(void *arg, metrics_t *m)
 {
     run_t *r = arg;
     gw_server_t *srv = r->srv;
     if (!srv || !srv->topics)
         return;
-    SET(GW_M_MQTT_CONNECTIONS, 0, 0, srv->nconnected);
-    SET(GW_M_MQTT_ACCEPTED, 0, 0, srv->conn_accepted);
-    for (size_t k = 0; k < GW_MQTT_REFUSE__COUNT; k++)
-        SET(GW_M_MQTT_REFUSED, k, 0, srv->conn_refused[k]);
-    for (size_t k = 0; k < GW_MQTT_CLOSE__COUNT; k++)
-        SET(GW_M_MQTT_CLOSED, k, 0, srv->conn_closed[k]);
-    SET(GW_M_UNMATCHED, 0, 0, srv->unmatched_dropped);
+    SET(METRICS_MQTT_CONNECTIONS, 0, 0, srv->nconnected);
+    SET(METRICS_MQTT_ACCEPTED, 0, 0, srv->conn_accepted);
+    for (size_t k = 0; k < METRICS_REFUSE__COUNT; k++)
+        SET(METRICS_MQTT_REFUSED, k, 0, srv->conn_refused[k]);
+    for (size_t k = 0; k < METRICS_CLOSE__COUNT; k++)
+        SET(METRICS_MQTT_CLOSED, k, 0, srv->conn_closed[k]);
+    SET(METRICS_UNMATCHED, 0, 0, srv->unmatched_dropped);
     rep_t *rep = gw_repl_rep(r->repl);
     if (rep) {
         rep_stats_t cs;
         rep_stats(rep, &cs);
-        SET(GW_M_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+        SET(METRICS_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
     }
-    gw_metrics_labels_t *retry = gw_metrics_family_label(gw_metrics_fam(m, GW_M_RETRIES), 1);
+    metrics_labels_t *retry = metrics_family_label(metrics_fam(m, METRICS_RETRIES), 1);
     uint64_t now_ms = tb_wall_ms();
     for (size_t i = 0; i < srv->ntopics; i++) {
         if (r->metric_topic[i] < 0)
@@ -325,46 +325,46 @@ static void collect(void *arg, gw_metrics_t *m)
         rep_topic_stats_t rs;
         gw_repl_topic_stats(r->repl, i, &rs);
         account(m, mi, t, &st, &rs);
-        SET(GW_M_WAL_DROPPED, mi, 0, st.dropped_total);
-        SET(GW_M_WAL_LOST, mi, 0, st.lost_total);
-        SET(GW_M_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
-        for (size_t k = 0; k < GW_BATCH__COUNT; k++)
-            SET(GW_M_WAL_BATCHES, mi, k, t->batches[k]);
-        SET(GW_M_WAL_BYTES, mi, 0, st.bytes);
-        SET(GW_M_WAL_SEGMENTS, mi, 0, st.segments);
-        SET(GW_M_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);
-        SET(GW_M_WAL_NEWEST_OFFSET, mi, 0, st.next_offset > 0 ? st.next_offset - 1 : 0);
-        SET(GW_M_ACKED_OFFSET, mi, 0, st.checkpoint);
+        SET(METRICS_WAL_DROPPED, mi, 0, st.dropped_total);
+        SET(METRICS_WAL_LOST, mi, 0, st.lost_total);
+        SET(METRICS_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
+        for (size_t k = 0; k < METRICS_BATCH__COUNT; k++)
+            SET(METRICS_WAL_BATCHES, mi, k, t->batches[k]);
+        SET(METRICS_WAL_BYTES, mi, 0, st.bytes);
+        SET(METRICS_WAL_SEGMENTS, mi, 0, st.segments);
+        SET(METRICS_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);
+        SET(METRICS_WAL_NEWEST_OFFSET, mi, 0, st.next_offset > 0 ? st.next_offset - 1 : 0);
+        SET(METRICS_ACKED_OFFSET, mi, 0, st.checkpoint);
         /* in the log after the acked offset: offsets the bound deleted are not waiting any more */
         uint64_t waiting_from = TB_MAX(st.checkpoint + 1, st.oldest_offset);
-        SET(GW_M_LAG_MESSAGES, mi, 0, st.next_offset > waiting_from ? st.next_offset - waiting_from : 0);
-        SET(GW_M_LAG_BYTES, mi, 0, rs.lag_bytes);
-        SET(GW_M_OLDEST_UNREPLICATED_AGE, mi, 0,
+        SET(METRICS_LAG_MESSAGES, mi, 0, st.next_offset > waiting_from ? st.next_offset - waiting_from : 0);
+        SET(METRICS_LAG_BYTES, mi, 0, rs.lag_bytes);
+        SET(METRICS_OLDEST_UNREPLICATED_AGE, mi, 0,
             rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);
-        SET(GW_M_TOPIC_STALLED, mi, 0, rs.stalled);
-        SET(GW_M_NO_PROGRESS, mi, 0, rs.no_progress_ms);
-        SET(GW_M_BATCHES_IN_FLIGHT, mi, 0, rs.batches_in_flight);
-        SET(GW_M_BATCHES_SENT, mi, 0, rs.batches_sent);
-        SET(GW_M_BATCHES_RESENT, mi, 0, rs.batches_resent);
-        SET(GW_M_STREAM_RESETS, mi, 0, rs.stream_resets);
+        SET(METRICS_TOPIC_STALLED, mi, 0, rs.stalled);
+        SET(METRICS_NO_PROGRESS, mi, 0, rs.no_progress_ms);
+        SET(METRICS_BATCHES_IN_FLIGHT, mi, 0, rs.batches_in_flight);
+        SET(METRICS_BATCHES_SENT, mi, 0, rs.batches_sent);
+        SET(METRICS_BATCHES_RESENT, mi, 0, rs.batches_resent);
+        SET(METRICS_STREAM_RESETS, mi, 0, rs.stream_resets);
         for (int k = 0; k < REP_RETRY__COUNT; k++) {
-            int li = gw_metrics_labels_find(retry, rep_retry_name((rep_retry_t)k));
+            int li = metrics_labels_find(retry, rep_retry_name((rep_retry_t)k));
             if (li >= 0)
-                SET(GW_M_RETRIES, mi, (size_t)li, rs.retries[k]);
+                SET(METRICS_RETRIES, mi, (size_t)li, rs.retries[k]);
         }
     }
     if (r->wal) {
         wal_fsync_hist_t h;
         wal_fsync_hist(r->wal, &h);
-        gw_metrics_family_t *f = gw_metrics_fam(m, GW_M_WAL_FSYNC_SECONDS);
-        gw_metrics_hist_view_t view;
-        if (f && gw_metrics_hist_get(f, 0, 0, &view) == 0) {
+        metrics_family_t *f = metrics_fam(m, METRICS_WAL_FSYNC_SECONDS);
+        metrics_hist_view_t view;
+        if (f && metrics_hist_get(f, 0, 0, &view) == 0) {
             /* the WAL's log2-microsecond buckets, re-observed as nanoseconds at
              * each bucket's upper bound: only the new samples since last time */
             for (int b = 0; b < WAL_FSYNC_HIST_BUCKETS; b++) {
                 uint64_t upper_ns = (2ull << b) * 1000u;
                 for (; r->fsync_seen[b] < h.buckets[b]; r->fsync_seen[b]++)
-                    gw_metrics_observe(f, 0, 0, upper_ns);
+                    metrics_observe(f, 0, 0, upper_ns);
             }
         }
     }
@@ -396,14 +396,14 @@ int gw_run(const cfg_t *cfg)
             TB_U("topic_mappings", cfg->mqtt.nmappings), TB_S("wal_fsync", cfg_fsync_name(cfg->wal.fsync)));
 
     run_t r = { .app = &app, .repl = gw_repl_new() };
-    if (gw_metrics_new(&r.metrics) < 0 || gw_metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
-        gw_metrics_free(r.metrics);
+    if (metrics_new(&r.metrics) < 0 || metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
+        metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
-    gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
-    gw_metrics_set(gw_metrics_fam(r.metrics, GW_M_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
-    gw_metrics_add_collector(r.metrics, collect, &r);
+    metrics_set(metrics_fam(r.metrics, METRICS_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
+    metrics_set(metrics_fam(r.metrics, METRICS_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
+    metrics_add_collector(r.metrics, collect, &r);
     gw_http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state,
                                     .cluster_state = cluster_state };
     gw_http_service_opts_t hopts;
@@ -411,7 +411,7 @@ int gw_run(const cfg_t *cfg)
     hopts.edge_name = cfg->edge.edge_name;
     gw_http_service_t *http;
     if (gw_http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
-        gw_metrics_free(r.metrics);
+        metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
@@ -425,7 +425,7 @@ int gw_run(const cfg_t *cfg)
 
     int rc = gw__app_run(&app);
     gw_http_service_free(http);
-    gw_metrics_free(r.metrics);
+    metrics_free(r.metrics);
     gw_repl_free(r.repl);
     free(r.metric_topic);
     tb_info("stopped", TB_I("exit_code", rc));

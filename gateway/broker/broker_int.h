@@ -92,7 +92,7 @@ typedef struct gw_topic {
     uint64_t rejected[GW_REJ_COUNT];
     uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
     uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
-    uint64_t batches[GW_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
+    uint64_t batches[METRICS_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
 } gw_topic_t;
 
 /* Per mapping rule: what the router does not know. */
@@ -231,8 +231,8 @@ struct gw_server {
     void *owner;                    /* the service that runs this server */
     /* counters */
     uint64_t conn_accepted;
-    uint64_t conn_refused[GW_MQTT_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
-    uint64_t conn_closed[GW_MQTT_CLOSE__COUNT];    /* closed by us, by reason */
+    uint64_t conn_refused[METRICS_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
+    uint64_t conn_closed[METRICS_CLOSE__COUNT];    /* closed by us, by reason */
     uint64_t unmatched_dropped;
     uint8_t *scratch;               /* attribute keys built per PUBLISH */
     size_t scratch_cap;

@@ -194,7 +194,7 @@ static size_t process(gw_conn_t *c, const uint8_t *buf, size_t len)
         if (rc == 0)
             break;
         if (rc < 0) {
-            c->srv->conn_closed[GW_MQTT_CLOSE_MALFORMED]++;
+            c->srv->conn_closed[METRICS_CLOSE_MALFORMED]++;
             gw__conn_close(c, diag.reason, diag.why);
             break;
         }
@@ -522,11 +522,11 @@ void gw__conn_sweep(gw_server_t *srv, uint64_t now)
         next = c->next;
         if (!c->connected) {
             if (now - c->accepted_ms >= timeout) {
-                srv->conn_closed[GW_MQTT_CLOSE_CONNECT_TIMEOUT]++;
+                srv->conn_closed[METRICS_CLOSE_CONNECT_TIMEOUT]++;
                 gw__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
             }
         } else if (c->keep_alive && now - c->last_rx_ms >= (uint64_t)c->keep_alive * 1500u) {
-            srv->conn_closed[GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT]++;
+            srv->conn_closed[METRICS_CLOSE_KEEPALIVE_TIMEOUT]++;
             gw__conn_close(c, MQTT_RC_KEEP_ALIVE_TIMEOUT, "keep alive expired (1.5 x keep_alive without a packet)");
         }
     }

@@ -25,7 +25,7 @@
 
 #define MAX_CLIENT_ID 1024
 
-static void refuse(gw_conn_t *c, gw_mqtt_refuse_t counted, uint8_t reason5, const char *why)
+static void refuse(gw_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why)
 {
     c->srv->conn_refused[counted]++;
     uint8_t out[64];
@@ -100,7 +100,7 @@ void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
     c->version = pkt->version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
 
     if (srv->draining) {
-        refuse(c, GW_MQTT_REFUSE_SHUTTING_DOWN, MQTT_RC_SERVER_UNAVAILABLE, "server is shutting down");
+        refuse(c, METRICS_REFUSE_SHUTTING_DOWN, MQTT_RC_SERVER_UNAVAILABLE, "server is shutting down");
         return;
     }
     if (srv->nconnected >= srv->cfg->mqtt.max_connections) {
@@ -110,23 +110,23 @@ void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
             tb_warn("connection refused: mqtt.max_connections reached",
                     TB_U("max_connections", srv->cfg->mqtt.max_connections), TB_S("peer", c->peer),
                     TB_U("suppressed", skipped));
-        refuse(c, GW_MQTT_REFUSE_MAX_CONNECTIONS, MQTT_RC_QUOTA_EXCEEDED,
+        refuse(c, METRICS_REFUSE_MAX_CONNECTIONS, MQTT_RC_QUOTA_EXCEEDED,
                "mqtt.max_connections reached");
         return;
     }
     if (cn->client_id.n > MAX_CLIENT_ID) {
-        refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
+        refuse(c, METRICS_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
                "client identifier longer than 1024 bytes");
         return;
     }
     if (memchr(cn->client_id.p, '\0', cn->client_id.n)) {
-        refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID, "client identifier contains NUL");
+        refuse(c, METRICS_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID, "client identifier contains NUL");
         return;
     }
     bool assigned = false;
     if (cn->client_id.n == 0) {
         if (c->version != MQTT_V5 && !cn->clean_start) {
-            refuse(c, GW_MQTT_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
+            refuse(c, METRICS_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID,
                    "empty client identifier without clean session");
             return;
         }
@@ -147,7 +147,7 @@ void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
         c->request_problem_info = !MQTT_HAS(&pkt->props, MQTT_PROP_REQUEST_PROBLEM_INFO) ||
                                   pkt->props.request_problem_info;
         if (MQTT_HAS(&pkt->props, MQTT_PROP_AUTH_METHOD)) {
-            refuse(c, GW_MQTT_REFUSE_AUTH, MQTT_RC_BAD_AUTHENTICATION_METHOD,
+            refuse(c, METRICS_REFUSE_AUTH, MQTT_RC_BAD_AUTHENTICATION_METHOD,
                    "enhanced authentication is not supported");
             return;
         }

@@ -42,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void submit(gw_topic_t *t, gw_batch_reason_t why)
+static void submit(gw_topic_t *t, metrics_batch_t why)
 {
     if (!t->batch)
         return;
@@ -60,7 +60,7 @@ static void submit(gw_topic_t *t, gw_batch_reason_t why)
 
 void gw__ingest_flush(gw_topic_t *t)
 {
-    submit(t, GW_BATCH_FLUSH);
+    submit(t, METRICS_BATCH_FLUSH);
 }
 
 static void timer_cb(uv_timer_t *h)
@@ -71,9 +71,9 @@ static void timer_cb(uv_timer_t *h)
     uint64_t timeout_at = t->batch_first_ms + cfg->mqtt.ingestion.batch_timeout_ms;
     uint64_t idle_at = cfg->mqtt.ingestion.idle_flush_ms ? t->batch_quiet_ms : UINT64_MAX;
     if (now >= timeout_at)
-        submit(t, GW_BATCH_TIMEOUT);
+        submit(t, METRICS_BATCH_TIMEOUT);
     else if (now >= idle_at)
-        submit(t, GW_BATCH_IDLE);
+        submit(t, METRICS_BATCH_IDLE);
     else
         uv_timer_start(&t->timer, timer_cb, TB_MIN(timeout_at, idle_at) - now, 0);
 }
@@ -112,7 +112,7 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
         }
         int rc = wal_batch_add(t->batch, &wm);
         if (rc == TB_EFULL && attempt == 0) {
-            submit(t, GW_BATCH_FULL); /* the batch reached its byte bound: start another */
+            submit(t, METRICS_BATCH_FULL); /* the batch reached its byte bound: start another */
             continue;
         }
         if (rc < 0)
@@ -141,7 +141,7 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
         c->refs++;
     }
     if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size)
-        submit(t, GW_BATCH_FULL);
+        submit(t, METRICS_BATCH_FULL);
     return 0;
 }
 

@@ -115,9 +115,9 @@ typedef struct gw_http_stats {
     uint64_t accepted;       /* connections taken in a slot */
     uint64_t refused;        /* answered 503 at the cap */
     uint64_t evicted;        /* closed to make room */
-    uint64_t timeouts[GW_HTTP_TIMEOUT__COUNT];
+    uint64_t timeouts[METRICS_HTTP_TIMEOUT__COUNT];
     uint64_t responses;
-    uint64_t by_code[16];    /* index gw_metrics_http_code_index(status) */
+    uint64_t by_code[16];    /* index metrics_http_code_index(status) */
     uint64_t handler_calls;
     unsigned conns;          /* open now */
     size_t out_bytes;        /* response bytes waiting for clients now */
@@ -190,7 +190,7 @@ typedef struct gw_http_provider {
     bool (*healthy)(void *arg, char *why, size_t whylen);
     /* NULL: unknown */
     gw_cluster_state_t (*cluster_state)(void *arg);
-    /* `topic` indexes gw_metrics_topics(); NULL: unknown */
+    /* `topic` indexes metrics_topics(); NULL: unknown */
     gw_topic_state_t (*topic_state)(void *arg, size_t topic);
 } gw_http_provider_t;
 
@@ -213,7 +213,7 @@ typedef struct gw_http_service gw_http_service_t;
  * `p` (copied; NULL: all unknown). Owns libuv handles from here on: end
  * with gw_http_service_close() then gw_http_service_free().
  */
-int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, gw_metrics_t *m,
+int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metrics_t *m,
                         const gw_http_provider_t *p, gw_http_service_t **out /* OUT */);
 /* Mounts the four endpoints, starts the health tick, listens. See gw_http_listen. */
 int gw_http_service_listen(gw_http_service_t *s, const char *addr);

@@ -159,7 +159,7 @@ static void respond(gw__http_conn_t *c, int status, const char *ctype, tb_buf_t 
     if (c->out_len > s->stats.out_high_water)
         s->stats.out_high_water = c->out_len;
     s->stats.responses++;
-    s->stats.by_code[gw_metrics_http_code_index(status)]++;
+    s->stats.by_code[metrics_http_code_index(status)]++;
 
     c->state = GW__CONN_WRITING;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -285,15 +285,15 @@ static void timer_cb(uv_timer_t *t)
     gw_http_stats_t *st = &c->srv->stats;
     switch (c->state) {
     case GW__CONN_READING:
-        st->timeouts[GW_HTTP_TIMEOUT_REQUEST]++;
+        st->timeouts[METRICS_HTTP_TIMEOUT_REQUEST]++;
         respond_error(c, 408, "request not received in time");
         break;
     case GW__CONN_IDLE:
-        st->timeouts[GW_HTTP_TIMEOUT_IDLE]++;
+        st->timeouts[METRICS_HTTP_TIMEOUT_IDLE]++;
         gw__http_conn_close(c);
         break;
     case GW__CONN_WRITING:
-        st->timeouts[GW_HTTP_TIMEOUT_WRITE]++;
+        st->timeouts[METRICS_HTTP_TIMEOUT_WRITE]++;
         gw__http_conn_close(c);
         break;
     case GW__CONN_LINGER:

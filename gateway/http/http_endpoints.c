@@ -62,9 +62,9 @@ enum { R_METRICS, R_STATS, R_STATS_PRETTY };
 
 static void render_metrics(gw_http_service_t *s, tb_buf_t *out)
 {
-    gw_metrics_collect(s->m);
-    gw_metrics_catalog_derive(s->m);
-    gw_metrics_write_prometheus(s->m, out);
+    metrics_collect(s->m);
+    metrics_catalog_derive(s->m);
+    metrics_write_prometheus(s->m, out);
 }
 
 static int dump_cb(const char *buf, size_t size, void *data)
@@ -103,7 +103,7 @@ static int metrics(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ct
 {
     (void)req;
     rendered(arg, R_METRICS, out);
-    *ctype = GW_METRICS_PROM_CONTENT_TYPE;
+    *ctype = METRICS_PROM_CONTENT_TYPE;
     return 200;
 }
 

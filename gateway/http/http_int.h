@@ -62,7 +62,7 @@ struct gw_http_server {
 struct gw_http_service {
     uv_loop_t *loop;
     gw_http_service_opts_t opts;
-    gw_metrics_t *m;
+    metrics_t *m;
     gw_http_provider_t p;
     gw_http_server_t *srv;
     uv_timer_t tick;

@@ -93,30 +93,30 @@ bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen)
 }
 
 /* Copies the server's counters and the service's own state into the catalog metrics. */
-static void collect(void *arg, gw_metrics_t *m)
+static void collect(void *arg, metrics_t *m)
 {
     gw_http_service_t *s = arg;
     gw_http_stats_t st;
     gw_http_get_stats(s->srv, &st);
-    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_CONNECTIONS), 0, 0, st.conns);
-    for (size_t i = 0; i < gw_metrics_nhttp_codes; i++)
-        gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_REQUESTS), i, 0, (int64_t)st.by_code[i]);
-    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_REFUSED), 0, 0, (int64_t)st.refused);
-    gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_EVICTED), 0, 0, (int64_t)st.evicted);
-    for (size_t k = 0; k < GW_HTTP_TIMEOUT__COUNT; k++)
-        gw_metrics_set(gw_metrics_fam(m, GW_M_HTTP_TIMEOUTS), k, 0, (int64_t)st.timeouts[k]);
-    gw_metrics_set(gw_metrics_fam(m, GW_M_LOOP_LAG), 0, 0, (int64_t)s->lag_ns);
+    metrics_set(metrics_fam(m, METRICS_HTTP_CONNECTIONS), 0, 0, st.conns);
+    for (size_t i = 0; i < metrics_nhttp_codes; i++)
+        metrics_set(metrics_fam(m, METRICS_HTTP_REQUESTS), i, 0, (int64_t)st.by_code[i]);
+    metrics_set(metrics_fam(m, METRICS_HTTP_REFUSED), 0, 0, (int64_t)st.refused);
+    metrics_set(metrics_fam(m, METRICS_HTTP_EVICTED), 0, 0, (int64_t)st.evicted);
+    for (size_t k = 0; k < METRICS_HTTP_TIMEOUT__COUNT; k++)
+        metrics_set(metrics_fam(m, METRICS_HTTP_TIMEOUTS), k, 0, (int64_t)st.timeouts[k]);
+    metrics_set(metrics_fam(m, METRICS_LOOP_LAG), 0, 0, (int64_t)s->lag_ns);
     char why[160];
-    gw_metrics_set(gw_metrics_fam(m, GW_M_READY), 0, 0, gw_http_service_ready(s, why, sizeof why));
+    metrics_set(metrics_fam(m, METRICS_READY), 0, 0, gw_http_service_ready(s, why, sizeof why));
     gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
-    gw_metrics_set(gw_metrics_fam(m, GW_M_CLUSTER_UP), 0, 0, cs == GW_CLUSTER_CONNECTED);
+    metrics_set(metrics_fam(m, METRICS_CLUSTER_UP), 0, 0, cs == GW_CLUSTER_CONNECTED);
 }
 
-int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, gw_metrics_t *m,
+int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metrics_t *m,
                         const gw_http_provider_t *p, gw_http_service_t **out)
 {
     *out = NULL;
-    if (!gw_metrics_fam(m, GW_M_READY))
+    if (!metrics_fam(m, METRICS_READY))
         return TB_EINVALID; /* the catalog is not registered */
     gw_http_service_t *s = tb_calloc(1, sizeof *s);
     s->loop = loop;
@@ -129,7 +129,7 @@ int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, gw_met
     s->m = m;
     if (p)
         s->p = *p;
-    int rc = gw_metrics_add_collector(m, collect, s);
+    int rc = metrics_add_collector(m, collect, s);
     if (rc < 0) {
         free(s);
         return rc;
@@ -189,7 +189,7 @@ void gw_http_service_free(gw_http_service_t *s)
 {
     if (!s)
         return;
-    gw_metrics_remove_collector(s->m, collect, s);
+    metrics_remove_collector(s->m, collect, s);
     for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
         tb_buf_free(&s->rendered[i].body);
     gw_http_server_free(s->srv);

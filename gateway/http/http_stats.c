@@ -47,52 +47,52 @@ static void set_path(json_t *root, const char *path, json_t *v)
     set_path(child, dot + 1, v);
 }
 
-static json_t *entry_value(const gw_metrics_entry_t *e, gw_metrics_family_t *f, size_t i1)
+static json_t *entry_value(const metrics_entry_t *e, metrics_family_t *f, size_t i1)
 {
     if (e->json_bool)
-        return json_boolean(gw_metrics_get(f, i1, 0) != 0);
-    if (e->l1 != GW_ML_NONE && e->l1 != GW_ML_TOPIC) { /* gateway-wide, by reason: an object keyed by it */
+        return json_boolean(metrics_get(f, i1, 0) != 0);
+    if (e->l1 != METRICS_L_NONE && e->l1 != METRICS_L_TOPIC) { /* gateway-wide, by reason: an object keyed by it */
         json_t *o = json_object();
-        gw_metrics_labels_t *l1 = gw_metrics_family_label(f, 0);
-        for (size_t j = 0; j < gw_metrics_labels_count(l1); j++)
-            json_object_set_new(o, gw_metrics_labels_value(l1, j), gw_metrics_json_value(f, j, 0));
+        metrics_labels_t *l1 = metrics_family_label(f, 0);
+        for (size_t j = 0; j < metrics_labels_count(l1); j++)
+            json_object_set_new(o, metrics_labels_value(l1, j), metrics_json_value(f, j, 0));
         return o;
     }
-    if (e->l2 != GW_ML_NONE) { /* an object keyed by the second label */
+    if (e->l2 != METRICS_L_NONE) { /* an object keyed by the second label */
         json_t *o = json_object();
-        gw_metrics_labels_t *l2 = gw_metrics_family_label(f, 1);
-        for (size_t j = 0; j < gw_metrics_labels_count(l2); j++)
-            json_object_set_new(o, gw_metrics_labels_value(l2, j), gw_metrics_json_value(f, i1, j));
+        metrics_labels_t *l2 = metrics_family_label(f, 1);
+        for (size_t j = 0; j < metrics_labels_count(l2); j++)
+            json_object_set_new(o, metrics_labels_value(l2, j), metrics_json_value(f, i1, j));
         return o;
     }
-    json_t *v = gw_metrics_json_value(f, i1, 0);
+    json_t *v = metrics_json_value(f, i1, 0);
     return v ? v : json_null();
 }
 
 static json_t *topic_object(gw_http_service_t *s, size_t t)
 {
-    gw_metrics_labels_t *topics = gw_metrics_topics(s->m);
+    metrics_labels_t *topics = metrics_topics(s->m);
     gw_topic_state_t st = s->p.topic_state ? s->p.topic_state(s->p.arg, t) : GW_TOPIC_UNKNOWN;
-    json_t *o = json_pack("{s:s, s:s}", "topic", gw_metrics_labels_value(topics, t), "state",
+    json_t *o = json_pack("{s:s, s:s}", "topic", metrics_labels_value(topics, t), "state",
                           (unsigned)st < GW_TOPIC__COUNT ? gw_http_topic_states[st] : "unknown");
-    for (size_t i = 0; i < GW_M__COUNT; i++) {
-        const gw_metrics_entry_t *e = &gw_metrics_catalog[i];
-        if (e->json && e->l1 == GW_ML_TOPIC)
-            json_object_set_new(o, e->json, entry_value(e, gw_metrics_fam(s->m, e->id), t));
+    for (size_t i = 0; i < METRICS__COUNT; i++) {
+        const metrics_entry_t *e = &metrics_catalog[i];
+        if (e->json && e->l1 == METRICS_L_TOPIC)
+            json_object_set_new(o, e->json, entry_value(e, metrics_fam(s->m, e->id), t));
     }
     return o;
 }
 
 json_t *gw_http_stats_json(gw_http_service_t *s)
 {
-    gw_metrics_collect(s->m);
-    gw_metrics_catalog_derive(s->m);
+    metrics_collect(s->m);
+    metrics_catalog_derive(s->m);
 
     char why[200];
     json_t *root = json_object();
     json_object_set_new(root, "version", json_string(TRIB_VERSION));
     json_object_set_new(root, "edge", s->opts.edge_name ? json_string(s->opts.edge_name) : json_null());
-    int64_t start_ms = gw_metrics_get(gw_metrics_fam(s->m, GW_M_PROC_START_TIME), 0, 0);
+    int64_t start_ms = metrics_get(metrics_fam(s->m, METRICS_PROC_START_TIME), 0, 0);
     uint64_t now_ms = tb_wall_ms();
     json_object_set_new(root, "uptime_seconds",
                         start_ms > 0 && now_ms >= (uint64_t)start_ms ? json_real((double)(now_ms - (uint64_t)start_ms) / 1e3)
@@ -106,14 +106,14 @@ json_t *gw_http_stats_json(gw_http_service_t *s)
     gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
     set_path(root, "cluster.state", json_string((unsigned)cs < GW_CLUSTER__COUNT ? gw_http_cluster_states[cs] : "unknown"));
 
-    for (size_t i = 0; i < GW_M__COUNT; i++) {
-        const gw_metrics_entry_t *e = &gw_metrics_catalog[i];
-        if (e->json && e->l1 != GW_ML_TOPIC)
-            set_path(root, e->json, entry_value(e, gw_metrics_fam(s->m, e->id), 0));
+    for (size_t i = 0; i < METRICS__COUNT; i++) {
+        const metrics_entry_t *e = &metrics_catalog[i];
+        if (e->json && e->l1 != METRICS_L_TOPIC)
+            set_path(root, e->json, entry_value(e, metrics_fam(s->m, e->id), 0));
     }
 
     json_t *arr = json_array();
-    size_t n = gw_metrics_labels_count(gw_metrics_topics(s->m));
+    size_t n = metrics_labels_count(metrics_topics(s->m));
     for (size_t t = 0; t < n; t++)
         json_array_append_new(arr, topic_object(s, t));
     json_object_set_new(root, "topics", arr);

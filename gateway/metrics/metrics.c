@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gw_metrics_new(gw_metrics_t **out)
+int metrics_new(metrics_t **out)
 {
     *out = tb_calloc(1, sizeof **out);
     return 0;
 }
 
-static void labels_free(gw_metrics_labels_t *l)
+static void labels_free(metrics_labels_t *l)
 {
     for (size_t i = 0; i < l->count; i++)
         free(l->values[i]);
@@ -26,7 +26,7 @@ static void labels_free(gw_metrics_labels_t *l)
     free(l);
 }
 
-void gw_metrics_free(gw_metrics_t *m)
+void metrics_free(metrics_t *m)
 {
     if (!m)
         return;
@@ -64,14 +64,14 @@ static bool ends_with(const char *s, const char *suffix)
 
 /* ---- label sets --------------------------------------------------------- */
 
-static int labels_new(gw_metrics_t *m, const char *name, size_t cap, gw_metrics_labels_t **out)
+static int labels_new(metrics_t *m, const char *name, size_t cap, metrics_labels_t **out)
 {
     *out = NULL;
-    if (!name_ok(name, false) || strncmp(name, "__", 2) == 0 || cap == 0 || cap > GW_METRICS_MAX_SERIES)
+    if (!name_ok(name, false) || strncmp(name, "__", 2) == 0 || cap == 0 || cap > METRICS_MAX_SERIES)
         return TB_EINVALID;
-    if (m->nlabels == GW_METRICS_MAX_LABELSETS)
+    if (m->nlabels == METRICS_MAX_LABELSETS)
         return TB_EFULL;
-    gw_metrics_labels_t *l = tb_calloc(1, sizeof *l);
+    metrics_labels_t *l = tb_calloc(1, sizeof *l);
     l->name = tb_strdup(name);
     l->values = tb_calloc(cap, sizeof *l->values);
     l->cap = cap;
@@ -80,13 +80,13 @@ static int labels_new(gw_metrics_t *m, const char *name, size_t cap, gw_metrics_
     return 0;
 }
 
-int gw_metrics_labels_bounded(gw_metrics_t *m, const char *name, size_t cap, gw_metrics_labels_t **out)
+int metrics_labels_bounded(metrics_t *m, const char *name, size_t cap, metrics_labels_t **out)
 {
     return labels_new(m, name, cap, out);
 }
 
-int gw_metrics_labels_fixed(gw_metrics_t *m, const char *name, const char *const *values, size_t n,
-                            gw_metrics_labels_t **out)
+int metrics_labels_fixed(metrics_t *m, const char *name, const char *const *values, size_t n,
+                            metrics_labels_t **out)
 {
     *out = NULL;
     for (size_t i = 0; i < n; i++) {
@@ -96,7 +96,7 @@ int gw_metrics_labels_fixed(gw_metrics_t *m, const char *name, const char *const
             if (strcmp(values[i], values[j]) == 0)
                 return TB_EINVALID;
     }
-    gw_metrics_labels_t *l;
+    metrics_labels_t *l;
     int rc = labels_new(m, name, n, &l);
     if (rc < 0)
         return rc;
@@ -108,7 +108,7 @@ int gw_metrics_labels_fixed(gw_metrics_t *m, const char *name, const char *const
     return 0;
 }
 
-int gw_metrics_labels_find(const gw_metrics_labels_t *l, const char *value)
+int metrics_labels_find(const metrics_labels_t *l, const char *value)
 {
     for (size_t i = 0; i < l->count; i++)
         if (strcmp(l->values[i], value) == 0)
@@ -116,11 +116,11 @@ int gw_metrics_labels_find(const gw_metrics_labels_t *l, const char *value)
     return TB_EINVALID;
 }
 
-int gw_metrics_labels_add(gw_metrics_labels_t *l, const char *value)
+int metrics_labels_add(metrics_labels_t *l, const char *value)
 {
     if (l->fixed || !value || !*value || !tb_utf8_valid((const uint8_t *)value, strlen(value)))
         return TB_EINVALID;
-    int i = gw_metrics_labels_find(l, value);
+    int i = metrics_labels_find(l, value);
     if (i >= 0)
         return i;
     if (l->count == l->cap)
@@ -129,55 +129,55 @@ int gw_metrics_labels_add(gw_metrics_labels_t *l, const char *value)
     return (int)l->count++;
 }
 
-size_t gw_metrics_labels_count(const gw_metrics_labels_t *l) { return l->count; }
-const char *gw_metrics_labels_name(const gw_metrics_labels_t *l) { return l->name; }
+size_t metrics_labels_count(const metrics_labels_t *l) { return l->count; }
+const char *metrics_labels_name(const metrics_labels_t *l) { return l->name; }
 
-const char *gw_metrics_labels_value(const gw_metrics_labels_t *l, size_t i)
+const char *metrics_labels_value(const metrics_labels_t *l, size_t i)
 {
     return i < l->count ? l->values[i] : NULL;
 }
 
 /* ---- families ----------------------------------------------------------- */
 
-static int spec_check(const gw_metrics_t *m, const gw_metrics_spec_t *s, gw_metrics_labels_t *l1, gw_metrics_labels_t *l2)
+static int spec_check(const metrics_t *m, const metrics_spec_t *s, metrics_labels_t *l1, metrics_labels_t *l2)
 {
     if (!name_ok(s->name, true) || !s->help || (l2 && !l1) || (l1 && l1 == l2))
         return TB_EINVALID;
     if (l1 && l2 && strcmp(l1->name, l2->name) == 0)
         return TB_EINVALID;
-    if ((s->type == GW_METRICS_COUNTER) != ends_with(s->name, "_total"))
+    if ((s->type == METRICS_COUNTER) != ends_with(s->name, "_total"))
         return TB_EINVALID; /* counters, and only counters, end in _total */
-    if (s->type == GW_METRICS_HISTOGRAM) {
-        if (s->nbounds == 0 || s->nbounds > GW_METRICS_MAX_BUCKETS || !s->bounds)
+    if (s->type == METRICS_HISTOGRAM) {
+        if (s->nbounds == 0 || s->nbounds > METRICS_MAX_BUCKETS || !s->bounds)
             return TB_EINVALID;
         for (size_t i = 1; i < s->nbounds; i++)
             if (s->bounds[i] <= s->bounds[i - 1])
                 return TB_EINVALID;
         if ((l1 && strcmp(l1->name, "le") == 0) || (l2 && strcmp(l2->name, "le") == 0))
             return TB_EINVALID;
-    } else if (s->type != GW_METRICS_COUNTER && s->type != GW_METRICS_GAUGE) {
+    } else if (s->type != METRICS_COUNTER && s->type != METRICS_GAUGE) {
         return TB_EINVALID;
     }
     for (size_t i = 0; i < m->nfams; i++)
         if (strcmp(m->fams[i]->spec.name, s->name) == 0)
             return TB_EINVALID;
     size_t n1 = l1 ? l1->cap : 1, n2 = l2 ? l2->cap : 1;
-    if (n1 * n2 > GW_METRICS_MAX_SERIES)
+    if (n1 * n2 > METRICS_MAX_SERIES)
         return TB_EINVALID;
     return 0;
 }
 
-int gw_metrics_register(gw_metrics_t *m, const gw_metrics_spec_t *spec, gw_metrics_labels_t *l1,
-                        gw_metrics_labels_t *l2, gw_metrics_family_t **out)
+int metrics_register(metrics_t *m, const metrics_spec_t *spec, metrics_labels_t *l1,
+                        metrics_labels_t *l2, metrics_family_t **out)
 {
     if (out)
         *out = NULL;
     int rc = spec_check(m, spec, l1, l2);
     if (rc < 0)
         return rc;
-    if (m->nfams == GW_METRICS_MAX_FAMILIES)
+    if (m->nfams == METRICS_MAX_FAMILIES)
         return TB_EFULL;
-    gw_metrics_family_t *f = tb_calloc(1, sizeof *f);
+    metrics_family_t *f = tb_calloc(1, sizeof *f);
     f->spec = *spec;
     if (f->spec.div == 0)
         f->spec.div = 1;
@@ -186,7 +186,7 @@ int gw_metrics_register(gw_metrics_t *m, const gw_metrics_spec_t *spec, gw_metri
     f->n1 = l1 ? l1->cap : 1;
     f->n2 = l2 ? l2->cap : 1;
     size_t n = f->n1 * f->n2;
-    if (spec->type == GW_METRICS_HISTOGRAM) {
+    if (spec->type == METRICS_HISTOGRAM) {
         f->counts = tb_calloc(n * (spec->nbounds + 1), sizeof *f->counts);
         f->sums = tb_calloc(n, sizeof *f->sums);
     } else {
@@ -198,7 +198,7 @@ int gw_metrics_register(gw_metrics_t *m, const gw_metrics_spec_t *spec, gw_metri
     return 0;
 }
 
-gw_metrics_family_t *gw_metrics_find(gw_metrics_t *m, const char *name)
+metrics_family_t *metrics_find(metrics_t *m, const char *name)
 {
     for (size_t i = 0; i < m->nfams; i++)
         if (strcmp(m->fams[i]->spec.name, name) == 0)
@@ -206,10 +206,10 @@ gw_metrics_family_t *gw_metrics_find(gw_metrics_t *m, const char *name)
     return NULL;
 }
 
-size_t gw_metrics_nfamilies(const gw_metrics_t *m) { return m->nfams; }
-gw_metrics_family_t *gw_metrics_family_at(gw_metrics_t *m, size_t i) { return i < m->nfams ? m->fams[i] : NULL; }
-const gw_metrics_spec_t *gw_metrics_family_spec(const gw_metrics_family_t *f) { return &f->spec; }
-gw_metrics_labels_t *gw_metrics_family_label(const gw_metrics_family_t *f, int which)
+size_t metrics_nfamilies(const metrics_t *m) { return m->nfams; }
+metrics_family_t *metrics_family_at(metrics_t *m, size_t i) { return i < m->nfams ? m->fams[i] : NULL; }
+const metrics_spec_t *metrics_family_spec(const metrics_family_t *f) { return &f->spec; }
+metrics_labels_t *metrics_family_label(const metrics_family_t *f, int which)
 {
     return which == 0 || which == 1 ? f->l[which] : NULL;
 }
@@ -217,7 +217,7 @@ gw_metrics_labels_t *gw_metrics_family_label(const gw_metrics_family_t *f, int w
 /* ---- updates ------------------------------------------------------------ */
 
 /* Flat index of series (i1, i2), or -1 when either is past its set's current count. */
-static long slot(const gw_metrics_family_t *f, size_t i1, size_t i2)
+static long slot(const metrics_family_t *f, size_t i1, size_t i2)
 {
     size_t c1 = f->l[0] ? f->l[0]->count : 1, c2 = f->l[1] ? f->l[1]->count : 1;
     if (i1 >= c1 || i2 >= c2)
@@ -225,28 +225,28 @@ static long slot(const gw_metrics_family_t *f, size_t i1, size_t i2)
     return (long)(i1 * f->n2 + i2);
 }
 
-void gw_metrics_add(gw_metrics_family_t *f, size_t i1, size_t i2, uint64_t n)
+void metrics_add(metrics_family_t *f, size_t i1, size_t i2, uint64_t n)
 {
     long s = slot(f, i1, i2);
     if (s >= 0 && f->vals)
         f->vals[s] += n;
 }
 
-void gw_metrics_sub(gw_metrics_family_t *f, size_t i1, size_t i2, uint64_t n)
+void metrics_sub(metrics_family_t *f, size_t i1, size_t i2, uint64_t n)
 {
     long s = slot(f, i1, i2);
-    if (s >= 0 && f->vals && f->spec.type == GW_METRICS_GAUGE)
+    if (s >= 0 && f->vals && f->spec.type == METRICS_GAUGE)
         f->vals[s] -= n;
 }
 
-void gw_metrics_set(gw_metrics_family_t *f, size_t i1, size_t i2, int64_t v)
+void metrics_set(metrics_family_t *f, size_t i1, size_t i2, int64_t v)
 {
     long s = slot(f, i1, i2);
     if (s >= 0 && f->vals)
         f->vals[s] = (uint64_t)v;
 }
 
-int64_t gw_metrics_get(const gw_metrics_family_t *f, size_t i1, size_t i2)
+int64_t metrics_get(const metrics_family_t *f, size_t i1, size_t i2)
 {
     long s = slot(f, i1, i2);
     return s >= 0 && f->vals ? (int64_t)f->vals[s] : 0;
@@ -265,7 +265,7 @@ static size_t bucket_of(const uint64_t *bounds, size_t nbounds, uint64_t v)
     return lo;
 }
 
-void gw_metrics_observe(gw_metrics_family_t *f, size_t i1, size_t i2, uint64_t v)
+void metrics_observe(metrics_family_t *f, size_t i1, size_t i2, uint64_t v)
 {
     long s = slot(f, i1, i2);
     if (s < 0 || !f->counts)
@@ -275,7 +275,7 @@ void gw_metrics_observe(gw_metrics_family_t *f, size_t i1, size_t i2, uint64_t v
     f->sums[s] += v;
 }
 
-int gw_metrics_hist_get(const gw_metrics_family_t *f, size_t i1, size_t i2, gw_metrics_hist_view_t *out)
+int metrics_hist_get(const metrics_family_t *f, size_t i1, size_t i2, metrics_hist_view_t *out)
 {
     memset(out, 0, sizeof *out);
     long s = slot(f, i1, i2);
@@ -291,22 +291,22 @@ int gw_metrics_hist_get(const gw_metrics_family_t *f, size_t i1, size_t i2, gw_m
 
 /* ---- other threads ------------------------------------------------------ */
 
-void gw_metrics_ahist_init(gw_metrics_ahist_t *h, const uint64_t *bounds, size_t nbounds)
+void metrics_ahist_init(metrics_ahist_t *h, const uint64_t *bounds, size_t nbounds)
 {
     h->bounds = bounds;
-    h->nbounds = nbounds > GW_METRICS_MAX_BUCKETS ? GW_METRICS_MAX_BUCKETS : nbounds;
-    for (size_t i = 0; i <= GW_METRICS_MAX_BUCKETS; i++)
+    h->nbounds = nbounds > METRICS_MAX_BUCKETS ? METRICS_MAX_BUCKETS : nbounds;
+    for (size_t i = 0; i <= METRICS_MAX_BUCKETS; i++)
         atomic_init(&h->counts[i], 0);
     atomic_init(&h->sum, 0);
 }
 
-void gw_metrics_ahist_observe(gw_metrics_ahist_t *h, uint64_t v)
+void metrics_ahist_observe(metrics_ahist_t *h, uint64_t v)
 {
     atomic_fetch_add_explicit(&h->counts[bucket_of(h->bounds, h->nbounds, v)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum, v, memory_order_relaxed);
 }
 
-int gw_metrics_hist_load(gw_metrics_family_t *f, size_t i1, size_t i2, const gw_metrics_ahist_t *h)
+int metrics_hist_load(metrics_family_t *f, size_t i1, size_t i2, const metrics_ahist_t *h)
 {
     long s = slot(f, i1, i2);
     if (s < 0 || !f->counts || h->nbounds != f->spec.nbounds)
@@ -325,9 +325,9 @@ int gw_metrics_hist_load(gw_metrics_family_t *f, size_t i1, size_t i2, const gw_
 
 /* ---- collectors --------------------------------------------------------- */
 
-int gw_metrics_add_collector(gw_metrics_t *m, gw_metrics_collect_cb cb, void *arg)
+int metrics_add_collector(metrics_t *m, metrics_collect_cb cb, void *arg)
 {
-    if (m->ncoll == GW_METRICS_MAX_COLLECTORS)
+    if (m->ncoll == METRICS_MAX_COLLECTORS)
         return TB_EFULL;
     m->coll[m->ncoll].cb = cb;
     m->coll[m->ncoll].arg = arg;
@@ -335,7 +335,7 @@ int gw_metrics_add_collector(gw_metrics_t *m, gw_metrics_collect_cb cb, void *ar
     return 0;
 }
 
-void gw_metrics_remove_collector(gw_metrics_t *m, gw_metrics_collect_cb cb, void *arg)
+void metrics_remove_collector(metrics_t *m, metrics_collect_cb cb, void *arg)
 {
     for (size_t i = 0; i < m->ncoll; i++) {
         if (m->coll[i].cb == cb && m->coll[i].arg == arg) {
@@ -346,7 +346,7 @@ void gw_metrics_remove_collector(gw_metrics_t *m, gw_metrics_collect_cb cb, void
     }
 }
 
-void gw_metrics_collect(gw_metrics_t *m)
+void metrics_collect(metrics_t *m)
 {
     for (size_t i = 0; i < m->ncoll; i++)
         m->coll[i].cb(m->coll[i].arg, m);

@@ -18,23 +18,23 @@ static json_t *number(int64_t raw, uint64_t div)
     return json_real((double)raw / (double)div);
 }
 
-json_t *gw_metrics_json_value(const gw_metrics_family_t *f, size_t i1, size_t i2)
+json_t *metrics_json_value(const metrics_family_t *f, size_t i1, size_t i2)
 {
-    if (f->spec.type != GW_METRICS_HISTOGRAM) {
+    if (f->spec.type != METRICS_HISTOGRAM) {
         size_t c1 = f->l[0] ? f->l[0]->count : 1, c2 = f->l[1] ? f->l[1]->count : 1;
         if (i1 >= c1 || i2 >= c2)
             return NULL;
-        return number(gw_metrics_get(f, i1, i2), f->spec.div);
+        return number(metrics_get(f, i1, i2), f->spec.div);
     }
-    gw_metrics_hist_view_t h;
-    if (gw_metrics_hist_get(f, i1, i2, &h) < 0)
+    metrics_hist_view_t h;
+    if (metrics_hist_get(f, i1, i2, &h) < 0)
         return NULL;
     json_t *buckets = json_object();
     uint64_t cum = 0;
     char le[64];
     for (size_t b = 0; b < f->spec.nbounds; b++) {
         cum += h.counts[b];
-        gw_metrics_format_value(le, sizeof le, (int64_t)f->spec.bounds[b], f->spec.div);
+        metrics_format_value(le, sizeof le, (int64_t)f->spec.bounds[b], f->spec.div);
         json_object_set_new(buckets, le, json_integer((json_int_t)cum));
     }
     json_object_set_new(buckets, "+Inf", json_integer((json_int_t)h.count));

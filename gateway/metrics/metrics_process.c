@@ -23,8 +23,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-int gw_metrics_proc_parse_stat(const char *text, long ticks_per_s, long page_size, uint64_t boot_time_s,
-                               gw_metrics_proc_t *out)
+int metrics_proc_parse_stat(const char *text, long ticks_per_s, long page_size, uint64_t boot_time_s,
+                               metrics_proc_t *out)
 {
     /* "pid (comm) state ppid ..." where comm may hold spaces and ')': fields count from the last ')' */
     const char *p = strrchr(text, ')');
@@ -60,7 +60,7 @@ int gw_metrics_proc_parse_stat(const char *text, long ticks_per_s, long page_siz
     return 0;
 }
 
-int gw_metrics_proc_parse_io(const char *text, gw_metrics_proc_t *out)
+int metrics_proc_parse_io(const char *text, metrics_proc_t *out)
 {
     const char *r = strstr(text, "\nread_bytes: "), *w = strstr(text, "\nwrite_bytes: ");
     if (!r || !w)
@@ -122,43 +122,43 @@ static uint64_t count_fds(void)
     return n ? n - 1 : 0; /* not counting the descriptor opendir itself holds */
 }
 
-int gw_metrics_proc_read(gw_metrics_proc_t *out)
+int metrics_proc_read(metrics_proc_t *out)
 {
     memset(out, 0, sizeof *out);
     char buf[1024];
     int rc = slurp("/proc/self/stat", buf, sizeof buf);
     if (rc == 0)
-        rc = gw_metrics_proc_parse_stat(buf, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE), boot_time_s(), out);
+        rc = metrics_proc_parse_stat(buf, sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE), boot_time_s(), out);
     out->open_fds = count_fds();
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
         out->max_fds = rl.rlim_cur;
     int io = slurp("/proc/self/io", buf, sizeof buf);
     if (io == 0)
-        io = gw_metrics_proc_parse_io(buf, out);
+        io = metrics_proc_parse_io(buf, out);
     return rc < 0 ? rc : io;
 }
 
-void gw_metrics__proc_collect(void *arg, gw_metrics_t *m)
+void metrics__proc_collect(void *arg, metrics_t *m)
 {
     (void)arg;
     static bool warned;
-    gw_metrics_proc_t p;
-    int rc = gw_metrics_proc_read(&p);
+    metrics_proc_t p;
+    int rc = metrics_proc_read(&p);
     if (rc < 0 && !warned) {
         warned = true;
         tb_warn("cannot read all of /proc/self; some process_* metrics stay at their last value", TB_ERR(rc));
     }
     if (p.rss_bytes) {
-        gw_metrics_set(m->catalog[GW_M_PROC_RSS], 0, 0, (int64_t)p.rss_bytes);
-        gw_metrics_set(m->catalog[GW_M_PROC_VSIZE], 0, 0, (int64_t)p.vsize_bytes);
-        gw_metrics_set(m->catalog[GW_M_PROC_CPU], 0, 0, (int64_t)p.cpu_ns);
-        gw_metrics_set(m->catalog[GW_M_PROC_START_TIME], 0, 0, (int64_t)p.start_time_ms);
+        metrics_set(m->catalog[METRICS_PROC_RSS], 0, 0, (int64_t)p.rss_bytes);
+        metrics_set(m->catalog[METRICS_PROC_VSIZE], 0, 0, (int64_t)p.vsize_bytes);
+        metrics_set(m->catalog[METRICS_PROC_CPU], 0, 0, (int64_t)p.cpu_ns);
+        metrics_set(m->catalog[METRICS_PROC_START_TIME], 0, 0, (int64_t)p.start_time_ms);
     }
-    gw_metrics_set(m->catalog[GW_M_PROC_OPEN_FDS], 0, 0, (int64_t)p.open_fds);
-    gw_metrics_set(m->catalog[GW_M_PROC_MAX_FDS], 0, 0, (int64_t)p.max_fds);
+    metrics_set(m->catalog[METRICS_PROC_OPEN_FDS], 0, 0, (int64_t)p.open_fds);
+    metrics_set(m->catalog[METRICS_PROC_MAX_FDS], 0, 0, (int64_t)p.max_fds);
     if (p.have_io) {
-        gw_metrics_set(m->catalog[GW_M_PROC_WRITE_BYTES], 0, 0, (int64_t)p.write_bytes);
-        gw_metrics_set(m->catalog[GW_M_PROC_READ_BYTES], 0, 0, (int64_t)p.read_bytes);
+        metrics_set(m->catalog[METRICS_PROC_WRITE_BYTES], 0, 0, (int64_t)p.write_bytes);
+        metrics_set(m->catalog[METRICS_PROC_READ_BYTES], 0, 0, (int64_t)p.read_bytes);
     }
 }

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gw_metrics_format_value(char *dst, size_t n, int64_t raw, uint64_t div)
+void metrics_format_value(char *dst, size_t n, int64_t raw, uint64_t div)
 {
     if (div <= 1) {
         snprintf(dst, n, "%" PRId64, raw);
@@ -58,7 +58,7 @@ static void put_escaped(tb_buf_t *out, const char *s, bool quote)
 }
 
 /* {l1="v1",l2="v2"[,le="x"]}, or nothing when there are no labels at all. */
-static void put_labels(tb_buf_t *out, const gw_metrics_family_t *f, size_t i1, size_t i2, const char *le)
+static void put_labels(tb_buf_t *out, const metrics_family_t *f, size_t i1, size_t i2, const char *le)
 {
     const size_t idx[2] = { i1, i2 };
     bool any = false;
@@ -81,11 +81,11 @@ static void put_labels(tb_buf_t *out, const gw_metrics_family_t *f, size_t i1, s
         tb_buf_putc(out, '}');
 }
 
-static void put_sample(tb_buf_t *out, const gw_metrics_family_t *f, const char *suffix, size_t i1, size_t i2,
+static void put_sample(tb_buf_t *out, const metrics_family_t *f, const char *suffix, size_t i1, size_t i2,
                        const char *le, int64_t raw, uint64_t div)
 {
     char num[64];
-    gw_metrics_format_value(num, sizeof num, raw, div);
+    metrics_format_value(num, sizeof num, raw, div);
     tb_buf_puts(out, f->spec.name);
     tb_buf_puts(out, suffix);
     put_labels(out, f, i1, i2, le);
@@ -94,16 +94,16 @@ static void put_sample(tb_buf_t *out, const gw_metrics_family_t *f, const char *
     tb_buf_putc(out, '\n');
 }
 
-static void put_histogram(tb_buf_t *out, const gw_metrics_family_t *f, size_t i1, size_t i2)
+static void put_histogram(tb_buf_t *out, const metrics_family_t *f, size_t i1, size_t i2)
 {
-    gw_metrics_hist_view_t h;
-    if (gw_metrics_hist_get(f, i1, i2, &h) < 0)
+    metrics_hist_view_t h;
+    if (metrics_hist_get(f, i1, i2, &h) < 0)
         return;
     uint64_t cum = 0;
     char le[64];
     for (size_t b = 0; b < f->spec.nbounds; b++) {
         cum += h.counts[b];
-        gw_metrics_format_value(le, sizeof le, (int64_t)f->spec.bounds[b], f->spec.div);
+        metrics_format_value(le, sizeof le, (int64_t)f->spec.bounds[b], f->spec.div);
         put_sample(out, f, "_bucket", i1, i2, le, (int64_t)cum, 1);
     }
     put_sample(out, f, "_bucket", i1, i2, "+Inf", (int64_t)h.count, 1);
@@ -111,15 +111,15 @@ static void put_histogram(tb_buf_t *out, const gw_metrics_family_t *f, size_t i1
     put_sample(out, f, "_count", i1, i2, NULL, (int64_t)h.count, 1);
 }
 
-static const char *type_name(gw_metrics_type_t t)
+static const char *type_name(metrics_type_t t)
 {
-    return t == GW_METRICS_COUNTER ? "counter" : t == GW_METRICS_GAUGE ? "gauge" : "histogram";
+    return t == METRICS_COUNTER ? "counter" : t == METRICS_GAUGE ? "gauge" : "histogram";
 }
 
-void gw_metrics_write_prometheus(gw_metrics_t *m, tb_buf_t *out)
+void metrics_write_prometheus(metrics_t *m, tb_buf_t *out)
 {
     for (size_t i = 0; i < m->nfams; i++) {
-        const gw_metrics_family_t *f = m->fams[i];
+        const metrics_family_t *f = m->fams[i];
         size_t c1 = f->l[0] ? f->l[0]->count : 1, c2 = f->l[1] ? f->l[1]->count : 1;
         if (c1 == 0 || c2 == 0)
             continue;
@@ -128,10 +128,10 @@ void gw_metrics_write_prometheus(gw_metrics_t *m, tb_buf_t *out)
         tb_buf_printf(out, "\n# TYPE %s %s\n", f->spec.name, type_name(f->spec.type));
         for (size_t a = 0; a < c1; a++) {
             for (size_t b = 0; b < c2; b++) {
-                if (f->spec.type == GW_METRICS_HISTOGRAM)
+                if (f->spec.type == METRICS_HISTOGRAM)
                     put_histogram(out, f, a, b);
                 else
-                    put_sample(out, f, "", a, b, NULL, gw_metrics_get(f, a, b), f->spec.div);
+                    put_sample(out, f, "", a, b, NULL, metrics_get(f, a, b), f->spec.div);
             }
         }
     }

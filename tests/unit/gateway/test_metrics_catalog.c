@@ -14,28 +14,28 @@
 #include "unit/common/helper_promtool.h"
 #include "replicator/replicator.h"
 
-static gw_metrics_t *M;
+static metrics_t *M;
 
 static void setup(void)
 {
-    gw_metrics_new(&M);
-    cr_assert_eq(gw_metrics_catalog_register(M, 4), 0);
+    metrics_new(&M);
+    cr_assert_eq(metrics_catalog_register(M, 4), 0);
 }
 
 static void teardown(void)
 {
-    gw_metrics_free(M);
+    metrics_free(M);
 }
 
 TestSuite(metrics_catalog, .init = setup, .fini = teardown);
 
-#define F(id) gw_metrics_fam(M, id)
+#define F(id) metrics_fam(M, id)
 
 Test(metrics_catalog, every_row_registers_under_its_id)
 {
-    for (size_t i = 0; i < GW_M__COUNT; i++) {
-        cr_assert_eq(gw_metrics_catalog[i].id, (gw_metric_id_t)i, "row %zu is out of order", i);
-        cr_assert_not_null(F((gw_metric_id_t)i), "row %zu (%s) not registered", i, gw_metrics_catalog[i].spec.name);
+    for (size_t i = 0; i < METRICS__COUNT; i++) {
+        cr_assert_eq(metrics_catalog[i].id, (metrics_id_t)i, "row %zu is out of order", i);
+        cr_assert_not_null(F((metrics_id_t)i), "row %zu (%s) not registered", i, metrics_catalog[i].spec.name);
     }
 }
 
@@ -44,23 +44,23 @@ Test(metrics_catalog, topics_are_bounded_by_the_capacity_given)
     for (int i = 0; i < 4; i++) {
         char t[16];
         snprintf(t, sizeof t, "/e1/t%d", i);
-        cr_assert_eq(gw_metrics_topic_add(M, t), i);
+        cr_assert_eq(metrics_topic_add(M, t), i);
     }
-    cr_assert_eq(gw_metrics_topic_add(M, "/e1/one-too-many"), TB_EFULL);
+    cr_assert_eq(metrics_topic_add(M, "/e1/one-too-many"), TB_EFULL);
 }
 
 Test(metrics_catalog, full_exposition_passes_promtool)
 {
-    gw_metrics_topic_add(M, "/e1/telemetry");
-    gw_metrics_topic_add(M, "/e1/energy");
-    gw_metrics_add(F(GW_M_RECEIVED), 0, 0, 10);
-    gw_metrics_add(F(GW_M_REJECTED), 1, GW_REJECT_SCHEMA_INVALID, 2);
-    gw_metrics_set(F(GW_M_OLDEST_UNREPLICATED_AGE), 0, 0, 1234);
-    gw_metrics_observe(F(GW_M_WAL_FSYNC_SECONDS), 0, 0, 3000000);
-    gw_metrics_collect(M);
-    gw_metrics_catalog_derive(M);
+    metrics_topic_add(M, "/e1/telemetry");
+    metrics_topic_add(M, "/e1/energy");
+    metrics_add(F(METRICS_RECEIVED), 0, 0, 10);
+    metrics_add(F(METRICS_REJECTED), 1, METRICS_REJECT_SCHEMA_INVALID, 2);
+    metrics_set(F(METRICS_OLDEST_UNREPLICATED_AGE), 0, 0, 1234);
+    metrics_observe(F(METRICS_WAL_FSYNC_SECONDS), 0, 0, 3000000);
+    metrics_collect(M);
+    metrics_catalog_derive(M);
     tb_buf_t b = TB_BUF_INIT;
-    gw_metrics_write_prometheus(M, &b);
+    metrics_write_prometheus(M, &b);
     char out[4096];
     int rc = promtool_check(tb_buf_str(&b), out, sizeof out);
     cr_assert_eq(rc, 0, "promtool says:\n%s\n--- on:\n%s", out, tb_buf_str(&b));
@@ -76,10 +76,10 @@ Test(metrics_catalog, promtool_is_a_real_check)
 
 Test(metrics_catalog, process_metrics_are_filled_by_collect)
 {
-    gw_metrics_collect(M);
-    cr_assert_gt(gw_metrics_get(F(GW_M_PROC_RSS), 0, 0), 0);
-    cr_assert_geq(gw_metrics_get(F(GW_M_PROC_OPEN_FDS), 0, 0), 3);
-    int64_t start_ms = gw_metrics_get(F(GW_M_PROC_START_TIME), 0, 0);
+    metrics_collect(M);
+    cr_assert_gt(metrics_get(F(METRICS_PROC_RSS), 0, 0), 0);
+    cr_assert_geq(metrics_get(F(METRICS_PROC_OPEN_FDS), 0, 0), 3);
+    int64_t start_ms = metrics_get(F(METRICS_PROC_START_TIME), 0, 0);
     int64_t now_ms = (int64_t)tb_wall_ms();
     cr_assert(start_ms <= now_ms + 1000 && start_ms > now_ms - 3600 * 1000, "start %lld now %lld",
               (long long)start_ms, (long long)now_ms);
@@ -87,17 +87,17 @@ Test(metrics_catalog, process_metrics_are_filled_by_collect)
 
 Test(metrics_catalog, retry_reasons_are_the_replicators_names)
 {
-    cr_assert_eq(gw_metrics_nretry_reasons, REP_RETRY__COUNT);
+    cr_assert_eq(metrics_nretry_reasons, REP_RETRY__COUNT);
     for (int k = 0; k < REP_RETRY__COUNT; k++)
-        cr_assert_str_eq(gw_metrics_retry_reasons[k], rep_retry_name((rep_retry_t)k));
+        cr_assert_str_eq(metrics_retry_reasons[k], rep_retry_name((rep_retry_t)k));
 }
 
 Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_label)
 {
-    gw_metrics_set(F(GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_CLIENT_ID, 0, 3);
-    gw_metrics_set(F(GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_MALFORMED, 0, 1);
+    metrics_set(F(METRICS_MQTT_REFUSED), METRICS_REFUSE_CLIENT_ID, 0, 3);
+    metrics_set(F(METRICS_MQTT_CLOSED), METRICS_CLOSE_MALFORMED, 0, 1);
     tb_buf_t b = TB_BUF_INIT;
-    gw_metrics_write_prometheus(M, &b);
+    metrics_write_prometheus(M, &b);
     cr_assert_not_null(strstr(tb_buf_str(&b), "tributary_mqtt_connections_refused_total{reason=\"client_id_invalid\"} 3\n"));
     cr_assert_not_null(strstr(tb_buf_str(&b), "tributary_mqtt_connections_closed_total{reason=\"malformed\"} 1\n"));
     char out[4096];
@@ -110,44 +110,44 @@ Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_
 static void account(size_t t, uint64_t received, uint64_t replicated, uint64_t queued, uint64_t dropped,
                     uint64_t schema_rejects, uint64_t size_rejects)
 {
-    gw_metrics_add(F(GW_M_RECEIVED), t, 0, received);
-    gw_metrics_add(F(GW_M_REPLICATED), t, 0, replicated);
-    gw_metrics_set(F(GW_M_QUEUED), t, 0, (int64_t)queued);
-    gw_metrics_add(F(GW_M_DROPPED), t, 0, dropped);
-    gw_metrics_add(F(GW_M_REJECTED), t, GW_REJECT_SCHEMA_INVALID, schema_rejects);
-    gw_metrics_add(F(GW_M_REJECTED), t, GW_REJECT_PAYLOAD_TOO_LARGE, size_rejects);
+    metrics_add(F(METRICS_RECEIVED), t, 0, received);
+    metrics_add(F(METRICS_REPLICATED), t, 0, replicated);
+    metrics_set(F(METRICS_QUEUED), t, 0, (int64_t)queued);
+    metrics_add(F(METRICS_DROPPED), t, 0, dropped);
+    metrics_add(F(METRICS_REJECTED), t, METRICS_REJECT_SCHEMA_INVALID, schema_rejects);
+    metrics_add(F(METRICS_REJECTED), t, METRICS_REJECT_PAYLOAD_TOO_LARGE, size_rejects);
 }
 
 Test(metrics_catalog, invariant_holds_when_every_message_is_accounted_for)
 {
-    gw_metrics_topic_add(M, "/e1/a");
+    metrics_topic_add(M, "/e1/a");
     account(0, 100, 60, 25, 5, 7, 3);
-    cr_assert(gw_metrics_catalog_derive(M));
-    gw_metrics_balance_t b;
-    cr_assert(gw_metrics_topic_balance(M, 0, &b));
+    cr_assert(metrics_catalog_derive(M));
+    metrics_balance_t b;
+    cr_assert(metrics_topic_balance(M, 0, &b));
     cr_assert(b.ok);
     cr_assert_eq(b.rejected, 10, "rejections of every reason count");
-    cr_assert_eq(gw_metrics_get(F(GW_M_TOPIC_INVARIANT_OK), 0, 0), 1);
-    cr_assert_eq(gw_metrics_get(F(GW_M_INVARIANT_OK), 0, 0), 1);
+    cr_assert_eq(metrics_get(F(METRICS_TOPIC_INVARIANT_OK), 0, 0), 1);
+    cr_assert_eq(metrics_get(F(METRICS_INVARIANT_OK), 0, 0), 1);
 }
 
 Test(metrics_catalog, invariant_breaks_for_the_topic_that_lost_a_message_and_overall)
 {
-    gw_metrics_topic_add(M, "/e1/a");
-    gw_metrics_topic_add(M, "/e1/b");
+    metrics_topic_add(M, "/e1/a");
+    metrics_topic_add(M, "/e1/b");
     account(0, 100, 60, 25, 5, 7, 3);
     account(1, 100, 60, 25, 5, 7, 2); /* one message in no bucket */
-    cr_assert_not(gw_metrics_catalog_derive(M));
-    cr_assert_eq(gw_metrics_get(F(GW_M_TOPIC_INVARIANT_OK), 0, 0), 1);
-    cr_assert_eq(gw_metrics_get(F(GW_M_TOPIC_INVARIANT_OK), 1, 0), 0);
-    cr_assert_eq(gw_metrics_get(F(GW_M_INVARIANT_OK), 0, 0), 0);
+    cr_assert_not(metrics_catalog_derive(M));
+    cr_assert_eq(metrics_get(F(METRICS_TOPIC_INVARIANT_OK), 0, 0), 1);
+    cr_assert_eq(metrics_get(F(METRICS_TOPIC_INVARIANT_OK), 1, 0), 0);
+    cr_assert_eq(metrics_get(F(METRICS_INVARIANT_OK), 0, 0), 0);
 }
 
 Test(metrics_catalog, invariant_breaks_when_more_is_accounted_than_received)
 {
-    gw_metrics_topic_add(M, "/e1/a");
+    metrics_topic_add(M, "/e1/a");
     account(0, 10, 10, 1, 0, 0, 0); /* counted twice */
-    cr_assert_not(gw_metrics_catalog_derive(M));
+    cr_assert_not(metrics_catalog_derive(M));
 }
 
 /* ---- the docs name every metric and field ------------------------------- */
@@ -178,18 +178,18 @@ static bool documented(const char *doc, const char *word)
 Test(metrics_catalog, operations_doc_names_every_metric)
 {
     const char *doc = read_doc();
-    for (size_t i = 0; i < GW_M__COUNT; i++)
-        cr_expect(documented(doc, gw_metrics_catalog[i].spec.name), "docs/OPERATIONS.md lacks `%s`",
-                  gw_metrics_catalog[i].spec.name);
+    for (size_t i = 0; i < METRICS__COUNT; i++)
+        cr_expect(documented(doc, metrics_catalog[i].spec.name), "docs/OPERATIONS.md lacks `%s`",
+                  metrics_catalog[i].spec.name);
 }
 
 Test(metrics_catalog, operations_doc_names_every_stats_field)
 {
     const char *doc = read_doc();
-    for (size_t i = 0; i < GW_M__COUNT; i++)
-        if (gw_metrics_catalog[i].json)
-            cr_expect(documented(doc, gw_metrics_catalog[i].json), "docs/OPERATIONS.md lacks the /stats field `%s`",
-                      gw_metrics_catalog[i].json);
+    for (size_t i = 0; i < METRICS__COUNT; i++)
+        if (metrics_catalog[i].json)
+            cr_expect(documented(doc, metrics_catalog[i].json), "docs/OPERATIONS.md lacks the /stats field `%s`",
+                      metrics_catalog[i].json);
     for (const char *const *f = gw_http_stats_fields; *f; f++)
         cr_expect(documented(doc, *f), "docs/OPERATIONS.md lacks the /stats field `%s`", *f);
 }
@@ -197,9 +197,9 @@ Test(metrics_catalog, operations_doc_names_every_stats_field)
 Test(metrics_catalog, operations_doc_names_every_label_value)
 {
     const char *doc = read_doc();
-    for (size_t r = 0; r < GW_REJECT__COUNT; r++)
-        cr_expect(documented(doc, gw_metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
-                  gw_metrics_reject_reasons[r]);
+    for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
+        cr_expect(documented(doc, metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
+                  metrics_reject_reasons[r]);
     for (size_t s = 0; s < GW_TOPIC__COUNT; s++)
         cr_expect(documented(doc, gw_http_topic_states[s]), "docs/OPERATIONS.md lacks topic state `%s`",
                   gw_http_topic_states[s]);

@@ -161,7 +161,7 @@ static void service_fn(th_t *t, void *arg)
     port_from_bound(t, gw_http_bound(t->srv));
 }
 
-void th_service(th_t *t, const gw_http_service_opts_t *o, gw_metrics_t *m, const gw_http_provider_t *p)
+void th_service(th_t *t, const gw_http_service_opts_t *o, metrics_t *m, const gw_http_provider_t *p)
 {
     t->m = m;
     svc_args_t a = { o, p };

@@ -32,7 +32,7 @@ struct th {
     bool called;
     gw_http_server_t *srv;  /* th_server() */
     gw_http_service_t *svc; /* th_service() */
-    gw_metrics_t *m;
+    metrics_t *m;
     bool draining;          /* th_drain() was called */
     bool closed;            /* the drain's done callback ran */
     int port;
@@ -45,7 +45,7 @@ bool th_wait_until(th_t *t, bool (*cond)(th_t *t, void *arg), void *arg, int tim
 /* A server on 127.0.0.1:0 with the test routes (see helper_http.c); opts NULL: defaults. */
 void th_server(th_t *t, const gw_http_opts_t *opts);
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */
-void th_service(th_t *t, const gw_http_service_opts_t *o, gw_metrics_t *m, const gw_http_provider_t *p);
+void th_service(th_t *t, const gw_http_service_opts_t *o, metrics_t *m, const gw_http_provider_t *p);
 gw_http_stats_t th_stats(th_t *t);
 /* Starts draining the server or service (on the loop thread) and returns. */
 void th_drain(th_t *t);

@@ -33,11 +33,11 @@ static bool fake_healthy(void *arg, char *why, size_t n)
 
 static th_t T;
 static fake_t FK;
-static gw_metrics_t *M;
+static metrics_t *M;
 
 static int renders;
 
-static void count_renders(void *arg, gw_metrics_t *m)
+static void count_renders(void *arg, metrics_t *m)
 {
     (void)arg, (void)m;
     renders++; /* runs on the loop thread; read there too (renders_are) */
@@ -47,11 +47,11 @@ static void start_tuned(void (*tune)(gw_http_service_opts_t *o))
 {
     FK = (fake_t){ .r = { true, true, true, false }, .cluster = GW_CLUSTER_CONNECTED,
                    .topic = { GW_TOPIC_REPLICATING, GW_TOPIC_STALLED } };
-    gw_metrics_new(&M);
-    cr_assert_eq(gw_metrics_catalog_register(M, 4), 0);
-    gw_metrics_topic_add(M, "/e1/telemetry");
-    gw_metrics_topic_add(M, "/e1/energy");
-    gw_metrics_add_collector(M, count_renders, NULL);
+    metrics_new(&M);
+    cr_assert_eq(metrics_catalog_register(M, 4), 0);
+    metrics_topic_add(M, "/e1/telemetry");
+    metrics_topic_add(M, "/e1/energy");
+    metrics_add_collector(M, count_renders, NULL);
     gw_http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
     gw_http_service_opts_t o;
     gw_http_service_opts_default(&o);
@@ -66,7 +66,7 @@ static void setup(void) { start_tuned(NULL); }
 static void teardown(void)
 {
     th_stop(&T);
-    gw_metrics_free(M);
+    metrics_free(M);
 }
 
 TestSuite(http_endpoints, .init = setup, .fini = teardown, .timeout = 30);
@@ -241,12 +241,12 @@ static void account_on_loop(th_t *t, void *arg)
 {
     (void)t;
     acct_t *a = arg;
-    gw_metrics_add(gw_metrics_fam(M, GW_M_RECEIVED), a->t, 0, a->received);
-    gw_metrics_add(gw_metrics_fam(M, GW_M_REPLICATED), a->t, 0, a->replicated);
-    gw_metrics_set(gw_metrics_fam(M, GW_M_QUEUED), a->t, 0, (int64_t)a->queued);
-    gw_metrics_add(gw_metrics_fam(M, GW_M_DROPPED), a->t, 0, a->dropped);
-    gw_metrics_add(gw_metrics_fam(M, GW_M_REJECTED), a->t, GW_REJECT_SCHEMA_INVALID, a->rejected);
-    gw_metrics_set(gw_metrics_fam(M, GW_M_OLDEST_UNREPLICATED_AGE), a->t, 0, 2500);
+    metrics_add(metrics_fam(M, METRICS_RECEIVED), a->t, 0, a->received);
+    metrics_add(metrics_fam(M, METRICS_REPLICATED), a->t, 0, a->replicated);
+    metrics_set(metrics_fam(M, METRICS_QUEUED), a->t, 0, (int64_t)a->queued);
+    metrics_add(metrics_fam(M, METRICS_DROPPED), a->t, 0, a->dropped);
+    metrics_add(metrics_fam(M, METRICS_REJECTED), a->t, METRICS_REJECT_SCHEMA_INVALID, a->rejected);
+    metrics_set(metrics_fam(M, METRICS_OLDEST_UNREPLICATED_AGE), a->t, 0, 2500);
 }
 
 Test(http_endpoints, stats_has_one_object_per_topic_with_its_numbers)
@@ -301,9 +301,9 @@ static void reasons_on_loop(th_t *t, void *arg)
 {
     (void)t;
     (void)arg;
-    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_REFUSED), GW_MQTT_REFUSE_MAX_CONNECTIONS, 0, 4);
-    gw_metrics_set(gw_metrics_fam(M, GW_M_MQTT_CLOSED), GW_MQTT_CLOSE_KEEPALIVE_TIMEOUT, 0, 2);
-    gw_metrics_set(gw_metrics_fam(M, GW_M_RETRIES), 1, 1 /* ack_timeout */, 6);
+    metrics_set(metrics_fam(M, METRICS_MQTT_REFUSED), METRICS_REFUSE_MAX_CONNECTIONS, 0, 4);
+    metrics_set(metrics_fam(M, METRICS_MQTT_CLOSED), METRICS_CLOSE_KEEPALIVE_TIMEOUT, 0, 2);
+    metrics_set(metrics_fam(M, METRICS_RETRIES), 1, 1 /* ack_timeout */, 6);
 }
 
 Test(http_endpoints, stats_shows_counts_by_reason_as_objects_keyed_by_reason)
@@ -312,13 +312,13 @@ Test(http_endpoints, stats_shows_counts_by_reason_as_objects_keyed_by_reason)
     json_t *doc = stats();
     json_t *conns = json_object_get(doc, "connections");
     json_t *refused = json_object_get(conns, "mqtt_refused");
-    cr_assert_eq(json_object_size(refused), GW_MQTT_REFUSE__COUNT);
+    cr_assert_eq(json_object_size(refused), METRICS_REFUSE__COUNT);
     cr_assert_eq(json_integer_value(json_object_get(refused, "max_connections")), 4);
     cr_assert_eq(json_integer_value(json_object_get(refused, "shutting_down")), 0);
     cr_assert_eq(json_integer_value(json_object_get(json_object_get(conns, "mqtt_closed"), "keepalive_timeout")), 2);
     json_t *t1 = json_array_get(json_object_get(doc, "topics"), 1);
     json_t *retries = json_object_get(t1, "retries");
-    cr_assert_eq(json_object_size(retries), gw_metrics_nretry_reasons);
+    cr_assert_eq(json_object_size(retries), metrics_nretry_reasons);
     cr_assert_eq(json_integer_value(json_object_get(retries, "ack_timeout")), 6);
     cr_assert_eq(json_integer_value(json_object_get(retries, "unavailable")), 0);
     json_decref(doc);

@@ -64,7 +64,7 @@ Test(http_limits, slowloris_is_cut_off_at_the_request_deadline)
     cr_assert_geq(elapsed, REQ_MS, "cut after %llu ms, before the %d ms bound", (unsigned long long)elapsed, REQ_MS);
     cr_assert_lt(elapsed, REQ_MS + 400, "cut after %llu ms, long past the %d ms bound", (unsigned long long)elapsed,
                  REQ_MS);
-    cr_assert_eq(th_stats(&T).timeouts[GW_HTTP_TIMEOUT_REQUEST], 1);
+    cr_assert_eq(th_stats(&T).timeouts[METRICS_HTTP_TIMEOUT_REQUEST], 1);
     cl_resp_free(&r);
     cl_close(c);
     th_stop(&T);
@@ -105,7 +105,7 @@ Test(http_limits, idle_keep_alive_connection_is_closed_after_the_idle_deadline)
     uint64_t elapsed = tb_mono_ms() - t0;
     cr_assert_geq(elapsed, IDLE_MS - 10);
     cr_assert_lt(elapsed, IDLE_MS + 400);
-    cr_assert_eq(th_stats(&T).timeouts[GW_HTTP_TIMEOUT_IDLE], 1);
+    cr_assert_eq(th_stats(&T).timeouts[METRICS_HTTP_TIMEOUT_IDLE], 1);
     cl_resp_free(&r);
     cl_close(c);
     th_stop(&T);
@@ -127,7 +127,7 @@ static bool write_timed_out(th_t *t, void *arg)
     (void)arg;
     gw_http_stats_t st;
     gw_http_get_stats(t->srv, &st);
-    return st.timeouts[GW_HTTP_TIMEOUT_WRITE] == 1;
+    return st.timeouts[METRICS_HTTP_TIMEOUT_WRITE] == 1;
 }
 
 static void short_write(gw_http_opts_t *o)
