@@ -4,9 +4,10 @@
  * Three reasons to delete or set aside a sealed segment, never the active one:
  *   - checkpoint: every record in it is at or below the cluster's checkpoint;
  *   - bound: a write would take the topic past max_topic_bytes or the WAL
- *     past max_total_bytes; the oldest sealed segment goes first (for the
- *     total bound, the oldest by creation time across all topics), even if
- *     not replicated;
+ *     past max_total_bytes, and the topic's overflow policy (overflow.c)
+ *     makes room; with drop_oldest the oldest sealed segment goes first
+ *     (for the total bound, the oldest by creation time across all topics),
+ *     even if not replicated;
  *   - corruption: a reader found a bad record in it (quarantine).
  *
  * Counting: records above the checkpoint that leave the disk are added to
@@ -20,7 +21,12 @@
  * most S bytes, so after deleting every sealed segment a topic holds at most
  * its active segment (<= S) plus the batch: wal_open requires
  * max_topic_bytes >= 2 * S. If only active segments are left and the total
- * bound still refuses, the batch fails with TB_EFULL rather than exceed it.
+ * bound still refuses, the policy refuses the batch (drop_oldest: TB_EFULL)
+ * rather than exceed it.
+ *
+ * This file is the mechanism (how a segment leaves and is counted) and the
+ * check of the bounds; which segments leave at a bound, or whether the batch
+ * is refused instead, is the policy's (overflow.c).
  */
 #include "wal/wal_int.h"
 
@@ -92,8 +98,12 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     return 0;
 }
 
-/* The topic whose oldest sealed segment is the oldest of all. */
-static wal_topic_t *oldest_sealed(wal_t *w)
+int wal__drop_oldest_segment(wal_topic_t *t)
+{
+    return delete_oldest(t, 1, true);
+}
+
+wal_topic_t *wal__oldest_sealed(wal_t *w)
 {
     wal_topic_t *best = NULL;
     for (size_t i = 0; i < w->ntopics; i++) {
@@ -106,22 +116,11 @@ static wal_topic_t *oldest_sealed(wal_t *w)
     return best;
 }
 
-int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need)
+int wal__make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)
 {
-    int rc;
-    while (t->bytes + need > w->o.max_topic_bytes && t->nsegs > 1)
-        if ((rc = delete_oldest(t, 1, true)) < 0)
-            return rc;
-    if (t->bytes + need > w->o.max_topic_bytes)
-        return TB_EFULL;
-    while (w->total_bytes + need > w->o.max_total_bytes) {
-        wal_topic_t *v = oldest_sealed(w);
-        if (!v)
-            return TB_EFULL;
-        if ((rc = delete_oldest(v, 1, true)) < 0)
-            return rc;
-    }
-    return 0;
+    if (t->bytes + need <= w->o.max_topic_bytes && w->total_bytes + need <= w->o.max_total_bytes)
+        return 0;
+    return wal__overflow_make_room(w, t, p, need);
 }
 
 int wal__checkpoint_apply(wal_topic_t *t, bool force)

@@ -139,6 +139,7 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->state, WAL_TOPIC_OK);
     atomic_init(&t->last_error, 0);
     atomic_init(&t->retry_now, false);
+    atomic_init(&t->overflow, (int)w->o.overflow);
     t->drop_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     pthread_mutex_init(&t->drop_rl.mu, NULL);
     t->retry_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);

@@ -24,6 +24,7 @@ void wal_opts_default(wal_opts_t *o)
     o->max_topic_bytes = 1ull << 30;
     o->max_total_bytes = 4ull << 30;
     o->fsync = WAL_FSYNC_ALWAYS;
+    o->overflow = WAL_OVERFLOW_DROP_OLDEST;
     o->fsync_interval_ms = 1000;
     o->retry_ms = 1000;
     o->checkpoint_flush_ms = 5000;
@@ -64,6 +65,8 @@ static int check_opts(const wal_opts_t *o)
         why = "wal.max_total_bytes must be at least 2 * wal.segment_bytes";
     else if ((unsigned)o->fsync > WAL_FSYNC_NEVER)
         why = "wal.fsync must be always, interval or never";
+    else if ((unsigned)o->overflow >= WAL_OVERFLOW__COUNT)
+        why = "overflow is not a wal_overflow_t policy";
     else if (o->fsync == WAL_FSYNC_INTERVAL && o->fsync_interval_ms == 0)
         why = "wal.fsync_interval_ms must be > 0";
     else if (o->pad_align > WAL_PAD_MAX || (o->pad_align & (o->pad_align - 1)) != 0)

@@ -131,6 +131,25 @@ typedef enum { WAL_FSYNC_ALWAYS = 0, WAL_FSYNC_INTERVAL = 1, WAL_FSYNC_NEVER = 2
 int wal_fsync_parse(const char *s, wal_fsync_t *out /* OUT */);
 const char *wal_fsync_name(wal_fsync_t m);
 
+/*
+ * OVERFLOW: what a topic does when a write would take it past
+ * max_topic_bytes or the WAL past max_total_bytes. The policy of the topic
+ * being written decides (wal/overflow.c holds every case):
+ *   DROP_OLDEST  delete the topic's oldest sealed segments (for the total
+ *                bound, the oldest sealed segment across all topics), even if
+ *                not replicated, counting every unacknowledged message deleted
+ *                in dropped_total; when only active segments are left and
+ *                the bound still refuses, the batch completes with TB_EFULL
+ *                and the topic stays OK.
+ * Members are numbered from 0, DROP_OLDEST first, so zeroed options mean it.
+ */
+typedef enum { WAL_OVERFLOW_DROP_OLDEST = 0, WAL_OVERFLOW__COUNT } wal_overflow_t;
+
+/* Parses "drop_oldest"; returns 0, or TB_ECONFIG (*out untouched). */
+int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
+/* The policy's name as wal_overflow_parse reads it; "?" out of range. */
+const char *wal_overflow_name(wal_overflow_t p);
+
 typedef struct wal_opts {
     const char *dir;              /* wal.dir: root directory (created if missing) */
     uint64_t segment_bytes;       /* wal.segment_bytes: 16 MiB. A segment is sealed
@@ -139,6 +158,10 @@ typedef struct wal_opts {
     uint64_t max_topic_bytes;     /* wal.max_topic_bytes: 1 GiB; >= 2 * segment_bytes */
     uint64_t max_total_bytes;     /* wal.max_total_bytes: 4 GiB; >= 2 * segment_bytes */
     wal_fsync_t fsync;            /* wal.fsync: ALWAYS */
+    wal_overflow_t overflow;      /* DROP_OLDEST: every topic's policy at a bound until
+                                     wal_topic_set_overflow sets its own (not persisted:
+                                     each open starts every topic with this). Not in the
+                                     config file yet */
     uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
     uint32_t retry_ms;            /* 1000: how often a failed topic retries */
     uint32_t checkpoint_flush_ms; /* 5000: checkpoints reach disk at most this often
@@ -224,6 +247,19 @@ wal_topic_state_t wal_topic_state(const wal_topic_t *t);
 int wal_topic_error(const wal_topic_t *t);
 /* Asks the writer to retry a failed topic now rather than at the next retry_ms tick. */
 void wal_topic_retry(wal_topic_t *t);
+
+/*
+ * Sets t's overflow policy (see OVERFLOW), in place of opts->overflow, until
+ * wal_close; it is not persisted, so set it again after each wal_open. Any
+ * thread, at any time (one atomic store): the writer reads it once per
+ * batch, when it takes the batch up, so a batch already being written keeps
+ * the policy it started with; set it before the topic's first wal_submit to
+ * cover every batch. Returns 0, or TB_EINVALID for a value out of range
+ * (the policy is then unchanged).
+ */
+int wal_topic_set_overflow(wal_topic_t *t, wal_overflow_t p);
+/* t's overflow policy (any thread). */
+wal_overflow_t wal_topic_overflow(const wal_topic_t *t);
 
 /*
  * The readable end: records with offset < this value may be read (see

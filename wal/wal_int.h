@@ -102,6 +102,7 @@ struct wal_topic {
     _Atomic int state;
     _Atomic int last_error;
     _Atomic bool retry_now;
+    _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
 
     /* [L] acct_mu: the checkpoint moves (wal_checkpoint_floor, any thread)
      * and a bound's drop decision (retention.c, writer) happen under this
@@ -243,10 +244,22 @@ int wal__topic_recover(wal_topic_t *t);
 
 /* ---- retention.c ---------------------------------------------------------- */
 
-/* Makes room for need more bytes in t under both bounds, deleting oldest
- * sealed segments (counting drops). Returns 0, TB_EFULL if only active
- * segments are left and the total bound still does not allow it, or -errno. */
-int wal__make_room(wal_t *w, wal_topic_t *t, uint64_t need);
+/* wal__make_room's answer when the policy made no room: the batch is refused
+ * (wal__overflow_refuse says with what); positive, so never an errno. */
+enum { WAL_NO_ROOM = 1 };
+
+/* Makes room for need more bytes in t under both bounds, as policy p says
+ * (overflow.c; nothing is asked of it while both bounds have room).
+ * Returns 0, WAL_NO_ROOM if p could not make enough, or -errno (an I/O
+ * error: the topic's log is as before the failed step). */
+int wal__make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need);
+/* Deletes t's oldest sealed segment for a bound (t->nsegs > 1), counting
+ * its unacknowledged records in dropped_total (persisted before the unlink)
+ * with the rate-limited "dropping" warning. Returns 0 or -errno. */
+int wal__drop_oldest_segment(wal_topic_t *t);
+/* The topic whose oldest sealed segment is the oldest of all (by creation
+ * time), or NULL when every topic holds only its active segment. */
+wal_topic_t *wal__oldest_sealed(wal_t *w);
 /* Persists the requested checkpoint if due (or force) and deletes sealed
  * segments entirely at or below it. Returns 0 or -errno. */
 int wal__checkpoint_apply(wal_topic_t *t, bool force);
@@ -257,6 +270,16 @@ void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset);
  * next_base) to m->dropped. Does not persist m; the caller does. */
 int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint64_t first_bad,
                          wal_meta_t *m);
+
+/* ---- overflow.c: the policies at a bound ------------------------------------ */
+
+/* (a) Policy p's way to make room for need more bytes in t when a bound
+ * would be passed (writer thread; called by wal__make_room). Returns 0,
+ * WAL_NO_ROOM, or -errno. */
+int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need);
+/* (b) Policy p's refusal of a batch of t it could not make room for: logs
+ * (rate-limited) and returns the batch's completion code. Writer thread. */
+int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p);
 
 /* ---- writer.c ------------------------------------------------------------- */
 

@@ -6,10 +6,11 @@
  * pending and runs a group-commit round:
  *
  *   for each item, in submission order:
- *       batch:  make room under the bounds, assign contiguous offsets, seal
- *               each record (offset + CRC, in place in the batch buffer) and
- *               write the whole batch with one pwrite (two if a rotation
- *               splits it)
+ *       batch:  make room under the bounds as the topic's overflow
+ *               policy says, or refuse the batch (overflow.c); assign
+ *               contiguous offsets, seal each record (offset + CRC, in
+ *               place in the batch buffer) and write the whole batch with
+ *               one pwrite (two if a rotation splits it)
  *       request: topic open, sync barrier (ends the round first), quarantine
  *   ALWAYS: fdatasync each file written in the round once, after ending
  *           its data on a page boundary with a padding record when that
@@ -306,14 +307,11 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
         b->c.rc = failfast_rc(t);
         return;
     }
-    int rc = wal__make_room(w, t, b->len + WAL_SEG_HDR_SIZE);
-    if (rc == TB_EFULL) {
-        uint64_t suppressed;
-        if (tb_ratelimit(&t->drop_rl, &suppressed))
-            tb_warn("wal: total bound reached with only active segments left; refusing batch",
-                    TB_S("topic", t->name), TB_U("max_total_bytes", w->o.max_total_bytes),
-                    TB_U("suppressed", suppressed));
-        b->c.rc = rc;
+    /* one policy for the whole batch, even if wal_topic_set_overflow runs now */
+    wal_overflow_t policy = wal_topic_overflow(t);
+    int rc = wal__make_room(w, t, policy, b->len + WAL_SEG_HDR_SIZE);
+    if (rc == WAL_NO_ROOM) {
+        b->c.rc = wal__overflow_refuse(w, t, policy);
         return;
     }
     if (rc < 0) {

@@ -1,0 +1,252 @@
+/*
+ * test_overflow.c: the overflow-policy type (wal/overflow.c): its names,
+ * its checks at wal_open and in the setter, and drop_oldest set explicitly
+ * on a topic doing at each bound exactly what the default does. Each bound
+ * scenario runs twice, in fresh logs, once with the default and once with
+ * the policy set on every topic, and the two must agree in every figure
+ * (and each figure must be what retention.* expects of drop_oldest).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "helper_wal.h"
+
+#define PAYLOAD 100
+#define PER_BATCH 10
+
+static th_t h;
+static void setup(void) { th_init(&h, WAL_FSYNC_ALWAYS); }
+static void teardown(void) { th_cleanup(&h); }
+TestSuite(overflow, .init = setup, .fini = teardown);
+
+Test(overflow, every_policy_name_parses_back_to_its_policy)
+{
+    for (int i = 0; i < WAL_OVERFLOW__COUNT; i++) {
+        const char *name = wal_overflow_name((wal_overflow_t)i);
+        cr_assert_str_neq(name, "?");
+        wal_overflow_t p = WAL_OVERFLOW__COUNT;
+        cr_assert_eq(wal_overflow_parse(name, &p), 0, "%s", name);
+        cr_assert_eq(p, (wal_overflow_t)i, "%s", name);
+    }
+    cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_OLDEST), "drop_oldest");
+}
+
+Test(overflow, an_unknown_name_is_refused_and_leaves_the_output_alone)
+{
+    static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop_newest", "block" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
+        wal_overflow_t p = WAL_OVERFLOW__COUNT;
+        cr_assert_eq(wal_overflow_parse(bad[i], &p), TB_ECONFIG, "\"%s\"", bad[i]);
+        cr_assert_eq(p, WAL_OVERFLOW__COUNT, "\"%s\"", bad[i]);
+    }
+    cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW__COUNT), "?");
+    cr_assert_str_eq(wal_overflow_name((wal_overflow_t)77), "?");
+}
+
+Test(overflow, the_default_policy_is_drop_oldest_for_every_topic)
+{
+    wal_opts_t o;
+    memset(&o, 0xff, sizeof o);
+    wal_opts_default(&o);
+    cr_assert_eq(o.overflow, WAL_OVERFLOW_DROP_OLDEST);
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_overflow(t), WAL_OVERFLOW_DROP_OLDEST);
+}
+
+Test(overflow, wal_open_refuses_a_policy_out_of_range)
+{
+    static const unsigned bad[] = { WAL_OVERFLOW__COUNT, 77, 0xffffffffu };
+    for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
+        h.o.overflow = (wal_overflow_t)bad[i];
+        wal_t *w = (wal_t *)&h; /* not NULL: wal_open must clear it */
+        cr_assert_eq(wal_open(&h.o, &w), TB_ECONFIG, "policy %u", bad[i]);
+        cr_assert_null(w);
+    }
+    h.o.overflow = WAL_OVERFLOW_DROP_OLDEST;
+    cr_assert_eq(th_open(&h), 0, "the same options with a known policy open");
+}
+
+Test(overflow, the_setter_refuses_a_policy_out_of_range_and_keeps_the_old_one)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW__COUNT), TB_EINVALID);
+    cr_assert_eq(wal_topic_set_overflow(t, (wal_overflow_t)77), TB_EINVALID);
+    cr_assert_eq(wal_topic_overflow(t), WAL_OVERFLOW_DROP_OLDEST);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_OLDEST), 0);
+    cr_assert_eq(wal_topic_overflow(t), WAL_OVERFLOW_DROP_OLDEST);
+    /* and the topic still takes batches */
+    cr_assert_eq(th_append(&h, t, 0, PER_BATCH, PAYLOAD), 0);
+}
+
+/* ---- the bounds: default and explicit drop_oldest, side by side ---------- */
+
+#define MAX_RCS 64
+
+/* What a bound scenario ends with, per topic, and every batch's rc. */
+typedef struct outcome {
+    wal_topic_stats_t st[3];
+    int rcs[MAX_RCS];
+    size_t nrcs;
+} outcome_t;
+
+typedef struct run {
+    th_t h;
+    bool explicit_policy;
+    outcome_t out;
+} run_t;
+
+static wal_topic_t *run_topic(run_t *r, const char *name)
+{
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(r->h.w, name, &t), 0);
+    if (r->explicit_policy)
+        cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_OLDEST), 0);
+    return t;
+}
+
+static int run_append(run_t *r, wal_topic_t *t, uint64_t *seq)
+{
+    int rc = th_append(&r->h, t, *seq, PER_BATCH, PAYLOAD);
+    cr_assert_lt(r->out.nrcs, MAX_RCS);
+    r->out.rcs[r->out.nrcs++] = rc;
+    if (rc == 0)
+        *seq += PER_BATCH;
+    return rc;
+}
+
+static void run_start(run_t *r, bool explicit_policy, uint64_t max_topic, uint64_t max_total)
+{
+    memset(r, 0, sizeof *r);
+    th_init(&r->h, WAL_FSYNC_ALWAYS);
+    r->h.o.max_topic_bytes = max_topic;
+    r->h.o.max_total_bytes = max_total;
+    r->explicit_policy = explicit_policy;
+    cr_assert_eq(th_open(&r->h), 0);
+}
+
+static void run_end(run_t *r, wal_topic_t **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        wal_topic_stats(ts[i], &r->out.st[i]);
+    th_cleanup(&r->h);
+}
+
+/* The figures that say what a bound did: identical in both runs. */
+static void assert_same(const outcome_t *a, const outcome_t *b, size_t ntopics)
+{
+    cr_assert_eq(a->nrcs, b->nrcs);
+    for (size_t i = 0; i < a->nrcs; i++)
+        cr_assert_eq(a->rcs[i], b->rcs[i], "batch %zu", i);
+    for (size_t i = 0; i < ntopics; i++) {
+        const wal_topic_stats_t *x = &a->st[i], *y = &b->st[i];
+        cr_assert_eq(x->bytes, y->bytes, "topic %zu", i);
+        cr_assert_eq(x->segments, y->segments, "topic %zu", i);
+        cr_assert_eq(x->oldest_offset, y->oldest_offset, "topic %zu", i);
+        cr_assert_eq(x->next_offset, y->next_offset, "topic %zu", i);
+        cr_assert_eq(x->dropped_total, y->dropped_total, "topic %zu", i);
+        cr_assert_eq(x->dropped_since_open, y->dropped_since_open, "topic %zu", i);
+        cr_assert_eq(x->drop_floor, y->drop_floor, "topic %zu", i);
+        cr_assert_eq(x->state, y->state, "topic %zu", i);
+    }
+}
+
+/* One topic, bound 16 KiB (four segments), 40 batches. */
+static void topic_bound(run_t *r, bool explicit_policy)
+{
+    run_start(r, explicit_policy, 16384, 4 << 20);
+    wal_topic_t *t = run_topic(r, "/e/t");
+    uint64_t seq = 0;
+    for (int i = 0; i < 40; i++) {
+        cr_assert_eq(run_append(r, t, &seq), 0);
+        wal_topic_stats_t st;
+        wal_topic_stats(t, &st);
+        cr_assert_leq(st.bytes, 16384);
+    }
+    run_end(r, &t, 1);
+}
+
+Test(overflow, explicit_drop_oldest_at_the_topic_bound_does_what_the_default_does)
+{
+    static run_t def, set;
+    topic_bound(&def, false);
+    topic_bound(&set, true);
+    const wal_topic_stats_t *st = &set.out.st[0];
+    cr_assert_gt(st->dropped_total, 0, "the bound deleted unacknowledged messages");
+    cr_assert_eq(st->dropped_total, st->oldest_offset - 1, "every message deleted was counted");
+    cr_assert_eq(st->next_offset - 1, 40u * PER_BATCH, "no batch was refused");
+    cr_assert_gt(st->bytes, 16384 - 4096 - 32, "only what the batch needed was deleted");
+    assert_same(&def.out, &set.out, 1);
+}
+
+/* Two topics under a 24 KiB total bound (six segments): a fills, then b.
+ * b is opened after a is full, so every segment of a is older than b's. */
+static void total_bound(run_t *r, bool explicit_policy)
+{
+    run_start(r, explicit_policy, 1 << 20, 24576);
+    wal_topic_t *ts[2];
+    uint64_t sa = 0, sb = 0;
+    ts[0] = run_topic(r, "/e/a");
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(run_append(r, ts[0], &sa), 0);
+    ts[1] = run_topic(r, "/e/b");
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(run_append(r, ts[1], &sb), 0);
+    run_end(r, ts, 2);
+}
+
+Test(overflow, explicit_drop_oldest_at_the_total_bound_does_what_the_default_does)
+{
+    static run_t def, set;
+    total_bound(&def, false);
+    total_bound(&set, true);
+    const wal_topic_stats_t *a = &set.out.st[0], *b = &set.out.st[1];
+    cr_assert_gt(a->dropped_total, 0, "the older topic paid");
+    cr_assert_eq(a->dropped_total, a->oldest_offset - 1);
+    cr_assert_eq(b->dropped_total, 0, "the newer topic kept everything");
+    cr_assert_leq(a->bytes + b->bytes, 24576);
+    cr_assert_gt(a->bytes + b->bytes, 24576 - 4096 - 32, "only what the batch needed was deleted");
+    assert_same(&def.out, &set.out, 2);
+}
+
+/* Total bound 8 KiB (two segments), three topics: a and b each hold two
+ * batches in their active segment, c one; c's second batch would pass the
+ * bound and no topic has a sealed segment left to delete. */
+static void only_active_left(run_t *r, bool explicit_policy)
+{
+    run_start(r, explicit_policy, 1 << 20, 8192);
+    wal_topic_t *ts[3];
+    uint64_t seq[3] = { 0 };
+    ts[0] = run_topic(r, "/e/a");
+    ts[1] = run_topic(r, "/e/b");
+    ts[2] = run_topic(r, "/e/c");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(run_append(r, ts[0], &seq[0]), 0);
+        cr_assert_eq(run_append(r, ts[1], &seq[1]), 0);
+    }
+    cr_assert_eq(run_append(r, ts[2], &seq[2]), 0);
+    cr_assert_eq(run_append(r, ts[2], &seq[2]), TB_EFULL);
+    cr_assert_eq(run_append(r, ts[2], &seq[2]), TB_EFULL, "and again: nothing changed");
+    run_end(r, ts, 3);
+}
+
+Test(overflow, explicit_drop_oldest_refuses_at_the_total_bound_as_the_default_does)
+{
+    static run_t def, set;
+    only_active_left(&def, false);
+    only_active_left(&set, true);
+    uint64_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        const wal_topic_stats_t *st = &set.out.st[i];
+        cr_assert_eq(st->segments, 1, "topic %d holds only its active segment", i);
+        cr_assert_eq(st->dropped_total, 0, "topic %d: a refusal deletes nothing", i);
+        cr_assert_eq(st->state, WAL_TOPIC_OK, "topic %d: a refusal is not a failure", i);
+        total += st->bytes;
+    }
+    cr_assert_leq(total, 8192);
+    cr_assert_eq(set.out.st[2].next_offset, 1 + PER_BATCH, "the refused batches took no offsets");
+    assert_same(&def.out, &set.out, 3);
+}

@@ -1,0 +1,121 @@
+/*
+ * overflow.c: the overflow policies: what a topic does at a disk bound.
+ * The two decisions run on the writer thread; the names, the setter and
+ * the getter on any thread.
+ *
+ * retention.c checks the bounds and owns the mechanism (deleting a sealed
+ * segment, counting its unacknowledged records, persisting the count before
+ * the unlink). When a write would pass max_topic_bytes or max_total_bytes it
+ * asks the writing topic's policy, here, to (a) make room; when the policy
+ * makes none, writer.c asks it (b) how to refuse the batch. Both are a switch
+ * over wal_overflow_t, and the writer reads the topic's policy once per
+ * batch, so a batch is handled by one policy even if it is changed meanwhile.
+ *
+ * Today's one policy, drop_oldest:
+ *   (a) delete the topic's oldest sealed segments until its bound has room;
+ *       if only the active segment is left, no room. Then, for the total
+ *       bound, delete the oldest sealed segment across all topics (by
+ *       creation time) until it has room; if every topic holds only its
+ *       active segment, no room.
+ *   (b) TB_EFULL, with a warning at most once a minute (the topic's drop
+ *       rate limit); the topic stays OK.
+ *
+ * ADDING A POLICY: a member in wal_overflow_t (wal.h, before __COUNT, with
+ * its paragraph under OVERFLOW), its name in names[] below, and one case in
+ * each switch here. Nothing else in wal/ changes: the compiler (-Wswitch)
+ * points at each switch that lacks the case, and the build fails if a name
+ * is missing. A policy that refuses rather than deletes returns WAL_NO_ROOM
+ * from (a) and its completion code from (b); one that waits (block) needs
+ * the caller to tell its refusal apart, so give it its own code in (b).
+ */
+#include "wal/wal_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[] = {
+    [WAL_OVERFLOW_DROP_OLDEST] = "drop_oldest",
+};
+_Static_assert(TB_ARRAY_LEN(names) == WAL_OVERFLOW__COUNT, "every overflow policy has a name");
+
+int wal_overflow_parse(const char *s, wal_overflow_t *out)
+{
+    for (int i = 0; i < WAL_OVERFLOW__COUNT; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = (wal_overflow_t)i;
+            return 0;
+        }
+    }
+    return TB_ECONFIG;
+}
+
+const char *wal_overflow_name(wal_overflow_t p)
+{
+    return (unsigned)p < WAL_OVERFLOW__COUNT ? names[p] : "?";
+}
+
+int wal_topic_set_overflow(wal_topic_t *t, wal_overflow_t p)
+{
+    if ((unsigned)p >= WAL_OVERFLOW__COUNT)
+        return TB_EINVALID;
+    atomic_store(&t->overflow, (int)p);
+    return 0;
+}
+
+wal_overflow_t wal_topic_overflow(const wal_topic_t *t)
+{
+    return (wal_overflow_t)atomic_load(&((wal_topic_t *)t)->overflow);
+}
+
+/* drop_oldest's (a): see the file header. */
+static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
+{
+    int rc;
+    while (t->bytes + need > w->o.max_topic_bytes && t->nsegs > 1)
+        if ((rc = wal__drop_oldest_segment(t)) < 0)
+            return rc;
+    if (t->bytes + need > w->o.max_topic_bytes)
+        return WAL_NO_ROOM;
+    while (w->total_bytes + need > w->o.max_total_bytes) {
+        wal_topic_t *v = wal__oldest_sealed(w);
+        if (!v)
+            return WAL_NO_ROOM;
+        if ((rc = wal__drop_oldest_segment(v)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* A value no entry point lets in (wal_open and the setter check the range). */
+static _Noreturn void bad_policy(const wal_topic_t *t, wal_overflow_t p)
+{
+    tb_error("wal: unknown overflow policy", TB_S("topic", t->name), TB_I("policy", (int)p));
+    abort();
+}
+
+int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)
+{
+    switch (p) {
+    case WAL_OVERFLOW_DROP_OLDEST:
+        return drop_oldest(w, t, need);
+    case WAL_OVERFLOW__COUNT:
+        break;
+    }
+    bad_policy(t, p);
+}
+
+int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p)
+{
+    uint64_t suppressed;
+    switch (p) {
+    case WAL_OVERFLOW_DROP_OLDEST:
+        if (tb_ratelimit(&t->drop_rl, &suppressed))
+            tb_warn("wal: total bound reached with only active segments left; refusing batch",
+                    TB_S("topic", t->name), TB_U("max_total_bytes", w->o.max_total_bytes),
+                    TB_U("suppressed", suppressed));
+        return TB_EFULL;
+    case WAL_OVERFLOW__COUNT:
+        break;
+    }
+    bad_policy(t, p);
+}
