@@ -46,8 +46,8 @@ static void bench(size_t ntopics)
     }
     uv_loop_t loop;
     uv_loop_init(&loop);
-    gw_http_service_t *s;
-    gw_http_service_new(&loop, NULL, m, NULL, &s);
+    http_service_t *s;
+    http_service_new(&loop, NULL, m, NULL, &s);
 
     uint64_t ns[RUNS];
     size_t bytes = 0;
@@ -64,7 +64,7 @@ static void bench(size_t ntopics)
     report("/metrics", ntopics, bytes, ns);
     for (int i = 0; i < RUNS; i++) {
         uint64_t t0 = tb_mono_ns();
-        json_t *doc = gw_http_stats_json(s);
+        json_t *doc = http_stats_json(s);
         char *text = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(15));
         ns[i] = tb_mono_ns() - t0;
         bytes = strlen(text);
@@ -73,9 +73,9 @@ static void bench(size_t ntopics)
     }
     report("/stats", ntopics, bytes, ns);
 
-    gw_http_service_close(s, NULL, NULL);
+    http_service_close(s, NULL, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
-    gw_http_service_free(s);
+    http_service_free(s);
     uv_loop_close(&loop);
     metrics_free(m);
 }

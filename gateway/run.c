@@ -43,7 +43,7 @@ typedef struct run {
 static int http_start(gw__app_t *app, void *arg)
 {
     /* on failure the app still calls our drain step, which closes the handles */
-    return gw_http_service_listen(arg, app->cfg->http.listener);
+    return http_service_listen(arg, app->cfg->http.listener);
 }
 
 static void http_closed(void *arg)
@@ -53,7 +53,7 @@ static void http_closed(void *arg)
 
 static void http_drain(gw__app_t *app, void *arg)
 {
-    gw_http_service_close(arg, http_closed, app);
+    http_service_close(arg, http_closed, app);
 }
 
 /* ---- the log and the topics ------------------------------------------------ */
@@ -194,7 +194,7 @@ static int boot_complete(gw__app_t *app, void *arg)
 
 /* ---- what /metrics, /stats, /readyz report ------------------------------------ */
 
-static void readiness(void *arg, gw_http_readiness_t *out)
+static void readiness(void *arg, http_readiness_t *out)
 {
     run_t *r = arg;
     out->bootstrap_done = r->booted;
@@ -206,41 +206,41 @@ static void readiness(void *arg, gw_http_readiness_t *out)
     out->draining = r->app->stopping;
 }
 
-static gw_topic_state_t topic_state(void *arg, size_t mi)
+static http_topic_state_t topic_state(void *arg, size_t mi)
 {
     run_t *r = arg;
     if (!r->srv || !r->srv->topics)
-        return GW_TOPIC_UNKNOWN;
+        return HTTP_TOPIC_UNKNOWN;
     for (size_t i = 0; i < r->srv->ntopics; i++) {
         if (r->metric_topic[i] != (int)mi)
             continue;
         if (wal_topic_state(r->srv->topics[i].wal) != WAL_TOPIC_OK)
-            return GW_TOPIC_FAILED;
+            return HTTP_TOPIC_FAILED;
         if (!gw_repl_rep(r->repl))
-            return GW_TOPIC_IDLE;
+            return HTTP_TOPIC_IDLE;
         rep_topic_stats_t st;
         gw_repl_topic_stats(r->repl, i, &st);
         if (st.stalled)
-            return GW_TOPIC_STALLED;
+            return HTTP_TOPIC_STALLED;
         if (st.lag_messages == 0)
-            return GW_TOPIC_IDLE;
+            return HTTP_TOPIC_IDLE;
         bool behind = st.oldest_unacked_ms && tb_wall_ms() > st.oldest_unacked_ms + r->app->cfg->replicator.live_window_ms;
-        return behind ? GW_TOPIC_CATCHING_UP : GW_TOPIC_REPLICATING;
+        return behind ? HTTP_TOPIC_CATCHING_UP : HTTP_TOPIC_REPLICATING;
     }
-    return GW_TOPIC_UNKNOWN;
+    return HTTP_TOPIC_UNKNOWN;
 }
 
-static gw_cluster_state_t cluster_state(void *arg)
+static http_cluster_state_t cluster_state(void *arg)
 {
     rep_t *rep = gw_repl_rep(((run_t *)arg)->repl);
     if (!rep)
-        return GW_CLUSTER_UNKNOWN;
+        return HTTP_CLUSTER_UNKNOWN;
     rep_stats_t st;
     rep_stats(rep, &st);
     switch (st.cluster) {
-    case REP_CLUSTER_CONNECTED: return GW_CLUSTER_CONNECTED;
-    case REP_CLUSTER_UNREACHABLE: return GW_CLUSTER_UNREACHABLE;
-    default: return GW_CLUSTER_CONNECTING;
+    case REP_CLUSTER_CONNECTED: return HTTP_CLUSTER_CONNECTED;
+    case REP_CLUSTER_UNREACHABLE: return HTTP_CLUSTER_UNREACHABLE;
+    default: return HTTP_CLUSTER_CONNECTING;
     }
 }
 
@@ -404,13 +404,13 @@ int gw_run(const cfg_t *cfg)
     metrics_set(metrics_fam(r.metrics, METRICS_WAL_TOPIC_LIMIT), 0, 0, (int64_t)cfg->wal.max_topic_bytes);
     metrics_set(metrics_fam(r.metrics, METRICS_WAL_TOTAL_LIMIT), 0, 0, (int64_t)cfg->wal.max_total_bytes);
     metrics_add_collector(r.metrics, collect, &r);
-    gw_http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state,
+    http_provider_t provider = { .arg = &r, .readiness = readiness, .topic_state = topic_state,
                                     .cluster_state = cluster_state };
-    gw_http_service_opts_t hopts;
-    gw_http_service_opts_default(&hopts);
+    http_service_opts_t hopts;
+    http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
-    gw_http_service_t *http;
-    if (gw_http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
+    http_service_t *http;
+    if (http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
         metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
@@ -424,7 +424,7 @@ int gw_run(const cfg_t *cfg)
     app.reload_arg = &r;
 
     int rc = gw__app_run(&app);
-    gw_http_service_free(http);
+    http_service_free(http);
     metrics_free(r.metrics);
     gw_repl_free(r.repl);
     free(r.metric_topic);

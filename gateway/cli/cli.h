@@ -1,9 +1,15 @@
-/* cli.h: the subcommands of the `tributary` binary (gateway/cli_*.c, linked into the executable only). */
-#ifndef GW_CLI_H
-#define GW_CLI_H
+/*
+ * cli.h: the subcommands of the `tributary` binary (the gateway/cli/
+ * folder's one header; tb_cli is linked into the executable and its unit
+ * tests only, never into the daemon's libraries). Prefix cli_.
+ */
+#ifndef CLI_CLI_H
+#define CLI_CLI_H
 
+#include <jansson.h>
 #include <stdio.h>
 
+#include "base/base.h"
 #include "gateway/gateway.h"
 
 void cli_usage(FILE *out);
@@ -16,5 +22,20 @@ int cli_status(int argc, char **argv);
 /* Parses "-c FILE" / "--config FILE" / "--config=FILE" options shared by
  * run and check. Returns 0, or GW_EXIT_USAGE after printing usage. */
 int cli_parse_config_opt(int argc, char **argv, const char **path /* OUT */);
+
+/* ---- `tributary status` (cli_http.c, cli_status_render.c) --------------- */
+
+/*
+ * Blocking GET http://addr/path with one deadline for connect, send and
+ * receive (for the CLI, never on the loop). On success (0) *status is the
+ * HTTP status and body holds the body (at most max_body bytes, else
+ * TB_EFULL). Fails with -errno (ECONNREFUSED, ETIMEDOUT, ...), TB_ECONFIG
+ * (bad address) or TB_EMALFORMED (not an HTTP response).
+ */
+int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status /* OUT */,
+                 tb_buf_t *body /* OUT */);
+
+/* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
+int cli_status_render(const json_t *stats, tb_buf_t *out);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * http_client.c: the smallest blocking HTTP/1.1 GET, for `tributary status`
+ * cli_http.c: the smallest blocking HTTP/1.1 GET, for `tributary status`
  * (a CLI process, never the event loop). One deadline covers connect, send
  * and receive, enforced with non-blocking sockets and poll(2), so an
  * endpoint that accepts and then says nothing costs the operator at most
@@ -7,7 +7,7 @@
  * is honoured when present. Chunked responses are not needed (our server
  * never sends them) and are refused as malformed.
  */
-#include "gateway/http/http.h"
+#include "gateway/cli/cli.h"
 #include "base/base.h"
 
 #include <errno.h>
@@ -174,7 +174,7 @@ static int parse_response(const tb_buf_t *raw, int *status, tb_buf_t *body)
     return 0;
 }
 
-int gw_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status, tb_buf_t *body)
+int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status, tb_buf_t *body)
 {
     uint64_t deadline = tb_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
     *status = 0;

@@ -1,6 +1,6 @@
 /*
  * cli_status.c: `tributary status [--http ADDR] [--json]`: asks a running
- * gateway for /stats and prints the terse view (gateway/http_status.c), or
+ * gateway for /stats and prints the terse view (gateway/cli/cli_status_render.c), or
  * the raw document with --json. One 3 s deadline covers the whole request,
  * so a wedged gateway makes the command fail rather than hang.
  *
@@ -8,7 +8,6 @@
  * with a /stats document (the message says which); 2 bad usage.
  */
 #include "gateway/cli/cli.h"
-#include "gateway/http/http.h"
 #include "base/base.h"
 
 #include <stdio.h>
@@ -46,7 +45,7 @@ int cli_status(int argc, char **argv)
     }
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    int rc = gw_http_get(addr, "/stats", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &status, &body);
+    int rc = cli_http_get(addr, "/stats", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &status, &body);
     if (rc < 0) {
         fprintf(stderr, "tributary status: cannot reach the gateway at http://%s/stats: %s\n"
                         "(is it running? is --http the address of its http.listener?)\n",
@@ -57,7 +56,7 @@ int cli_status(int argc, char **argv)
     json_error_t err;
     json_t *doc = status == 200 ? json_loadb(tb_buf_str(&body), body.len, 0, &err) : NULL;
     tb_buf_t view = TB_BUF_INIT;
-    if (!doc || gw_http_status_render(doc, &view) < 0) {
+    if (!doc || cli_status_render(doc, &view) < 0) {
         fprintf(stderr, "tributary status: http://%s/stats answered %d but not with a /stats document\n", addr, status);
         json_decref(doc);
         tb_buf_free(&body);

@@ -1,5 +1,5 @@
 /*
- * http_status.c: the terse human view of /stats that `tributary status`
+ * cli_status_render.c: the terse human view of /stats that `tributary status`
  * prints. One header line answers "is it up, is data flowing, was
  * anything lost"; then one line per upstream topic:
  *
@@ -14,7 +14,7 @@
  * it documents. Missing fields print as "?" rather than failing: a newer
  * or older gateway may not have them.
  */
-#include "gateway/http/http.h"
+#include "gateway/cli/cli.h"
 #include "base/base.h"
 
 #include <inttypes.h>
@@ -89,7 +89,7 @@ static void header(const json_t *doc, tb_buf_t *out)
     tb_buf_printf(out, "invariant %s\n", json_is_true(inv) ? "ok" : json_is_false(inv) ? "BROKEN" : "?");
 }
 
-int gw_http_status_render(const json_t *doc, tb_buf_t *out)
+int cli_status_render(const json_t *doc, tb_buf_t *out)
 {
     const json_t *topics = json_object_get(doc, "topics");
     if (!json_is_object(doc) || !json_is_array(topics))

@@ -1,5 +1,8 @@
 /*
- * http.h: the operator's HTTP endpoint (internal to gateway/). Prefix gw_http_.
+ * http.h: the operator's HTTP endpoint (the gateway/http/ folder's one public
+ * header). Prefix http_, HTTP_; http__ for what its files share (http_int.h).
+ * The request parser (http_parse.c) is its own library, tb_http_parse,
+ * linking base only: it reads bytes from outside and is fuzzed alone.
  *
  *   GET /metrics   Prometheus text format 0.0.4 (metrics.h, the catalog)
  *   GET /stats     one JSON document: per upstream topic counts, log, lag,
@@ -27,7 +30,7 @@
  * we need is GET/HEAD of four in-memory documents: a few hundred lines we
  * can fuzz (tests/fuzz/fuzz_http_request.c) and bound exactly.
  *
- * LIMITS (gw_http_opts_t; defaults in brackets). A request head (request
+ * LIMITS (http_opts_t; defaults in brackets). A request head (request
  * line + headers) over max_head_bytes [8 KiB] gets 431 and the connection
  * closes. The whole head must arrive within request_timeout_ms [5 s] of
  * connecting (or of its first byte on a kept-alive connection): 408 and
@@ -45,8 +48,8 @@
  * /metrics and /stats are rendered at most every render_ms [250 ms]
  * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
  */
-#ifndef GW_HTTP_H
-#define GW_HTTP_H
+#ifndef HTTP_HTTP_H
+#define HTTP_HTTP_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -58,34 +61,34 @@
 
 /* ---- requests (http_parse.c: pure functions, fuzzed) -------------------- */
 
-typedef enum { GW_HTTP_GET = 1, GW_HTTP_HEAD, GW_HTTP_OTHER } gw_http_method_t;
+typedef enum { HTTP_GET = 1, HTTP_HEAD, HTTP_OTHER } http_method_t;
 
-typedef struct gw_http_req {
-    gw_http_method_t method;
+typedef struct http_req {
+    http_method_t method;
     const char *path;  /* NUL-terminated, starts with '/', without the query */
     const char *query; /* NUL-terminated, after '?'; "" when absent */
     int minor;         /* HTTP/1.<minor>, 0 or 1 */
     bool keep_alive;   /* after Connection and the version's default */
-} gw_http_req_t;
+} http_req_t;
 
 /*
  * Where the request head ends: the offset just past its blank line, or 0
  * when it has not arrived yet. Searching restarts at `from` (a previous
  * call's len), so a head that trickles in is scanned once overall.
  */
-size_t gw_http_head_end(const char *buf, size_t len, size_t from);
+size_t http_head_end(const char *buf, size_t len, size_t from);
 
 /*
- * Parses the complete head buf[0..len) (len from gw_http_head_end). Writes
+ * Parses the complete head buf[0..len) (len from http_head_end). Writes
  * NULs into buf; req's strings point into it. Returns 0, or the status to
  * answer before closing: 400 (malformed, missing Host on 1.1, a
  * Transfer-Encoding), 413 (Content-Length > 0), 505 (not HTTP/1.x).
  * A method other than GET and HEAD is not an error here (method OTHER).
  */
-int gw_http_parse(char *buf, size_t len, gw_http_req_t *req /* OUT */);
+int http_parse(char *buf, size_t len, http_req_t *req /* OUT */);
 
 /* "OK", "Not Found", ...; "Unknown" for codes we never send. */
-const char *gw_http_reason(int status);
+const char *http_reason(int status);
 
 /* ---- the server (http_server.c, http_conn.c) ---------------------------- */
 
@@ -96,22 +99,22 @@ const char *gw_http_reason(int status);
  * handler runs as for GET and the server sends only the headers. A handler
  * must answer from memory: it must not block.
  */
-typedef int (*gw_http_handler_fn)(void *arg, gw_http_req_t *req, tb_buf_t *out /* body */,
+typedef int (*http_handler_fn)(void *arg, http_req_t *req, tb_buf_t *out /* body */,
                                   const char **content_type /* OUT */);
 
-typedef struct gw_http_opts {
+typedef struct http_opts {
     size_t max_head_bytes;       /* request line + headers */
     uint64_t request_timeout_ms; /* the whole head, from connect or its first byte */
     uint64_t idle_timeout_ms;    /* between requests on a kept-alive connection */
     uint64_t write_timeout_ms;   /* for the client to take one response */
     uint64_t linger_ms;          /* after a final response, reading and discarding until EOF */
     unsigned max_conns;
-} gw_http_opts_t;
+} http_opts_t;
 
-void gw_http_opts_default(gw_http_opts_t *o /* OUT */);
+void http_opts_default(http_opts_t *o /* OUT */);
 
 /* Counters kept by the server (plain integers on the loop thread). */
-typedef struct gw_http_stats {
+typedef struct http_stats {
     uint64_t accepted;       /* connections taken in a slot */
     uint64_t refused;        /* answered 503 at the cap */
     uint64_t evicted;        /* closed to make room */
@@ -122,131 +125,116 @@ typedef struct gw_http_stats {
     unsigned conns;          /* open now */
     size_t out_bytes;        /* response bytes waiting for clients now */
     size_t out_high_water;   /* most response bytes ever held for one connection */
-} gw_http_stats_t;
+} http_stats_t;
 
-typedef struct gw_http_server gw_http_server_t;
+typedef struct http_server http_server_t;
 
 /*
  * A server on `loop` (opts NULL: defaults). It owns a libuv handle from
- * here on, so it ends with gw_http_close() and then gw_http_server_free().
+ * here on, so it ends with http_close() and then http_server_free().
  */
-int gw_http_server_new(uv_loop_t *loop, const gw_http_opts_t *opts, gw_http_server_t **out /* OUT */);
+int http_server_new(uv_loop_t *loop, const http_opts_t *opts, http_server_t **out /* OUT */);
 /* Serves GET/HEAD `path` (exact match, query ignored) with fn. 0, TB_EFULL or TB_EINVALID. */
-int gw_http_route(gw_http_server_t *s, const char *path, gw_http_handler_fn fn, void *arg);
+int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg);
 /*
  * Listens on "host:port" or "[v6]:port" (port 0: ephemeral) and logs
  * "http listening" with addr=HOST:PORT (the bound port). 0 or -errno /
  * TB_ECONFIG; on failure nothing is listening.
  */
-int gw_http_listen(gw_http_server_t *s, const char *addr);
+int http_listen(http_server_t *s, const char *addr);
 /* "127.0.0.1:9090" / "[::1]:9090" once listening, else "". */
-const char *gw_http_bound(const gw_http_server_t *s);
-void gw_http_get_stats(const gw_http_server_t *s, gw_http_stats_t *out /* OUT */);
+const char *http_bound(const http_server_t *s);
+void http_get_stats(const http_server_t *s, http_stats_t *out /* OUT */);
 /*
  * Drains: stops accepting, closes idle and incomplete connections, lets
  * responses being written finish (bounded by write_timeout_ms), then closes
  * them. done(arg) is called once, from a later loop turn, when every handle
  * is closed.
  */
-void gw_http_close(gw_http_server_t *s, void (*done)(void *arg), void *arg);
+void http_close(http_server_t *s, void (*done)(void *arg), void *arg);
 /* After done has run. NULL is allowed. */
-void gw_http_server_free(gw_http_server_t *s);
+void http_server_free(http_server_t *s);
 
 /* ---- what the endpoints report: the provider the lead fills ------------- */
 
 typedef enum {
-    GW_CLUSTER_UNKNOWN, GW_CLUSTER_CONNECTING, GW_CLUSTER_CONNECTED, GW_CLUSTER_UNREACHABLE, GW_CLUSTER__COUNT
-} gw_cluster_state_t;
-extern const char *const gw_http_cluster_states[GW_CLUSTER__COUNT];
+    HTTP_CLUSTER_UNKNOWN, HTTP_CLUSTER_CONNECTING, HTTP_CLUSTER_CONNECTED, HTTP_CLUSTER_UNREACHABLE, HTTP_CLUSTER__COUNT
+} http_cluster_state_t;
+extern const char *const http_cluster_states[HTTP_CLUSTER__COUNT];
 
 typedef enum {
-    GW_TOPIC_UNKNOWN,     /* no provider */
-    GW_TOPIC_IDLE,        /* nothing waiting */
-    GW_TOPIC_REPLICATING, /* sending, keeping up */
-    GW_TOPIC_CATCHING_UP, /* sending a backlog */
-    GW_TOPIC_STALLED,     /* waiting messages, no progress within the deadline */
-    GW_TOPIC_FAILED,      /* not accepting (failed fsync, ...) */
-    GW_TOPIC__COUNT
-} gw_topic_state_t;
-extern const char *const gw_http_topic_states[GW_TOPIC__COUNT];
+    HTTP_TOPIC_UNKNOWN,     /* no provider */
+    HTTP_TOPIC_IDLE,        /* nothing waiting */
+    HTTP_TOPIC_REPLICATING, /* sending, keeping up */
+    HTTP_TOPIC_CATCHING_UP, /* sending a backlog */
+    HTTP_TOPIC_STALLED,     /* waiting messages, no progress within the deadline */
+    HTTP_TOPIC_FAILED,      /* not accepting (failed fsync, ...) */
+    HTTP_TOPIC__COUNT
+} http_topic_state_t;
+extern const char *const http_topic_states[HTTP_TOPIC__COUNT];
 
-typedef struct gw_http_readiness {
+typedef struct http_readiness {
     bool bootstrap_done;
     bool mqtt_listening;
     bool wal_writable;
     bool draining; /* shutdown has started */
-} gw_http_readiness_t;
+} http_readiness_t;
 
 /*
  * State that is not a metric. Every callback runs on the loop thread during
  * a request, must not block, and may be NULL. Metric values themselves come
  * from the registry (loop-owned updates and collectors, metrics.h).
  */
-typedef struct gw_http_provider {
+typedef struct http_provider {
     void *arg;
     /* NULL: never ready ("no readiness provider") */
-    void (*readiness)(void *arg, gw_http_readiness_t *out /* OUT */);
+    void (*readiness)(void *arg, http_readiness_t *out /* OUT */);
     /* false and a reason in why: /healthz answers 503 (e.g. a failed fsync). NULL: healthy. */
     bool (*healthy)(void *arg, char *why, size_t whylen);
     /* NULL: unknown */
-    gw_cluster_state_t (*cluster_state)(void *arg);
+    http_cluster_state_t (*cluster_state)(void *arg);
     /* `topic` indexes metrics_topics(); NULL: unknown */
-    gw_topic_state_t (*topic_state)(void *arg, size_t topic);
-} gw_http_provider_t;
+    http_topic_state_t (*topic_state)(void *arg, size_t topic);
+} http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */
 
-typedef struct gw_http_service_opts {
-    gw_http_opts_t http;
+typedef struct http_service_opts {
+    http_opts_t http;
     uint64_t tick_ms;      /* loop health tick period [1000] */
     uint64_t max_lag_ms;   /* /healthz 503 past this tick lateness [3000] */
     uint64_t render_ms;    /* /metrics and /stats are rendered at most once per this [250]; 0: every request */
     const char *edge_name; /* shown in /stats; may be NULL */
-} gw_http_service_opts_t;
+} http_service_opts_t;
 
-void gw_http_service_opts_default(gw_http_service_opts_t *o /* OUT */);
+void http_service_opts_default(http_service_opts_t *o /* OUT */);
 
-typedef struct gw_http_service gw_http_service_t;
+typedef struct http_service http_service_t;
 
 /*
  * The endpoint over registry `m` (with the catalog registered) and provider
  * `p` (copied; NULL: all unknown). Owns libuv handles from here on: end
- * with gw_http_service_close() then gw_http_service_free().
+ * with http_service_close() then http_service_free().
  */
-int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metrics_t *m,
-                        const gw_http_provider_t *p, gw_http_service_t **out /* OUT */);
-/* Mounts the four endpoints, starts the health tick, listens. See gw_http_listen. */
-int gw_http_service_listen(gw_http_service_t *s, const char *addr);
-gw_http_server_t *gw_http_service_server(gw_http_service_t *s);
-void gw_http_service_close(gw_http_service_t *s, void (*done)(void *arg), void *arg);
-void gw_http_service_free(gw_http_service_t *s);
+int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m,
+                        const http_provider_t *p, http_service_t **out /* OUT */);
+/* Mounts the four endpoints, starts the health tick, listens. See http_listen. */
+int http_service_listen(http_service_t *s, const char *addr);
+http_server_t *http_service_server(http_service_t *s);
+void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg);
+void http_service_free(http_service_t *s);
 
 
 /* Loop health: true when the last tick ran on time; else false and why. */
-bool gw_http_service_healthy(gw_http_service_t *s, char *why, size_t whylen);
+bool http_service_healthy(http_service_t *s, char *why, size_t whylen);
 /* Readiness: true when ready; else false and the reason. */
-bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen);
+bool http_service_ready(http_service_t *s, char *why, size_t whylen);
 
 /* ---- /stats (http_stats.c) ---------------------------------------------- */
 
 /* The /stats document (new reference). Runs the collectors first. */
-json_t *gw_http_stats_json(gw_http_service_t *s);
+json_t *http_stats_json(http_service_t *s);
 /* Field names of /stats that are not catalog metrics (for docs checks), NULL-terminated. */
-extern const char *const gw_http_stats_fields[];
-
-/* ---- `tributary status` (http_status.c, http_client.c) ------------------ */
-
-/*
- * Blocking GET http://addr/path with one deadline for connect, send and
- * receive (for the CLI, never on the loop). On success (0) *status is the
- * HTTP status and body holds the body (at most max_body bytes, else
- * TB_EFULL). Fails with -errno (ECONNREFUSED, ETIMEDOUT, ...), TB_ECONFIG
- * (bad address) or TB_EMALFORMED (not an HTTP response).
- */
-int gw_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status /* OUT */,
-                tb_buf_t *body /* OUT */);
-
-/* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
-int gw_http_status_render(const json_t *stats, tb_buf_t *out);
+extern const char *const http_stats_fields[];
 
 #endif

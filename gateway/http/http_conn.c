@@ -26,27 +26,27 @@
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void process(gw__http_conn_t *c);
+static void process(http__conn_t *c);
 
 static void close_cb(uv_handle_t *h)
 {
-    gw__http_conn_t *c = h->data;
+    http__conn_t *c = h->data;
     if (--c->handles > 0)
         return;
-    gw_http_server_t *s = c->srv;
+    http_server_t *s = c->srv;
     tb_buf_free(&c->head);
     tb_buf_free(&c->body);
     free(c->in);
     free(c);
-    gw__http_released(s);
+    http__released(s);
 }
 
-void gw__http_conn_close(gw__http_conn_t *c)
+void http__conn_close(http__conn_t *c)
 {
-    if (c->state == GW__CONN_CLOSING)
+    if (c->state == HTTP__CONN_CLOSING)
         return;
-    c->state = GW__CONN_CLOSING;
-    gw__http_list_remove(c->srv, c);
+    c->state = HTTP__CONN_CLOSING;
+    http__list_remove(c->srv, c);
     c->srv->stats.conns--;
     uv_close((uv_handle_t *)&c->tcp, close_cb);
     uv_close((uv_handle_t *)&c->timer, close_cb);
@@ -54,24 +54,24 @@ void gw__http_conn_close(gw__http_conn_t *c)
 
 static void timer_cb(uv_timer_t *t);
 
-static void set_deadline(gw__http_conn_t *c, uint64_t ms)
+static void set_deadline(http__conn_t *c, uint64_t ms)
 {
     uv_timer_start(&c->timer, timer_cb, ms, 0);
 }
 
 /* Enters a waiting state (READING or IDLE) as the newest waiter. */
-static void wait_for_request(gw__http_conn_t *c, gw__conn_state_t st)
+static void wait_for_request(http__conn_t *c, http__conn_state_t st)
 {
-    gw_http_server_t *s = c->srv;
+    http_server_t *s = c->srv;
     c->state = st;
-    gw__http_list_remove(s, c);
-    gw__http_list_append(s, c);
-    set_deadline(c, st == GW__CONN_READING ? s->opts.request_timeout_ms : s->opts.idle_timeout_ms);
+    http__list_remove(s, c);
+    http__list_append(s, c);
+    set_deadline(c, st == HTTP__CONN_READING ? s->opts.request_timeout_ms : s->opts.idle_timeout_ms);
 }
 
-void gw__http_conn_accept(gw_http_server_t *s)
+void http__conn_accept(http_server_t *s)
 {
-    gw__http_conn_t *c = tb_calloc(1, sizeof *c);
+    http__conn_t *c = tb_calloc(1, sizeof *c);
     c->srv = s;
     uv_tcp_init(s->loop, &c->tcp);
     uv_timer_init(s->loop, &c->timer);
@@ -79,11 +79,11 @@ void gw__http_conn_accept(gw_http_server_t *s)
     c->handles = 2;
     s->nalloc++;
     s->stats.conns++;
-    gw__http_list_append(s, c);
-    c->state = GW__CONN_READING;
+    http__list_append(s, c);
+    c->state = HTTP__CONN_READING;
     if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) < 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
-        gw__http_conn_close(c);
+        http__conn_close(c);
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
@@ -93,25 +93,25 @@ void gw__http_conn_accept(gw_http_server_t *s)
 
 /* ---- responses ---------------------------------------------------------- */
 
-static void linger(gw__http_conn_t *c);
-static void next_request(gw__http_conn_t *c);
+static void linger(http__conn_t *c);
+static void next_request(http__conn_t *c);
 
 static void write_cb(uv_write_t *wr, int status)
 {
-    gw__http_conn_t *c = wr->data;
-    gw_http_server_t *s = c->srv;
+    http__conn_t *c = wr->data;
+    http_server_t *s = c->srv;
     s->stats.out_bytes -= c->out_len;
     c->out_len = 0;
     tb_buf_free(&c->head);
     tb_buf_free(&c->body);
-    if (c->state == GW__CONN_CLOSING)
+    if (c->state == HTTP__CONN_CLOSING)
         return; /* closed while writing (deadline, eviction): UV_ECANCELED */
     if (status < 0)
-        gw__http_conn_close(c);
+        http__conn_close(c);
     else if (c->close_after)
         linger(c);
     else if (s->closing)
-        gw__http_conn_close(c);
+        http__conn_close(c);
     else
         next_request(c);
 }
@@ -131,16 +131,16 @@ static void put_date(tb_buf_t *b)
  * the headers say what GET would send. close: the last response on this
  * connection. minor: the request's HTTP/1.x (0: say keep-alive explicitly).
  */
-static void respond(gw__http_conn_t *c, int status, const char *ctype, tb_buf_t *body, bool head_only, bool close,
+static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *body, bool head_only, bool close,
                     int minor)
 {
-    gw_http_server_t *s = c->srv;
+    http_server_t *s = c->srv;
     close = close || s->closing;
     c->close_after = close;
     c->body = *body;
     *body = (tb_buf_t)TB_BUF_INIT;
     tb_buf_t *h = &c->head;
-    tb_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, gw_http_reason(status));
+    tb_buf_printf(h, "HTTP/1.1 %d %s\r\n", status, http_reason(status));
     put_date(h);
     tb_buf_printf(h, "Content-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n",
                   ctype ? ctype : "text/plain; charset=utf-8", c->body.len);
@@ -161,7 +161,7 @@ static void respond(gw__http_conn_t *c, int status, const char *ctype, tb_buf_t 
     s->stats.responses++;
     s->stats.by_code[metrics_http_code_index(status)]++;
 
-    c->state = GW__CONN_WRITING;
+    c->state = HTTP__CONN_WRITING;
     uv_read_stop((uv_stream_t *)&c->tcp);
     set_deadline(c, s->opts.write_timeout_ms);
     c->wr.data = c;
@@ -171,11 +171,11 @@ static void respond(gw__http_conn_t *c, int status, const char *ctype, tb_buf_t 
         c->out_len = 0;
         tb_buf_free(&c->head);
         tb_buf_free(&c->body);
-        gw__http_conn_close(c);
+        http__conn_close(c);
     }
 }
 
-static void respond_error(gw__http_conn_t *c, int status, const char *text)
+static void respond_error(http__conn_t *c, int status, const char *text)
 {
     tb_buf_t body = TB_BUF_INIT;
     tb_buf_printf(&body, "%s\n", text);
@@ -186,27 +186,27 @@ static void respond_error(gw__http_conn_t *c, int status, const char *text)
 
 static void shutdown_cb(uv_shutdown_t *sd, int status)
 {
-    gw__http_conn_t *c = sd->data;
-    if (status < 0 && c->state != GW__CONN_CLOSING)
-        gw__http_conn_close(c);
+    http__conn_t *c = sd->data;
+    if (status < 0 && c->state != HTTP__CONN_CLOSING)
+        http__conn_close(c);
 }
 
 /* Sends FIN, then reads and discards until the client closes or the linger deadline. */
-static void linger(gw__http_conn_t *c)
+static void linger(http__conn_t *c)
 {
-    c->state = GW__CONN_LINGER;
+    c->state = HTTP__CONN_LINGER;
     set_deadline(c, c->srv->opts.linger_ms);
     c->sd.data = c;
     if (uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, shutdown_cb) < 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0)
-        gw__http_conn_close(c);
+        http__conn_close(c);
 }
 
-static void next_request(gw__http_conn_t *c)
+static void next_request(http__conn_t *c)
 {
-    wait_for_request(c, c->in_len > 0 ? GW__CONN_READING : GW__CONN_IDLE);
+    wait_for_request(c, c->in_len > 0 ? HTTP__CONN_READING : HTTP__CONN_IDLE);
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
-        gw__http_conn_close(c);
+        http__conn_close(c);
         return;
     }
     if (c->in_len > 0)
@@ -215,10 +215,10 @@ static void next_request(gw__http_conn_t *c)
 
 /* ---- requests ----------------------------------------------------------- */
 
-static void handle(gw__http_conn_t *c, size_t head_len)
+static void handle(http__conn_t *c, size_t head_len)
 {
-    gw_http_req_t req;
-    int rc = gw_http_parse(c->in, head_len, &req);
+    http_req_t req;
+    int rc = http_parse(c->in, head_len, &req);
     if (rc) {
         respond_error(c, rc, rc == 413 ? "request bodies are not accepted"
                              : rc == 505 ? "only HTTP/1.0 and HTTP/1.1" : "bad request");
@@ -226,8 +226,8 @@ static void handle(gw__http_conn_t *c, size_t head_len)
     }
     tb_buf_t body = TB_BUF_INIT;
     const char *ctype = NULL;
-    int status = gw__http_dispatch(c->srv, &req, &body, &ctype);
-    bool head_only = req.method == GW_HTTP_HEAD, keep = req.keep_alive;
+    int status = http__dispatch(c->srv, &req, &body, &ctype);
+    bool head_only = req.method == HTTP_HEAD, keep = req.keep_alive;
     int minor = req.minor;
     /* req points into c->in: consume the head only now */
     memmove(c->in, c->in + head_len, c->in_len - head_len);
@@ -236,9 +236,9 @@ static void handle(gw__http_conn_t *c, size_t head_len)
     respond(c, status, ctype, &body, head_only, !keep, minor);
 }
 
-static void process(gw__http_conn_t *c)
+static void process(http__conn_t *c)
 {
-    size_t end = gw_http_head_end(c->in, c->in_len, c->scanned);
+    size_t end = http_head_end(c->in, c->in_len, c->scanned);
     if (end) {
         handle(c, end);
     } else if (c->in_len >= c->srv->opts.max_head_bytes) {
@@ -250,12 +250,12 @@ static void process(gw__http_conn_t *c)
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    gw__http_conn_t *c = h->data;
+    http__conn_t *c = h->data;
     size_t cap = c->srv->opts.max_head_bytes;
     (void)suggested;
     if (!c->in)
         c->in = tb_malloc(cap);
-    if (c->state == GW__CONN_LINGER)
+    if (c->state == HTTP__CONN_LINGER)
         *buf = uv_buf_init(c->in, (unsigned)cap); /* discarded */
     else
         *buf = uv_buf_init(c->in + c->in_len, (unsigned)(cap - c->in_len));
@@ -263,49 +263,49 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    gw__http_conn_t *c = st->data;
+    http__conn_t *c = st->data;
     (void)buf;
-    if (nread == 0 || c->state == GW__CONN_CLOSING)
+    if (nread == 0 || c->state == HTTP__CONN_CLOSING)
         return;
     if (nread < 0) { /* EOF, reset: nothing more will come */
-        gw__http_conn_close(c);
+        http__conn_close(c);
         return;
     }
-    if (c->state == GW__CONN_LINGER)
+    if (c->state == HTTP__CONN_LINGER)
         return;
-    if (c->state == GW__CONN_IDLE)
-        wait_for_request(c, GW__CONN_READING);
+    if (c->state == HTTP__CONN_IDLE)
+        wait_for_request(c, HTTP__CONN_READING);
     c->in_len += (size_t)nread;
     process(c);
 }
 
 static void timer_cb(uv_timer_t *t)
 {
-    gw__http_conn_t *c = t->data;
-    gw_http_stats_t *st = &c->srv->stats;
+    http__conn_t *c = t->data;
+    http_stats_t *st = &c->srv->stats;
     switch (c->state) {
-    case GW__CONN_READING:
+    case HTTP__CONN_READING:
         st->timeouts[METRICS_HTTP_TIMEOUT_REQUEST]++;
         respond_error(c, 408, "request not received in time");
         break;
-    case GW__CONN_IDLE:
+    case HTTP__CONN_IDLE:
         st->timeouts[METRICS_HTTP_TIMEOUT_IDLE]++;
-        gw__http_conn_close(c);
+        http__conn_close(c);
         break;
-    case GW__CONN_WRITING:
+    case HTTP__CONN_WRITING:
         st->timeouts[METRICS_HTTP_TIMEOUT_WRITE]++;
-        gw__http_conn_close(c);
+        http__conn_close(c);
         break;
-    case GW__CONN_LINGER:
-    case GW__CONN_CLOSING:
-        gw__http_conn_close(c);
+    case HTTP__CONN_LINGER:
+    case HTTP__CONN_CLOSING:
+        http__conn_close(c);
         break;
     }
 }
 
-void gw__http_conn_drain(gw__http_conn_t *c)
+void http__conn_drain(http__conn_t *c)
 {
     /* WRITING finishes its response (write_cb sees srv->closing); LINGER ends by its deadline */
-    if (c->state == GW__CONN_READING || c->state == GW__CONN_IDLE)
-        gw__http_conn_close(c);
+    if (c->state == HTTP__CONN_READING || c->state == HTTP__CONN_IDLE)
+        http__conn_close(c);
 }

@@ -25,18 +25,18 @@
 
 #include <string.h>
 
-static const char *cluster_name(gw_http_service_t *s)
+static const char *cluster_name(http_service_t *s)
 {
-    gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
-    return (unsigned)cs < GW_CLUSTER__COUNT ? gw_http_cluster_states[cs] : "unknown";
+    http_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : HTTP_CLUSTER_UNKNOWN;
+    return (unsigned)cs < HTTP_CLUSTER__COUNT ? http_cluster_states[cs] : "unknown";
 }
 
-static int healthz(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int healthz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)req;
     (void)ctype;
     char why[200];
-    if (gw_http_service_healthy(arg, why, sizeof why)) {
+    if (http_service_healthy(arg, why, sizeof why)) {
         tb_buf_puts(out, "ok\n");
         return 200;
     }
@@ -44,12 +44,12 @@ static int healthz(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ct
     return 503;
 }
 
-static int readyz(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int readyz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)req;
     (void)ctype;
     char why[200];
-    bool ok = gw_http_service_ready(arg, why, sizeof why);
+    bool ok = http_service_ready(arg, why, sizeof why);
     if (ok)
         tb_buf_puts(out, "ready\n");
     else
@@ -60,7 +60,7 @@ static int readyz(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **cty
 
 enum { R_METRICS, R_STATS, R_STATS_PRETTY };
 
-static void render_metrics(gw_http_service_t *s, tb_buf_t *out)
+static void render_metrics(http_service_t *s, tb_buf_t *out)
 {
     metrics_collect(s->m);
     metrics_catalog_derive(s->m);
@@ -73,9 +73,9 @@ static int dump_cb(const char *buf, size_t size, void *data)
     return 0;
 }
 
-static void render_stats(gw_http_service_t *s, tb_buf_t *out, bool pretty)
+static void render_stats(http_service_t *s, tb_buf_t *out, bool pretty)
 {
-    json_t *doc = gw_http_stats_json(s);
+    json_t *doc = http_stats_json(s);
     json_dump_callback(doc, dump_cb, out,
                        (pretty ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
     tb_buf_putc(out, '\n');
@@ -83,7 +83,7 @@ static void render_stats(gw_http_service_t *s, tb_buf_t *out, bool pretty)
 }
 
 /* Copies rendering `which` into out, rendering it anew when older than render_ms. */
-static void rendered(gw_http_service_t *s, int which, tb_buf_t *out)
+static void rendered(http_service_t *s, int which, tb_buf_t *out)
 {
     uint64_t now = tb_mono_ms();
     if (!s->rendered[which].valid || now - s->rendered[which].at_ms >= s->opts.render_ms) {
@@ -99,7 +99,7 @@ static void rendered(gw_http_service_t *s, int which, tb_buf_t *out)
     tb_buf_append(out, s->rendered[which].body.data, s->rendered[which].body.len);
 }
 
-static int metrics(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)req;
     rendered(arg, R_METRICS, out);
@@ -107,20 +107,20 @@ static int metrics(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ct
     return 200;
 }
 
-static int stats(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int stats(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     rendered(arg, strstr(req->query, "pretty") ? R_STATS_PRETTY : R_STATS, out);
     *ctype = "application/json";
     return 200;
 }
 
-int gw__http_endpoints_mount(gw_http_service_t *s)
+int http__endpoints_mount(http_service_t *s)
 {
     int rc;
-    if ((rc = gw_http_route(s->srv, "/healthz", healthz, s)) < 0 ||
-        (rc = gw_http_route(s->srv, "/readyz", readyz, s)) < 0 ||
-        (rc = gw_http_route(s->srv, "/metrics", metrics, s)) < 0 ||
-        (rc = gw_http_route(s->srv, "/stats", stats, s)) < 0)
+    if ((rc = http_route(s->srv, "/healthz", healthz, s)) < 0 ||
+        (rc = http_route(s->srv, "/readyz", readyz, s)) < 0 ||
+        (rc = http_route(s->srv, "/metrics", metrics, s)) < 0 ||
+        (rc = http_route(s->srv, "/stats", stats, s)) < 0)
         return rc;
     return 0;
 }

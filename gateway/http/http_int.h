@@ -11,60 +11,60 @@
  *            EOF so the kernel does not reset the response away; deadline linger
  *   CLOSING  uv_close called on both handles; freed when both callbacks ran
  */
-#ifndef GW_HTTP_INT_H
-#define GW_HTTP_INT_H
+#ifndef HTTP_HTTP_INT_H
+#define HTTP_HTTP_INT_H
 
 #include "gateway/http/http.h"
 
-#define GW_HTTP_MAX_ROUTES 16
+#define HTTP_MAX_ROUTES 16
 
-typedef enum { GW__CONN_READING, GW__CONN_IDLE, GW__CONN_WRITING, GW__CONN_LINGER, GW__CONN_CLOSING } gw__conn_state_t;
+typedef enum { HTTP__CONN_READING, HTTP__CONN_IDLE, HTTP__CONN_WRITING, HTTP__CONN_LINGER, HTTP__CONN_CLOSING } http__conn_state_t;
 
-typedef struct gw__http_conn {
+typedef struct http__conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_write_t wr;
     uv_shutdown_t sd;
-    gw_http_server_t *srv;
-    struct gw__http_conn *prev, *next; /* in srv's list; moved to the tail when it starts waiting */
-    gw__conn_state_t state;
+    http_server_t *srv;
+    struct http__conn *prev, *next; /* in srv's list; moved to the tail when it starts waiting */
+    http__conn_state_t state;
     int handles;          /* of tcp and timer, not yet closed */
     char *in;             /* request head bytes, srv->opts.max_head_bytes, allocated on first read */
     size_t in_len;
-    size_t scanned;       /* gw_http_head_end already searched in[0..scanned) */
+    size_t scanned;       /* http_head_end already searched in[0..scanned) */
     tb_buf_t head, body;  /* the response being written */
     size_t out_len;
     bool close_after;     /* the response being written is the last one */
-} gw__http_conn_t;
+} http__conn_t;
 
-struct gw_http_server {
+struct http_server {
     uv_loop_t *loop;
-    gw_http_opts_t opts;
-    uv_tcp_t listener;    /* initialised in gw_http_server_new, closed in gw_http_close */
+    http_opts_t opts;
+    uv_tcp_t listener;    /* initialised in http_server_new, closed in http_close */
     bool listening;
     bool closing;
     bool listener_closed;
     struct {
         char *path;
-        gw_http_handler_fn fn;
+        http_handler_fn fn;
         void *arg;
-    } routes[GW_HTTP_MAX_ROUTES];
+    } routes[HTTP_MAX_ROUTES];
     size_t nroutes;
-    gw__http_conn_t *head, *tail; /* open connections, longest waiting first */
+    http__conn_t *head, *tail; /* open connections, longest waiting first */
     unsigned nalloc;              /* connections and refusals whose memory is not yet freed */
-    gw_http_stats_t stats;
+    http_stats_t stats;
     char bound[80];
     void (*done)(void *arg);
     void *done_arg;
 };
 
 /* The operator's endpoint: a server, the provider, the loop health tick. */
-struct gw_http_service {
+struct http_service {
     uv_loop_t *loop;
-    gw_http_service_opts_t opts;
+    http_service_opts_t opts;
     metrics_t *m;
-    gw_http_provider_t p;
-    gw_http_server_t *srv;
+    http_provider_t p;
+    http_server_t *srv;
     uv_timer_t tick;
     uint64_t last_tick_ns; /* when the tick last ran (monotonic) */
     uint64_t lag_ns;       /* how late it ran */
@@ -80,19 +80,19 @@ struct gw_http_service {
 };
 
 /* http_conn.c */
-void gw__http_conn_accept(gw_http_server_t *s);
-void gw__http_conn_close(gw__http_conn_t *c);
-void gw__http_conn_drain(gw__http_conn_t *c);
+void http__conn_accept(http_server_t *s);
+void http__conn_close(http__conn_t *c);
+void http__conn_drain(http__conn_t *c);
 
 /* http_endpoints.c: mounts /metrics, /stats, /healthz, /readyz. */
-int gw__http_endpoints_mount(gw_http_service_t *s);
+int http__endpoints_mount(http_service_t *s);
 
 /* http_server.c */
-void gw__http_list_append(gw_http_server_t *s, gw__http_conn_t *c);
-void gw__http_list_remove(gw_http_server_t *s, gw__http_conn_t *c);
+void http__list_append(http_server_t *s, http__conn_t *c);
+void http__list_remove(http_server_t *s, http__conn_t *c);
 /* Runs the route's handler (or answers 404/405); returns the status, body in out. */
-int gw__http_dispatch(gw_http_server_t *s, gw_http_req_t *req, tb_buf_t *out, const char **ctype);
+int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype);
 /* A connection's memory was freed: the drain may be complete. */
-void gw__http_released(gw_http_server_t *s);
+void http__released(http_server_t *s);
 
 #endif

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-size_t gw_http_head_end(const char *buf, size_t len, size_t from)
+size_t http_head_end(const char *buf, size_t len, size_t from)
 {
     size_t p0 = 0;
     while (p0 < len && (buf[p0] == '\r' || buf[p0] == '\n'))
@@ -63,7 +63,7 @@ static char *next_line(char **p, char *end, size_t *linelen)
     return s;
 }
 
-static int parse_request_line(char *line, size_t n, gw_http_req_t *req)
+static int parse_request_line(char *line, size_t n, http_req_t *req)
 {
     char *sp1 = memchr(line, ' ', n);
     if (!sp1 || sp1 == line)
@@ -89,11 +89,11 @@ static int parse_request_line(char *line, size_t n, gw_http_req_t *req)
 
     size_t mlen = (size_t)(sp1 - line);
     if (mlen == 3 && memcmp(line, "GET", 3) == 0)
-        req->method = GW_HTTP_GET;
+        req->method = HTTP_GET;
     else if (mlen == 4 && memcmp(line, "HEAD", 4) == 0)
-        req->method = GW_HTTP_HEAD;
+        req->method = HTTP_HEAD;
     else
-        req->method = GW_HTTP_OTHER;
+        req->method = HTTP_OTHER;
 
     *sp2 = '\0';
     char *q = memchr(target, '?', (size_t)(sp2 - target));
@@ -122,7 +122,7 @@ static void connection_tokens(const char *v, bool *close, bool *keep)
     }
 }
 
-int gw_http_parse(char *buf, size_t len, gw_http_req_t *req)
+int http_parse(char *buf, size_t len, http_req_t *req)
 {
     memset(req, 0, sizeof *req);
     char *p = buf, *end = buf + len;
@@ -190,7 +190,7 @@ int gw_http_parse(char *buf, size_t len, gw_http_req_t *req)
     return 0;
 }
 
-const char *gw_http_reason(int status)
+const char *http_reason(int status)
 {
     switch (status) {
     case 200: return "OK";

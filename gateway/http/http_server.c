@@ -23,7 +23,7 @@
 
 #define LISTEN_BACKLOG 511
 
-void gw_http_opts_default(gw_http_opts_t *o)
+void http_opts_default(http_opts_t *o)
 {
     o->max_head_bytes = 8192;
     o->request_timeout_ms = 5000;
@@ -33,14 +33,14 @@ void gw_http_opts_default(gw_http_opts_t *o)
     o->max_conns = 64;
 }
 
-int gw_http_server_new(uv_loop_t *loop, const gw_http_opts_t *opts, gw_http_server_t **out)
+int http_server_new(uv_loop_t *loop, const http_opts_t *opts, http_server_t **out)
 {
-    gw_http_server_t *s = tb_calloc(1, sizeof *s);
+    http_server_t *s = tb_calloc(1, sizeof *s);
     s->loop = loop;
     if (opts)
         s->opts = *opts;
     else
-        gw_http_opts_default(&s->opts);
+        http_opts_default(&s->opts);
     if (s->opts.max_head_bytes < 64)
         s->opts.max_head_bytes = 64;
     if (s->opts.max_conns < 1)
@@ -51,11 +51,11 @@ int gw_http_server_new(uv_loop_t *loop, const gw_http_opts_t *opts, gw_http_serv
     return 0;
 }
 
-int gw_http_route(gw_http_server_t *s, const char *path, gw_http_handler_fn fn, void *arg)
+int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg)
 {
     if (!path || path[0] != '/' || !fn)
         return TB_EINVALID;
-    if (s->nroutes == GW_HTTP_MAX_ROUTES)
+    if (s->nroutes == HTTP_MAX_ROUTES)
         return TB_EFULL;
     s->routes[s->nroutes].path = tb_strdup(path);
     s->routes[s->nroutes].fn = fn;
@@ -64,9 +64,9 @@ int gw_http_route(gw_http_server_t *s, const char *path, gw_http_handler_fn fn, 
     return 0;
 }
 
-int gw__http_dispatch(gw_http_server_t *s, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    if (req->method == GW_HTTP_OTHER) {
+    if (req->method == HTTP_OTHER) {
         tb_buf_puts(out, "method not allowed: this endpoint serves GET and HEAD\n");
         return 405;
     }
@@ -90,7 +90,7 @@ int gw__http_dispatch(gw_http_server_t *s, gw_http_req_t *req, tb_buf_t *out, co
 
 /* ---- the list of open connections, longest waiting first ---------------- */
 
-void gw__http_list_append(gw_http_server_t *s, gw__http_conn_t *c)
+void http__list_append(http_server_t *s, http__conn_t *c)
 {
     c->next = NULL;
     c->prev = s->tail;
@@ -101,7 +101,7 @@ void gw__http_list_append(gw_http_server_t *s, gw__http_conn_t *c)
     s->tail = c;
 }
 
-void gw__http_list_remove(gw_http_server_t *s, gw__http_conn_t *c)
+void http__list_remove(http_server_t *s, http__conn_t *c)
 {
     if (c->prev)
         c->prev->next = c->next;
@@ -114,13 +114,13 @@ void gw__http_list_remove(gw_http_server_t *s, gw__http_conn_t *c)
     c->prev = c->next = NULL;
 }
 
-static gw__http_conn_t *eviction_victim(gw_http_server_t *s)
+static http__conn_t *eviction_victim(http_server_t *s)
 {
-    gw__http_conn_t *waiting = NULL;
-    for (gw__http_conn_t *c = s->head; c; c = c->next) {
-        if (c->state == GW__CONN_LINGER)
+    http__conn_t *waiting = NULL;
+    for (http__conn_t *c = s->head; c; c = c->next) {
+        if (c->state == HTTP__CONN_LINGER)
             return c;
-        if (!waiting && (c->state == GW__CONN_READING || c->state == GW__CONN_IDLE))
+        if (!waiting && (c->state == HTTP__CONN_READING || c->state == HTTP__CONN_IDLE))
             waiting = c;
     }
     return waiting;
@@ -130,12 +130,12 @@ static gw__http_conn_t *eviction_victim(gw_http_server_t *s)
 
 static void refused_close_cb(uv_handle_t *h)
 {
-    gw_http_server_t *s = h->data;
+    http_server_t *s = h->data;
     free(h);
-    gw__http_released(s);
+    http__released(s);
 }
 
-static void refuse(gw_http_server_t *s)
+static void refuse(http_server_t *s)
 {
     static const char resp[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                "Content-Type: text/plain; charset=utf-8\r\n"
@@ -162,7 +162,7 @@ static void refuse(gw_http_server_t *s)
 
 static void connection_cb(uv_stream_t *server, int status)
 {
-    gw_http_server_t *s = server->data;
+    http_server_t *s = server->data;
     if (status < 0) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
         uint64_t skipped;
@@ -173,15 +173,15 @@ static void connection_cb(uv_stream_t *server, int status)
     if (s->closing)
         return;
     if (s->stats.conns >= s->opts.max_conns) {
-        gw__http_conn_t *victim = eviction_victim(s);
+        http__conn_t *victim = eviction_victim(s);
         if (!victim) {
             refuse(s);
             return;
         }
         s->stats.evicted++;
-        gw__http_conn_close(victim);
+        http__conn_close(victim);
     }
-    gw__http_conn_accept(s);
+    http__conn_accept(s);
 }
 
 /* ---- listen ------------------------------------------------------------- */
@@ -213,7 +213,7 @@ static int split_addr(const char *addr, char *host, size_t hostlen, char *port, 
     return 0;
 }
 
-static void format_bound(gw_http_server_t *s)
+static void format_bound(http_server_t *s)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -232,7 +232,7 @@ static void format_bound(gw_http_server_t *s)
     }
 }
 
-int gw_http_listen(gw_http_server_t *s, const char *addr)
+int http_listen(http_server_t *s, const char *addr)
 {
     char host[256], port[16];
     if (s->listening || s->closing)
@@ -264,19 +264,19 @@ int gw_http_listen(gw_http_server_t *s, const char *addr)
     return 0;
 }
 
-const char *gw_http_bound(const gw_http_server_t *s)
+const char *http_bound(const http_server_t *s)
 {
     return s->listening ? s->bound : "";
 }
 
-void gw_http_get_stats(const gw_http_server_t *s, gw_http_stats_t *out)
+void http_get_stats(const http_server_t *s, http_stats_t *out)
 {
     *out = s->stats;
 }
 
 /* ---- drain -------------------------------------------------------------- */
 
-void gw__http_released(gw_http_server_t *s)
+void http__released(http_server_t *s)
 {
     s->nalloc--;
     if (s->closing && s->listener_closed && s->nalloc == 0 && s->done) {
@@ -288,13 +288,13 @@ void gw__http_released(gw_http_server_t *s)
 
 static void listener_close_cb(uv_handle_t *h)
 {
-    gw_http_server_t *s = h->data;
+    http_server_t *s = h->data;
     s->listener_closed = true;
     s->nalloc++; /* balance the release below */
-    gw__http_released(s);
+    http__released(s);
 }
 
-void gw_http_close(gw_http_server_t *s, void (*done)(void *arg), void *arg)
+void http_close(http_server_t *s, void (*done)(void *arg), void *arg)
 {
     if (s->closing)
         return;
@@ -302,14 +302,14 @@ void gw_http_close(gw_http_server_t *s, void (*done)(void *arg), void *arg)
     s->done = done;
     s->done_arg = arg;
     uv_close((uv_handle_t *)&s->listener, listener_close_cb);
-    gw__http_conn_t *next;
-    for (gw__http_conn_t *c = s->head; c; c = next) {
+    http__conn_t *next;
+    for (http__conn_t *c = s->head; c; c = next) {
         next = c->next;
-        gw__http_conn_drain(c);
+        http__conn_drain(c);
     }
 }
 
-void gw_http_server_free(gw_http_server_t *s)
+void http_server_free(http_server_t *s)
 {
     if (!s)
         return;

@@ -21,25 +21,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-const char *const gw_http_cluster_states[GW_CLUSTER__COUNT] = {
-    [GW_CLUSTER_UNKNOWN] = "unknown",
-    [GW_CLUSTER_CONNECTING] = "connecting",
-    [GW_CLUSTER_CONNECTED] = "connected",
-    [GW_CLUSTER_UNREACHABLE] = "unreachable",
+const char *const http_cluster_states[HTTP_CLUSTER__COUNT] = {
+    [HTTP_CLUSTER_UNKNOWN] = "unknown",
+    [HTTP_CLUSTER_CONNECTING] = "connecting",
+    [HTTP_CLUSTER_CONNECTED] = "connected",
+    [HTTP_CLUSTER_UNREACHABLE] = "unreachable",
 };
 
-const char *const gw_http_topic_states[GW_TOPIC__COUNT] = {
-    [GW_TOPIC_UNKNOWN] = "unknown",
-    [GW_TOPIC_IDLE] = "idle",
-    [GW_TOPIC_REPLICATING] = "replicating",
-    [GW_TOPIC_CATCHING_UP] = "catching_up",
-    [GW_TOPIC_STALLED] = "stalled",
-    [GW_TOPIC_FAILED] = "failed",
+const char *const http_topic_states[HTTP_TOPIC__COUNT] = {
+    [HTTP_TOPIC_UNKNOWN] = "unknown",
+    [HTTP_TOPIC_IDLE] = "idle",
+    [HTTP_TOPIC_REPLICATING] = "replicating",
+    [HTTP_TOPIC_CATCHING_UP] = "catching_up",
+    [HTTP_TOPIC_STALLED] = "stalled",
+    [HTTP_TOPIC_FAILED] = "failed",
 };
 
-void gw_http_service_opts_default(gw_http_service_opts_t *o)
+void http_service_opts_default(http_service_opts_t *o)
 {
-    gw_http_opts_default(&o->http);
+    http_opts_default(&o->http);
     o->tick_ms = 1000;
     o->max_lag_ms = 3000;
     o->render_ms = 250;
@@ -48,13 +48,13 @@ void gw_http_service_opts_default(gw_http_service_opts_t *o)
 
 static void tick_cb(uv_timer_t *t)
 {
-    gw_http_service_t *s = t->data;
+    http_service_t *s = t->data;
     uint64_t now = tb_mono_ns(), expected = s->last_tick_ns + s->opts.tick_ms * 1000000ull;
     s->lag_ns = now > expected ? now - expected : 0;
     s->last_tick_ns = now;
 }
 
-bool gw_http_service_healthy(gw_http_service_t *s, char *why, size_t whylen)
+bool http_service_healthy(http_service_t *s, char *why, size_t whylen)
 {
     uint64_t now = tb_mono_ns(), bound_ns = s->opts.max_lag_ms * 1000000ull;
     uint64_t since = now - s->last_tick_ns;
@@ -74,9 +74,9 @@ bool gw_http_service_healthy(gw_http_service_t *s, char *why, size_t whylen)
     return true;
 }
 
-bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen)
+bool http_service_ready(http_service_t *s, char *why, size_t whylen)
 {
-    gw_http_readiness_t r = { 0 };
+    http_readiness_t r = { 0 };
     const char *no = NULL;
     if (!s->p.readiness)
         no = "no readiness provider";
@@ -95,9 +95,9 @@ bool gw_http_service_ready(gw_http_service_t *s, char *why, size_t whylen)
 /* Copies the server's counters and the service's own state into the catalog metrics. */
 static void collect(void *arg, metrics_t *m)
 {
-    gw_http_service_t *s = arg;
-    gw_http_stats_t st;
-    gw_http_get_stats(s->srv, &st);
+    http_service_t *s = arg;
+    http_stats_t st;
+    http_get_stats(s->srv, &st);
     metrics_set(metrics_fam(m, METRICS_HTTP_CONNECTIONS), 0, 0, st.conns);
     for (size_t i = 0; i < metrics_nhttp_codes; i++)
         metrics_set(metrics_fam(m, METRICS_HTTP_REQUESTS), i, 0, (int64_t)st.by_code[i]);
@@ -107,23 +107,23 @@ static void collect(void *arg, metrics_t *m)
         metrics_set(metrics_fam(m, METRICS_HTTP_TIMEOUTS), k, 0, (int64_t)st.timeouts[k]);
     metrics_set(metrics_fam(m, METRICS_LOOP_LAG), 0, 0, (int64_t)s->lag_ns);
     char why[160];
-    metrics_set(metrics_fam(m, METRICS_READY), 0, 0, gw_http_service_ready(s, why, sizeof why));
-    gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
-    metrics_set(metrics_fam(m, METRICS_CLUSTER_UP), 0, 0, cs == GW_CLUSTER_CONNECTED);
+    metrics_set(metrics_fam(m, METRICS_READY), 0, 0, http_service_ready(s, why, sizeof why));
+    http_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : HTTP_CLUSTER_UNKNOWN;
+    metrics_set(metrics_fam(m, METRICS_CLUSTER_UP), 0, 0, cs == HTTP_CLUSTER_CONNECTED);
 }
 
-int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metrics_t *m,
-                        const gw_http_provider_t *p, gw_http_service_t **out)
+int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m,
+                        const http_provider_t *p, http_service_t **out)
 {
     *out = NULL;
     if (!metrics_fam(m, METRICS_READY))
         return TB_EINVALID; /* the catalog is not registered */
-    gw_http_service_t *s = tb_calloc(1, sizeof *s);
+    http_service_t *s = tb_calloc(1, sizeof *s);
     s->loop = loop;
     if (o)
         s->opts = *o;
     else
-        gw_http_service_opts_default(&s->opts);
+        http_service_opts_default(&s->opts);
     if (s->opts.tick_ms == 0)
         s->opts.tick_ms = 1000;
     s->m = m;
@@ -134,7 +134,7 @@ int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metric
         free(s);
         return rc;
     }
-    gw_http_server_new(loop, &s->opts.http, &s->srv);
+    http_server_new(loop, &s->opts.http, &s->srv);
     uv_timer_init(loop, &s->tick);
     s->tick.data = s;
     s->open = 2;
@@ -143,22 +143,22 @@ int gw_http_service_new(uv_loop_t *loop, const gw_http_service_opts_t *o, metric
     return 0;
 }
 
-int gw_http_service_listen(gw_http_service_t *s, const char *addr)
+int http_service_listen(http_service_t *s, const char *addr)
 {
-    int rc = gw__http_endpoints_mount(s);
+    int rc = http__endpoints_mount(s);
     if (rc < 0)
         return rc;
     s->last_tick_ns = tb_mono_ns();
     uv_timer_start(&s->tick, tick_cb, s->opts.tick_ms, s->opts.tick_ms);
-    return gw_http_listen(s->srv, addr);
+    return http_listen(s->srv, addr);
 }
 
-gw_http_server_t *gw_http_service_server(gw_http_service_t *s)
+http_server_t *http_service_server(http_service_t *s)
 {
     return s->srv;
 }
 
-static void one_closed(gw_http_service_t *s)
+static void one_closed(http_service_t *s)
 {
     if (--s->open == 0 && s->done)
         s->done(s->done_arg);
@@ -174,7 +174,7 @@ static void server_closed(void *arg)
     one_closed(arg);
 }
 
-void gw_http_service_close(gw_http_service_t *s, void (*done)(void *arg), void *arg)
+void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg)
 {
     if (s->closing)
         return;
@@ -182,16 +182,16 @@ void gw_http_service_close(gw_http_service_t *s, void (*done)(void *arg), void *
     s->done = done;
     s->done_arg = arg;
     uv_close((uv_handle_t *)&s->tick, tick_closed);
-    gw_http_close(s->srv, server_closed, s);
+    http_close(s->srv, server_closed, s);
 }
 
-void gw_http_service_free(gw_http_service_t *s)
+void http_service_free(http_service_t *s)
 {
     if (!s)
         return;
     metrics_remove_collector(s->m, collect, s);
     for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
         tb_buf_free(&s->rendered[i].body);
-    gw_http_server_free(s->srv);
+    http_server_free(s->srv);
     free(s);
 }

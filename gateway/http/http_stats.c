@@ -13,7 +13,7 @@
  *
  * Metric fields come from the catalog's json names (metrics_catalog.c), so
  * /stats and /metrics are the same numbers under names kept in one table;
- * the few fields that are not metrics are listed in gw_http_stats_fields.
+ * the few fields that are not metrics are listed in http_stats_fields.
  * Topics are an array in label-set order (stable, and easy to select on
  * with jq: .topics[] | select(.stalled)).
  */
@@ -22,7 +22,7 @@
 
 #include <string.h>
 
-const char *const gw_http_stats_fields[] = {
+const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
     "cluster.state", "topics", "topic", "state", NULL,
 };
@@ -69,12 +69,12 @@ static json_t *entry_value(const metrics_entry_t *e, metrics_family_t *f, size_t
     return v ? v : json_null();
 }
 
-static json_t *topic_object(gw_http_service_t *s, size_t t)
+static json_t *topic_object(http_service_t *s, size_t t)
 {
     metrics_labels_t *topics = metrics_topics(s->m);
-    gw_topic_state_t st = s->p.topic_state ? s->p.topic_state(s->p.arg, t) : GW_TOPIC_UNKNOWN;
+    http_topic_state_t st = s->p.topic_state ? s->p.topic_state(s->p.arg, t) : HTTP_TOPIC_UNKNOWN;
     json_t *o = json_pack("{s:s, s:s}", "topic", metrics_labels_value(topics, t), "state",
-                          (unsigned)st < GW_TOPIC__COUNT ? gw_http_topic_states[st] : "unknown");
+                          (unsigned)st < HTTP_TOPIC__COUNT ? http_topic_states[st] : "unknown");
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
         if (e->json && e->l1 == METRICS_L_TOPIC)
@@ -83,7 +83,7 @@ static json_t *topic_object(gw_http_service_t *s, size_t t)
     return o;
 }
 
-json_t *gw_http_stats_json(gw_http_service_t *s)
+json_t *http_stats_json(http_service_t *s)
 {
     metrics_collect(s->m);
     metrics_catalog_derive(s->m);
@@ -97,14 +97,14 @@ json_t *gw_http_stats_json(gw_http_service_t *s)
     json_object_set_new(root, "uptime_seconds",
                         start_ms > 0 && now_ms >= (uint64_t)start_ms ? json_real((double)(now_ms - (uint64_t)start_ms) / 1e3)
                                                                      : json_null());
-    bool healthy = gw_http_service_healthy(s, why, sizeof why);
+    bool healthy = http_service_healthy(s, why, sizeof why);
     json_object_set_new(root, "healthy", json_boolean(healthy));
     json_object_set_new(root, "unhealthy_reason", healthy ? json_null() : json_string(why));
-    bool ready = gw_http_service_ready(s, why, sizeof why);
+    bool ready = http_service_ready(s, why, sizeof why);
     json_object_set_new(root, "ready", json_boolean(ready));
     json_object_set_new(root, "not_ready_reason", ready ? json_null() : json_string(why));
-    gw_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : GW_CLUSTER_UNKNOWN;
-    set_path(root, "cluster.state", json_string((unsigned)cs < GW_CLUSTER__COUNT ? gw_http_cluster_states[cs] : "unknown"));
+    http_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : HTTP_CLUSTER_UNKNOWN;
+    set_path(root, "cluster.state", json_string((unsigned)cs < HTTP_CLUSTER__COUNT ? http_cluster_states[cs] : "unknown"));
 
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];

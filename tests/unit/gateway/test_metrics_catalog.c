@@ -190,7 +190,7 @@ Test(metrics_catalog, operations_doc_names_every_stats_field)
         if (metrics_catalog[i].json)
             cr_expect(documented(doc, metrics_catalog[i].json), "docs/OPERATIONS.md lacks the /stats field `%s`",
                       metrics_catalog[i].json);
-    for (const char *const *f = gw_http_stats_fields; *f; f++)
+    for (const char *const *f = http_stats_fields; *f; f++)
         cr_expect(documented(doc, *f), "docs/OPERATIONS.md lacks the /stats field `%s`", *f);
 }
 
@@ -200,10 +200,10 @@ Test(metrics_catalog, operations_doc_names_every_label_value)
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         cr_expect(documented(doc, metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
                   metrics_reject_reasons[r]);
-    for (size_t s = 0; s < GW_TOPIC__COUNT; s++)
-        cr_expect(documented(doc, gw_http_topic_states[s]), "docs/OPERATIONS.md lacks topic state `%s`",
-                  gw_http_topic_states[s]);
-    for (size_t s = 0; s < GW_CLUSTER__COUNT; s++)
-        cr_expect(documented(doc, gw_http_cluster_states[s]), "docs/OPERATIONS.md lacks cluster state `%s`",
-                  gw_http_cluster_states[s]);
+    for (size_t s = 0; s < HTTP_TOPIC__COUNT; s++)
+        cr_expect(documented(doc, http_topic_states[s]), "docs/OPERATIONS.md lacks topic state `%s`",
+                  http_topic_states[s]);
+    for (size_t s = 0; s < HTTP_CLUSTER__COUNT; s++)
+        cr_expect(documented(doc, http_cluster_states[s]), "docs/OPERATIONS.md lacks cluster state `%s`",
+                  http_cluster_states[s]);
 }

@@ -1,6 +1,6 @@
 /*
- * Tests for gateway/http_status.c (the `tributary status` view) and
- * gateway/http_client.c (its blocking GET with one deadline).
+ * Tests for gateway/cli/cli_status_render.c (the `tributary status` view) and
+ * gateway/cli/cli_http.c (its blocking GET with one deadline).
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "gateway/cli/cli.h"
 #include "unit/gateway/http/helper_http.h"
 
 static const char DOC[] =
@@ -30,12 +31,12 @@ static char *render(const char *text, int *rc)
     cr_assert_not_null(doc);
     static tb_buf_t out = TB_BUF_INIT;
     tb_buf_reset(&out);
-    *rc = gw_http_status_render(doc, &out);
+    *rc = cli_status_render(doc, &out);
     json_decref(doc);
     return (char *)tb_buf_str(&out);
 }
 
-Test(http_status, view_has_a_header_line_and_one_line_per_topic)
+Test(cli_status, view_has_a_header_line_and_one_line_per_topic)
 {
     int rc;
     const char *s = render(DOC, &rc);
@@ -48,7 +49,7 @@ Test(http_status, view_has_a_header_line_and_one_line_per_topic)
         "/e1/e          idle                0     0.0s         7         0  INVARIANT BROKEN\n");
 }
 
-Test(http_status, dropped_column_shows_what_the_log_lost_over_its_life)
+Test(cli_status, dropped_column_shows_what_the_log_lost_over_its_life)
 {
     int rc;
     const char *s = render("{\"ready\":true,\"topics\":[{\"topic\":\"/e1/t\",\"state\":\"idle\",\"queued\":0,"
@@ -59,7 +60,7 @@ Test(http_status, dropped_column_shows_what_the_log_lost_over_its_life)
     cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        40         0\n"), "%s", s);
 }
 
-Test(http_status, a_broken_overall_invariant_is_shouted)
+Test(cli_status, a_broken_overall_invariant_is_shouted)
 {
     int rc;
     const char *s = render("{\"invariant_ok\":false,\"ready\":true,\"topics\":[]}", &rc);
@@ -68,7 +69,7 @@ Test(http_status, a_broken_overall_invariant_is_shouted)
     cr_assert_not_null(strstr(s, "no upstream topics\n"), "%s", s);
 }
 
-Test(http_status, a_document_that_is_not_stats_is_refused)
+Test(cli_status, a_document_that_is_not_stats_is_refused)
 {
     int rc;
     render("{\"hello\":1}", &rc);
@@ -79,7 +80,7 @@ Test(http_status, a_document_that_is_not_stats_is_refused)
 
 /* ---- the client --------------------------------------------------------- */
 
-Test(http_status, client_gets_the_status_and_body)
+Test(cli_status, client_gets_the_status_and_body)
 {
     th_t t;
     th_start(&t);
@@ -88,18 +89,18 @@ Test(http_status, client_gets_the_status_and_body)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", t.port);
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    cr_assert_eq(gw_http_get(addr, "/a", 3000, 1024, &status, &body), 0);
+    cr_assert_eq(cli_http_get(addr, "/a", 3000, 1024, &status, &body), 0);
     cr_assert_eq(status, 200);
     cr_assert_str_eq(tb_buf_str(&body), "A");
     tb_buf_reset(&body);
     snprintf(addr, sizeof addr, "http://127.0.0.1:%d/", t.port);
-    cr_assert_eq(gw_http_get(addr, "/nope", 3000, 1024, &status, &body), 0);
+    cr_assert_eq(cli_http_get(addr, "/nope", 3000, 1024, &status, &body), 0);
     cr_assert_eq(status, 404);
     tb_buf_free(&body);
     th_stop(&t);
 }
 
-Test(http_status, client_refuses_a_body_over_its_limit)
+Test(cli_status, client_refuses_a_body_over_its_limit)
 {
     th_t t;
     th_start(&t);
@@ -109,7 +110,7 @@ Test(http_status, client_refuses_a_body_over_its_limit)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", t.port);
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    cr_assert_eq(gw_http_get(addr, "/big", 3000, 1000, &status, &body), TB_EFULL);
+    cr_assert_eq(cli_http_get(addr, "/big", 3000, 1000, &status, &body), TB_EFULL);
     tb_buf_free(&body);
     th_stop(&t);
 }
@@ -128,7 +129,7 @@ static int silent_listener(int *port)
     return fd;
 }
 
-Test(http_status, client_gives_up_on_a_silent_server_at_its_deadline)
+Test(cli_status, client_gives_up_on_a_silent_server_at_its_deadline)
 {
     int port, fd = silent_listener(&port);
     char addr[64];
@@ -136,14 +137,14 @@ Test(http_status, client_gives_up_on_a_silent_server_at_its_deadline)
     int status;
     tb_buf_t body = TB_BUF_INIT;
     uint64_t t0 = tb_mono_ms();
-    cr_assert_eq(gw_http_get(addr, "/stats", 300, 1024, &status, &body), -ETIMEDOUT);
+    cr_assert_eq(cli_http_get(addr, "/stats", 300, 1024, &status, &body), -ETIMEDOUT);
     uint64_t elapsed = tb_mono_ms() - t0;
     cr_assert(elapsed >= 300 && elapsed < 800, "gave up after %llu ms", (unsigned long long)elapsed);
     close(fd);
     tb_buf_free(&body);
 }
 
-Test(http_status, client_reports_a_refused_connection)
+Test(cli_status, client_reports_a_refused_connection)
 {
     int port, fd = silent_listener(&port);
     close(fd); /* nothing listens there now */
@@ -151,7 +152,7 @@ Test(http_status, client_reports_a_refused_connection)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    cr_assert_eq(gw_http_get(addr, "/stats", 1000, 1024, &status, &body), -ECONNREFUSED);
-    cr_assert_eq(gw_http_get("nonsense", "/stats", 1000, 1024, &status, &body), TB_ECONFIG);
+    cr_assert_eq(cli_http_get(addr, "/stats", 1000, 1024, &status, &body), -ECONNREFUSED);
+    cr_assert_eq(cli_http_get("nonsense", "/stats", 1000, 1024, &status, &body), TB_ECONFIG);
     tb_buf_free(&body);
 }

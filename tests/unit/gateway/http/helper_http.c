@@ -97,7 +97,7 @@ bool th_wait_until(th_t *t, bool (*cond)(th_t *, void *), void *arg, int timeout
 
 /* ---- test routes -------------------------------------------------------- */
 
-static int route_text(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int route_text(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)req;
     (void)ctype;
@@ -105,7 +105,7 @@ static int route_text(void *arg, gw_http_req_t *req, tb_buf_t *out, const char *
     return 200;
 }
 
-static int route_big(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int route_big(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)arg;
     (void)req;
@@ -115,7 +115,7 @@ static int route_big(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **
     return 200;
 }
 
-static int route_bad(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int route_bad(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)arg;
     (void)req;
@@ -133,35 +133,35 @@ static void port_from_bound(th_t *t, const char *bound)
 
 static void server_fn(th_t *t, void *arg)
 {
-    cr_assert_eq(gw_http_server_new(&t->loop, arg, &t->srv), 0);
-    gw_http_route(t->srv, "/a", route_text, "A");
-    gw_http_route(t->srv, "/b", route_text, "B");
-    gw_http_route(t->srv, "/big", route_big, NULL);
-    gw_http_route(t->srv, "/bad", route_bad, NULL);
-    cr_assert_eq(gw_http_listen(t->srv, "127.0.0.1:0"), 0);
-    port_from_bound(t, gw_http_bound(t->srv));
+    cr_assert_eq(http_server_new(&t->loop, arg, &t->srv), 0);
+    http_route(t->srv, "/a", route_text, "A");
+    http_route(t->srv, "/b", route_text, "B");
+    http_route(t->srv, "/big", route_big, NULL);
+    http_route(t->srv, "/bad", route_bad, NULL);
+    cr_assert_eq(http_listen(t->srv, "127.0.0.1:0"), 0);
+    port_from_bound(t, http_bound(t->srv));
 }
 
-void th_server(th_t *t, const gw_http_opts_t *opts)
+void th_server(th_t *t, const http_opts_t *opts)
 {
     th_call(t, server_fn, (void *)opts);
 }
 
 typedef struct {
-    const gw_http_service_opts_t *o;
-    const gw_http_provider_t *p;
+    const http_service_opts_t *o;
+    const http_provider_t *p;
 } svc_args_t;
 
 static void service_fn(th_t *t, void *arg)
 {
     svc_args_t *a = arg;
-    cr_assert_eq(gw_http_service_new(&t->loop, a->o, t->m, a->p, &t->svc), 0);
-    cr_assert_eq(gw_http_service_listen(t->svc, "127.0.0.1:0"), 0);
-    t->srv = gw_http_service_server(t->svc);
-    port_from_bound(t, gw_http_bound(t->srv));
+    cr_assert_eq(http_service_new(&t->loop, a->o, t->m, a->p, &t->svc), 0);
+    cr_assert_eq(http_service_listen(t->svc, "127.0.0.1:0"), 0);
+    t->srv = http_service_server(t->svc);
+    port_from_bound(t, http_bound(t->srv));
 }
 
-void th_service(th_t *t, const gw_http_service_opts_t *o, metrics_t *m, const gw_http_provider_t *p)
+void th_service(th_t *t, const http_service_opts_t *o, metrics_t *m, const http_provider_t *p)
 {
     t->m = m;
     svc_args_t a = { o, p };
@@ -170,12 +170,12 @@ void th_service(th_t *t, const gw_http_service_opts_t *o, metrics_t *m, const gw
 
 static void stats_fn(th_t *t, void *arg)
 {
-    gw_http_get_stats(t->srv, arg);
+    http_get_stats(t->srv, arg);
 }
 
-gw_http_stats_t th_stats(th_t *t)
+http_stats_t th_stats(th_t *t)
 {
-    gw_http_stats_t st;
+    http_stats_t st;
     th_call(t, stats_fn, &st);
     return st;
 }
@@ -192,9 +192,9 @@ static void drain_fn(th_t *t, void *arg)
         return;
     t->draining = true;
     if (t->svc)
-        gw_http_service_close(t->svc, closed_cb, t);
+        http_service_close(t->svc, closed_cb, t);
     else if (t->srv)
-        gw_http_close(t->srv, closed_cb, t);
+        http_close(t->srv, closed_cb, t);
     else
         t->closed = true;
 }
@@ -216,9 +216,9 @@ void th_stop(th_t *t)
     pthread_join(t->thread, NULL);
     cr_assert(t->closed, "the drain's done callback did not run");
     if (t->svc)
-        gw_http_service_free(t->svc);
+        http_service_free(t->svc);
     else
-        gw_http_server_free(t->srv);
+        http_server_free(t->srv);
     cr_assert_eq(uv_loop_close(&t->loop), 0, "handles left open on the loop");
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);

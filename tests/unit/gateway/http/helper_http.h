@@ -30,8 +30,8 @@ struct th {
     th_fn fn;
     void *arg;
     bool called;
-    gw_http_server_t *srv;  /* th_server() */
-    gw_http_service_t *svc; /* th_service() */
+    http_server_t *srv;  /* th_server() */
+    http_service_t *svc; /* th_service() */
     metrics_t *m;
     bool draining;          /* th_drain() was called */
     bool closed;            /* the drain's done callback ran */
@@ -43,10 +43,10 @@ void th_call(th_t *t, th_fn fn, void *arg);
 /* Polls cond on the loop thread every few ms until it is true or timeout_ms passes; returns the last value. */
 bool th_wait_until(th_t *t, bool (*cond)(th_t *t, void *arg), void *arg, int timeout_ms);
 /* A server on 127.0.0.1:0 with the test routes (see helper_http.c); opts NULL: defaults. */
-void th_server(th_t *t, const gw_http_opts_t *opts);
+void th_server(th_t *t, const http_opts_t *opts);
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */
-void th_service(th_t *t, const gw_http_service_opts_t *o, metrics_t *m, const gw_http_provider_t *p);
-gw_http_stats_t th_stats(th_t *t);
+void th_service(th_t *t, const http_service_opts_t *o, metrics_t *m, const http_provider_t *p);
+http_stats_t th_stats(th_t *t);
 /* Starts draining the server or service (on the loop thread) and returns. */
 void th_drain(th_t *t);
 /* Drains the server or service (unless th_drain did), stops the loop, joins, and asserts the loop closed with no handle left. */

@@ -14,15 +14,15 @@
 /* ---- the fake provider -------------------------------------------------- */
 
 typedef struct fake {
-    gw_http_readiness_t r;
-    gw_cluster_state_t cluster;
-    gw_topic_state_t topic[4];
+    http_readiness_t r;
+    http_cluster_state_t cluster;
+    http_topic_state_t topic[4];
     const char *failure; /* NULL: healthy */
 } fake_t;
 
-static void fake_readiness(void *arg, gw_http_readiness_t *out) { *out = ((fake_t *)arg)->r; }
-static gw_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
-static gw_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
+static void fake_readiness(void *arg, http_readiness_t *out) { *out = ((fake_t *)arg)->r; }
+static http_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
+static http_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
 static bool fake_healthy(void *arg, char *why, size_t n)
 {
     fake_t *f = arg;
@@ -43,18 +43,18 @@ static void count_renders(void *arg, metrics_t *m)
     renders++; /* runs on the loop thread; read there too (renders_are) */
 }
 
-static void start_tuned(void (*tune)(gw_http_service_opts_t *o))
+static void start_tuned(void (*tune)(http_service_opts_t *o))
 {
-    FK = (fake_t){ .r = { true, true, true, false }, .cluster = GW_CLUSTER_CONNECTED,
-                   .topic = { GW_TOPIC_REPLICATING, GW_TOPIC_STALLED } };
+    FK = (fake_t){ .r = { true, true, true, false }, .cluster = HTTP_CLUSTER_CONNECTED,
+                   .topic = { HTTP_TOPIC_REPLICATING, HTTP_TOPIC_STALLED } };
     metrics_new(&M);
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
     metrics_topic_add(M, "/e1/telemetry");
     metrics_topic_add(M, "/e1/energy");
     metrics_add_collector(M, count_renders, NULL);
-    gw_http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
-    gw_http_service_opts_t o;
-    gw_http_service_opts_default(&o);
+    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
+    http_service_opts_t o;
+    http_service_opts_default(&o);
     o.edge_name = "e1";
     if (tune)
         tune(&o);
@@ -112,7 +112,7 @@ static void mqtt_down(fake_t *f) { f->r.mqtt_listening = false; }
 static void wal_down(fake_t *f) { f->r.wal_writable = false; }
 static void not_booted(fake_t *f) { f->r.bootstrap_done = false; }
 static void draining(fake_t *f) { f->r.draining = true; }
-static void cluster_away(fake_t *f) { f->cluster = GW_CLUSTER_UNREACHABLE; }
+static void cluster_away(fake_t *f) { f->cluster = HTTP_CLUSTER_UNREACHABLE; }
 
 Test(http_endpoints, readyz_is_503_naming_what_is_missing)
 {
@@ -180,14 +180,14 @@ static bool renders_are(th_t *t, void *arg)
     return renders == *(int *)arg;
 }
 
-static void render_always(gw_http_service_opts_t *o)
+static void render_always(http_service_opts_t *o)
 {
     o->render_ms = 0;
 }
 
 TestSuite(http_render, .fini = teardown, .timeout = 30);
 
-static void render_rarely(gw_http_service_opts_t *o)
+static void render_rarely(http_service_opts_t *o)
 {
     o->render_ms = 60000;
 }
@@ -344,7 +344,7 @@ Test(http_endpoints, head_on_stats_announces_the_get_length)
 
 /* ---- loop health -------------------------------------------------------- */
 
-static int block_route(void *arg, gw_http_req_t *req, tb_buf_t *out, const char **ctype)
+static int block_route(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)arg, (void)req, (void)ctype;
     struct timespec ts = { 0, 400 * 1000000 }; /* the stall under test, not a wait */
@@ -356,12 +356,12 @@ static int block_route(void *arg, gw_http_req_t *req, tb_buf_t *out, const char 
 static void add_block_route(th_t *t, void *arg)
 {
     (void)arg;
-    gw_http_route(gw_http_service_server(t->svc), "/block", block_route, NULL);
+    http_route(http_service_server(t->svc), "/block", block_route, NULL);
 }
 
 TestSuite(http_health, .fini = teardown, .timeout = 30);
 
-static void fast_ticks(gw_http_service_opts_t *o)
+static void fast_ticks(http_service_opts_t *o)
 {
     o->tick_ms = 20;    /* tick every 20 ms */
     o->max_lag_ms = 100; /* 100 ms late is unhealthy */

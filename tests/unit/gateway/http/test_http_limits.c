@@ -2,7 +2,7 @@
  * Tests for the HTTP server's bounds: the request deadline (slowloris), the
  * idle and write deadlines, the connection cap (evict, then 503), one
  * buffered response per slow reader, the drain, and the listener (bound
- * address logged, IPv6). Deadlines are shortened through gw_http_opts_t so
+ * address logged, IPv6). Deadlines are shortened through http_opts_t so
  * the tests are fast; each asserts the bound is honoured from both sides.
  */
 #include <criterion/criterion.h>
@@ -23,10 +23,10 @@ TestSuite(http_limits, .timeout = 60);
 
 static th_t T;
 
-static void start(void (*tune)(gw_http_opts_t *o))
+static void start(void (*tune)(http_opts_t *o))
 {
-    gw_http_opts_t o;
-    gw_http_opts_default(&o);
+    http_opts_t o;
+    http_opts_default(&o);
     if (tune)
         tune(&o);
     th_start(&T);
@@ -37,7 +37,7 @@ static void start(void (*tune)(gw_http_opts_t *o))
 
 #define REQ_MS 600
 
-static void short_request(gw_http_opts_t *o)
+static void short_request(http_opts_t *o)
 {
     o->request_timeout_ms = REQ_MS;
 }
@@ -88,7 +88,7 @@ Test(http_limits, silent_connection_gets_408_at_the_request_deadline)
 
 #define IDLE_MS 400
 
-static void short_idle(gw_http_opts_t *o)
+static void short_idle(http_opts_t *o)
 {
     o->idle_timeout_ms = IDLE_MS;
 }
@@ -117,20 +117,20 @@ Test(http_limits, idle_keep_alive_connection_is_closed_after_the_idle_deadline)
 
 static bool writing_blocked(th_t *t, void *arg)
 {
-    gw_http_stats_t st;
-    gw_http_get_stats(t->srv, &st);
+    http_stats_t st;
+    http_get_stats(t->srv, &st);
     return st.out_bytes >= *(size_t *)arg;
 }
 
 static bool write_timed_out(th_t *t, void *arg)
 {
     (void)arg;
-    gw_http_stats_t st;
-    gw_http_get_stats(t->srv, &st);
+    http_stats_t st;
+    http_get_stats(t->srv, &st);
     return st.timeouts[METRICS_HTTP_TIMEOUT_WRITE] == 1;
 }
 
-static void short_write(gw_http_opts_t *o)
+static void short_write(http_opts_t *o)
 {
     o->write_timeout_ms = 300;
 }
@@ -146,7 +146,7 @@ Test(http_limits, reader_that_never_reads_is_closed_at_the_write_deadline)
     cr_assert(th_wait_until(&T, writing_blocked, &one, 5000));
     cr_assert(th_wait_until(&T, write_timed_out, NULL, 3000));
     cr_assert_geq(tb_mono_ms() - t0, 300, "closed before the write deadline");
-    gw_http_stats_t st = th_stats(&T);
+    http_stats_t st = th_stats(&T);
     cr_assert_eq(st.conns, 0);
     cr_assert_eq(st.out_bytes, 0, "the response buffer was not freed");
     cl_close(c);
@@ -163,7 +163,7 @@ Test(http_limits, slow_reader_makes_the_server_hold_one_response_at_most)
     size_t one = BIG;
     cr_assert(th_wait_until(&T, writing_blocked, &one, 5000));
     /* blocked on the first response: the other four wait, unanswered, not buffered */
-    gw_http_stats_t st = th_stats(&T);
+    http_stats_t st = th_stats(&T);
     cr_assert_eq(st.handler_calls, 1);
     cr_assert_lt(st.out_bytes, BIG + 512);
     for (int i = 0; i < 5; i++) {
@@ -182,15 +182,15 @@ Test(http_limits, slow_reader_makes_the_server_hold_one_response_at_most)
 
 /* ---- the connection cap ------------------------------------------------- */
 
-static void cap3(gw_http_opts_t *o)
+static void cap3(http_opts_t *o)
 {
     o->max_conns = 3;
 }
 
 static bool conns_are(th_t *t, void *arg)
 {
-    gw_http_stats_t st;
-    gw_http_get_stats(t->srv, &st);
+    http_stats_t st;
+    http_get_stats(t->srv, &st);
     return st.conns == *(unsigned *)arg;
 }
 
@@ -211,14 +211,14 @@ Test(http_limits, past_the_cap_the_longest_waiting_connection_is_evicted)
     cr_assert_eq(cl_read(c2, &r, false), 0);
     cr_assert_str_eq(r.body, "B");
     cl_resp_free(&r);
-    gw_http_stats_t st = th_stats(&T);
+    http_stats_t st = th_stats(&T);
     cr_assert_eq(st.evicted, 1);
     cr_assert_leq(st.conns, 3);
     cl_close(c1), cl_close(c2), cl_close(c3), cl_close(c4);
     th_stop(&T);
 }
 
-static void cap2(gw_http_opts_t *o)
+static void cap2(http_opts_t *o)
 {
     o->max_conns = 2;
 }
@@ -238,7 +238,7 @@ Test(http_limits, past_the_cap_with_every_slot_writing_the_newcomer_gets_503)
     cr_assert_eq(r.status, 503);
     cr_assert(cl_eof(c3));
     cl_resp_free(&r);
-    gw_http_stats_t st = th_stats(&T);
+    http_stats_t st = th_stats(&T);
     cr_assert_eq(st.refused, 1);
     cr_assert_eq(st.conns, 2);
     cl_close(c1), cl_close(c2), cl_close(c3);
@@ -292,8 +292,8 @@ Test(http_limits, listening_logs_the_bound_address)
 
 static void v6_fn(th_t *t, void *arg)
 {
-    cr_assert_eq(gw_http_server_new(&t->loop, NULL, &t->srv), 0);
-    *(int *)arg = gw_http_listen(t->srv, "[::1]:0");
+    cr_assert_eq(http_server_new(&t->loop, NULL, &t->srv), 0);
+    *(int *)arg = http_listen(t->srv, "[::1]:0");
 }
 
 Test(http_limits, ipv6_listener_serves)
@@ -306,7 +306,7 @@ Test(http_limits, ipv6_listener_serves)
         cr_skip_test("no IPv6 loopback here");
     }
     cr_assert_eq(rc, 0);
-    const char *b = gw_http_bound(T.srv);
+    const char *b = http_bound(T.srv);
     cr_assert_eq(strncmp(b, "[::1]:", 6), 0, "bound %s", b);
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
     struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)atoi(b + 6)),
@@ -325,8 +325,8 @@ Test(http_limits, ipv6_listener_serves)
 
 static void bad_addr_fn(th_t *t, void *arg)
 {
-    cr_assert_eq(gw_http_server_new(&t->loop, NULL, &t->srv), 0);
-    *(int *)arg = gw_http_listen(t->srv, "no-port-here");
+    cr_assert_eq(http_server_new(&t->loop, NULL, &t->srv), 0);
+    *(int *)arg = http_listen(t->srv, "no-port-here");
 }
 
 Test(http_limits, listener_address_without_port_is_a_config_error)

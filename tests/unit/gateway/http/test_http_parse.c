@@ -5,23 +5,23 @@
 #include "gateway/http/http.h"
 
 /* Parses a copy of s (the parser writes into its buffer). */
-static int parse(const char *s, gw_http_req_t *req, char *copy, size_t n)
+static int parse(const char *s, http_req_t *req, char *copy, size_t n)
 {
     snprintf(copy, n, "%s", s);
-    size_t end = gw_http_head_end(copy, strlen(copy), 0);
+    size_t end = http_head_end(copy, strlen(copy), 0);
     cr_assert_gt(end, 0, "no end of head in %s", s);
-    return gw_http_parse(copy, end, req);
+    return http_parse(copy, end, req);
 }
 
 #define PARSE(s) (rc = parse((s), &req, buf, sizeof buf))
 
 Test(http_parse, get_splits_path_and_query)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET /stats?pretty&x=1 HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
-    cr_assert_eq(req.method, GW_HTTP_GET);
+    cr_assert_eq(req.method, HTTP_GET);
     cr_assert_str_eq(req.path, "/stats");
     cr_assert_str_eq(req.query, "pretty&x=1");
     cr_assert_eq(req.minor, 1);
@@ -29,20 +29,20 @@ Test(http_parse, get_splits_path_and_query)
 
 Test(http_parse, head_and_other_methods_are_told_apart)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
-    cr_assert_eq(req.method, GW_HTTP_HEAD);
+    cr_assert_eq(req.method, HTTP_HEAD);
     cr_assert_eq(PARSE("DELETE / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
-    cr_assert_eq(req.method, GW_HTTP_OTHER);
+    cr_assert_eq(req.method, HTTP_OTHER);
     cr_assert_eq(PARSE("get / HTTP/1.1\r\nHost: h\r\n\r\n"), 0); /* methods are case-sensitive */
-    cr_assert_eq(req.method, GW_HTTP_OTHER);
+    cr_assert_eq(req.method, HTTP_OTHER);
 }
 
 Test(http_parse, http11_keeps_alive_unless_connection_close)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
@@ -53,7 +53,7 @@ Test(http_parse, http11_keeps_alive_unless_connection_close)
 
 Test(http_parse, http10_closes_unless_connection_keep_alive)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.0\r\n\r\n"), 0);
@@ -64,7 +64,7 @@ Test(http_parse, http10_closes_unless_connection_keep_alive)
 
 Test(http_parse, bare_lf_line_endings_are_accepted)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET /healthz HTTP/1.1\nHost: h\n\n"), 0);
@@ -73,7 +73,7 @@ Test(http_parse, bare_lf_line_endings_are_accepted)
 
 Test(http_parse, leading_empty_lines_are_skipped)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
@@ -82,7 +82,7 @@ Test(http_parse, leading_empty_lines_are_skipped)
 
 Test(http_parse, header_values_are_trimmed_and_names_case_insensitive)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nhOsT:h\r\nCONNECTION:   close  \r\n\r\n"), 0);
@@ -108,7 +108,7 @@ Test(http_parse, malformed_heads_are_400)
         "GET /a\x7f HTTP/1.1\r\nHost: h\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        gw_http_req_t req;
+        http_req_t req;
         char buf[512];
         cr_assert_eq(parse(bad[i], &req, buf, sizeof buf), 400, "case %zu", i);
     }
@@ -116,7 +116,7 @@ Test(http_parse, malformed_heads_are_400)
 
 Test(http_parse, host_is_required_once_on_http11)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\n\r\n"), 400);
@@ -126,7 +126,7 @@ Test(http_parse, host_is_required_once_on_http11)
 
 Test(http_parse, content_length_zero_is_no_body)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"), 0);
@@ -134,7 +134,7 @@ Test(http_parse, content_length_zero_is_no_body)
 
 Test(http_parse, a_body_is_413)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n"), 413);
@@ -143,7 +143,7 @@ Test(http_parse, a_body_is_413)
 
 Test(http_parse, bad_or_conflicting_content_length_is_400)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n"), 400);
@@ -154,7 +154,7 @@ Test(http_parse, bad_or_conflicting_content_length_is_400)
 
 Test(http_parse, transfer_encoding_is_400)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
@@ -163,7 +163,7 @@ Test(http_parse, transfer_encoding_is_400)
 
 Test(http_parse, other_major_versions_are_505)
 {
-    gw_http_req_t req;
+    http_req_t req;
     char buf[512];
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
@@ -174,14 +174,14 @@ Test(http_parse, other_major_versions_are_505)
 Test(http_parse, head_end_waits_for_the_blank_line)
 {
     const char *s = "GET / HTTP/1.1\r\nHost: h\r\n";
-    cr_assert_eq(gw_http_head_end(s, strlen(s), 0), 0);
-    cr_assert_eq(gw_http_head_end("\r\n\r\n", 4, 0), 0); /* only empty lines: no head yet */
+    cr_assert_eq(http_head_end(s, strlen(s), 0), 0);
+    cr_assert_eq(http_head_end("\r\n\r\n", 4, 0), 0); /* only empty lines: no head yet */
 }
 
 Test(http_parse, head_end_points_past_the_blank_line_before_a_pipelined_request)
 {
     const char *s = "GET /a HTTP/1.1\r\nHost: h\r\n\r\nGET /b HTTP/1.1\r\n";
-    cr_assert_eq(gw_http_head_end(s, strlen(s), 0), strlen("GET /a HTTP/1.1\r\nHost: h\r\n\r\n"));
+    cr_assert_eq(http_head_end(s, strlen(s), 0), strlen("GET /a HTTP/1.1\r\nHost: h\r\n\r\n"));
 }
 
 Test(http_parse, head_end_fed_byte_by_byte_finds_the_same_end)
@@ -190,9 +190,9 @@ Test(http_parse, head_end_fed_byte_by_byte_finds_the_same_end)
                                "GET / HTTP/1.1\nHost: h\n\r\nrest" };
     for (size_t v = 0; v < 3; v++) {
         const char *s = variants[v];
-        size_t whole = gw_http_head_end(s, strlen(s), 0), got = 0;
+        size_t whole = http_head_end(s, strlen(s), 0), got = 0;
         for (size_t len = 1; len <= strlen(s) && !got; len++)
-            got = gw_http_head_end(s, len, len - 1);
+            got = http_head_end(s, len, len - 1);
         cr_assert_eq(got, whole, "variant %zu: %zu vs %zu", v, got, whole);
     }
 }

@@ -290,7 +290,7 @@ Test(http_server, counts_responses_by_status_code)
     cl_get(T.port, "/a", NULL, 0);
     cl_get(T.port, "/nope", NULL, 0);
     cl_get(T.port, "/nope", NULL, 0);
-    gw_http_stats_t st = th_stats(&T);
+    http_stats_t st = th_stats(&T);
     cr_assert_eq(st.by_code[metrics_http_code_index(200)], 1);
     cr_assert_eq(st.by_code[metrics_http_code_index(404)], 2);
     cr_assert_eq(st.responses, 3);
