@@ -58,7 +58,8 @@ typedef struct cfg_mapping {
 } cfg_mapping_t;
 
 typedef struct cfg {
-    char *source; /* the file it came from, or "<embedded default>" */
+    char *source; /* the file it came from, "<embedded default>", or
+                     "<table defaults>" (cfg_defaults) */
     struct {
         char *edge_name;
         char *cluster_url;
@@ -137,6 +138,27 @@ int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t
 int cfg_load_string(const char *name, const char *yaml, size_t len, char *const *envp,
                     cfg_t **out, char *err, size_t errlen);
 void cfg_free(cfg_t *cfg);
+
+/*
+ * Every key's default from the table, as typed values: the one source for
+ * code outside config/ that needs a default (rep_opts_default, the status
+ * command's --http = cfg_defaults()->http.listener) instead of a copy of
+ * it. Built by the same code that applies defaults before a file is read,
+ * so cfg_load_string of a file that sets only the required keys differs
+ * from it in those keys alone.
+ *
+ * Keys without a default: edge.edge_name and edge.cluster_url are NULL,
+ * mqtt.topic_mappings is empty (mappings NULL, nmappings 0). String keys
+ * whose default is empty (edge.token, edge.tls.*) are "". source is
+ * "<table defaults>". No environment is read (TRIBUTARY_* overrides and
+ * ${NAME} do not apply) and no cross-key check is run.
+ *
+ * Built once (pthread_once) on first use and immutable after: any thread,
+ * no lock. The result is static and lives for the process; never pass it
+ * to cfg_free. Cannot fail (a table default that does not parse aborts,
+ * and the unit tests load every one).
+ */
+const cfg_t *cfg_defaults(void);
 
 /* The built-in configuration used by `tributary run` without -c: loopback
  * listeners, a data directory under `data_dir`. Returns YAML text (static). */

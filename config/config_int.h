@@ -43,7 +43,10 @@ extern const size_t cfg__nmapping_keys;
 
 const char *cfg__type_name(const cfg__key_t *k);
 
-
+/* config_defaults.c: writes every row's default into cfg (rows without one
+ * are left as they are: zero in a calloc'd cfg_t). The one code path that
+ * applies defaults, for a file being loaded and for cfg_defaults(). */
+void cfg__set_defaults(cfg_t *cfg);
 
 /* config_value.c */
 int cfg__set_scalar(const cfg__key_t *k, void *base, const char *s, char *msg, size_t msglen);

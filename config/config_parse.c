@@ -375,18 +375,6 @@ static int apply_env(pctx_t *c)
     return 0;
 }
 
-static void set_defaults(cfg_t *cfg)
-{
-    for (size_t i = 0; i < cfg__nkeys; i++) {
-        const cfg__key_t *k = &cfg__keys[i];
-        if (!k->def)
-            continue;
-        char msg[128];
-        if (cfg__set_scalar(k, cfg, k->def, msg, sizeof msg) < 0)
-            abort(); /* a bad default in the table is a programming error; the unit tests catch it */
-    }
-}
-
 /* Finds a node by key in a mapping node; NULL if absent. */
 static const yaml_node_t *lookup(yaml_document_t *doc, const yaml_node_t *map, const char *key, bool want_key)
 {
@@ -442,7 +430,7 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
     *out = NULL;
     cfg_t *cfg = tb_calloc(1, sizeof *cfg);
     cfg->source = tb_strdup(name);
-    set_defaults(cfg);
+    cfg__set_defaults(cfg);
 
     bool seen[cfg__nkeys];
     memset(seen, 0, sizeof seen);

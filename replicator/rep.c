@@ -1,7 +1,7 @@
 /*
- * rep.c: the replicator's public face (replicator.h): options, creation,
- * the thread's start and stop, events towards the loop, and the stats an
- * operator reads.
+ * rep.c: the replicator's public face (replicator.h): checking options,
+ * creation, the thread's start and stop, events towards the loop, and the
+ * stats an operator reads (the options themselves: rep_opts.c).
  *
  * rep_new() does everything that can fail for a configuration reason
  * (a bad URL, an unreadable TLS file) so that the boot can refuse to start
@@ -24,25 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-void rep_opts_default(rep_opts_t *o)
-{
-    memset(o, 0, sizeof *o);
-    o->heartbeat_interval_ms = 30000;
-    o->batch_size = 100;
-    o->batch_timeout_ms = 1000;
-    o->max_batch_bytes = 1 << 20;
-    o->max_inflight_batches = 4;
-    o->ack_timeout_ms = 5000;
-    o->rpc_timeout_ms = 10000;
-    o->live_window_ms = 2000;
-    o->retry_initial_ms = 100;
-    o->retry_max_ms = 30000;
-    o->register_retry_initial_ms = 1000;
-    o->register_retry_max_ms = 60000;
-    o->shutdown_grace_ms = 2000;
-    o->stall_after_ms = 30000;
-}
 
 static char *dup_or_null(const char *s)
 {

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "config/config.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
 
@@ -47,39 +48,66 @@ typedef struct rep_topic_spec {
     wal_topic_t *wal;           /* its log; must outlive the replicator */
 } rep_topic_spec_t;
 
+/*
+ * Options. A trailing key name says the field comes from that configuration
+ * key, whose default (config_table.c, through cfg_defaults()) is the
+ * field's default; rep_opts_from_cfg is the one place that maps them.
+ * Fields without a key are the replicator's own.
+ */
 typedef struct rep_opts {
-    const char *edge_name;
-    const char *cluster_url;        /* http://host:port or https://host:port */
-    const char *token;              /* NULL or "": no authorization metadata */
-    const char *tls_ca_file;        /* https only; NULL/"": gRPC's default roots */
-    const char *tls_cert_file;      /* https only; client certificate (with key_file) */
-    const char *tls_key_file;
-    uint32_t heartbeat_interval_ms; /* 30000; each wait is jittered by +-10% */
-    uint32_t batch_size;            /* 100 messages */
-    uint32_t batch_timeout_ms;      /* 1000, from the batch's first message */
-    uint64_t max_batch_bytes;       /* 1 MiB encoded; a single larger message goes alone */
-    uint32_t max_inflight_batches;  /* 4 per topic, on one stream */
-    uint32_t ack_timeout_ms;        /* 5000: oldest unacked batch -> cancel the stream */
-    uint32_t rpc_timeout_ms;        /* 10000: deadline of every unary RPC */
-    uint32_t live_window_ms;        /* 2000: older messages get tributary.replayed=true */
-    uint32_t retry_initial_ms;      /* 100: stream rebuild backoff, full jitter */
-    uint32_t retry_max_ms;          /* 30000 */
-    uint32_t register_retry_initial_ms; /* 1000: RegisterEdge backoff */
-    uint32_t register_retry_max_ms; /* 60000 */
-    uint32_t shutdown_grace_ms;     /* 2000: at stop, how long in-flight batches may take */
-    uint32_t stall_after_ms;        /* 30000 (health.stall_after_ms): a topic is stalled when
-                                       messages wait and no ack has moved it for this long */
-    uint32_t recheck_ms;            /* 0: off. With wal.fsync interval the readable end
-                                       moves without a completion; a topic with written
-                                       but not yet readable data looks again this often */
+    const char *edge_name;          /* edge.edge_name */
+    const char *cluster_url;        /* edge.cluster_url: http://host:port or https://host:port */
+    const char *token;              /* edge.token; NULL or "": no authorization metadata */
+    const char *tls_ca_file;        /* edge.tls.ca_file; https only; NULL/"": gRPC's default roots */
+    const char *tls_cert_file;      /* edge.tls.cert_file; https only; client certificate (with key_file) */
+    const char *tls_key_file;       /* edge.tls.key_file */
+    uint32_t heartbeat_interval_ms; /* edge.heartbeat_interval_ms; each wait is jittered by +-10% */
+    uint32_t batch_size;            /* replicator.batch_size: messages per batch */
+    uint32_t batch_timeout_ms;      /* replicator.batch_timeout_ms, from the batch's first message */
+    uint64_t max_batch_bytes;       /* replicator.max_batch_bytes, encoded; a single larger message
+                                       goes alone */
+    uint32_t max_inflight_batches;  /* replicator.max_inflight_batches, per topic, on one stream */
+    uint32_t ack_timeout_ms;        /* replicator.ack_timeout_ms: oldest unacked batch -> cancel
+                                       the stream */
+    uint32_t rpc_timeout_ms;        /* replicator.rpc_timeout_ms: deadline of every unary RPC */
+    uint32_t live_window_ms;        /* replicator.live_window_ms: older messages get
+                                       tributary.replayed=true */
+    uint32_t retry_initial_ms;      /* replicator.retry_initial_ms: stream rebuild backoff, full jitter */
+    uint32_t retry_max_ms;          /* replicator.retry_max_ms */
+    uint32_t register_retry_initial_ms; /* 1000: RegisterEdge backoff (no key) */
+    uint32_t register_retry_max_ms; /* 60000 (no key) */
+    uint32_t shutdown_grace_ms;     /* replicator.shutdown_grace_ms: at stop, how long in-flight
+                                       batches may take */
+    uint32_t stall_after_ms;        /* health.stall_after_ms: a topic is stalled when messages
+                                       wait and no ack has moved it for this long */
+    uint32_t recheck_ms;            /* from wal.fsync and wal.fsync_interval_ms (see
+                                       rep_opts_from_cfg); 0: off. With wal.fsync interval the
+                                       readable end moves without a completion; a topic with
+                                       written but not yet readable data looks again this often */
     const rep_topic_spec_t *topics; /* copied */
     size_t ntopics;
     void (*notify)(void *arg);      /* replicator thread: events are waiting */
     void *notify_arg;
 } rep_opts_t;
 
-/* Fills the documented defaults (strings NULL, no topics). */
+/*
+ * Fills the defaults: rep_opts_from_cfg(cfg_defaults(), o) plus the fields
+ * that have no key (register_retry_*). Strings are the table's:
+ * edge_name and cluster_url NULL, token and the TLS files "" (static, never
+ * freed); no topics, no notify.
+ */
 void rep_opts_default(rep_opts_t *o /* OUT */);
+
+/*
+ * Sets every option that comes from configuration, from cfg: edge.* (TLS
+ * included), replicator.* but checkpoint_interval_ms (the WAL's), and
+ * health.stall_after_ms; and recheck_ms, which wal.fsync interval needs
+ * (a quarter of wal.fsync_interval_ms, at least 5 ms) and the other modes
+ * do not (0). Every other field is left as it was, so start from
+ * rep_opts_default and add topics, notify and notify_arg. The strings are
+ * borrowed from cfg: keep it alive until rep_new, which copies them.
+ */
+void rep_opts_from_cfg(const cfg_t *cfg, rep_opts_t *o /* IN/OUT */);
 
 /*
  * Checks the options, reads the TLS files, records each topic's checkpoint

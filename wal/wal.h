@@ -183,7 +183,9 @@ typedef struct wal_opts {
     const wal_io_t *io;           /* NULL: wal_io_posix() */
 } wal_opts_t;
 
-/* Fills the documented defaults (dir NULL, notify NULL). */
+/* Fills the documented defaults (dir NULL, notify NULL). Those of options
+ * that are configuration keys must equal config_table.c's; wal/ does not
+ * read config/, so tests/unit/replicator/test_wal_defaults.c checks. */
 void wal_opts_default(wal_opts_t *o /* OUT */);
 
 /*
