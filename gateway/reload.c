@@ -14,7 +14,7 @@
 #include <string.h>
 
 typedef struct {
-    gw_server_t *srv;
+    broker_t *srv;
     const cfg_t *next;
     char restart[1024];
     size_t restart_len;
@@ -67,7 +67,7 @@ static void on_diff(void *arg, const char *key)
     }
 }
 
-void gw__reload(gw_server_t *srv, const cfg_t *running)
+void gw__reload(broker_t *srv, const cfg_t *running)
 {
     if (strcmp(running->source, "<embedded default>") == 0) {
         tb_info("SIGHUP: running on the embedded default, no file to reload");

@@ -34,7 +34,7 @@
 
 struct gw_repl {
     gw__app_t *app;
-    gw_server_t *srv;
+    broker_t *srv;
     rep_t *rep;
     sch_registry_t *reg[2];     /* by cfg_encoding_t */
     uint8_t *encoding;          /* per topic: which registry */
@@ -54,7 +54,7 @@ gw_repl_t *gw_repl_new(void)
     return tb_calloc(1, sizeof(gw_repl_t));
 }
 
-void gw_repl_set_server(gw_repl_t *g, gw_server_t *srv)
+void gw_repl_set_server(gw_repl_t *g, broker_t *srv)
 {
     g->srv = srv;
 }
@@ -86,12 +86,12 @@ void gw_repl_free(gw_repl_t *g)
     free(g);
 }
 
-bool gw_repl_topic_ready(const gw_topic_t *t)
+bool gw_repl_topic_ready(const broker_topic_t *t)
 {
     return t->wal && t->registered && (!t->schema_subject || t->validator);
 }
 
-static void set_validator(gw_topic_t *t, sch_validator_t *v)
+static void set_validator(broker_topic_t *t, sch_validator_t *v)
 {
     sch_validator_t *old = t->validator;
     t->validator = v; /* the loop is the only reader: the swap lands between two PUBLISHes */
@@ -99,7 +99,7 @@ static void set_validator(gw_topic_t *t, sch_validator_t *v)
         sch_validator_unref(old);
 }
 
-static void log_readiness(gw_repl_t *g, gw_topic_t *t, const char *why)
+static void log_readiness(gw_repl_t *g, broker_topic_t *t, const char *why)
 {
     bool ready = gw_repl_topic_ready(t);
     if (ready == g->was_ready[t->id])
@@ -113,7 +113,7 @@ static void log_readiness(gw_repl_t *g, gw_topic_t *t, const char *why)
                 TB_S("topic", t->name), TB_S("why", why));
 }
 
-static void apply_schema(gw_repl_t *g, gw_topic_t *t, const rep_event_t *ev)
+static void apply_schema(gw_repl_t *g, broker_topic_t *t, const rep_event_t *ev)
 {
     sch_resolved_t rs;
     rep_event_resolved(ev, &rs);
@@ -141,7 +141,7 @@ static void apply_schema(gw_repl_t *g, gw_topic_t *t, const rep_event_t *ev)
     t->schema_version = rs.schema_version;
 }
 
-static void forget_schema(gw_topic_t *t)
+static void forget_schema(broker_topic_t *t)
 {
     set_validator(t, NULL);
     t->has_schema = false;
@@ -152,7 +152,7 @@ static void forget_schema(gw_topic_t *t)
 
 static void apply(gw_repl_t *g, const rep_event_t *ev)
 {
-    gw_topic_t *t = &g->srv->topics[ev->topic];
+    broker_topic_t *t = &g->srv->topics[ev->topic];
     const char *why = "";
     switch (ev->kind) {
     case REP_EV_TOPIC_REGISTERED:
@@ -280,7 +280,7 @@ static void notify(void *arg)
 /* Which Avro encoding each topic's schema is compiled for: its mapping's. */
 static void topic_encodings(gw_repl_t *g)
 {
-    gw_server_t *srv = g->srv;
+    broker_t *srv = g->srv;
     g->encoding = tb_calloc(srv->ntopics + 1, 1);
     g->was_ready = tb_calloc(srv->ntopics + 1, sizeof *g->was_ready);
     g->stalled_since = tb_calloc(srv->ntopics + 1, sizeof *g->stalled_since);
@@ -298,7 +298,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
 {
     gw_repl_t *g = arg;
     g->app = app;
-    gw_server_t *srv = g->srv;
+    broker_t *srv = g->srv;
     const cfg_t *cfg = app->cfg;
     if (!srv || !srv->topics)
         return TB_ECLOSED;

@@ -6,7 +6,7 @@
  * turns what it reports into topic state on the loop thread, which owns
  * the validators: registration results and heartbeat changes carry
  * ResolvedSchemas that are compiled here through an sch_registry (once
- * per fingerprint) and swapped into gw_topic_t between two PUBLISHes. A
+ * per fingerprint) and swapped into broker_topic_t between two PUBLISHes. A
  * topic is ready when its log is open, it is registered, and its schema is
  * resolved and compiled (or it has none); publish.c refuses messages for an
  * `enforce` mapping whose topic has no validator, so a schema that did not
@@ -25,7 +25,7 @@ typedef struct gw_repl gw_repl_t;
 gw_repl_t *gw_repl_new(void);
 void gw_repl_free(gw_repl_t *g);
 /* The server whose topics it feeds; set before the service starts. */
-void gw_repl_set_server(gw_repl_t *g, gw_server_t *srv);
+void gw_repl_set_server(gw_repl_t *g, broker_t *srv);
 /* NULL before start and after the drain. */
 rep_t *gw_repl_rep(gw_repl_t *g);
 /* Topic i's replication stats: live while the replicator runs, its last
@@ -37,6 +37,6 @@ int gw_repl_start(gw__app_t *app, void *arg);
 void gw_repl_drain(gw__app_t *app, void *arg);
 
 /* Readiness of one topic as the loop sees it. */
-bool gw_repl_topic_ready(const gw_topic_t *t);
+bool gw_repl_topic_ready(const broker_topic_t *t);
 
 #endif

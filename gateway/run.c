@@ -29,7 +29,7 @@
 
 typedef struct run {
     gw__app_t *app;
-    gw_server_t *srv;
+    broker_t *srv;
     wal_t *wal;
     gw_repl_t *repl;
     metrics_t *metrics;
@@ -69,7 +69,7 @@ static int log_start(gw__app_t *app, void *arg)
     const cfg_t *cfg = app->cfg;
     r->srv = tb_calloc(1, sizeof *r->srv);
     r->srv->owner = r;
-    gw_server_prepare(r->srv, &app->loop);
+    broker_prepare(r->srv, &app->loop);
 
     wal_opts_t o;
     wal_opts_default(&o);
@@ -91,14 +91,14 @@ static int log_start(gw__app_t *app, void *arg)
     tb_info("log opened", TB_S("dir", cfg->wal.dir), TB_S("fsync", cfg_fsync_name(cfg->wal.fsync)),
             TB_U("ms", tb_mono_ms() - t0));
     char err[1024];
-    rc = gw_server_init(r->srv, &app->loop, cfg, r->wal, err, sizeof err);
+    rc = broker_init(r->srv, &app->loop, cfg, r->wal, err, sizeof err);
     if (rc < 0) {
         tb_error("cannot set up the topics", TB_S("why", err));
         return rc;
     }
     r->metric_topic = tb_calloc(r->srv->ntopics + 1, sizeof *r->metric_topic);
     for (size_t i = 0; i < r->srv->ntopics; i++) {
-        gw_topic_t *t = &r->srv->topics[i];
+        broker_topic_t *t = &r->srv->topics[i];
         wal_topic_stats_t st;
         wal_topic_stats(t->wal, &st);
         r->metric_topic[i] = metrics_topic_add(r->metrics, t->name);
@@ -109,7 +109,7 @@ static int log_start(gw__app_t *app, void *arg)
     return 0;
 }
 
-static void server_closed(gw_server_t *srv)
+static void server_closed(broker_t *srv)
 {
     run_t *r = srv->owner;
     free(srv);
@@ -133,7 +133,7 @@ static void log_drain(gw__app_t *app, void *arg)
             tb_info("log closed: everything synced");
     }
     /* the writer thread is joined: the WAL's wake-up handle can close now */
-    gw_server_close(r->srv, server_closed);
+    broker_close(r->srv, server_closed);
 }
 
 /* ---- the replicator (replication.c) ---------------------------------------------- */
@@ -156,14 +156,14 @@ static int mqtt_start(gw__app_t *app, void *arg)
 {
     (void)app;
     run_t *r = arg;
-    return gw_server_listen(r->srv);
+    return broker_listen(r->srv);
 }
 
-static void server_drained(gw_server_t *srv)
+static void server_drained(broker_t *srv)
 {
     run_t *r = srv->owner;
     for (size_t i = 0; i < srv->ntopics; i++) {
-        gw_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = &srv->topics[i];
         rep_topic_stats_t rs;
         gw_repl_topic_stats(r->repl, i, &rs);
         tb_info("topic totals", TB_S("topic", t->name), TB_U("received", t->received), TB_U("stored", t->stored),
@@ -181,7 +181,7 @@ static void mqtt_drain(gw__app_t *app, void *arg)
         gw__app_drained(app);
         return;
     }
-    gw_server_drain(r->srv, server_drained);
+    broker_drain(r->srv, server_drained);
 }
 
 static int boot_complete(gw__app_t *app, void *arg)
@@ -244,13 +244,13 @@ static http_cluster_state_t cluster_state(void *arg)
     }
 }
 
-/* gw_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
-static const int reject_label[GW_REJ_COUNT] = {
-    [GW_REJ_UNMATCHED] = -1,
-    [GW_REJ_INVALID] = METRICS_REJECT_SCHEMA_INVALID,
-    [GW_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
-    [GW_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
-    [GW_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
+/* broker_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
+static const int reject_label[BROKER_REJ__COUNT] = {
+    [BROKER_REJ_UNMATCHED] = -1,
+    [BROKER_REJ_INVALID] = METRICS_REJECT_SCHEMA_INVALID,
+    [BROKER_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
+    [BROKER_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
+    [BROKER_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
 };
 
 #define SET(id, i1, i2, v) metrics_set(metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
@@ -271,10 +271,10 @@ static const int reject_label[GW_REJ_COUNT] = {
  * those messages are both `batched` and replicated for a moment, and the
  * negative term takes them out again, so the sum stays exact.
  */
-static void account(metrics_t *m, size_t mi, const gw_topic_t *t, const wal_topic_stats_t *st,
+static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_topic_stats_t *st,
                     const rep_topic_stats_t *rs)
 {
-    for (int k = 0; k < GW_REJ_COUNT; k++)
+    for (int k = 0; k < BROKER_REJ__COUNT; k++)
         if (reject_label[k] >= 0)
             SET(METRICS_REJECTED, mi, (size_t)reject_label[k], t->rejected[k]);
     uint64_t S = st->open_offset ? st->open_offset : 1;
@@ -297,7 +297,7 @@ static void account(metrics_t *m, size_t mi, const gw_topic_t *t, const wal_topi
 static void collect(void *arg, metrics_t *m)
 {
     run_t *r = arg;
-    gw_server_t *srv = r->srv;
+    broker_t *srv = r->srv;
     if (!srv || !srv->topics)
         return;
     SET(METRICS_MQTT_CONNECTIONS, 0, 0, srv->nconnected);
@@ -319,7 +319,7 @@ static void collect(void *arg, metrics_t *m)
         if (r->metric_topic[i] < 0)
             continue;
         size_t mi = (size_t)r->metric_topic[i];
-        gw_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = &srv->topics[i];
         wal_topic_stats_t st;
         wal_topic_stats(t->wal, &st);
         rep_topic_stats_t rs;

@@ -9,9 +9,9 @@
  * when the packet completes. Packet size is bounded by the codec from the
  * fixed header, before the body is buffered.
  *
- * Acks leave in arrival order: every QoS 1/2 PUBLISH gets a gw_pending_t at
+ * Acks leave in arrival order: every QoS 1/2 PUBLISH gets a broker_pending_t at
  * the tail of the connection's FIFO; when its log batch completes it
- * becomes ready, and gw__conn_drain_acks() sends from the head while the
+ * becomes ready, and broker__conn_drain_acks() sends from the head while the
  * head is ready.
  *
  * Closing: the socket is shut down (so a CONNACK refusal or DISCONNECT
@@ -28,7 +28,7 @@
 static void on_close(uv_handle_t *h);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
-static void list_remove(gw_server_t *srv, gw_conn_t *c)
+static void list_remove(broker_t *srv, broker_conn_t *c)
 {
     if (c->prev) c->prev->next = c->next;
     else srv->conns = c->next;
@@ -37,9 +37,9 @@ static void list_remove(gw_server_t *srv, gw_conn_t *c)
     srv->nconns--;
 }
 
-void gw__conn_accept(gw_server_t *srv)
+void broker__conn_accept(broker_t *srv)
 {
-    gw_conn_t *c = tb_calloc(1, sizeof *c);
+    broker_conn_t *c = tb_calloc(1, sizeof *c);
     c->srv = srv;
     c->id = ++srv->next_conn_id;
     c->refs = 1;
@@ -71,13 +71,13 @@ void gw__conn_accept(gw_server_t *srv)
     srv->nconns++;
     srv->conn_accepted++;
     if (!srv->paused)
-        gw__conn_resume(c);
+        broker__conn_resume(c);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
-    gw_conn_t *c = h->data;
-    gw_server_t *srv = c->srv;
+    broker_conn_t *c = h->data;
+    broker_t *srv = c->srv;
     (void)hint;
     if (c->in_len == 0 && !srv->readbuf_busy) {
         srv->readbuf_busy = true;
@@ -93,13 +93,13 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in + c->in_len, c->in_cap - c->in_len);
 }
 
-static uint32_t max_packet(const gw_conn_t *c)
+static uint32_t max_packet(const broker_conn_t *c)
 {
     /* The payload limit plus room for the topic and properties. */
     return c->srv->cfg->mqtt.max_payload_size + 65536u + 16u;
 }
 
-static void on_subscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
+static void on_subscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     /* An ingest gateway has no local subscribers: refuse every filter, so no
      * client waits for a SUBACK that never comes. */
@@ -110,10 +110,10 @@ static void on_subscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
     uint8_t out[300];
     int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_SUBACK, pkt->u.sub.packet_id, codes, n, NULL);
     if (len > 0)
-        gw__conn_send(c, out, (size_t)len);
+        broker__conn_send(c, out, (size_t)len);
 }
 
-static void on_unsubscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
+static void on_unsubscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     uint8_t codes[256];
     uint32_t n = c->version == MQTT_V5 ? TB_MIN(pkt->u.sub.filters.count, (uint32_t)sizeof codes) : 0;
@@ -121,29 +121,29 @@ static void on_unsubscribe(gw_conn_t *c, const mqtt_packet_t *pkt)
     uint8_t out[300];
     int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_UNSUBACK, pkt->u.sub.packet_id, codes, n, NULL);
     if (len > 0)
-        gw__conn_send(c, out, (size_t)len);
+        broker__conn_send(c, out, (size_t)len);
 }
 
 /* Handles one decoded packet. Returns false once the connection is closing. */
-static bool dispatch(gw_conn_t *c, const mqtt_packet_t *pkt)
+static bool dispatch(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     if (!c->connected) {
         /* the codec only lets CONNECT through before the version is known */
-        gw__on_connect(c, pkt);
+        broker__on_connect(c, pkt);
         return !c->closing;
     }
     switch (pkt->type) {
     case MQTT_PUBLISH:
-        gw__on_publish(c, pkt);
+        broker__on_publish(c, pkt);
         break;
     case MQTT_PUBREL:
-        gw__on_pubrel(c, pkt);
+        broker__on_pubrel(c, pkt);
         break;
     case MQTT_PUBACK:
     case MQTT_PUBREC:
     case MQTT_PUBCOMP:
         /* We never send PUBLISH, so an ack for one is a protocol error. */
-        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "ack for a PUBLISH the server never sent");
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "ack for a PUBLISH the server never sent");
         break;
     case MQTT_SUBSCRIBE:
         on_subscribe(c, pkt);
@@ -154,7 +154,7 @@ static bool dispatch(gw_conn_t *c, const mqtt_packet_t *pkt)
     case MQTT_PINGREQ: {
         uint8_t out[2];
         int n = mqtt_encode_pingresp(out, sizeof out);
-        gw__conn_send(c, out, (size_t)n);
+        broker__conn_send(c, out, (size_t)n);
         break;
     }
     case MQTT_DISCONNECT:
@@ -163,28 +163,28 @@ static bool dispatch(gw_conn_t *c, const mqtt_packet_t *pkt)
         c->will_suppressed = !(c->version == MQTT_V5 && pkt->u.disconnect.reason == MQTT_RC_DISCONNECT_WITH_WILL);
         if (c->version == MQTT_V5 && c->session && MQTT_HAS(&pkt->props, MQTT_PROP_SESSION_EXPIRY)) {
             if (c->session->expiry_s == 0 && pkt->props.session_expiry != 0) {
-                gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "session expiry set on DISCONNECT after 0 at CONNECT");
+                broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "session expiry set on DISCONNECT after 0 at CONNECT");
                 break;
             }
             c->session->expiry_s = TB_MIN(pkt->props.session_expiry, c->srv->cfg->mqtt.max_session_expiry_s);
         }
-        gw__conn_close(c, 0, "client disconnected");
+        broker__conn_close(c, 0, "client disconnected");
         break;
     case MQTT_CONNECT:
-        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "second CONNECT");
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "second CONNECT");
         break;
     case MQTT_AUTH:
-        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "AUTH without an authentication method");
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "AUTH without an authentication method");
         break;
     default:
-        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "packet a client may not send");
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "packet a client may not send");
         break;
     }
     return !c->closing;
 }
 
 /* Decodes and dispatches every whole packet in buf[0..len); returns the bytes used. */
-static size_t process(gw_conn_t *c, const uint8_t *buf, size_t len)
+static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
 {
     size_t used = 0;
     while (used < len && !c->closing) {
@@ -195,7 +195,7 @@ static size_t process(gw_conn_t *c, const uint8_t *buf, size_t len)
             break;
         if (rc < 0) {
             c->srv->conn_closed[METRICS_CLOSE_MALFORMED]++;
-            gw__conn_close(c, diag.reason, diag.why);
+            broker__conn_close(c, diag.reason, diag.why);
             break;
         }
         used += (size_t)rc;
@@ -207,13 +207,13 @@ static size_t process(gw_conn_t *c, const uint8_t *buf, size_t len)
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    gw_conn_t *c = s->data;
-    gw_server_t *srv = c->srv;
+    broker_conn_t *c = s->data;
+    broker_t *srv = c->srv;
     bool shared = buf->base == (char *)srv->readbuf;
     if (shared)
         srv->readbuf_busy = false;
     if (nread < 0) {
-        gw__conn_close(c, 0, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
+        broker__conn_close(c, 0, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
     if (nread == 0 || c->closing)
@@ -246,7 +246,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
-void gw__conn_resume(gw_conn_t *c)
+void broker__conn_resume(broker_conn_t *c)
 {
     if (c->closing || c->reading || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
         return;
@@ -254,7 +254,7 @@ void gw__conn_resume(gw_conn_t *c)
         c->reading = true;
 }
 
-void gw__conn_pause(gw_conn_t *c)
+void broker__conn_pause(broker_conn_t *c)
 {
     if (!c->reading)
         return;
@@ -266,7 +266,7 @@ void gw__conn_pause(gw_conn_t *c)
 
 typedef struct {
     uv_write_t req;
-    gw_conn_t *conn;
+    broker_conn_t *conn;
     size_t len;
     uint8_t data[];
 } wreq_t;
@@ -274,15 +274,15 @@ typedef struct {
 static void on_write(uv_write_t *req, int status)
 {
     wreq_t *w = (wreq_t *)req;
-    gw_conn_t *c = w->conn;
+    broker_conn_t *c = w->conn;
     c->writing -= w->len;
     free(w);
     if (status < 0 && !c->closing)
-        gw__conn_close(c, 0, uv_strerror(status));
-    gw__conn_unref(c);
+        broker__conn_close(c, 0, uv_strerror(status));
+    broker__conn_unref(c);
 }
 
-void gw__conn_send(gw_conn_t *c, const uint8_t *p, size_t n)
+void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n)
 {
     if (c->closing)
         return;
@@ -305,18 +305,18 @@ void gw__conn_send(gw_conn_t *c, const uint8_t *p, size_t n)
     }
 }
 
-void gw__conn_flush_dirty(gw_server_t *srv)
+void broker__conn_flush_dirty(broker_t *srv)
 {
     while (srv->dirty) {
-        gw_conn_t *c = srv->dirty;
+        broker_conn_t *c = srv->dirty;
         srv->dirty = c->dirty_next;
         c->dirty = false;
-        gw__conn_flush(c);
-        gw__conn_unref(c);
+        broker__conn_flush(c);
+        broker__conn_unref(c);
     }
 }
 
-void gw__conn_flush(gw_conn_t *c)
+void broker__conn_flush(broker_conn_t *c)
 {
     if (c->out_len == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
         return;
@@ -329,7 +329,7 @@ void gw__conn_flush(gw_conn_t *c)
         else if (n < 0 && n != UV_EAGAIN) {
             c->out_len = 0;
             if (!c->closing)
-                gw__conn_close(c, 0, uv_strerror(n));
+                broker__conn_close(c, 0, uv_strerror(n));
             return;
         }
     }
@@ -338,7 +338,7 @@ void gw__conn_flush(gw_conn_t *c)
         if (c->writing + left > OUT_LIMIT) {
             c->out_len = 0;
             if (!c->closing)
-                gw__conn_close(c, 0, "client does not read its acks");
+                broker__conn_close(c, 0, "client does not read its acks");
             return;
         }
         wreq_t *w = tb_malloc(sizeof *w + left);
@@ -364,13 +364,13 @@ void gw__conn_flush(gw_conn_t *c)
 
 /* ---- acks ------------------------------------------------------------------ */
 
-gw_pending_t *gw__conn_pending_new(gw_conn_t *c, uint16_t packet_id, uint8_t qos)
+broker_pending_t *broker__conn_pending_new(broker_conn_t *c, uint16_t packet_id, uint8_t qos)
 {
-    gw_pending_t *p = tb_calloc(1, sizeof *p);
+    broker_pending_t *p = tb_calloc(1, sizeof *p);
     p->conn = c;
     /* flow control: stop reading a client with a full window of unanswered messages */
     if (++c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
-        gw__conn_pause(c);
+        broker__conn_pause(c);
     p->packet_id = packet_id;
     p->qos = qos;
     c->refs++;
@@ -380,67 +380,67 @@ gw_pending_t *gw__conn_pending_new(gw_conn_t *c, uint16_t packet_id, uint8_t qos
     return p;
 }
 
-static void send_ack(gw_conn_t *c, gw_pending_t *p)
+static void send_ack(broker_conn_t *c, broker_pending_t *p)
 {
     uint8_t out[64];
     mqtt_type_t type = p->pubcomp ? MQTT_PUBCOMP : p->qos == 1 ? MQTT_PUBACK : MQTT_PUBREC;
     uint8_t reason = c->version == MQTT_V5 ? p->reason : 0;
     int n = mqtt_encode_ack(out, sizeof out, c->version, type, p->packet_id, reason, NULL);
     if (n > 0) {
-        gw__conn_send(c, out, (size_t)n);
-        gw__pace_acked(&c->pace); /* its next PUBLISH may be one this ack let go */
+        broker__conn_send(c, out, (size_t)n);
+        broker__pace_acked(&c->pace); /* its next PUBLISH may be one this ack let go */
     }
 }
 
-void gw__conn_drain_acks(gw_conn_t *c)
+void broker__conn_drain_acks(broker_conn_t *c)
 {
     c->refs++; /* freeing the last pending entry must not free c under us */
     while (c->pend_head && c->pend_head->waits == 0) {
-        gw_pending_t *p = c->pend_head;
+        broker_pending_t *p = c->pend_head;
         c->pend_head = p->next;
         if (!c->pend_head)
             c->pend_tail = NULL;
-        gw_session_t *s = p->session;
+        broker_session_t *s = p->session;
         if (s) {
-            if (gw__session_storing(s, p->packet_id) == p)
-                gw__session_set_storing(s, p->packet_id, NULL);
+            if (broker__session_storing(s, p->packet_id) == p)
+                broker__session_set_storing(s, p->packet_id, NULL);
             if (p->qos2_record && p->reason < 0x80)
-                gw__session_add_qos2(s, p->packet_id);
-            gw__session_unref(s);
+                broker__session_add_qos2(s, p->packet_id);
+            broker__session_unref(s);
         }
         if (p->follower) {
             p->follower->reason = p->reason;
             p->follower->close = p->follower->conn->version != MQTT_V5 && p->reason >= 0x80;
             p->follower->waits--;
-            gw__conn_drain_acks(p->follower->conn);
+            broker__conn_drain_acks(p->follower->conn);
         }
         if (!c->closing) {
             if (p->close) {
                 free(p);
                 c->unanswered--;
-                gw__conn_unref(c);
-                gw__conn_close(c, 0, "message refused and MQTT 3.1.1 cannot say so");
+                broker__conn_unref(c);
+                broker__conn_close(c, 0, "message refused and MQTT 3.1.1 cannot say so");
                 continue;
             }
-            send_ack(c, p); /* written at the end of the loop turn (gw__conn_flush_dirty) */
+            send_ack(c, p); /* written at the end of the loop turn (broker__conn_flush_dirty) */
             /* QoS 1 ends at PUBACK; QoS 2 at PUBCOMP, or at a refusing PUBREC */
             if ((p->pubcomp || p->qos == 1 || p->reason >= 0x80) && c->inflight > 0)
                 c->inflight--;
         }
         free(p);
         c->unanswered--;
-        gw__conn_unref(c);
+        broker__conn_unref(c);
     }
     if (!c->reading && !c->closing && !c->srv->paused && c->unanswered < c->srv->cfg->mqtt.receive_maximum)
-        gw__conn_resume(c);
-    gw__conn_unref(c);
+        broker__conn_resume(c);
+    broker__conn_unref(c);
 }
 
 /* ---- closing ----------------------------------------------------------------- */
 
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-    gw_conn_t *c = req->data;
+    broker_conn_t *c = req->data;
     (void)status;
     free(req);
     uv_close((uv_handle_t *)&c->tcp, on_close);
@@ -448,11 +448,11 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 
 static void on_close(uv_handle_t *h)
 {
-    gw_conn_t *c = h->data;
-    gw__conn_unref(c);
+    broker_conn_t *c = h->data;
+    broker__conn_unref(c);
 }
 
-void gw__conn_unref(gw_conn_t *c)
+void broker__conn_unref(broker_conn_t *c)
 {
     if (--c->refs > 0)
         return;
@@ -461,20 +461,20 @@ void gw__conn_unref(gw_conn_t *c)
     free(c);
 }
 
-void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why)
+void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
 {
     if (c->closing)
         return;
-    gw_server_t *srv = c->srv;
+    broker_t *srv = c->srv;
     if (reason >= 0x80 && c->connected && c->version == MQTT_V5) {
         uint8_t out[16];
         int n = mqtt_encode_disconnect(out, sizeof out, MQTT_V5, reason, NULL);
         if (n > 0)
-            gw__conn_send(c, out, (size_t)n);
+            broker__conn_send(c, out, (size_t)n);
     }
-    gw__conn_flush(c);
+    broker__conn_flush(c);
     c->closing = true;
-    gw__conn_pause(c);
+    broker__conn_pause(c);
     if (reason >= 0x80 || !c->got_disconnect) {
         tb_log(reason >= 0x80 ? TB_LOG_INFO : TB_LOG_DEBUG, "connection closed",
                TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
@@ -484,8 +484,8 @@ void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why)
     if (c->connected) {
         srv->nconnected--;
         if (c->has_will && !(c->got_disconnect && c->will_suppressed))
-            gw__publish_will(srv, c);
-        gw__session_detach(srv, c);
+            broker__publish_will(srv, c);
+        broker__session_detach(srv, c);
     }
     if (c->aliases) {
         for (uint32_t i = 0; i <= srv->cfg->mqtt.topic_alias_maximum; i++)
@@ -512,22 +512,22 @@ void gw__conn_close(gw_conn_t *c, uint8_t reason, const char *why)
         uv_close((uv_handle_t *)&c->tcp, on_close);
     }
     /* pending acks stay until their batches complete; they are then freed unsent */
-    gw__conn_drain_acks(c);
+    broker__conn_drain_acks(c);
 }
 
-void gw__conn_sweep(gw_server_t *srv, uint64_t now)
+void broker__conn_sweep(broker_t *srv, uint64_t now)
 {
     uint32_t timeout = srv->cfg->mqtt.connect_timeout_ms;
-    for (gw_conn_t *c = srv->conns, *next; c; c = next) {
+    for (broker_conn_t *c = srv->conns, *next; c; c = next) {
         next = c->next;
         if (!c->connected) {
             if (now - c->accepted_ms >= timeout) {
                 srv->conn_closed[METRICS_CLOSE_CONNECT_TIMEOUT]++;
-                gw__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
+                broker__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
             }
         } else if (c->keep_alive && now - c->last_rx_ms >= (uint64_t)c->keep_alive * 1500u) {
             srv->conn_closed[METRICS_CLOSE_KEEPALIVE_TIMEOUT]++;
-            gw__conn_close(c, MQTT_RC_KEEP_ALIVE_TIMEOUT, "keep alive expired (1.5 x keep_alive without a packet)");
+            broker__conn_close(c, MQTT_RC_KEEP_ALIVE_TIMEOUT, "keep alive expired (1.5 x keep_alive without a packet)");
         }
     }
 }

@@ -25,15 +25,15 @@
 
 #define MAX_CLIENT_ID 1024
 
-static void refuse(gw_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why)
+static void refuse(broker_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why)
 {
     c->srv->conn_refused[counted]++;
     uint8_t out[64];
     uint8_t rc = c->version == MQTT_V5 ? reason5 : mqtt_connack_v311_from_reason(reason5);
     int n = mqtt_encode_connack(out, sizeof out, c->version, false, rc, NULL);
     if (n > 0)
-        gw__conn_send(c, out, (size_t)n);
-    gw__conn_close(c, 0, why);
+        broker__conn_send(c, out, (size_t)n);
+    broker__conn_close(c, 0, why);
 }
 
 static char *assign_id(void)
@@ -57,7 +57,7 @@ static uint8_t *dup_bytes(mqtt_bytes_t b)
 }
 
 /* MQTT 5 will properties become attributes, the way a PUBLISH's do. */
-static void keep_will_props(gw_conn_t *c, const mqtt_props_t *wp)
+static void keep_will_props(broker_conn_t *c, const mqtt_props_t *wp)
 {
     size_t cap = 2 + wp->user.count;
     c->will_attrs = tb_calloc(cap, sizeof *c->will_attrs);
@@ -93,9 +93,9 @@ static void keep_will_props(gw_conn_t *c, const mqtt_props_t *wp)
     c->will_nattrs = n;
 }
 
-void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
+void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
-    gw_server_t *srv = c->srv;
+    broker_t *srv = c->srv;
     const mqtt_connect_t *cn = &pkt->u.connect;
     c->version = pkt->version == MQTT_V5 ? MQTT_V5 : MQTT_V311;
 
@@ -177,7 +177,7 @@ void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
         c->aliases = tb_calloc(srv->cfg->mqtt.topic_alias_maximum + 1u, sizeof *c->aliases);
 
     bool present = false;
-    c->session = gw__session_attach(srv, c, cn->clean_start, expiry, &present);
+    c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);
     c->connected = true;
     srv->nconnected++;
 
@@ -210,7 +210,7 @@ void gw__on_connect(gw_conn_t *c, const mqtt_packet_t *pkt)
     uint8_t out[512];
     int n = mqtt_encode_connack(out, sizeof out, c->version, present, 0, &props);
     if (n > 0)
-        gw__conn_send(c, out, (size_t)n);
+        broker__conn_send(c, out, (size_t)n);
     tb_debug("client connected", TB_S("client", c->client_id), TB_S("peer", c->peer),
              TB_I("version", c->version == MQTT_V5 ? 5 : (cn->protocol_level == MQTT_V31 ? 3 : 4)),
              TB_B("clean", cn->clean_start), TB_B("session_present", present));

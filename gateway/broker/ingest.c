@@ -42,15 +42,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void submit(gw_topic_t *t, metrics_batch_t why)
+static void submit(broker_topic_t *t, metrics_batch_t why)
 {
     if (!t->batch)
         return;
     t->batches[why]++;
     uv_timer_stop(&t->timer);
-    gw_batch_ctx_t *ctx = t->ctx;
+    broker_batch_ctx_t *ctx = t->ctx;
     ctx->bytes = wal_batch_bytes(t->batch);
-    gw__server_pending_add(t->srv, (int64_t)ctx->bytes);
+    broker__pending_add(t->srv, (int64_t)ctx->bytes);
     t->inflight++;
     wal_batch_t *b = t->batch;
     t->batch = NULL;
@@ -58,14 +58,14 @@ static void submit(gw_topic_t *t, metrics_batch_t why)
     wal_submit(b, ctx);
 }
 
-void gw__ingest_flush(gw_topic_t *t)
+void broker__ingest_flush(broker_topic_t *t)
 {
     submit(t, METRICS_BATCH_FLUSH);
 }
 
 static void timer_cb(uv_timer_t *h)
 {
-    gw_topic_t *t = h->data;
+    broker_topic_t *t = h->data;
     const cfg_t *cfg = t->srv->cfg;
     uint64_t now = uv_now(t->srv->loop);
     uint64_t timeout_at = t->batch_first_ms + cfg->mqtt.ingestion.batch_timeout_ms;
@@ -78,7 +78,7 @@ static void timer_cb(uv_timer_t *h)
         uv_timer_start(&t->timer, timer_cb, TB_MIN(timeout_at, idle_at) - now, 0);
 }
 
-int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
+int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, broker_pending_t *p)
 {
     if (wal_topic_state(t->wal) != WAL_TOPIC_OK) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
@@ -127,11 +127,11 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
     uint64_t now = uv_now(t->srv->loop);
     bool can_send = c && c->reading && !c->closing;
     uint32_t idle_max = cfg->wal.fsync == CFG_FSYNC_ALWAYS ? cfg->mqtt.ingestion.idle_flush_max_ms : 0;
-    uint64_t quiet = gw__pace_quiet_ms(can_send ? &c->pace : NULL, now, cfg->mqtt.ingestion.idle_flush_ms, idle_max);
+    uint64_t quiet = broker__pace_quiet_ms(can_send ? &c->pace : NULL, now, cfg->mqtt.ingestion.idle_flush_ms, idle_max);
     t->batch_quiet_ms = TB_MAX(t->batch_quiet_ms, now + quiet);
     t->batched++;
     if (p) {
-        gw_batch_ctx_t *ctx = t->ctx;
+        broker_batch_ctx_t *ctx = t->ctx;
         if (ctx->n == ctx->cap) {
             ctx->cap = ctx->cap ? ctx->cap * 2 : 16;
             ctx->p = tb_realloc(ctx->p, ctx->cap * sizeof *ctx->p);
@@ -145,13 +145,13 @@ int gw__ingest(gw_topic_t *t, const gw_msg_t *m, gw_conn_t *c, gw_pending_t *p)
     return 0;
 }
 
-void gw__ingest_completions(gw_server_t *srv)
+void broker__ingest_completions(broker_t *srv)
 {
     for (wal_batch_t *b = wal_take_done(srv->wal), *next; b; b = next) {
         next = wal_batch_next(b);
         const wal_completion_t *done = wal_batch_completion(b);
-        gw_batch_ctx_t *ctx = done->user;
-        gw_topic_t *t = ctx->t;
+        broker_batch_ctx_t *ctx = done->user;
+        broker_topic_t *t = ctx->t;
         t->inflight--;
         t->batched -= wal_batch_count(b);
         if (done->rc == 0) {
@@ -163,7 +163,7 @@ void gw__ingest_completions(gw_server_t *srv)
         } else if (t == srv->dead_letter) {
             tb_error("dead-letter log write failed: refused payloads not kept", TB_ERR(done->rc));
         } else {
-            t->rejected[GW_REJ_QUOTA] += wal_batch_count(b);
+            t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
             uint64_t skipped;
             if (tb_ratelimit(&rl, &skipped))
@@ -171,8 +171,8 @@ void gw__ingest_completions(gw_server_t *srv)
                          TB_U("messages", wal_batch_count(b)), TB_ERR(done->rc), TB_U("suppressed", skipped));
         }
         for (uint32_t i = 0; i < ctx->n; i++) {
-            gw_pending_t *p = ctx->p[i];
-            gw_conn_t *c = p->conn;
+            broker_pending_t *p = ctx->p[i];
+            broker_conn_t *c = p->conn;
             if (done->rc != 0) {
                 /* not stored (or, for the dead-letter log, not kept): never say it was */
                 p->reason = MQTT_RC_QUOTA_EXCEEDED;
@@ -180,10 +180,10 @@ void gw__ingest_completions(gw_server_t *srv)
                 p->qos2_record = false;
             }
             p->waits--;
-            gw__conn_drain_acks(c);
-            gw__conn_unref(c);
+            broker__conn_drain_acks(c);
+            broker__conn_unref(c);
         }
-        gw__server_pending_add(srv, -(int64_t)ctx->bytes);
+        broker__pending_add(srv, -(int64_t)ctx->bytes);
         free(ctx->p);
         free(ctx);
         wal_batch_free(b);

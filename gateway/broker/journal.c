@@ -33,13 +33,13 @@
 
 enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4 };
 
-static void put_record(gw_server_t *srv, gw_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
-                       gw_pending_t *p)
+static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
+                       broker_pending_t *p)
 {
     uint8_t rec[7] = { op, (uint8_t)(id >> 8), (uint8_t)id, (uint8_t)(expiry >> 24), (uint8_t)(expiry >> 16),
                        (uint8_t)(expiry >> 8), (uint8_t)expiry };
-    gw_msg_t m = { rec, sizeof rec, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
-    if (gw__ingest(srv->journal, &m, p ? p->conn : NULL, p) < 0) {
+    broker_msg_t m = { rec, sizeof rec, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
+    if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) < 0) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
@@ -53,7 +53,7 @@ static void put_record(gw_server_t *srv, gw_session_t *s, uint8_t op, uint16_t i
     srv->journal_records++;
 }
 
-void gw__journal_session(gw_server_t *srv, gw_session_t *s, bool open)
+void broker__journal_session(broker_t *srv, broker_session_t *s, bool open)
 {
     if (!srv->journal)
         return;
@@ -66,17 +66,17 @@ void gw__journal_session(gw_server_t *srv, gw_session_t *s, bool open)
     }
 }
 
-void gw__journal_qos2(gw_server_t *srv, gw_session_t *s, uint16_t id, bool stored, gw_pending_t *p)
+void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p)
 {
     if (!srv->journal || !s->persistent)
         return;
     if (!s->journaled)
-        gw__journal_session(srv, s, true);
+        broker__journal_session(srv, s, true);
     put_record(srv, s, stored ? J_STORED : J_RELEASED, id, 0, p);
 }
 
 /* Applies one record while replaying. */
-static void apply(gw_server_t *srv, const wal_record_t *r, uint64_t now)
+static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
 {
     if (r->payload_len != 7 || r->mqtt_topic_len == 0)
         return;
@@ -84,11 +84,11 @@ static void apply(gw_server_t *srv, const wal_record_t *r, uint64_t now)
     const uint8_t *b = r->payload;
     uint16_t id = (uint16_t)(b[1] << 8 | b[2]);
     uint32_t expiry = (uint32_t)b[3] << 24 | (uint32_t)b[4] << 16 | (uint32_t)b[5] << 8 | b[6];
-    gw_session_t *s = gw__session_find(srv, cid);
+    broker_session_t *s = broker__session_find(srv, cid);
     switch (b[0]) {
     case J_OPEN:
         if (!s)
-            s = gw__session_create(srv, cid);
+            s = broker__session_create(srv, cid);
         s->persistent = true;
         s->journaled = true;
         s->expiry_s = expiry;
@@ -96,21 +96,21 @@ static void apply(gw_server_t *srv, const wal_record_t *r, uint64_t now)
         break;
     case J_END:
         if (s)
-            gw__session_forget(srv, s);
+            broker__session_forget(srv, s);
         break;
     case J_STORED:
     case J_RELEASED:
         if (!s) { /* its OPEN was compacted into a later position: create it */
-            s = gw__session_create(srv, cid);
+            s = broker__session_create(srv, cid);
             s->persistent = true;
             s->journaled = true;
             s->expiry_s = srv->cfg->mqtt.max_session_expiry_s;
             s->detached_ms = now;
         }
         if (b[0] == J_STORED)
-            gw__session_add_qos2(s, id);
+            broker__session_add_qos2(s, id);
         else
-            gw__session_del_qos2(s, id);
+            broker__session_del_qos2(s, id);
         break;
     default:
         break;
@@ -118,9 +118,9 @@ static void apply(gw_server_t *srv, const wal_record_t *r, uint64_t now)
     free(cid);
 }
 
-int gw__journal_open(gw_server_t *srv, char *err, size_t errlen)
+int broker__journal_open(broker_t *srv, char *err, size_t errlen)
 {
-    int rc = gw__server_local_open(srv, GW_JOURNAL_TOPIC, &srv->journal);
+    int rc = broker__local_open(srv, BROKER_JOURNAL_TOPIC, &srv->journal);
     if (rc < 0) {
         snprintf(err, errlen, "cannot open the session journal: %s", tb_strerror(rc));
         return rc;
@@ -153,17 +153,17 @@ int gw__journal_open(gw_server_t *srv, char *err, size_t errlen)
     /* compact: write the live state again, then move the checkpoint past the old records */
     uint64_t live = 0;
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
-        for (gw_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
+        for (broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
             live += 1 + s->nqos2;
     if (records > 2 * live + 1024) {
         for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
-            for (gw_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
+            for (broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
                 put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
                 for (uint32_t k = 0; k < s->nqos2; k++)
                     put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
             }
         }
-        gw__ingest_flush(srv->journal);
+        broker__ingest_flush(srv->journal);
         rc = wal_sync(srv->wal);
         if (rc == 0)
             rc = wal_checkpoint(wt, last);

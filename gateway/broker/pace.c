@@ -34,7 +34,7 @@
  *    maximum), the probe cost that one message idle_flush_max_ms and the
  *    next probe is twice as far off (1 s after its first message, then
  *    2 s, 4 s ... at most 64 s; a success starts again at 1 s).
- *  - After GW_PACE_FORGET ack-separated gaps in a row a pace is forgotten,
+ *  - After BROKER_PACE_FORGET ack-separated gaps in a row a pace is forgotten,
  *    so a client that turns synchronous stops being waited for.
  *
  * What it costs: the acks of a paced client wait longer, up to the time it
@@ -48,14 +48,14 @@
  */
 #include "gateway/broker/broker_int.h"
 
-#define GW_PACE_FORGET 8
-#define GW_PACE_PROBE_FIRST_MS 1000u
-#define GW_PACE_PROBE_MAX_S 64u
+#define BROKER_PACE_FORGET 8
+#define BROKER_PACE_PROBE_FIRST_MS 1000u
+#define BROKER_PACE_PROBE_MAX_S 64u
 
-void gw__pace_publish(gw_pace_t *p, uint64_t now_ms)
+void broker__pace_publish(broker_pace_t *p, uint64_t now_ms)
 {
     if (!p->last_ms) {
-        p->probe_at_ms = now_ms + GW_PACE_PROBE_FIRST_MS;
+        p->probe_at_ms = now_ms + BROKER_PACE_PROBE_FIRST_MS;
         p->probe_s = 1;
     } else if (!p->acked) {
         uint64_t gap = now_ms - p->last_ms;
@@ -71,10 +71,10 @@ void gw__pace_publish(gw_pace_t *p, uint64_t now_ms)
     } else {
         if (p->probing) { /* nothing came while we waited: it waits for us */
             p->probing = false;
-            p->probe_s = (uint8_t)TB_MIN(2u * p->probe_s, GW_PACE_PROBE_MAX_S);
+            p->probe_s = (uint8_t)TB_MIN(2u * p->probe_s, BROKER_PACE_PROBE_MAX_S);
             p->probe_at_ms = now_ms + 1000u * p->probe_s;
         }
-        if (p->sampled && ++p->clocked >= GW_PACE_FORGET) {
+        if (p->sampled && ++p->clocked >= BROKER_PACE_FORGET) {
             p->sampled = false;
             p->clocked = 0;
             p->probe_at_ms = now_ms + 1000u * p->probe_s;
@@ -84,12 +84,12 @@ void gw__pace_publish(gw_pace_t *p, uint64_t now_ms)
     p->acked = false;
 }
 
-void gw__pace_acked(gw_pace_t *p)
+void broker__pace_acked(broker_pace_t *p)
 {
     p->acked = true;
 }
 
-uint64_t gw__pace_quiet_ms(gw_pace_t *p, uint64_t now_ms, uint32_t idle_ms, uint32_t max_ms)
+uint64_t broker__pace_quiet_ms(broker_pace_t *p, uint64_t now_ms, uint32_t idle_ms, uint32_t max_ms)
 {
     if (!p || max_ms <= idle_ms)
         return idle_ms;

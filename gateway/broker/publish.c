@@ -18,13 +18,13 @@
 
 #define MAX_ATTRS 255
 
-const char *gw_reject_name(gw_reject_t r)
+const char *broker_reject_name(broker_reject_t r)
 {
     static const char *const names[] = { "unmatched", "invalid_schema", "not_ready", "too_large", "quota" };
-    return (unsigned)r < GW_REJ_COUNT ? names[r] : "?";
+    return (unsigned)r < BROKER_REJ__COUNT ? names[r] : "?";
 }
 
-static void *scratch(gw_server_t *srv, size_t n)
+static void *scratch(broker_t *srv, size_t n)
 {
     if (srv->scratch_cap < n) {
         srv->scratch_cap = TB_MAX(n, (size_t)4096);
@@ -35,7 +35,7 @@ static void *scratch(gw_server_t *srv, size_t n)
 
 /* Builds the attributes: captures, then MQTT 5 properties the way Danube's
  * edge names them, then the retain flag. Returns the count, or -1 if too many. */
-static int build_attrs(gw_server_t *srv, const router_match_t *m, const mqtt_packet_t *pkt,
+static int build_attrs(broker_t *srv, const router_match_t *m, const mqtt_packet_t *pkt,
                        wal_attr_t *out)
 {
     int n = 0;
@@ -86,14 +86,14 @@ static int build_attrs(gw_server_t *srv, const router_match_t *m, const mqtt_pac
 }
 
 /* Resolves the topic alias; returns the topic or an empty view after closing. */
-static mqtt_bytes_t resolve_alias(gw_conn_t *c, const mqtt_packet_t *pkt)
+static mqtt_bytes_t resolve_alias(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     mqtt_bytes_t topic = pkt->u.publish.topic;
     if (pkt->version != MQTT_V5 || !MQTT_HAS(&pkt->props, MQTT_PROP_TOPIC_ALIAS))
         return topic;
     uint16_t a = pkt->props.topic_alias;
     if (!c->aliases || a == 0 || a > c->srv->cfg->mqtt.topic_alias_maximum) {
-        gw__conn_close(c, MQTT_RC_TOPIC_ALIAS_INVALID, "topic alias above the advertised maximum");
+        broker__conn_close(c, MQTT_RC_TOPIC_ALIAS_INVALID, "topic alias above the advertised maximum");
         return (mqtt_bytes_t){ NULL, 0 };
     }
     if (topic.n > 0) {
@@ -102,7 +102,7 @@ static mqtt_bytes_t resolve_alias(gw_conn_t *c, const mqtt_packet_t *pkt)
         return topic;
     }
     if (!c->aliases[a]) {
-        gw__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "topic alias used before it was set");
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "topic alias used before it was set");
         return (mqtt_bytes_t){ NULL, 0 };
     }
     return MQTT_BYTES_STR(c->aliases[a]);
@@ -114,8 +114,8 @@ static mqtt_bytes_t resolve_alias(gw_conn_t *c, const mqtt_packet_t *pkt)
  * PUBACK, the only answer it has) waits until that record is stored, so a
  * 3.1.1 device's refused message is acknowledged only once it is kept.
  */
-static void dead_letter(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, const gw_topic_t *t,
-                        const char *why, gw_pending_t *p)
+static void dead_letter(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, const broker_topic_t *t,
+                        const char *why, broker_pending_t *p)
 {
     const mqtt_publish_t *pub = &pkt->u.publish;
     wal_attr_t attrs[3] = {
@@ -123,20 +123,20 @@ static void dead_letter(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t top
         { (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)t->name, strlen(t->name) },
         { (const uint8_t *)"mqtt.client_id", 14, (const uint8_t *)c->client_id, strlen(c->client_id) },
     };
-    gw_msg_t msg = {
+    broker_msg_t msg = {
         .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 3,
         .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n, .qos = pub->qos, .retain = pub->retain,
     };
-    if (gw__ingest(c->srv->dead_letter, &msg, c, p) < 0 && p) {
+    if (broker__ingest(c->srv->dead_letter, &msg, c, p) < 0 && p) {
         p->reason = MQTT_RC_QUOTA_EXCEEDED; /* not kept: do not say it was */
         p->close = c->version != MQTT_V5;
     }
 }
 
 /* Routes and stores one message. p: its pending ack (NULL for QoS 0). */
-static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, gw_pending_t *p)
+static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t topic, broker_pending_t *p)
 {
-    gw_server_t *srv = c->srv;
+    broker_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
     router_match_t m;
     int rule = router_match(srv->router, (const char *)topic.p, topic.n, &m);
@@ -156,17 +156,17 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
         }
         return;
     }
-    gw_topic_t *t = &srv->topics[m.topic_id];
-    const gw_rule_t *r = &srv->rules[rule];
+    broker_topic_t *t = &srv->topics[m.topic_id];
+    const broker_rule_t *r = &srv->rules[rule];
     t->received++;
     if (pub->payload.n > srv->cfg->mqtt.max_payload_size) {
-        t->rejected[GW_REJ_TOO_LARGE]++;
-        gw__conn_close(c, MQTT_RC_PACKET_TOO_LARGE, "payload over mqtt.max_payload_size");
+        t->rejected[BROKER_REJ_TOO_LARGE]++;
+        broker__conn_close(c, MQTT_RC_PACKET_TOO_LARGE, "payload over mqtt.max_payload_size");
         return;
     }
     if (r->policy == CFG_POLICY_ENFORCE) {
         if (!t->validator) {
-            t->rejected[GW_REJ_NOT_READY]++;
+            t->rejected[BROKER_REJ_NOT_READY]++;
             if (p) {
                 p->reason = MQTT_RC_UNSPECIFIED_ERROR;
                 p->close = c->version != MQTT_V5;
@@ -175,7 +175,7 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
         }
         char why[256];
         if (sch_validate(t->validator, pub->payload.p, pub->payload.n, why, sizeof why) != 0) {
-            t->rejected[GW_REJ_INVALID]++;
+            t->rejected[BROKER_REJ_INVALID]++;
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
             uint64_t skipped;
             if (tb_ratelimit(&rl, &skipped))
@@ -191,22 +191,22 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
     wal_attr_t attrs[MAX_ATTRS];
     int nattrs = build_attrs(srv, &m, pkt, attrs);
     if (nattrs < 0) {
-        t->rejected[GW_REJ_TOO_LARGE]++;
+        t->rejected[BROKER_REJ_TOO_LARGE]++;
         if (p) {
             p->reason = MQTT_RC_IMPLEMENTATION_SPECIFIC_ERROR;
             p->close = c->version != MQTT_V5;
         }
         return;
     }
-    gw_msg_t msg = {
+    broker_msg_t msg = {
         .payload = pub->payload.p, .payload_len = pub->payload.n,
         .attrs = attrs, .nattrs = (size_t)nattrs,
         .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n,
         .qos = pub->qos, .retain = pub->retain,
     };
-    int rc = gw__ingest(t, &msg, c, p);
+    int rc = broker__ingest(t, &msg, c, p);
     if (rc < 0) {
-        t->rejected[GW_REJ_QUOTA]++;
+        t->rejected[BROKER_REJ_QUOTA]++;
         if (p) {
             p->reason = MQTT_RC_QUOTA_EXCEEDED;
             p->close = c->version != MQTT_V5;
@@ -217,24 +217,24 @@ static void route_and_store(gw_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
         p->qos2_record = pub->qos == 2;
 }
 
-void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
+void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
-    gw_server_t *srv = c->srv;
+    broker_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
-    gw__pace_publish(&c->pace, uv_now(srv->loop));
+    broker__pace_publish(&c->pace, uv_now(srv->loop));
     mqtt_bytes_t topic = resolve_alias(c, pkt);
     if (c->closing)
         return;
-    gw_session_t *s = c->session;
-    gw_pending_t *p = NULL;
+    broker_session_t *s = c->session;
+    broker_pending_t *p = NULL;
     if (pub->qos == 2) {
-        if (gw__session_has_qos2(s, pub->packet_id)) {
+        if (broker__session_has_qos2(s, pub->packet_id)) {
             /* stored and PUBRECed already: answer again, store nothing [MQTT-4.3.3-10] */
-            gw__conn_pending_new(c, pub->packet_id, 2);
-            gw__conn_drain_acks(c);
+            broker__conn_pending_new(c, pub->packet_id, 2);
+            broker__conn_drain_acks(c);
             return;
         }
-        gw_pending_t *first = gw__session_storing(s, pub->packet_id);
+        broker_pending_t *first = broker__session_storing(s, pub->packet_id);
         if (first) {
             /* the first copy is still on its way to the log: answer when it lands */
             if (first->conn == c || (first->follower && first->follower->conn == c))
@@ -245,12 +245,12 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
                 /* The client reconnected again before the first copy landed:
                  * the connection that was to get the answer is gone, so this
                  * one gets it instead (else it would wait for ever). */
-                gw_pending_t *gone = first->follower;
+                broker_pending_t *gone = first->follower;
                 first->follower = NULL;
                 gone->waits--; /* its connection is closing: freed unsent */
-                gw__conn_drain_acks(gone->conn);
+                broker__conn_drain_acks(gone->conn);
             }
-            p = gw__conn_pending_new(c, pub->packet_id, 2);
+            p = broker__conn_pending_new(c, pub->packet_id, 2);
             p->waits = 1;
             first->follower = p;
             return;
@@ -262,40 +262,40 @@ void gw__on_publish(gw_conn_t *c, const mqtt_packet_t *pkt)
          * ignoring it; the second is refused, with a grace of one window for
          * the first [MQTT-3.3.4-9]. */
         if (c->version == MQTT_V5 && c->inflight >= 2u * srv->cfg->mqtt.receive_maximum) {
-            gw__conn_close(c, MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED, "more QoS 1/2 PUBLISHes in flight than Receive Maximum");
+            broker__conn_close(c, MQTT_RC_RECEIVE_MAXIMUM_EXCEEDED, "more QoS 1/2 PUBLISHes in flight than Receive Maximum");
             return;
         }
         c->inflight++;
-        p = gw__conn_pending_new(c, pub->packet_id, pub->qos);
+        p = broker__conn_pending_new(c, pub->packet_id, pub->qos);
         if (pub->qos == 2) {
             p->session = s;
             s->refs++;
-            gw__session_set_storing(s, pub->packet_id, p);
+            broker__session_set_storing(s, pub->packet_id, p);
         }
     }
     route_and_store(c, pkt, topic, p);
     if (c->closing)
-        return; /* closed while routing (a payload over the limit): gw__conn_close drained the acks
+        return; /* closed while routing (a payload over the limit): broker__conn_close drained the acks
                    that were not waiting for the log, p among them, so p is gone */
     if (p && p->qos2_record && p->waits > 0)
-        gw__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
+        broker__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
     if (p && p->waits == 0)
-        gw__conn_drain_acks(c);
+        broker__conn_drain_acks(c);
 }
 
-void gw__on_pubrel(gw_conn_t *c, const mqtt_packet_t *pkt)
+void broker__on_pubrel(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     uint16_t id = pkt->u.ack.packet_id;
-    gw_session_t *s = c->session;
-    bool known = s && gw__session_del_qos2(s, id);
+    broker_session_t *s = c->session;
+    bool known = s && broker__session_del_qos2(s, id);
     /* the PUBCOMP takes its place in the ack FIFO; for a persistent session
      * it waits until the release is in the journal, so a crash before then
      * leaves the id known and the client's resent PUBREL still answered */
-    gw_pending_t *p = gw__conn_pending_new(c, id, 2);
+    broker_pending_t *p = broker__conn_pending_new(c, id, 2);
     p->pubcomp = true;
     p->reason = known || c->version != MQTT_V5 ? 0 : MQTT_RC_PACKET_IDENTIFIER_NOT_FOUND;
     if (known)
-        gw__journal_qos2(c->srv, s, id, false, p);
+        broker__journal_qos2(c->srv, s, id, false, p);
     if (p->waits == 0)
-        gw__conn_drain_acks(c);
+        broker__conn_drain_acks(c);
 }

@@ -18,7 +18,7 @@
 #define SWEEP_MS 250
 
 static void wal_async_cb(uv_async_t *h);
-static void check_drained(gw_server_t *srv);
+static void check_drained(broker_t *srv);
 
 static void free_specs(router_spec_t *specs, size_t n)
 {
@@ -29,7 +29,7 @@ static void free_specs(router_spec_t *specs, size_t n)
     free(specs);
 }
 
-static int build_router(gw_server_t *srv, char *err, size_t errlen)
+static int build_router(broker_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n = cfg->mqtt.nmappings;
@@ -53,18 +53,18 @@ static int build_router(gw_server_t *srv, char *err, size_t errlen)
     return rc;
 }
 
-gw_topic_t *gw__server_local_topic(gw_server_t *srv, size_t i)
+broker_topic_t *broker__local_topic(broker_t *srv, size_t i)
 {
-    gw_topic_t *local[] = { srv->dead_letter, srv->journal };
+    broker_topic_t *local[] = { srv->dead_letter, srv->journal };
     for (size_t k = 0; k < TB_ARRAY_LEN(local); k++)
         if (local[k] && i-- == 0)
             return local[k];
     return NULL;
 }
 
-int gw__server_local_open(gw_server_t *srv, const char *name, gw_topic_t **out)
+int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out)
 {
-    gw_topic_t *t = tb_calloc(1, sizeof *t);
+    broker_topic_t *t = tb_calloc(1, sizeof *t);
     t->name = tb_strdup(name);
     t->id = UINT32_MAX;
     t->srv = srv;
@@ -74,7 +74,7 @@ int gw__server_local_open(gw_server_t *srv, const char *name, gw_topic_t **out)
     return wal_topic_open(srv->wal, t->name, &t->wal);
 }
 
-static int build_topics(gw_server_t *srv, char *err, size_t errlen)
+static int build_topics(broker_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n;
@@ -84,7 +84,7 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
     srv->nrules = cfg->mqtt.nmappings;
     srv->rules = tb_calloc(srv->nrules ? srv->nrules : 1, sizeof *srv->rules);
     for (size_t i = 0; i < n; i++) {
-        gw_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = &srv->topics[i];
         t->name = tb_strdup(names[i]);
         t->id = (uint32_t)i;
         t->srv = srv;
@@ -93,11 +93,11 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
     }
     for (size_t r = 0; r < srv->nrules; r++) {
         const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
-        srv->rules[r] = (gw_rule_t){ m, m->validation_policy };
+        srv->rules[r] = (broker_rule_t){ m, m->validation_policy };
         size_t nt;
         const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
         for (size_t k = 0; k < nt; k++) {
-            gw_topic_t *t = &srv->topics[ids[k]];
+            broker_topic_t *t = &srv->topics[ids[k]];
             const char *subj = m->schema_subject;
             if (t->schema_subject && subj && strcmp(t->schema_subject, subj) != 0) {
                 snprintf(err, errlen,
@@ -111,13 +111,13 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
         }
     }
     if (cfg->mqtt.dead_letter) {
-        int rc = gw__server_local_open(srv, GW_DEAD_LETTER_TOPIC, &srv->dead_letter);
+        int rc = broker__local_open(srv, BROKER_DEAD_LETTER_TOPIC, &srv->dead_letter);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
             return rc;
         }
     }
-    int jrc = gw__journal_open(srv, err, errlen);
+    int jrc = broker__journal_open(srv, err, errlen);
     if (jrc < 0)
         return jrc;
     for (size_t i = 0; i < n; i++) {
@@ -130,7 +130,7 @@ static int build_topics(gw_server_t *srv, char *err, size_t errlen)
     return 0;
 }
 
-int gw_server_init(gw_server_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
+int broker_init(broker_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
 {
     srv->loop = loop;
     srv->cfg = cfg;
@@ -144,10 +144,10 @@ int gw_server_init(gw_server_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *w
 /* The async handle must exist before the WAL's writer thread can call notify. */
 static void flush_check_cb(uv_check_t *h)
 {
-    gw__conn_flush_dirty(h->data);
+    broker__conn_flush_dirty(h->data);
 }
 
-int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop)
+int broker_prepare(broker_t *srv, uv_loop_t *loop)
 {
     srv->loop = loop;
     uv_check_init(loop, &srv->flush_check);
@@ -162,15 +162,15 @@ int gw_server_prepare(gw_server_t *srv, uv_loop_t *loop)
 
 static void wal_async_cb(uv_async_t *h)
 {
-    gw_server_t *srv = h->data;
-    gw__ingest_completions(srv);
+    broker_t *srv = h->data;
+    broker__ingest_completions(srv);
     if (srv->draining)
         check_drained(srv);
 }
 
 static void on_connection(uv_stream_t *s, int status)
 {
-    gw_server_t *srv = s->data;
+    broker_t *srv = s->data;
     if (status < 0) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
@@ -178,15 +178,15 @@ static void on_connection(uv_stream_t *s, int status)
             tb_warn("accept failed", TB_S("error", uv_strerror(status)), TB_U("suppressed", skipped));
         return;
     }
-    gw__conn_accept(srv);
+    broker__conn_accept(srv);
 }
 
 static void sweep_cb(uv_timer_t *h)
 {
-    gw_server_t *srv = h->data;
+    broker_t *srv = h->data;
     uint64_t now = uv_now(srv->loop);
-    gw__conn_sweep(srv, now);
-    gw__session_expire(srv, now);
+    broker__conn_sweep(srv, now);
+    broker__session_expire(srv, now);
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)
@@ -207,7 +207,7 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
     return uv_ip4_addr(host, port, (struct sockaddr_in *)ss);
 }
 
-int gw_server_listen(gw_server_t *srv)
+int broker_listen(broker_t *srv)
 {
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
@@ -247,7 +247,7 @@ int gw_server_listen(gw_server_t *srv)
     return 0;
 }
 
-gw_topic_t *gw__server_topic(gw_server_t *srv, const char *name)
+broker_topic_t *broker__topic(broker_t *srv, const char *name)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
         if (strcmp(srv->topics[i].name, name) == 0)
@@ -255,7 +255,7 @@ gw_topic_t *gw__server_topic(gw_server_t *srv, const char *name)
     return NULL;
 }
 
-void gw__server_pending_add(gw_server_t *srv, int64_t delta)
+void broker__pending_add(broker_t *srv, int64_t delta)
 {
     srv->pending_bytes = (uint64_t)((int64_t)srv->pending_bytes + delta);
     uint64_t max = srv->cfg->mqtt.ingestion.max_pending_bytes;
@@ -266,57 +266,57 @@ void gw__server_pending_add(gw_server_t *srv, int64_t delta)
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("the log is behind: pausing reads from every connection", TB_U("pending_bytes", srv->pending_bytes),
                     TB_U("max_pending_bytes", max), TB_U("suppressed", skipped));
-        for (gw_conn_t *c = srv->conns; c; c = c->next)
-            gw__conn_pause(c);
+        for (broker_conn_t *c = srv->conns; c; c = c->next)
+            broker__conn_pause(c);
     } else if (srv->paused && srv->pending_bytes < max / 2 && !srv->draining) {
         srv->paused = false;
-        for (gw_conn_t *c = srv->conns; c; c = c->next)
-            gw__conn_resume(c);
+        for (broker_conn_t *c = srv->conns; c; c = c->next)
+            broker__conn_resume(c);
     }
 }
 
-static bool busy(gw_server_t *srv)
+static bool busy(broker_t *srv)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
         if (srv->topics[i].inflight || srv->topics[i].batch)
             return true;
-    for (size_t i = 0; gw__server_local_topic(srv, i); i++) {
-        gw_topic_t *t = gw__server_local_topic(srv, i);
+    for (size_t i = 0; broker__local_topic(srv, i); i++) {
+        broker_topic_t *t = broker__local_topic(srv, i);
         if (t->inflight || t->batch)
             return true;
     }
     return false;
 }
 
-static void flush_all(gw_server_t *srv)
+static void flush_all(broker_t *srv)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
-        gw__ingest_flush(&srv->topics[i]);
-    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
-        gw__ingest_flush(gw__server_local_topic(srv, i));
+        broker__ingest_flush(&srv->topics[i]);
+    for (size_t i = 0; broker__local_topic(srv, i); i++)
+        broker__ingest_flush(broker__local_topic(srv, i));
 }
 
-static void check_drained(gw_server_t *srv)
+static void check_drained(broker_t *srv)
 {
     if (!srv->drained_cb || busy(srv))
         return;
     if (srv->conns) {
         /* everything received so far is acknowledged: now say goodbye */
-        for (gw_conn_t *c = srv->conns, *next; c; c = next) {
+        for (broker_conn_t *c = srv->conns, *next; c; c = next) {
             next = c->next;
-            gw__conn_close(c, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
+            broker__conn_close(c, MQTT_RC_SERVER_SHUTTING_DOWN, "server shutting down");
         }
         flush_all(srv); /* wills */
         if (busy(srv))
             return;
     }
-    void (*cb)(gw_server_t *) = srv->drained_cb;
+    void (*cb)(broker_t *) = srv->drained_cb;
     srv->drained_cb = NULL;
     uv_timer_stop(&srv->sweep);
     cb(srv);
 }
 
-void gw_server_drain(gw_server_t *srv, void (*cb)(gw_server_t *srv))
+void broker_drain(broker_t *srv, void (*cb)(broker_t *srv))
 {
     srv->draining = true;
     srv->drained_cb = cb;
@@ -324,8 +324,8 @@ void gw_server_drain(gw_server_t *srv, void (*cb)(gw_server_t *srv))
         uv_close((uv_handle_t *)&srv->listener, NULL);
         srv->listening = false;
     }
-    for (gw_conn_t *c = srv->conns; c; c = c->next)
-        gw__conn_pause(c);
+    for (broker_conn_t *c = srv->conns; c; c = c->next)
+        broker__conn_pause(c);
     flush_all(srv);
     check_drained(srv);
 }
@@ -337,11 +337,11 @@ void gw_server_drain(gw_server_t *srv, void (*cb)(gw_server_t *srv))
  */
 static void handle_closed(uv_handle_t *h)
 {
-    gw_server_t *srv = h->data;
+    broker_t *srv = h->data;
     if (--srv->closing_handles > 0)
         return;
     for (size_t i = 0;; i++) {
-        gw_topic_t *t = i < srv->ntopics ? &srv->topics[i] : gw__server_local_topic(srv, i - srv->ntopics);
+        broker_topic_t *t = i < srv->ntopics ? &srv->topics[i] : broker__local_topic(srv, i - srv->ntopics);
         if (!t)
             break;
         if (t->batch)
@@ -364,7 +364,7 @@ static void handle_closed(uv_handle_t *h)
     srv->closed_cb(srv);
 }
 
-static void close_handle(gw_server_t *srv, uv_handle_t *h)
+static void close_handle(broker_t *srv, uv_handle_t *h)
 {
     if (uv_is_closing(h))
         return;
@@ -373,19 +373,19 @@ static void close_handle(gw_server_t *srv, uv_handle_t *h)
     uv_close(h, handle_closed);
 }
 
-void gw_server_close(gw_server_t *srv, void (*cb)(gw_server_t *srv))
+void broker_close(broker_t *srv, void (*cb)(broker_t *srv))
 {
     srv->closed_cb = cb;
     srv->closing_handles = 1; /* held until every close below is started */
-    gw__sessions_free(srv);
-    gw__conn_flush_dirty(srv);
+    broker__sessions_free(srv);
+    broker__conn_flush_dirty(srv);
     close_handle(srv, (uv_handle_t *)&srv->sweep);
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
     close_handle(srv, (uv_handle_t *)&srv->flush_check);
     for (size_t i = 0; i < srv->ntopics; i++)
         close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
-    for (size_t i = 0; gw__server_local_topic(srv, i); i++)
-        close_handle(srv, (uv_handle_t *)&gw__server_local_topic(srv, i)->timer);
+    for (size_t i = 0; broker__local_topic(srv, i); i++)
+        close_handle(srv, (uv_handle_t *)&broker__local_topic(srv, i)->timer);
     srv->sweep.data = srv;
     handle_closed((uv_handle_t *)&srv->sweep);
 }

@@ -29,12 +29,12 @@ static uint32_t hash(const char *s)
     return h;
 }
 
-static void grow(gw_server_t *srv)
+static void grow(broker_t *srv)
 {
     uint32_t nb = srv->sess_nbuckets ? srv->sess_nbuckets * 2 : 1024;
-    gw_session_t **b = tb_calloc(nb, sizeof *b);
+    broker_session_t **b = tb_calloc(nb, sizeof *b);
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
-        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+        for (broker_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
             next = s->hnext;
             uint32_t k = hash(s->client_id) & (nb - 1);
             s->hnext = b[k];
@@ -46,17 +46,17 @@ static void grow(gw_server_t *srv)
     srv->sess_nbuckets = nb;
 }
 
-gw_session_t *gw__session_find(gw_server_t *srv, const char *client_id)
+broker_session_t *broker__session_find(broker_t *srv, const char *client_id)
 {
     if (!srv->sess_nbuckets)
         return NULL;
-    for (gw_session_t *s = srv->sess_buckets[hash(client_id) & (srv->sess_nbuckets - 1)]; s; s = s->hnext)
+    for (broker_session_t *s = srv->sess_buckets[hash(client_id) & (srv->sess_nbuckets - 1)]; s; s = s->hnext)
         if (strcmp(s->client_id, client_id) == 0)
             return s;
     return NULL;
 }
 
-static void session_free(gw_session_t *s)
+static void session_free(broker_session_t *s)
 {
     free(s->client_id);
     free(s->qos2);
@@ -64,26 +64,26 @@ static void session_free(gw_session_t *s)
     free(s);
 }
 
-static void unlink_session(gw_server_t *srv, gw_session_t *s)
+static void unlink_session(broker_t *srv, broker_session_t *s)
 {
-    gw__journal_session(srv, s, false); /* END, if it was journaled */
-    gw_session_t **pp = &srv->sess_buckets[hash(s->client_id) & (srv->sess_nbuckets - 1)];
+    broker__journal_session(srv, s, false); /* END, if it was journaled */
+    broker_session_t **pp = &srv->sess_buckets[hash(s->client_id) & (srv->sess_nbuckets - 1)];
     while (*pp && *pp != s)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = s->hnext;
     s->linked = false;
     srv->nsessions--;
-    gw__will_cancel(s);
+    broker__will_cancel(s);
     if (s->refs == 0)
         session_free(s);
 }
 
-gw_session_t *gw__session_create(gw_server_t *srv, const char *client_id)
+broker_session_t *broker__session_create(broker_t *srv, const char *client_id)
 {
     if (srv->nsessions + 1 > srv->sess_nbuckets)
         grow(srv);
-    gw_session_t *s = tb_calloc(1, sizeof *s);
+    broker_session_t *s = tb_calloc(1, sizeof *s);
     s->client_id = tb_strdup(client_id);
     uint32_t k = hash(client_id) & (srv->sess_nbuckets - 1);
     s->hnext = srv->sess_buckets[k];
@@ -93,15 +93,15 @@ gw_session_t *gw__session_create(gw_server_t *srv, const char *client_id)
     return s;
 }
 
-gw_session_t *gw__session_attach(gw_server_t *srv, gw_conn_t *c, bool clean, uint32_t expiry_s, bool *present)
+broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool clean, uint32_t expiry_s, bool *present)
 {
     *present = false;
-    gw_session_t *s = gw__session_find(srv, c->client_id);
+    broker_session_t *s = broker__session_find(srv, c->client_id);
     if (s && s->conn) {
         tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", s->conn->peer),
                 TB_S("new_peer", c->peer));
-        gw__conn_close(s->conn, MQTT_RC_SESSION_TAKEN_OVER, "session taken over by a new connection");
-        s = gw__session_find(srv, c->client_id); /* a non-persistent one is gone now */
+        broker__conn_close(s->conn, MQTT_RC_SESSION_TAKEN_OVER, "session taken over by a new connection");
+        s = broker__session_find(srv, c->client_id); /* a non-persistent one is gone now */
     }
     if (s && clean) {
         unlink_session(srv, s);
@@ -109,9 +109,9 @@ gw_session_t *gw__session_attach(gw_server_t *srv, gw_conn_t *c, bool clean, uin
     }
     if (s) {
         *present = s->persistent;
-        gw__will_cancel(s); /* back before its will delay ran out: no will */
+        broker__will_cancel(s); /* back before its will delay ran out: no will */
     } else {
-        s = gw__session_create(srv, c->client_id);
+        s = broker__session_create(srv, c->client_id);
     }
     s->conn = c;
     bool was = s->journaled;
@@ -119,15 +119,15 @@ gw_session_t *gw__session_attach(gw_server_t *srv, gw_conn_t *c, bool clean, uin
     s->persistent = expiry_s > 0;
     s->expiry_s = expiry_s;
     if (s->persistent && (!was || old_expiry != expiry_s))
-        gw__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
+        broker__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
     else if (!s->persistent && was)
-        gw__journal_session(srv, s, false); /* END: no longer persistent */
+        broker__journal_session(srv, s, false); /* END: no longer persistent */
     return s;
 }
 
-void gw__session_detach(gw_server_t *srv, gw_conn_t *c)
+void broker__session_detach(broker_t *srv, broker_conn_t *c)
 {
-    gw_session_t *s = c->session;
+    broker_session_t *s = c->session;
     if (!s)
         return;
     c->session = NULL;
@@ -140,11 +140,11 @@ void gw__session_detach(gw_server_t *srv, gw_conn_t *c)
     s->detached_ms = uv_now(srv->loop);
 }
 
-void gw__session_expire(gw_server_t *srv, uint64_t now)
+void broker__session_expire(broker_t *srv, uint64_t now)
 {
-    gw_session_t *oldest = NULL;
+    broker_session_t *oldest = NULL;
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
-        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+        for (broker_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
             next = s->hnext;
             if (s->conn || s->will)
                 continue; /* a pending will is published first, then the session may go */
@@ -163,24 +163,24 @@ void gw__session_expire(gw_server_t *srv, uint64_t now)
     }
 }
 
-void gw__session_forget(gw_server_t *srv, gw_session_t *s)
+void broker__session_forget(broker_t *srv, broker_session_t *s)
 {
     if (s->linked)
         unlink_session(srv, s);
 }
 
-void gw__session_unref(gw_session_t *s)
+void broker__session_unref(broker_session_t *s)
 {
     if (--s->refs == 0 && !s->linked)
         session_free(s);
 }
 
-void gw__sessions_free(gw_server_t *srv)
+void broker__sessions_free(broker_t *srv)
 {
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
-        for (gw_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+        for (broker_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
             next = s->hnext;
-            gw__will_cancel(s);
+            broker__will_cancel(s);
             session_free(s);
         }
     }
@@ -189,7 +189,7 @@ void gw__sessions_free(gw_server_t *srv)
     srv->sess_nbuckets = srv->nsessions = 0;
 }
 
-bool gw__session_has_qos2(const gw_session_t *s, uint16_t id)
+bool broker__session_has_qos2(const broker_session_t *s, uint16_t id)
 {
     for (uint32_t i = 0; i < s->nqos2; i++)
         if (s->qos2[i] == id)
@@ -197,9 +197,9 @@ bool gw__session_has_qos2(const gw_session_t *s, uint16_t id)
     return false;
 }
 
-void gw__session_add_qos2(gw_session_t *s, uint16_t id)
+void broker__session_add_qos2(broker_session_t *s, uint16_t id)
 {
-    if (gw__session_has_qos2(s, id))
+    if (broker__session_has_qos2(s, id))
         return;
     if (s->nqos2 == s->cap_qos2) {
         s->cap_qos2 = s->cap_qos2 ? s->cap_qos2 * 2 : 8;
@@ -208,7 +208,7 @@ void gw__session_add_qos2(gw_session_t *s, uint16_t id)
     s->qos2[s->nqos2++] = id;
 }
 
-bool gw__session_del_qos2(gw_session_t *s, uint16_t id)
+bool broker__session_del_qos2(broker_session_t *s, uint16_t id)
 {
     for (uint32_t i = 0; i < s->nqos2; i++) {
         if (s->qos2[i] == id) {
@@ -219,7 +219,7 @@ bool gw__session_del_qos2(gw_session_t *s, uint16_t id)
     return false;
 }
 
-struct gw_pending *gw__session_storing(const gw_session_t *s, uint16_t id)
+struct broker_pending *broker__session_storing(const broker_session_t *s, uint16_t id)
 {
     for (uint32_t i = 0; i < s->nstoring; i++)
         if (s->storing[i].id == id)
@@ -227,7 +227,7 @@ struct gw_pending *gw__session_storing(const gw_session_t *s, uint16_t id)
     return NULL;
 }
 
-void gw__session_set_storing(gw_session_t *s, uint16_t id, struct gw_pending *p)
+void broker__session_set_storing(broker_session_t *s, uint16_t id, struct broker_pending *p)
 {
     for (uint32_t i = 0; i < s->nstoring; i++) {
         if (s->storing[i].id == id) {

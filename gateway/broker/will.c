@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct gw_will {
+typedef struct broker_will {
     uv_timer_t timer;
-    gw_server_t *srv;
-    gw_session_t *session;
+    broker_t *srv;
+    broker_session_t *session;
     char *client_id;
     char *topic;
     uint8_t *payload;
@@ -23,9 +23,9 @@ typedef struct gw_will {
     bool retain;
     wal_attr_t *attrs;
     size_t nattrs;
-} gw_will_t;
+} broker_will_t;
 
-static void store(gw_server_t *srv, const char *client_id, const char *topic, const uint8_t *payload,
+static void store(broker_t *srv, const char *client_id, const char *topic, const uint8_t *payload,
                   size_t len, uint8_t qos, bool retain, const wal_attr_t *extra, size_t nextra)
 {
     router_match_t m;
@@ -36,18 +36,18 @@ static void store(gw_server_t *srv, const char *client_id, const char *topic, co
         tb_warn("will message to a topic no mapping matches: not stored", TB_S("client", client_id));
         return;
     }
-    gw_topic_t *t = &srv->topics[m.topic_id];
+    broker_topic_t *t = &srv->topics[m.topic_id];
     t->received++;
     if (srv->rules[rule].policy == CFG_POLICY_ENFORCE) {
         char why[256];
         if (!t->validator) {
-            t->rejected[GW_REJ_NOT_READY]++;
+            t->rejected[BROKER_REJ_NOT_READY]++;
             tb_warn("will message for a topic whose schema is not resolved: not stored", TB_S("client", client_id),
                     TB_S("topic", t->name));
             return;
         }
         if (sch_validate(t->validator, payload, len, why, sizeof why) != 0) {
-            t->rejected[GW_REJ_INVALID]++;
+            t->rejected[BROKER_REJ_INVALID]++;
             tb_warn("will message refused by schema", TB_S("client", client_id), TB_S("topic", t->name),
                     TB_S("why", why));
             return;
@@ -64,9 +64,9 @@ static void store(gw_server_t *srv, const char *client_id, const char *topic, co
     attrs[n++] = (wal_attr_t){ (const uint8_t *)"mqtt.will", 9, (const uint8_t *)"true", 4 };
     if (retain)
         attrs[n++] = (wal_attr_t){ (const uint8_t *)"mqtt.retain", 11, (const uint8_t *)"true", 4 };
-    gw_msg_t msg = { payload, len, attrs, n, topic, tlen, qos, retain };
-    if (gw__ingest(t, &msg, NULL, NULL) < 0) {
-        t->rejected[GW_REJ_QUOTA]++;
+    broker_msg_t msg = { payload, len, attrs, n, topic, tlen, qos, retain };
+    if (broker__ingest(t, &msg, NULL, NULL) < 0) {
+        t->rejected[BROKER_REJ_QUOTA]++;
         tb_error("will message could not be stored: the topic's log is failing", TB_S("client", client_id),
                  TB_S("topic", t->name));
     }
@@ -74,7 +74,7 @@ static void store(gw_server_t *srv, const char *client_id, const char *topic, co
 
 static void will_free(uv_handle_t *h)
 {
-    gw_will_t *w = h->data;
+    broker_will_t *w = h->data;
     free(w->client_id);
     free(w->topic);
     free(w->payload);
@@ -88,16 +88,16 @@ static void will_free(uv_handle_t *h)
 
 static void will_fire(uv_timer_t *h)
 {
-    gw_will_t *w = h->data;
+    broker_will_t *w = h->data;
     store(w->srv, w->client_id, w->topic, w->payload, w->len, w->qos, w->retain, w->attrs, w->nattrs);
     if (w->session)
         w->session->will = NULL;
     uv_close((uv_handle_t *)&w->timer, will_free);
 }
 
-void gw__will_cancel(gw_session_t *s)
+void broker__will_cancel(broker_session_t *s)
 {
-    gw_will_t *w = s->will;
+    broker_will_t *w = s->will;
     if (!w)
         return;
     s->will = NULL;
@@ -105,9 +105,9 @@ void gw__will_cancel(gw_session_t *s)
     uv_close((uv_handle_t *)&w->timer, will_free);
 }
 
-void gw__publish_will(gw_server_t *srv, gw_conn_t *c)
+void broker__publish_will(broker_t *srv, broker_conn_t *c)
 {
-    gw_session_t *s = c->session;
+    broker_session_t *s = c->session;
     uint32_t delay = c->will_delay_s;
     if (s && s->expiry_s < delay)
         delay = s->expiry_s; /* the will goes when the session ends, if sooner */
@@ -116,8 +116,8 @@ void gw__publish_will(gw_server_t *srv, gw_conn_t *c)
               c->will_attrs, c->will_nattrs);
         return;
     }
-    gw__will_cancel(s);
-    gw_will_t *w = tb_calloc(1, sizeof *w);
+    broker__will_cancel(s);
+    broker_will_t *w = tb_calloc(1, sizeof *w);
     w->srv = srv;
     w->session = s;
     w->client_id = tb_strdup(c->client_id);

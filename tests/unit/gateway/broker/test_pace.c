@@ -8,34 +8,34 @@
 
 /* n PUBLISHes every gap ms from start, each preceded by an ack or not, each
  * asked for its quiet time as the batch would; returns the time of the last */
-static uint64_t publish_every(gw_pace_t *p, uint64_t start, uint64_t gap, int n, bool acked)
+static uint64_t publish_every(broker_pace_t *p, uint64_t start, uint64_t gap, int n, bool acked)
 {
     uint64_t t = start;
     for (int i = 0; i < n; i++, t += gap) {
         if (acked)
-            gw__pace_acked(p);
-        gw__pace_publish(p, t);
-        gw__pace_quiet_ms(p, t, PACE_IDLE, PACE_MAX);
+            broker__pace_acked(p);
+        broker__pace_publish(p, t);
+        broker__pace_quiet_ms(p, t, PACE_IDLE, PACE_MAX);
     }
     return t - gap;
 }
 
-static uint64_t quiet(gw_pace_t *p, uint64_t now)
+static uint64_t quiet(broker_pace_t *p, uint64_t now)
 {
-    return gw__pace_quiet_ms(p, now, PACE_IDLE, PACE_MAX);
+    return broker__pace_quiet_ms(p, now, PACE_IDLE, PACE_MAX);
 }
 
 Test(pace, a_client_never_measured_is_waited_for_idle_flush_ms)
 {
-    gw_pace_t p = { 0 };
-    gw__pace_publish(&p, 1000); /* one message: no gap yet */
+    broker_pace_t p = { 0 };
+    broker__pace_publish(&p, 1000); /* one message: no gap yet */
     cr_assert_eq(quiet(&p, 1000), PACE_IDLE);
-    cr_assert_eq(gw__pace_quiet_ms(NULL, 1000, PACE_IDLE, PACE_MAX), PACE_IDLE, "a will has no client");
+    cr_assert_eq(broker__pace_quiet_ms(NULL, 1000, PACE_IDLE, PACE_MAX), PACE_IDLE, "a will has no client");
 }
 
 Test(pace, a_client_paced_without_waiting_for_acks_is_waited_for_twice_its_gap)
 {
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 5, 20, false);
     cr_assert_eq(quiet(&p, t), 10);
 }
@@ -44,14 +44,14 @@ Test(pace, gaps_that_an_ack_separated_are_not_learnt)
 {
     /* a synchronous client: each PUBLISH follows the ack of the one before,
      * so its gaps are our own delay and must not make us wait longer */
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 7, 50, true);
     cr_assert_eq(quiet(&p, t), PACE_IDLE);
 }
 
 Test(pace, the_wait_is_clamped_between_idle_flush_ms_and_its_maximum)
 {
-    gw_pace_t fast = { 0 }, slow = { 0 };
+    broker_pace_t fast = { 0 }, slow = { 0 };
     uint64_t t1 = publish_every(&fast, 1000, 1, 20, false);
     uint64_t t2 = publish_every(&slow, 1000, 100, 20, false);
     cr_assert_eq(quiet(&fast, t1), PACE_IDLE);
@@ -61,7 +61,7 @@ Test(pace, the_wait_is_clamped_between_idle_flush_ms_and_its_maximum)
 Test(pace, bursts_within_one_loop_turn_do_not_shorten_the_pace)
 {
     /* a client catching up after a full window sends several at once */
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 6, 20, false);
     t = publish_every(&p, t, 0, 10, false);
     cr_assert_eq(quiet(&p, t), 12);
@@ -69,22 +69,22 @@ Test(pace, bursts_within_one_loop_turn_do_not_shorten_the_pace)
 
 Test(pace, a_maximum_not_above_idle_flush_ms_turns_pacing_and_probes_off)
 {
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 5, 20, false);
-    cr_assert_eq(gw__pace_quiet_ms(&p, t, PACE_IDLE, 0), PACE_IDLE);
-    cr_assert_eq(gw__pace_quiet_ms(&p, t, PACE_IDLE, PACE_IDLE), PACE_IDLE);
-    cr_assert_eq(gw__pace_quiet_ms(&p, t, 0, 0), 0, "idle flush off stays off");
-    gw_pace_t s = { 0 };
+    cr_assert_eq(broker__pace_quiet_ms(&p, t, PACE_IDLE, 0), PACE_IDLE);
+    cr_assert_eq(broker__pace_quiet_ms(&p, t, PACE_IDLE, PACE_IDLE), PACE_IDLE);
+    cr_assert_eq(broker__pace_quiet_ms(&p, t, 0, 0), 0, "idle flush off stays off");
+    broker_pace_t s = { 0 };
     for (uint64_t now = 1000; now < 70000; now += 7) {
-        gw__pace_acked(&s);
-        gw__pace_publish(&s, now);
-        cr_assert_eq(gw__pace_quiet_ms(&s, now, PACE_IDLE, 0), PACE_IDLE, "probed at %llu", (unsigned long long)now);
+        broker__pace_acked(&s);
+        broker__pace_publish(&s, now);
+        cr_assert_eq(broker__pace_quiet_ms(&s, now, PACE_IDLE, 0), PACE_IDLE, "probed at %llu", (unsigned long long)now);
     }
 }
 
 Test(pace, a_changed_pace_is_learnt_within_a_few_messages)
 {
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 20, 20, false);
     cr_assert_eq(quiet(&p, t), PACE_MAX);
     t = publish_every(&p, t + 4, 4, 12, false);
@@ -94,7 +94,7 @@ Test(pace, a_changed_pace_is_learnt_within_a_few_messages)
 
 Test(pace, a_client_that_turns_synchronous_is_forgotten_after_eight_acked_gaps)
 {
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 5, 20, false);
     t = publish_every(&p, t + 30, 30, 7, true);
     cr_assert_eq(quiet(&p, t), 10, "seven acked gaps: the pace still holds");
@@ -105,11 +105,11 @@ Test(pace, a_client_that_turns_synchronous_is_forgotten_after_eight_acked_gaps)
 Test(pace, one_free_gap_between_acked_ones_keeps_the_pace)
 {
     /* a windowed client: most gaps free, one after each batch's acks */
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = 1000;
     for (int round = 0; round < 20; round++) {
         t = publish_every(&p, t, 5, 9, false) + 5;
-        gw__pace_acked(&p);
+        broker__pace_acked(&p);
     }
     cr_assert_eq(quiet(&p, t), 10);
 }
@@ -118,25 +118,25 @@ Test(pace, a_client_acked_before_each_message_is_probed_and_its_pace_learnt)
 {
     /* alone on its topic and slower than idle_flush_ms, each message is
      * acked before the next: only a probe can show its gap of 5 ms */
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = publish_every(&p, 1000, 5, 200, true); /* 1 s: the first probe is due */
-    gw__pace_acked(&p);
+    broker__pace_acked(&p);
     t += 5;
-    gw__pace_publish(&p, t);
+    broker__pace_publish(&p, t);
     cr_assert_eq(quiet(&p, t), PACE_MAX, "this message is the probe");
     t += 5;
-    gw__pace_publish(&p, t); /* came before the probe's ack */
+    broker__pace_publish(&p, t); /* came before the probe's ack */
     cr_assert_eq(quiet(&p, t), 10);
 }
 
 Test(pace, a_synchronous_client_is_probed_ever_more_rarely)
 {
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t probes[16];
     int n = 0;
     for (uint64_t now = 1000; now < 1000 + 200000 && n < 16; now += 3) {
-        gw__pace_acked(&p);
-        gw__pace_publish(&p, now);
+        broker__pace_acked(&p);
+        broker__pace_publish(&p, now);
         uint64_t q = quiet(&p, now);
         if (q == PACE_MAX)
             probes[n++] = now;
@@ -159,13 +159,13 @@ Test(pace, a_probe_answered_only_within_the_same_turn_is_not_a_success)
     /* a client that sends pairs at once every 100 ms, the second of each
      * refused before it reaches a batch (so never asked for its wait): it
      * is no gap, so the probe goes on, fails at the next pair, backs off */
-    gw_pace_t p = { 0 };
+    broker_pace_t p = { 0 };
     uint64_t t = 1000, first_probe = 0, probes = 0;
     for (int pair = 0; pair < 40; pair++, t += 100) {
-        gw__pace_acked(&p);
-        gw__pace_publish(&p, t);
+        broker__pace_acked(&p);
+        broker__pace_publish(&p, t);
         uint64_t q1 = quiet(&p, t);
-        gw__pace_publish(&p, t);
+        broker__pace_publish(&p, t);
         if (q1 == PACE_MAX) {
             probes++;
             if (!first_probe)
