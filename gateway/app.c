@@ -1,9 +1,9 @@
 /*
  * app.c: start services in order, drain them in reverse on SIGTERM/SIGINT.
- * See app.h for the contract. SIGHUP calls the reload hook (reload.c).
+ * See gateway_int.h for the contract. SIGHUP calls the reload hook (reload.c).
  */
-#include "gateway/app.h"
 #include "gateway/gateway.h"
+#include "gateway/gateway_int.h"
 #include "base/base.h"
 
 #include <signal.h>

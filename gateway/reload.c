@@ -7,14 +7,15 @@
  * change took effect when it did not. An invalid file is refused with its
  * error and changes nothing.
  */
-#include "gateway/broker/broker_int.h"
+#include "gateway/gateway_int.h"
+#include "base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    broker_t *srv;
+    broker_t *b;
     const cfg_t *next;
     char restart[1024];
     size_t restart_len;
@@ -44,13 +45,12 @@ static void on_diff(void *arg, const char *key)
     }
     if (is(key, "mqtt.topic_mappings[", "].validation_policy")) {
         size_t i = strtoul(key + strlen("mqtt.topic_mappings["), NULL, 10);
-        if (i < r->srv->nrules) {
+        if (i < broker_nrules(r->b)) {
             cfg_policy_t p = r->next->mqtt.mappings[i].validation_policy;
-            if (p == CFG_POLICY_ENFORCE && !r->srv->cfg->mqtt.mappings[i].schema_subject) {
+            if (broker_set_policy(r->b, i, p) == TB_ECONFIG) {
                 tb_warn("reload: enforce needs a schema_subject; policy unchanged", TB_S("key", key));
                 return;
             }
-            r->srv->rules[i].policy = p;
             tb_info("reload: validation_policy applied", TB_S("key", key),
                     TB_S("policy", p == CFG_POLICY_ENFORCE ? "enforce" : "none"));
             r->applied++;
@@ -67,7 +67,7 @@ static void on_diff(void *arg, const char *key)
     }
 }
 
-void gw__reload(broker_t *srv, const cfg_t *running)
+void gw__reload(broker_t *b, const cfg_t *running)
 {
     if (strcmp(running->source, "<embedded default>") == 0) {
         tb_info("SIGHUP: running on the embedded default, no file to reload");
@@ -79,8 +79,8 @@ void gw__reload(broker_t *srv, const cfg_t *running)
         tb_error("SIGHUP: the configuration file is invalid; nothing changed", TB_S("why", err));
         return;
     }
-    reload_t r = { .srv = srv, .next = next };
-    if (srv && srv->rules)
+    reload_t r = { .b = b, .next = next };
+    if (b)
         cfg_diff(running, next, on_diff, &r);
     if (r.restart_len)
         tb_warn("SIGHUP: these changes need a restart and were not applied", TB_S("keys", r.restart));

@@ -1,6 +1,6 @@
 /*
  * replication.c: the replicator service and the loop's half of the
- * replicator's mailboxes. See replication.h for what it is for.
+ * replicator's mailboxes. See gateway_int.h for what it is for.
  *
  * Start (after the log, before the MQTT listener): the wake-up handle
  * first (the thread may post as soon as it runs), then rep_new with every
@@ -27,14 +27,15 @@
  * (gw_repl_topic_stats) so /metrics and /stats, which answer until the
  * very end, still account for what it replicated.
  */
-#include "gateway/replication.h"
+#include "gateway/gateway_int.h"
+#include "base/base.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 struct gw_repl {
     gw__app_t *app;
-    broker_t *srv;
+    broker_t *b;
     rep_t *rep;
     sch_registry_t *reg[2];     /* by cfg_encoding_t */
     uint8_t *encoding;          /* per topic: which registry */
@@ -54,9 +55,9 @@ gw_repl_t *gw_repl_new(void)
     return tb_calloc(1, sizeof(gw_repl_t));
 }
 
-void gw_repl_set_server(gw_repl_t *g, broker_t *srv)
+void gw_repl_set_broker(gw_repl_t *g, broker_t *b)
 {
-    g->srv = srv;
+    g->b = b;
 }
 
 rep_t *gw_repl_rep(gw_repl_t *g)
@@ -86,7 +87,7 @@ void gw_repl_free(gw_repl_t *g)
     free(g);
 }
 
-bool gw_repl_topic_ready(const broker_topic_t *t)
+static bool topic_ready(const broker_topic_t *t)
 {
     return t->wal && t->registered && (!t->schema_subject || t->validator);
 }
@@ -101,7 +102,7 @@ static void set_validator(broker_topic_t *t, sch_validator_t *v)
 
 static void log_readiness(gw_repl_t *g, broker_topic_t *t, const char *why)
 {
-    bool ready = gw_repl_topic_ready(t);
+    bool ready = topic_ready(t);
     if (ready == g->was_ready[t->id])
         return;
     g->was_ready[t->id] = ready;
@@ -152,7 +153,7 @@ static void forget_schema(broker_topic_t *t)
 
 static void apply(gw_repl_t *g, const rep_event_t *ev)
 {
-    broker_topic_t *t = &g->srv->topics[ev->topic];
+    broker_topic_t *t = broker_topic(g->b, ev->topic);
     const char *why = "";
     switch (ev->kind) {
     case REP_EV_TOPIC_REGISTERED:
@@ -214,7 +215,7 @@ static void close_handles(gw_repl_t *g)
 
 static void stopped(gw_repl_t *g)
 {
-    g->srv->rep = NULL;
+    broker_on_stored(g->b, NULL, NULL);
     g->final = tb_calloc(g->ntopics + 1, sizeof *g->final);
     for (size_t i = 0; i < g->ntopics; i++) {
         rep_topic_stats(g->rep, i, &g->final[i]);
@@ -237,7 +238,7 @@ static void watch_cb(uv_timer_t *h)
     for (size_t i = 0; i < g->ntopics; i++) {
         rep_topic_stats_t st;
         rep_topic_stats(g->rep, i, &st);
-        const char *name = g->srv->topics[i].name;
+        const char *name = broker_topic(g->b, i)->name;
         if (st.stalled && !g->stalled_since[i]) {
             g->stalled_since[i] = now;
             tb_warn("replication stalled: messages are waiting and no acknowledgement has moved them for "
@@ -277,36 +278,39 @@ static void notify(void *arg)
     uv_async_send(arg);
 }
 
-/* Which Avro encoding each topic's schema is compiled for: its mapping's. */
-static void topic_encodings(gw_repl_t *g)
+/* Per topic state of the glue; which Avro encoding its schema compiles for: its mappings'. */
+static void topic_arrays(gw_repl_t *g)
 {
-    broker_t *srv = g->srv;
-    g->encoding = tb_calloc(srv->ntopics + 1, 1);
-    g->was_ready = tb_calloc(srv->ntopics + 1, sizeof *g->was_ready);
-    g->stalled_since = tb_calloc(srv->ntopics + 1, sizeof *g->stalled_since);
-    g->ntopics = srv->ntopics;
-    for (size_t r = 0; r < srv->nrules; r++) {
-        size_t n;
-        const uint32_t *ids = router_rule_topics(srv->router, r, &n);
-        for (size_t k = 0; k < n; k++)
-            if (srv->rules[r].m->schema_subject)
-                g->encoding[ids[k]] = srv->rules[r].m->encoding == CFG_ENC_JSON ? 1 : 0;
+    size_t n = broker_ntopics(g->b);
+    g->encoding = tb_calloc(n + 1, 1);
+    g->was_ready = tb_calloc(n + 1, sizeof *g->was_ready);
+    g->stalled_since = tb_calloc(n + 1, sizeof *g->stalled_since);
+    g->ntopics = n;
+    for (size_t i = 0; i < n; i++) {
+        const broker_topic_t *t = broker_topic(g->b, i);
+        g->encoding[i] = t->schema_subject && t->encoding == CFG_ENC_JSON ? 1 : 0;
     }
+}
+
+/* broker_on_stored: new records of topic i are readable. */
+static void kick(void *arg, size_t topic)
+{
+    rep_kick(arg, topic);
 }
 
 int gw_repl_start(gw__app_t *app, void *arg)
 {
     gw_repl_t *g = arg;
     g->app = app;
-    broker_t *srv = g->srv;
     const cfg_t *cfg = app->cfg;
-    if (!srv || !srv->topics)
+    if (!g->b)
         return TB_ECLOSED;
+    size_t n = broker_ntopics(g->b);
     for (int i = 0; i < 2; i++) {
         sch_opts_t so = { .avro_encoding = i ? SCH_AVRO_JSON : SCH_AVRO_BINARY };
         g->reg[i] = sch_registry_new(&so);
     }
-    topic_encodings(g);
+    topic_arrays(g);
     int rc = uv_async_init(&app->loop, &g->async, async_cb);
     if (rc < 0)
         return rc;
@@ -318,31 +322,14 @@ int gw_repl_start(gw__app_t *app, void *arg)
 
     rep_opts_t o;
     rep_opts_default(&o);
-    o.edge_name = cfg->edge.edge_name;
-    o.cluster_url = cfg->edge.cluster_url;
-    o.token = cfg->edge.token;
-    o.tls_ca_file = cfg->edge.tls.ca_file;
-    o.tls_cert_file = cfg->edge.tls.cert_file;
-    o.tls_key_file = cfg->edge.tls.key_file;
-    o.heartbeat_interval_ms = cfg->edge.heartbeat_interval_ms;
-    o.batch_size = cfg->replicator.batch_size;
-    o.batch_timeout_ms = cfg->replicator.batch_timeout_ms;
-    o.max_batch_bytes = cfg->replicator.max_batch_bytes;
-    o.max_inflight_batches = cfg->replicator.max_inflight_batches;
-    o.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
-    o.rpc_timeout_ms = cfg->replicator.rpc_timeout_ms;
-    o.live_window_ms = cfg->replicator.live_window_ms;
-    o.retry_initial_ms = cfg->replicator.retry_initial_ms;
-    o.retry_max_ms = cfg->replicator.retry_max_ms;
-    o.shutdown_grace_ms = cfg->replicator.shutdown_grace_ms;
-    o.stall_after_ms = cfg->health.stall_after_ms;
-    if (cfg->wal.fsync == CFG_FSYNC_INTERVAL)
-        o.recheck_ms = TB_MAX(5u, cfg->wal.fsync_interval_ms / 4);
-    rep_topic_spec_t *specs = tb_calloc(srv->ntopics + 1, sizeof *specs);
-    for (size_t i = 0; i < srv->ntopics; i++)
-        specs[i] = (rep_topic_spec_t){ srv->topics[i].name, srv->topics[i].schema_subject, srv->topics[i].wal };
+    rep_opts_from_cfg(cfg, &o);
+    rep_topic_spec_t *specs = tb_calloc(n + 1, sizeof *specs);
+    for (size_t i = 0; i < n; i++) {
+        const broker_topic_t *t = broker_topic(g->b, i);
+        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal };
+    }
     o.topics = specs;
-    o.ntopics = srv->ntopics;
+    o.ntopics = n;
     o.notify = notify;
     o.notify_arg = &g->async;
     char err[512];
@@ -357,12 +344,12 @@ int gw_repl_start(gw__app_t *app, void *arg)
         tb_error("cannot start the replicator thread", TB_ERR(rc));
         return rc;
     }
-    srv->rep = g->rep;
-    for (size_t i = 0; i < srv->ntopics; i++)
+    broker_on_stored(g->b, kick, g->rep);
+    for (size_t i = 0; i < n; i++)
         rep_kick(g->rep, i); /* a backlog from before the restart */
     uint64_t every = TB_MAX(TB_MIN(1000u, cfg->health.stall_after_ms / 4), 25u);
     uv_timer_start(&g->watch, watch_cb, every, every);
-    tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", srv->ntopics),
+    tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", n),
             TB_U("batch_size", o.batch_size), TB_U("max_inflight_batches", o.max_inflight_batches),
             TB_U("ack_timeout_ms", o.ack_timeout_ms), TB_B("tls", strncmp(o.cluster_url, "https://", 8) == 0),
             TB_B("token", o.token && *o.token));

@@ -32,27 +32,15 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "gateway/broker/broker.h"
 #include "gateway/metrics/metrics.h"
 #include "gateway/mqtt/mqtt.h"
 #include "gateway/router/router.h"
-#include "replicator/replicator.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
 
-typedef struct broker broker_t;
 typedef struct broker_conn broker_conn_t;
 typedef struct broker_session broker_session_t;
-
-/* Why a message was not stored (a metric label; bounded set). */
-typedef enum {
-    BROKER_REJ_UNMATCHED,     /* no mapping matched the MQTT topic */
-    BROKER_REJ_INVALID,       /* failed schema validation under enforce */
-    BROKER_REJ_NOT_READY,     /* enforce mapping whose schema is not resolved */
-    BROKER_REJ_TOO_LARGE,     /* payload over mqtt.max_payload_size */
-    BROKER_REJ_QUOTA,         /* the topic's log failed (disk full, I/O error) */
-    BROKER_REJ__COUNT
-} broker_reject_t;
-const char *broker_reject_name(broker_reject_t r);
 
 /* A client's pace (pace.c): its usual gap between PUBLISHes when it is
  * not waiting for an ack, which says how long its batch may wait for it. */
@@ -66,35 +54,6 @@ typedef struct broker_pace {
     bool acked;           /* an ack went to it since last_ms */
     bool probing;         /* its latest message is waited for idle_flush_max_ms to see if more come */
 } broker_pace_t;
-
-/* Per upstream topic runtime state. */
-typedef struct broker_topic {
-    char *name;
-    uint32_t id;                 /* router topic id == index in server->topics */
-    wal_topic_t *wal;
-    wal_batch_t *batch;          /* open batch, NULL when none */
-    struct broker_batch_ctx *ctx;    /* acks waiting on the open batch */
-    uv_timer_t timer;            /* batch timeout / idle flush, armed at the batch's first message */
-    uint64_t batch_first_ms;     /* loop time of the open batch's first message */
-    uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
-    broker_t *srv;
-    uint32_t inflight;           /* batches at the writer */
-    /* schema (from registration / heartbeat) */
-    char *schema_subject;        /* NULL: raw bytes, no schema */
-    sch_validator_t *validator;  /* NULL until resolved (or on compile failure) */
-    bool has_schema;
-    uint64_t schema_id;
-    uint32_t schema_version;
-    bool schema_failed;          /* the resolved schema did not compile: fail closed */
-    bool registered;
-    /* counters (loop thread) */
-    uint64_t received;           /* PUBLISHes routed to this topic */
-    uint64_t stored;             /* durable in the log */
-    uint64_t rejected[BROKER_REJ__COUNT];
-    uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
-    uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
-    uint64_t batches[METRICS_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
-} broker_topic_t;
 
 /* Per mapping rule: what the router does not know. */
 typedef struct broker_rule {
@@ -203,7 +162,8 @@ struct broker {
     uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
     broker_conn_t *dirty;
     wal_t *wal;
-    rep_t *rep;                     /* told when a topic's log has new data (NULL: none) */
+    void (*on_stored)(void *arg, size_t topic); /* broker_on_stored (NULL: nobody) */
+    void *on_stored_arg;
     router_t *router;
     broker_rule_t *rules;
     size_t nrules;
@@ -226,10 +186,11 @@ struct broker {
     bool paused;
     /* draining */
     bool draining;
-    void (*drained_cb)(broker_t *srv);
-    void (*closed_cb)(broker_t *srv);
+    void (*drained_cb)(void *arg);  /* broker_drain's, until called */
+    void *drained_arg;
+    void (*closed_cb)(void *arg);   /* broker_close's */
+    void *closed_arg;
     int closing_handles;
-    void *owner;                    /* the service that runs this server */
     /* counters */
     uint64_t conn_accepted;
     uint64_t conn_refused[METRICS_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
@@ -241,18 +202,7 @@ struct broker {
     bool readbuf_busy;
 };
 
-/* server.c */
-int broker_init(broker_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *wal,
-                   char *err, size_t errlen);
-int broker_listen(broker_t *srv);
-/* Stops accepting, finishes in-flight batches and acks, closes connections;
- * calls cb when nothing is left in flight. */
-void broker_drain(broker_t *srv, void (*cb)(broker_t *srv));
-/* Closes the server's loop handles and frees it; cb runs when done (after wal_close). */
-void broker_close(broker_t *srv, void (*cb)(broker_t *srv));
-/* Sets up the loop handles (the WAL's wake-up first: its writer thread may
- * call notify as soon as wal_open returns). Call before broker_init. */
-int broker_prepare(broker_t *srv, uv_loop_t *loop);
+/* server.c (and broker.h) */
 void broker__pending_add(broker_t *srv, int64_t bytes);
 broker_topic_t *broker__topic(broker_t *srv, const char *name);
 
@@ -266,12 +216,6 @@ void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool 
 /* local topics (dead letter, journal): for loops over every topic */
 broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
 int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out);
-
-/* reload.c: SIGHUP. Re-reads the configuration file; applies what can
- * change at run time (log level and format, each mapping's
- * validation_policy) and logs every other changed key as needing a
- * restart. An invalid file changes nothing. */
-void gw__reload(broker_t *srv, const cfg_t *running);
 
 /* conn.c */
 void broker__conn_accept(broker_t *srv);

@@ -33,8 +33,9 @@
  * writer thread, whose offsets run ahead of the completions.
  *
  * A batch context keeps, per message with a pending ack, the connection
- * (one reference each) and the pending entry. A completed batch also kicks
- * the replicator (rep_kick: coalesced, one atomic exchange when it is
+ * (one reference each) and the pending entry. A completed batch of an
+ * upstream topic also tells whoever reads its log (broker_on_stored: the
+ * replicator's rep_kick today, coalesced, one atomic exchange when it is
  * already awake), which reads the new records from the log itself.
  */
 #include "gateway/broker/broker_int.h"
@@ -158,8 +159,8 @@ void broker__ingest_completions(broker_t *srv)
             t->stored += done->count;
             if (done->count)
                 t->log_end = TB_MAX(t->log_end, done->first_offset + done->count);
-            if (srv->rep && t != srv->dead_letter)
-                rep_kick(srv->rep, t->id); /* new records are readable: wake the replicator */
+            if (srv->on_stored && t->id != UINT32_MAX)
+                srv->on_stored(srv->on_stored_arg, t->id); /* new records are readable: wake the outputs */
         } else if (t == srv->dead_letter) {
             tb_error("dead-letter log write failed: refused payloads not kept", TB_ERR(done->rc));
         } else {

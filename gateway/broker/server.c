@@ -108,6 +108,8 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
             }
             if (subj && !t->schema_subject)
                 t->schema_subject = tb_strdup(subj);
+            if (subj) /* the validator compiles for the last such mapping's encoding */
+                t->encoding = m->encoding;
         }
     }
     if (cfg->mqtt.dead_letter) {
@@ -130,9 +132,8 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
     return 0;
 }
 
-int broker_init(broker_t *srv, uv_loop_t *loop, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
+int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
 {
-    srv->loop = loop;
     srv->cfg = cfg;
     srv->wal = wal;
     int rc = build_router(srv, err, errlen);
@@ -147,17 +148,31 @@ static void flush_check_cb(uv_check_t *h)
     broker__conn_flush_dirty(h->data);
 }
 
-int broker_prepare(broker_t *srv, uv_loop_t *loop)
+int broker_new(uv_loop_t *loop, broker_t **out)
 {
+    *out = NULL;
+    broker_t *srv = tb_calloc(1, sizeof *srv);
     srv->loop = loop;
+    srv->wal_async.data = srv;
+    int rc = uv_async_init(loop, &srv->wal_async, wal_async_cb);
+    if (rc < 0) {
+        free(srv);
+        return rc;
+    }
     uv_check_init(loop, &srv->flush_check);
     srv->flush_check.data = srv;
     uv_check_start(&srv->flush_check, flush_check_cb);
     uv_unref((uv_handle_t *)&srv->flush_check);
     uv_timer_init(loop, &srv->sweep);
     srv->sweep.data = srv;
-    srv->wal_async.data = srv;
-    return uv_async_init(loop, &srv->wal_async, wal_async_cb);
+    *out = srv;
+    return 0;
+}
+
+void broker_wal_notify(void *arg)
+{
+    broker_t *srv = arg;
+    uv_async_send(&srv->wal_async);
 }
 
 static void wal_async_cb(uv_async_t *h)
@@ -310,16 +325,17 @@ static void check_drained(broker_t *srv)
         if (busy(srv))
             return;
     }
-    void (*cb)(broker_t *) = srv->drained_cb;
+    void (*cb)(void *) = srv->drained_cb;
     srv->drained_cb = NULL;
     uv_timer_stop(&srv->sweep);
-    cb(srv);
+    cb(srv->drained_arg);
 }
 
-void broker_drain(broker_t *srv, void (*cb)(broker_t *srv))
+void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
 {
     srv->draining = true;
     srv->drained_cb = cb;
+    srv->drained_arg = arg;
     if (srv->listening) {
         uv_close((uv_handle_t *)&srv->listener, NULL);
         srv->listening = false;
@@ -361,7 +377,10 @@ static void handle_closed(uv_handle_t *h)
     free(srv->rules);
     free(srv->scratch);
     router_free(srv->router);
-    srv->closed_cb(srv);
+    void (*cb)(void *) = srv->closed_cb;
+    void *arg = srv->closed_arg;
+    free(srv);
+    cb(arg);
 }
 
 static void close_handle(broker_t *srv, uv_handle_t *h)
@@ -373,9 +392,10 @@ static void close_handle(broker_t *srv, uv_handle_t *h)
     uv_close(h, handle_closed);
 }
 
-void broker_close(broker_t *srv, void (*cb)(broker_t *srv))
+void broker_close(broker_t *srv, void (*cb)(void *arg), void *arg)
 {
     srv->closed_cb = cb;
+    srv->closed_arg = arg;
     srv->closing_handles = 1; /* held until every close below is started */
     broker__sessions_free(srv);
     broker__conn_flush_dirty(srv);
@@ -388,4 +408,48 @@ void broker_close(broker_t *srv, void (*cb)(broker_t *srv))
         close_handle(srv, (uv_handle_t *)&broker__local_topic(srv, i)->timer);
     srv->sweep.data = srv;
     handle_closed((uv_handle_t *)&srv->sweep);
+}
+
+/* ---- what the rest of the process reads and sets (broker.h) ---------------- */
+
+void broker_on_stored(broker_t *srv, void (*fn)(void *arg, size_t topic), void *arg)
+{
+    srv->on_stored = fn;
+    srv->on_stored_arg = arg;
+}
+
+size_t broker_ntopics(const broker_t *srv)
+{
+    return srv->topics ? srv->ntopics : 0;
+}
+
+broker_topic_t *broker_topic(broker_t *srv, size_t i)
+{
+    return srv->topics && i < srv->ntopics ? &srv->topics[i] : NULL;
+}
+
+void broker_stats(const broker_t *srv, broker_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->listening = srv->listening;
+    out->connections = srv->nconnected;
+    out->accepted = srv->conn_accepted;
+    memcpy(out->refused, srv->conn_refused, sizeof out->refused);
+    memcpy(out->closed, srv->conn_closed, sizeof out->closed);
+    out->unmatched = srv->unmatched_dropped;
+}
+
+size_t broker_nrules(const broker_t *srv)
+{
+    return srv->rules ? srv->nrules : 0;
+}
+
+int broker_set_policy(broker_t *srv, size_t rule, cfg_policy_t p)
+{
+    if (!srv->rules || rule >= srv->nrules)
+        return TB_EINVALID;
+    if (p == CFG_POLICY_ENFORCE && !srv->rules[rule].m->schema_subject)
+        return TB_ECONFIG;
+    srv->rules[rule].policy = p;
+    return 0;
 }

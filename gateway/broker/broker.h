@@ -1,0 +1,147 @@
+/*
+ * broker.h: the MQTT broker (the gateway/broker/ folder's one public
+ * header): listeners, connections, CONNECT, PUBLISH, sessions and their
+ * journal, wills, and each upstream topic's batches into the write-ahead
+ * log. Prefix broker_ (public), broker__ (internal, broker_int.h).
+ *
+ * What it knows: the configuration, the MQTT codec (mqtt/), the router
+ * (router/), the log (wal/), the validators (schema/) and the metrics'
+ * label vocabularies (metrics/). What it does not know: where stored
+ * messages go next. An output that reads the log (the Danube replicator
+ * today, others later) learns that a topic has new records through
+ * broker_on_stored(); the broker never calls an output.
+ *
+ * THREADS. Everything here runs on the loop thread, except
+ * broker_wal_notify (the WAL writer's thread).
+ *
+ * LIFETIME, in the order the process calls it (gateway/run.c):
+ *   broker_new       loop handles (before wal_open: the writer may notify at once)
+ *   broker_init      rules, topics, the session journal, every topic's log
+ *   broker_listen    the MQTT listener
+ *   broker_drain     stop accepting, answer everything received, close connections
+ *   broker_close     after wal_close: close the loop handles, free
+ */
+#ifndef BROKER_BROKER_H
+#define BROKER_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "gateway/metrics/metrics.h"
+#include "schema/schema.h"
+#include "wal/wal.h"
+
+typedef struct broker broker_t;
+
+/* Why a message was not stored (counted per topic; a bounded set). */
+typedef enum {
+    BROKER_REJ_UNMATCHED,     /* no mapping matched the MQTT topic */
+    BROKER_REJ_INVALID,       /* failed schema validation under enforce */
+    BROKER_REJ_NOT_READY,     /* enforce mapping whose schema is not resolved */
+    BROKER_REJ_TOO_LARGE,     /* payload over mqtt.max_payload_size */
+    BROKER_REJ_QUOTA,         /* the topic's log failed (disk full, I/O error) */
+    BROKER_REJ__COUNT
+} broker_reject_t;
+const char *broker_reject_name(broker_reject_t r);
+
+/*
+ * One upstream topic. The broker owns it (broker_topic(); valid until
+ * broker_close). Outside the broker the loop thread may READ every field
+ * and WRITE only the schema block, which the replication glue fills from
+ * the cluster's registration and heartbeats (a validator swapped here
+ * lands between two PUBLISHes; the broker takes the reference it is given
+ * and unrefs the one it replaces: see gateway/replication.c).
+ */
+typedef struct broker_topic {
+    char *name;
+    uint32_t id;                 /* router topic id == index (broker_topic(b, id)) */
+    wal_topic_t *wal;
+    char *schema_subject;        /* its mappings' schema_subject; NULL: raw bytes */
+    cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
+    /* the schema block (written by the replication glue) */
+    sch_validator_t *validator;  /* NULL until resolved (or on compile failure); owned */
+    bool has_schema;
+    uint64_t schema_id;
+    uint32_t schema_version;
+    bool schema_failed;          /* the resolved schema did not compile: fail closed */
+    bool registered;
+    /* counters */
+    uint64_t received;           /* PUBLISHes routed to this topic */
+    uint64_t stored;             /* durable in the log */
+    uint64_t rejected[BROKER_REJ__COUNT];
+    uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
+    uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
+    uint64_t batches[METRICS_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
+    /* the broker's own: never touched outside gateway/broker/ */
+    broker_t *srv;
+    wal_batch_t *batch;          /* open batch, NULL when none */
+    struct broker_batch_ctx *ctx; /* acks waiting on the open batch */
+    uv_timer_t timer;            /* batch timeout / idle flush, armed at the batch's first message */
+    uint64_t batch_first_ms;     /* loop time of the open batch's first message */
+    uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
+    uint32_t inflight;           /* batches at the writer */
+} broker_topic_t;
+
+/* Connection counters (tributary_mqtt_*). */
+typedef struct broker_stats {
+    bool listening;
+    uint32_t connections;        /* past CONNECT */
+    uint64_t accepted;           /* sockets accepted */
+    uint64_t refused[METRICS_REFUSE__COUNT]; /* CONNACK refusals, by reason */
+    uint64_t closed[METRICS_CLOSE__COUNT];   /* closed by us, by reason */
+    uint64_t unmatched;          /* PUBLISHes no mapping matched */
+} broker_stats_t;
+
+/*
+ * A broker on `loop` with its loop handles set up (the WAL's wake-up
+ * first). Returns 0 and *out, or -errno from libuv (nothing is left to
+ * close then). From here on it ends with broker_close().
+ */
+int broker_new(uv_loop_t *loop, broker_t **out /* OUT */);
+/* The WAL's notify callback (wal_opts_t.notify, arg: the broker). Any thread. */
+void broker_wal_notify(void *broker);
+/*
+ * Compiles the rules, opens the dead-letter log, the session journal and
+ * every upstream topic's log. cfg and wal must outlive the broker. Returns
+ * 0, or TB_ECONFIG / -errno with a message in err (file, line, key where it
+ * is the configuration); then drain (nothing to wait for) and close.
+ */
+int broker_init(broker_t *b, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen);
+/* Listens on mqtt.listener. 0, or -errno (logged; nothing is listening). */
+int broker_listen(broker_t *b);
+/*
+ * Stops accepting, finishes in-flight batches and acks, closes the
+ * connections (their wills are stored); then cb(arg), from a later loop
+ * turn or at once when nothing is in flight. Call once.
+ */
+void broker_drain(broker_t *b, void (*cb)(void *arg), void *arg);
+/* After wal_close (its thread joined): closes the loop handles, frees b, then cb(arg). */
+void broker_close(broker_t *b, void (*cb)(void *arg), void *arg);
+
+/*
+ * The output seam: fn(arg, topic) runs each time a completed batch made
+ * new records of upstream topic `topic` readable in its log (never for the
+ * local dead-letter and journal logs). It must be quick: a wake-up, not
+ * work. NULL fn: nobody is told.
+ */
+void broker_on_stored(broker_t *b, void (*fn)(void *arg, size_t topic), void *arg);
+
+/* Upstream topics, in router order (0 before broker_init). */
+size_t broker_ntopics(const broker_t *b);
+broker_topic_t *broker_topic(broker_t *b, size_t i); /* NULL out of range */
+void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
+
+/* Mapping rules (mqtt.topic_mappings, config order). */
+size_t broker_nrules(const broker_t *b);
+/*
+ * Changes rule i's validation policy at run time (reload): the next
+ * PUBLISH it matches is checked under p. Returns 0, TB_EINVALID for an
+ * index out of range, TB_ECONFIG for enforce on a mapping without a
+ * schema_subject (policy unchanged).
+ */
+int broker_set_policy(broker_t *b, size_t rule, cfg_policy_t p);
+
+#endif

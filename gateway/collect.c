@@ -1,0 +1,198 @@
+/*
+ * collect.c: what /metrics, /stats and /readyz report about the running
+ * process. The collector copies, at each scrape, the broker's counters, the
+ * log's stats and the replicator's into the registry (metrics/); the
+ * provider answers readiness, each topic's state and the cluster's state.
+ * Each value is read where it is kept (the loop's counters, the WAL's
+ * atomics, the replicator's snapshot), never derived from another.
+ */
+#include "gateway/gateway_int.h"
+#include "base/base.h"
+
+#include <string.h>
+
+static void readiness(void *arg, http_readiness_t *out)
+{
+    gw__run_t *r = arg;
+    broker_stats_t bs = { 0 };
+    if (r->broker)
+        broker_stats(r->broker, &bs);
+    out->bootstrap_done = r->booted;
+    out->mqtt_listening = bs.listening;
+    out->wal_writable = r->topics_open;
+    for (size_t i = 0; out->wal_writable && i < broker_ntopics(r->broker); i++)
+        if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
+            out->wal_writable = false;
+    out->draining = r->app->stopping;
+}
+
+static http_topic_state_t topic_state(void *arg, size_t mi)
+{
+    gw__run_t *r = arg;
+    if (!r->topics_open)
+        return HTTP_TOPIC_UNKNOWN;
+    for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
+        if (r->metric_topic[i] != (int)mi)
+            continue;
+        if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
+            return HTTP_TOPIC_FAILED;
+        if (!gw_repl_rep(r->repl))
+            return HTTP_TOPIC_IDLE;
+        rep_topic_stats_t st;
+        gw_repl_topic_stats(r->repl, i, &st);
+        if (st.stalled)
+            return HTTP_TOPIC_STALLED;
+        if (st.lag_messages == 0)
+            return HTTP_TOPIC_IDLE;
+        bool behind = st.oldest_unacked_ms && tb_wall_ms() > st.oldest_unacked_ms + r->app->cfg->replicator.live_window_ms;
+        return behind ? HTTP_TOPIC_CATCHING_UP : HTTP_TOPIC_REPLICATING;
+    }
+    return HTTP_TOPIC_UNKNOWN;
+}
+
+static http_cluster_state_t cluster_state(void *arg)
+{
+    rep_t *rep = gw_repl_rep(((gw__run_t *)arg)->repl);
+    if (!rep)
+        return HTTP_CLUSTER_UNKNOWN;
+    rep_stats_t st;
+    rep_stats(rep, &st);
+    switch (st.cluster) {
+    case REP_CLUSTER_CONNECTED: return HTTP_CLUSTER_CONNECTED;
+    case REP_CLUSTER_UNREACHABLE: return HTTP_CLUSTER_UNREACHABLE;
+    default: return HTTP_CLUSTER_CONNECTING;
+    }
+}
+
+/* broker_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
+static const int reject_label[BROKER_REJ__COUNT] = {
+    [BROKER_REJ_UNMATCHED] = -1,
+    [BROKER_REJ_INVALID] = METRICS_REJECT_SCHEMA_INVALID,
+    [BROKER_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
+    [BROKER_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
+    [BROKER_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
+};
+
+#define SET(id, i1, i2, v) metrics_set(metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
+
+/*
+ * The accounting invariant's terms for one topic, each from where it is
+ * measured (docs/OPERATIONS.md, "The accounting invariant"):
+ *   received, rejected  the loop's router counters (publish.c, ingest.c)
+ *   replicated          the replicator's acks of offsets this process wrote,
+ *                       still in the log when acked (rep_topic.c)
+ *   dropped             the WAL's count of such offsets deleted before an ack
+ *   queued              what is still somewhere: in the loop's batches
+ *                       (`batched`), plus the offsets the log confirmed to the
+ *                       loop ([S, log_end)) that are neither acked (<= A) nor
+ *                       deleted (< drop floor F)
+ * S is the log's first offset of this process. The log term is signed on
+ * purpose: when an ack overtakes a completion the loop has not taken yet,
+ * those messages are both `batched` and replicated for a moment, and the
+ * negative term takes them out again, so the sum stays exact.
+ */
+static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_topic_stats_t *st,
+                    const rep_topic_stats_t *rs)
+{
+    for (int k = 0; k < BROKER_REJ__COUNT; k++)
+        if (reject_label[k] >= 0)
+            SET(METRICS_REJECTED, mi, (size_t)reject_label[k], t->rejected[k]);
+    uint64_t S = st->open_offset ? st->open_offset : 1;
+    uint64_t end = t->log_end ? t->log_end : S;
+    /* the replicator's acked offset comes with its counts, from one snapshot;
+     * before it has started, nothing of this process is acked */
+    uint64_t A = rs->start_offset ? rs->acked_offset : st->checkpoint;
+    uint64_t from = TB_MAX(TB_MAX(S, A + 1), st->drop_floor);
+    int64_t in_log = (int64_t)end - (int64_t)from;
+    SET(METRICS_RECEIVED, mi, 0, t->received);
+    SET(METRICS_STORED, mi, 0, t->stored);
+    SET(METRICS_REPLICATED, mi, 0, rs->messages_acked_new);
+    SET(METRICS_DROPPED, mi, 0, st->dropped_since_open);
+    SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
+    SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
+}
+
+/* Copies the loop's counters, the WAL's and the replicator's stats into the registry, at scrape
+ * time. */
+void gw__collect(void *arg, metrics_t *m)
+{
+    gw__run_t *r = arg;
+    if (!r->topics_open)
+        return;
+    broker_stats_t bs;
+    broker_stats(r->broker, &bs);
+    SET(METRICS_MQTT_CONNECTIONS, 0, 0, bs.connections);
+    SET(METRICS_MQTT_ACCEPTED, 0, 0, bs.accepted);
+    for (size_t k = 0; k < METRICS_REFUSE__COUNT; k++)
+        SET(METRICS_MQTT_REFUSED, k, 0, bs.refused[k]);
+    for (size_t k = 0; k < METRICS_CLOSE__COUNT; k++)
+        SET(METRICS_MQTT_CLOSED, k, 0, bs.closed[k]);
+    SET(METRICS_UNMATCHED, 0, 0, bs.unmatched);
+    rep_t *rep = gw_repl_rep(r->repl);
+    if (rep) {
+        rep_stats_t cs;
+        rep_stats(rep, &cs);
+        SET(METRICS_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+    }
+    metrics_labels_t *retry = metrics_family_label(metrics_fam(m, METRICS_RETRIES), 1);
+    uint64_t now_ms = tb_wall_ms();
+    for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
+        if (r->metric_topic[i] < 0)
+            continue;
+        size_t mi = (size_t)r->metric_topic[i];
+        broker_topic_t *t = broker_topic(r->broker, i);
+        wal_topic_stats_t st;
+        wal_topic_stats(t->wal, &st);
+        rep_topic_stats_t rs;
+        gw_repl_topic_stats(r->repl, i, &rs);
+        account(m, mi, t, &st, &rs);
+        SET(METRICS_WAL_DROPPED, mi, 0, st.dropped_total);
+        SET(METRICS_WAL_LOST, mi, 0, st.lost_total);
+        SET(METRICS_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
+        for (size_t k = 0; k < METRICS_BATCH__COUNT; k++)
+            SET(METRICS_WAL_BATCHES, mi, k, t->batches[k]);
+        SET(METRICS_WAL_BYTES, mi, 0, st.bytes);
+        SET(METRICS_WAL_SEGMENTS, mi, 0, st.segments);
+        SET(METRICS_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);
+        SET(METRICS_WAL_NEWEST_OFFSET, mi, 0, st.next_offset > 0 ? st.next_offset - 1 : 0);
+        SET(METRICS_ACKED_OFFSET, mi, 0, st.checkpoint);
+        /* in the log after the acked offset: offsets the bound deleted are not waiting any more */
+        uint64_t waiting_from = TB_MAX(st.checkpoint + 1, st.oldest_offset);
+        SET(METRICS_LAG_MESSAGES, mi, 0, st.next_offset > waiting_from ? st.next_offset - waiting_from : 0);
+        SET(METRICS_LAG_BYTES, mi, 0, rs.lag_bytes);
+        SET(METRICS_OLDEST_UNREPLICATED_AGE, mi, 0,
+            rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);
+        SET(METRICS_TOPIC_STALLED, mi, 0, rs.stalled);
+        SET(METRICS_NO_PROGRESS, mi, 0, rs.no_progress_ms);
+        SET(METRICS_BATCHES_IN_FLIGHT, mi, 0, rs.batches_in_flight);
+        SET(METRICS_BATCHES_SENT, mi, 0, rs.batches_sent);
+        SET(METRICS_BATCHES_RESENT, mi, 0, rs.batches_resent);
+        SET(METRICS_STREAM_RESETS, mi, 0, rs.stream_resets);
+        for (int k = 0; k < REP_RETRY__COUNT; k++) {
+            int li = metrics_labels_find(retry, rep_retry_name((rep_retry_t)k));
+            if (li >= 0)
+                SET(METRICS_RETRIES, mi, (size_t)li, rs.retries[k]);
+        }
+    }
+    if (r->wal) {
+        wal_fsync_hist_t h;
+        wal_fsync_hist(r->wal, &h);
+        metrics_family_t *f = metrics_fam(m, METRICS_WAL_FSYNC_SECONDS);
+        metrics_hist_view_t view;
+        if (f && metrics_hist_get(f, 0, 0, &view) == 0) {
+            /* the WAL's log2-microsecond buckets, re-observed as nanoseconds at
+             * each bucket's upper bound: only the new samples since last time */
+            for (int b = 0; b < WAL_FSYNC_HIST_BUCKETS; b++) {
+                uint64_t upper_ns = (2ull << b) * 1000u;
+                for (; r->fsync_seen[b] < h.buckets[b]; r->fsync_seen[b]++)
+                    metrics_observe(f, 0, 0, upper_ns);
+            }
+        }
+    }
+}
+
+void gw__provider(gw__run_t *r, http_provider_t *out)
+{
+    *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
+                              .cluster_state = cluster_state };
+}

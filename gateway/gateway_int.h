@@ -1,0 +1,118 @@
+/*
+ * gateway_int.h: what the files of gateway/ itself share (the process:
+ * lifecycle, boot, the replication glue, reload, metrics collection).
+ * Prefix gw__. Nothing outside gateway/ includes it; the subfolders never
+ * include anything of gateway/ (dependencies run from here down).
+ *
+ * ---- the lifecycle (app.c) ----
+ *
+ * Services (the MQTT listener, the log, the replicator bridge, the HTTP
+ * endpoint) register a start step and a drain step. Start steps run in
+ * registration order; on SIGTERM/SIGINT the drain steps run one after the
+ * other in reverse order, each calling gw__app_drained() when it has
+ * finished (a drain step may take several loop iterations: it waits for
+ * in-flight writes and acks). A second signal, or shutdown_timeout_ms,
+ * forces the exit; the WAL's record framing makes that safe.
+ */
+#ifndef GW_GATEWAY_INT_H
+#define GW_GATEWAY_INT_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "gateway/broker/broker.h"
+#include "gateway/http/http.h"
+#include "gateway/metrics/metrics.h"
+#include "replicator/replicator.h"
+#include "wal/wal.h"
+
+typedef struct gw__app gw__app_t;
+
+typedef struct gw__service {
+    const char *name;
+    int (*start)(gw__app_t *app, void *arg);   /* 0 or negative error: the boot fails */
+    void (*drain)(gw__app_t *app, void *arg);  /* must call gw__app_drained(app) once done;
+                                                  also called after its own start failed */
+    void *arg;
+} gw__service_t;
+
+struct gw__app {
+    uv_loop_t loop;
+    const cfg_t *cfg;
+    uv_signal_t sigterm, sigint, sighup;
+    uv_timer_t force_timer;
+    gw__service_t services[16];
+    int nservices;
+    int draining;        /* index+1 of the service being drained, 0 = running */
+    void (*reload)(gw__app_t *app, void *arg); /* SIGHUP; NULL: logged and ignored */
+    void *reload_arg;
+    bool stopping;
+    int exit_code;
+};
+
+void gw__app_init(gw__app_t *app, const cfg_t *cfg);
+void gw__app_add(gw__app_t *app, const gw__service_t *svc);
+/* Starts every service, runs the loop until the drain finishes. Returns the exit code. */
+int gw__app_run(gw__app_t *app);
+/* Starts the orderly shutdown (as SIGTERM does). */
+void gw__app_shutdown(gw__app_t *app, const char *why);
+void gw__app_drained(gw__app_t *app);
+
+/* ---- the replicator as a service, and the loop's side of it (replication.c) ----
+ *
+ * The replicator thread (replicator/) talks to the cluster; this turns what
+ * it reports into topic state on the loop thread, which owns the
+ * validators: registration results and heartbeat changes carry
+ * ResolvedSchemas that are compiled here through an sch_registry (once per
+ * fingerprint) and swapped into broker_topic_t between two PUBLISHes. A
+ * topic is ready when its log is open, it is registered, and its schema is
+ * resolved and compiled (or it has none); the broker refuses messages for
+ * an `enforce` mapping whose topic has no validator, so a schema that did
+ * not compile fails closed. It also watches for stalls and logs them (once
+ * when one starts, once when it ends). It is the one output today: it
+ * hears of new records through broker_on_stored().
+ */
+typedef struct gw_repl gw_repl_t;
+
+gw_repl_t *gw_repl_new(void);
+void gw_repl_free(gw_repl_t *g);
+/* The broker whose topics it feeds; set before the service starts. */
+void gw_repl_set_broker(gw_repl_t *g, broker_t *b);
+/* NULL before start and after the drain. */
+rep_t *gw_repl_rep(gw_repl_t *g);
+/* Topic i's replication stats: live while the replicator runs, its last
+ * ones after the drain (not stalled), zeros before it started. */
+void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out /* OUT */);
+/* As a gw__service_t (arg: the gw_repl_t): between the log and the listener. */
+int gw_repl_start(gw__app_t *app, void *arg);
+void gw_repl_drain(gw__app_t *app, void *arg);
+
+/* ---- the running process (run.c) and what it reports (collect.c) ---- */
+
+typedef struct gw__run {
+    gw__app_t *app;
+    broker_t *broker;
+    wal_t *wal;
+    gw_repl_t *repl;
+    metrics_t *metrics;
+    int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
+    uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
+    bool topics_open;            /* broker_init succeeded; until the log closes */
+    bool booted;
+} gw__run_t;
+
+/* The metrics collector (arg: the gw__run_t), run at every scrape. */
+void gw__collect(void *arg, metrics_t *m);
+/* What /readyz, /stats and the topic table report that is not a metric. */
+void gw__provider(gw__run_t *r, http_provider_t *out /* OUT */);
+
+/* ---- reload.c ----
+ * SIGHUP. Re-reads the configuration file; applies what can change at run
+ * time (log level and format, each mapping's validation_policy) and logs
+ * every other changed key as needing a restart. An invalid file changes
+ * nothing. b may be NULL (before the log service started).
+ */
+void gw__reload(broker_t *b, const cfg_t *running);
+
+#endif
