@@ -72,9 +72,43 @@ typedef struct broker_pending {
     uint8_t waits;       /* completions still needed before it is ready */
     uint8_t reason;      /* MQTT 5 reason code to send (0 = success) */
     bool close;          /* 3.1.1 cannot say "refused": close instead of acking */
+    uint8_t refused;     /* broker_refuse_t + 1 when refused (broker__refuse), 0 otherwise */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
     bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } broker_pending_t;
+
+/*
+ * Every way a PUBLISH is refused (refuse.c): one MQTT 5 reason code and one
+ * MQTT 3.1.1 behaviour each, decided in one place.
+ */
+typedef enum {
+    BROKER_REFUSE_TOPIC_INVALID,       /* no mapping matched (mqtt.unmatched: reject) */
+    BROKER_REFUSE_NOT_AUTHORIZED,      /* the client may not publish there */
+    BROKER_REFUSE_SCHEMA_UNAVAILABLE,  /* enforce, and the topic's schema is not resolved */
+    BROKER_REFUSE_SCHEMA_INVALID,      /* the payload fails its schema under enforce */
+    BROKER_REFUSE_PAYLOAD_TOO_LARGE,   /* over mqtt.max_payload_size */
+    BROKER_REFUSE_TOO_MANY_ATTRIBUTES, /* more attributes than a record holds */
+    BROKER_REFUSE_QUOTA,               /* a disk bound refused the write */
+    BROKER_REFUSE_LOG_UNAVAILABLE,     /* the log cannot be written (failed fsync, I/O error) */
+    BROKER_REFUSE__COUNT
+} broker_refuse_t;
+
+typedef struct broker_refusal {
+    const char *why;    /* for logs */
+    uint8_t reason5;    /* the MQTT 5 reason code: in the PUBACK/PUBREC, or the DISCONNECT */
+    bool disconnect;    /* every version: close the connection with reason5 instead of answering */
+    bool close311;      /* MQTT 3.1.1: close the connection instead of acknowledging */
+} broker_refusal_t;
+
+/* The row of `why` (a static table). */
+const broker_refusal_t *broker__refusal(broker_refuse_t why);
+/*
+ * Refuses the message whose pending ack is p (NULL: QoS 0, nobody to
+ * answer) on connection c: sets p's reason, and whether 3.1.1 closes
+ * instead, for p's connection's version; or closes c at once for a
+ * DISCONNECT refusal (p, not waiting for the log, is freed by the close).
+ */
+void broker__refuse(broker_conn_t *c, broker_pending_t *p, broker_refuse_t why);
 
 /* What the gateway keeps with a batch while the log has it: the pending
  * ack of every message that has one (each holds a connection reference). */
@@ -85,12 +119,52 @@ typedef struct broker_batch_ctx {
     broker_pending_t **p;
 } broker_batch_ctx_t;
 
+/*
+ * TRANSPORT: how a connection's bytes reach its socket. conn.c speaks MQTT
+ * over a byte stream and never touches the socket; a transport moves the
+ * stream. tcp.c (plain TCP on libuv) is the first; TLS is one more file
+ * with the same operations over the same TCP handle (c->tcp), its own
+ * state in c->tp_state. The contract, every call on the loop thread:
+ *
+ *  accept      takes the next connection from a listening handle: makes it
+ *              (broker__conn_new), sets its socket up, then
+ *              broker__conn_start(c, peer); on failure releases it.
+ *  read_start  0 or -errno. While reading, the transport asks where to put
+ *  read_stop   bytes (broker__conn_rx_buf) and hands over what arrived, in
+ *              order (broker__conn_rx; n < 0 for the end: UV_EOF or an error).
+ *  write       takes n bytes, copying what it cannot hand to the kernel at
+ *              once. 0, or a negative error when the stream cannot take them:
+ *              the caller closes the connection. A write that fails later is
+ *              reported with broker__conn_tx_failed.
+ *  queued      bytes taken by write and not yet handed to the kernel.
+ *  close       sends what is queued, then releases the socket, and calls
+ *              broker__conn_released(c) once, from a later loop callback
+ *              (never from inside close: conn.c still uses c after it).
+ */
+typedef struct broker_transport {
+    const char *name; /* "tcp": in logs */
+    void (*accept)(broker_t *srv, uv_stream_t *server);
+    int (*read_start)(broker_conn_t *c);
+    void (*read_stop)(broker_conn_t *c);
+    int (*write)(broker_conn_t *c, const uint8_t *p, size_t n);
+    size_t (*queued)(const broker_conn_t *c);
+    void (*close)(broker_conn_t *c);
+} broker_transport_t;
+
+extern const broker_transport_t broker__tcp; /* tcp.c */
+
 struct broker_conn {
-    uv_tcp_t tcp;
+    /* the transport's */
+    const broker_transport_t *tp;
+    uv_tcp_t tcp;                   /* the socket (tcp and tls transports) */
+    void *tp_state;                 /* a transport's own state (tcp: none) */
+    size_t tx_queued;               /* bytes taken by tp->write, not yet on the socket */
+    bool tp_closed;                 /* tp->close was called */
     broker_t *srv;
     struct broker_conn *prev, *next;    /* server->conns */
     uint64_t id;
-    int refs;                       /* 1 for the socket + 1 per message in a batch */
+    int refs;                       /* 1 for the socket (until broker__conn_released) + 1 per message
+                                       in a batch + 1 per write in flight + 1 while dirty */
     bool closing, connected, reading, got_disconnect, will_suppressed;
     uint8_t version;                /* 0 until CONNECT, then 4 or 5 (3 is run as 4) */
     uint16_t keep_alive;            /* seconds; 0 = none */
@@ -114,7 +188,6 @@ struct broker_conn {
     size_t out_len, out_cap;
     struct broker_conn *dirty_next;     /* server->dirty: has replies to write this loop turn */
     bool dirty;
-    size_t writing;                 /* bytes handed to uv_write, not yet done */
     /* will */
     bool has_will;
     uint8_t will_qos;
@@ -155,6 +228,7 @@ struct broker {
     uv_loop_t *loop;
     const cfg_t *cfg;
     uv_tcp_t listener;
+    const broker_transport_t *listener_tp; /* the transport of its connections */
     bool listening;
     char listen_addr[80];
     uv_timer_t sweep;               /* connect timeout and keepalive */
@@ -217,8 +291,25 @@ void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool 
 broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
 int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out);
 
+/* The largest packet we accept (and say so in CONNACK's Maximum Packet Size):
+ * the payload limit plus room for the topic and properties. */
+uint32_t broker__max_packet(const cfg_t *cfg);
+
+/* conn.c: the transports' side (see TRANSPORT above) */
+/* A connection on transport tp, not yet started: one reference (the socket's). */
+broker_conn_t *broker__conn_new(broker_t *srv, const broker_transport_t *tp);
+/* Its socket is set up: counts it, lists it, starts reading (unless paused). */
+void broker__conn_start(broker_conn_t *c, const char *peer);
+/* Where the next bytes read should go (the loop's shared buffer, or behind an incomplete packet). */
+void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf /* OUT */);
+/* n bytes arrived in buf (from broker__conn_rx_buf); n < 0: the stream ended (UV_EOF or an error). */
+void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t n);
+/* A write failed after tp->write took it: closes the connection, logged and counted. */
+void broker__conn_tx_failed(broker_conn_t *c, int err);
+/* The transport released the socket: drops the socket's reference (may free c). */
+void broker__conn_released(broker_conn_t *c);
+
 /* conn.c */
-void broker__conn_accept(broker_t *srv);
 void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why);
 void broker__conn_unref(broker_conn_t *c);
 void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n);

@@ -1,6 +1,8 @@
 /*
- * conn.c: one MQTT connection on libuv: reading and decoding, dispatch by
- * packet type, the ordered ack FIFO, writing, and closing.
+ * conn.c: one MQTT connection: reading and decoding, dispatch by packet
+ * type, the ordered ack FIFO, writing, and closing. The bytes come and go
+ * through the connection's transport (broker_int.h: tcp.c today), so
+ * nothing here touches a socket.
  *
  * Memory per connection stays small while idle: reads land in one 64 KiB
  * buffer shared by the loop (server->readbuf), packets are processed from
@@ -14,9 +16,13 @@
  * becomes ready, and broker__conn_drain_acks() sends from the head while the
  * head is ready.
  *
- * Closing: the socket is shut down (so a CONNACK refusal or DISCONNECT
- * already queued is delivered) and closed; the struct lives on while
- * messages of this connection are still in the log's hands (refs).
+ * Closing: the transport sends what is queued (so a CONNACK refusal or
+ * DISCONNECT already written is delivered) and releases the socket; the
+ * struct lives on while messages of this connection are still in the
+ * log's hands (refs). A write the transport cannot make closes the
+ * connection, logged and counted (close reason write_error): the acks it
+ * carried are lost with it, so their messages, stored but unacknowledged,
+ * are sent again by the client when it reconnects.
  */
 #include "gateway/broker/broker_int.h"
 
@@ -25,8 +31,6 @@
 
 #define OUT_LIMIT (4u << 20) /* replies a client may leave unread before we give up on it */
 
-static void on_close(uv_handle_t *h);
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 static void list_remove(broker_t *srv, broker_conn_t *c)
 {
@@ -37,33 +41,20 @@ static void list_remove(broker_t *srv, broker_conn_t *c)
     srv->nconns--;
 }
 
-void broker__conn_accept(broker_t *srv)
+broker_conn_t *broker__conn_new(broker_t *srv, const broker_transport_t *tp)
 {
     broker_conn_t *c = tb_calloc(1, sizeof *c);
     c->srv = srv;
+    c->tp = tp;
     c->id = ++srv->next_conn_id;
     c->refs = 1;
-    uv_tcp_init(srv->loop, &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) != 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_close);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage ss;
-    int len = sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        char host[48] = "?";
-        int port = 0;
-        if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        }
-        snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
-    }
+    return c;
+}
+
+void broker__conn_start(broker_conn_t *c, const char *peer)
+{
+    broker_t *srv = c->srv;
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
     c->accepted_ms = c->last_rx_ms = uv_now(srv->loop);
     c->next = srv->conns;
     if (srv->conns) srv->conns->prev = c;
@@ -74,11 +65,9 @@ void broker__conn_accept(broker_t *srv)
         broker__conn_resume(c);
 }
 
-static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf)
 {
-    broker_conn_t *c = h->data;
     broker_t *srv = c->srv;
-    (void)hint;
     if (c->in_len == 0 && !srv->readbuf_busy) {
         srv->readbuf_busy = true;
         *buf = uv_buf_init((char *)srv->readbuf, sizeof srv->readbuf);
@@ -93,11 +82,6 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->in + c->in_len, c->in_cap - c->in_len);
 }
 
-static uint32_t max_packet(const broker_conn_t *c)
-{
-    /* The payload limit plus room for the topic and properties. */
-    return c->srv->cfg->mqtt.max_payload_size + 65536u + 16u;
-}
 
 static void on_subscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
@@ -190,7 +174,7 @@ static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
     while (used < len && !c->closing) {
         mqtt_packet_t pkt;
         mqtt_diag_t diag;
-        int rc = mqtt_decode(buf + used, len - used, c->version, max_packet(c), &pkt, &diag);
+        int rc = mqtt_decode(buf + used, len - used, c->version, broker__max_packet(c->srv->cfg), &pkt, &diag);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -205,9 +189,8 @@ static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
     return used;
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
 {
-    broker_conn_t *c = s->data;
     broker_t *srv = c->srv;
     bool shared = buf->base == (char *)srv->readbuf;
     if (shared)
@@ -250,7 +233,7 @@ void broker__conn_resume(broker_conn_t *c)
 {
     if (c->closing || c->reading || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
         return;
-    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, on_read) == 0)
+    if (c->tp->read_start(c) == 0)
         c->reading = true;
 }
 
@@ -258,28 +241,24 @@ void broker__conn_pause(broker_conn_t *c)
 {
     if (!c->reading)
         return;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->tp->read_stop(c);
     c->reading = false;
 }
 
 /* ---- writing -------------------------------------------------------------- */
 
-typedef struct {
-    uv_write_t req;
-    broker_conn_t *conn;
-    size_t len;
-    uint8_t data[];
-} wreq_t;
-
-static void on_write(uv_write_t *req, int status)
+void broker__conn_tx_failed(broker_conn_t *c, int err)
 {
-    wreq_t *w = (wreq_t *)req;
-    broker_conn_t *c = w->conn;
-    c->writing -= w->len;
-    free(w);
-    if (status < 0 && !c->closing)
-        broker__conn_close(c, 0, uv_strerror(status));
-    broker__conn_unref(c);
+    if (c->closing)
+        return;
+    c->srv->conn_closed[METRICS_CLOSE_WRITE_ERROR]++;
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_warn("connection closed: cannot write to it; its unacknowledged messages will be resent by the client",
+                TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+                TB_S("transport", c->tp->name), TB_S("error", tb_strerror(err)), TB_U("suppressed", skipped));
+    broker__conn_close(c, 0, "write failed");
 }
 
 void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n)
@@ -318,48 +297,23 @@ void broker__conn_flush_dirty(broker_t *srv)
 
 void broker__conn_flush(broker_conn_t *c)
 {
-    if (c->out_len == 0 || uv_is_closing((uv_handle_t *)&c->tcp))
+    if (c->out_len == 0 || c->tp_closed)
         return;
-    size_t off = 0;
-    if (c->writing == 0) {
-        uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
-        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-        if (n > 0)
-            off = (size_t)n;
-        else if (n < 0 && n != UV_EAGAIN) {
-            c->out_len = 0;
-            if (!c->closing)
-                broker__conn_close(c, 0, uv_strerror(n));
-            return;
-        }
+    if (c->tp->queued(c) + c->out_len > OUT_LIMIT) {
+        c->out_len = 0;
+        if (!c->closing)
+            broker__conn_close(c, 0, "client does not read its acks");
+        return;
     }
-    size_t left = c->out_len - off;
-    if (left > 0) {
-        if (c->writing + left > OUT_LIMIT) {
-            c->out_len = 0;
-            if (!c->closing)
-                broker__conn_close(c, 0, "client does not read its acks");
-            return;
-        }
-        wreq_t *w = tb_malloc(sizeof *w + left);
-        memcpy(w->data, c->out + off, left);
-        w->conn = c;
-        w->len = left;
-        uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)left);
-        c->refs++;
-        c->writing += left;
-        if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
-            c->writing -= left;
-            c->refs--;
-            free(w);
-        }
-    }
+    int rc = c->tp->write(c, c->out, c->out_len);
     c->out_len = 0;
     if (c->out_cap > 65536) {
         free(c->out);
         c->out = NULL;
         c->out_cap = 0;
     }
+    if (rc < 0)
+        broker__conn_tx_failed(c, rc);
 }
 
 /* ---- acks ------------------------------------------------------------------ */
@@ -409,8 +363,11 @@ void broker__conn_drain_acks(broker_conn_t *c)
             broker__session_unref(s);
         }
         if (p->follower) {
-            p->follower->reason = p->reason;
-            p->follower->close = p->follower->conn->version != MQTT_V5 && p->reason >= 0x80;
+            /* the resend gets the first copy's answer, in its own connection's version */
+            if (p->refused)
+                broker__refuse(p->follower->conn, p->follower, (broker_refuse_t)(p->refused - 1));
+            else
+                p->follower->reason = p->reason;
             p->follower->waits--;
             broker__conn_drain_acks(p->follower->conn);
         }
@@ -438,17 +395,8 @@ void broker__conn_drain_acks(broker_conn_t *c)
 
 /* ---- closing ----------------------------------------------------------------- */
 
-static void on_shutdown(uv_shutdown_t *req, int status)
+void broker__conn_released(broker_conn_t *c)
 {
-    broker_conn_t *c = req->data;
-    (void)status;
-    free(req);
-    uv_close((uv_handle_t *)&c->tcp, on_close);
-}
-
-static void on_close(uv_handle_t *h)
-{
-    broker_conn_t *c = h->data;
     broker__conn_unref(c);
 }
 
@@ -505,12 +453,8 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
     c->will_topic = NULL;
     c->will_payload = NULL;
     c->will_attrs = NULL;
-    uv_shutdown_t *req = tb_malloc(sizeof *req);
-    req->data = c;
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
-        free(req);
-        uv_close((uv_handle_t *)&c->tcp, on_close);
-    }
+    c->tp_closed = true;
+    c->tp->close(c); /* the socket's reference goes in broker__conn_released */
     /* pending acks stay until their batches complete; they are then freed unsent */
     broker__conn_drain_acks(c);
 }

@@ -186,7 +186,7 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
     if (c->version == MQTT_V5) {
         props.receive_maximum = (uint16_t)srv->cfg->mqtt.receive_maximum;
         MQTT_SET(&props, MQTT_PROP_RECEIVE_MAXIMUM);
-        props.maximum_packet_size = srv->cfg->mqtt.max_payload_size + 65536u + 16u;
+        props.maximum_packet_size = broker__max_packet(srv->cfg);
         MQTT_SET(&props, MQTT_PROP_MAXIMUM_PACKET_SIZE);
         if (srv->cfg->mqtt.topic_alias_maximum) {
             props.topic_alias_maximum = (uint16_t)srv->cfg->mqtt.topic_alias_maximum;

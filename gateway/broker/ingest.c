@@ -176,8 +176,7 @@ void broker__ingest_completions(broker_t *srv)
             broker_conn_t *c = p->conn;
             if (done->rc != 0) {
                 /* not stored (or, for the dead-letter log, not kept): never say it was */
-                p->reason = MQTT_RC_QUOTA_EXCEEDED;
-                p->close = c->version != MQTT_V5;
+                broker__refuse(c, p, done->rc == TB_EFULL ? BROKER_REFUSE_QUOTA : BROKER_REFUSE_LOG_UNAVAILABLE);
                 p->qos2_record = false;
             }
             p->waits--;

@@ -45,10 +45,8 @@ static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t 
         if (tb_ratelimit(&rl, &skipped))
             tb_error("session journal cannot be written: session state may not survive a restart",
                      TB_S("client", s->client_id), TB_U("suppressed", skipped));
-        if (p) { /* the answer depends on this record: refuse rather than pretend */
-            p->reason = MQTT_RC_QUOTA_EXCEEDED;
-            p->close = p->conn->version != MQTT_V5;
-        }
+        if (p) /* the answer depends on this record: refuse rather than pretend */
+            broker__refuse(p->conn, p, BROKER_REFUSE_LOG_UNAVAILABLE);
     }
     srv->journal_records++;
 }

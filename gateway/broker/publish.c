@@ -127,10 +127,8 @@ static void dead_letter(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
         .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 3,
         .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n, .qos = pub->qos, .retain = pub->retain,
     };
-    if (broker__ingest(c->srv->dead_letter, &msg, c, p) < 0 && p) {
-        p->reason = MQTT_RC_QUOTA_EXCEEDED; /* not kept: do not say it was */
-        p->close = c->version != MQTT_V5;
-    }
+    if (broker__ingest(c->srv->dead_letter, &msg, c, p) < 0)
+        broker__refuse(c, p, BROKER_REFUSE_LOG_UNAVAILABLE); /* not kept: do not say it was */
 }
 
 /* Routes and stores one message. p: its pending ack (NULL for QoS 0). */
@@ -149,11 +147,10 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
             tb_warn("PUBLISH to a topic no mapping matches", TB_S("client", c->client_id),
                     TB_I("qos", pub->qos), TB_S("action", drop ? "dropped (mqtt.unmatched: drop)" : "refused"),
                     TB_U("suppressed", skipped));
-        if (p) {
-            p->reason = drop ? 0 : MQTT_RC_TOPIC_NAME_INVALID;
-            p->close = !drop && c->version != MQTT_V5;
-            p->qos2_record = drop;
-        }
+        if (!drop)
+            broker__refuse(c, p, BROKER_REFUSE_TOPIC_INVALID);
+        else if (p)
+            p->qos2_record = true; /* acknowledged and dropped: a QoS 2 resend is answered, not stored */
         return;
     }
     broker_topic_t *t = &srv->topics[m.topic_id];
@@ -161,16 +158,13 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
     t->received++;
     if (pub->payload.n > srv->cfg->mqtt.max_payload_size) {
         t->rejected[BROKER_REJ_TOO_LARGE]++;
-        broker__conn_close(c, MQTT_RC_PACKET_TOO_LARGE, "payload over mqtt.max_payload_size");
+        broker__refuse(c, p, BROKER_REFUSE_PAYLOAD_TOO_LARGE);
         return;
     }
     if (r->policy == CFG_POLICY_ENFORCE) {
         if (!t->validator) {
             t->rejected[BROKER_REJ_NOT_READY]++;
-            if (p) {
-                p->reason = MQTT_RC_UNSPECIFIED_ERROR;
-                p->close = c->version != MQTT_V5;
-            }
+            broker__refuse(c, p, BROKER_REFUSE_SCHEMA_UNAVAILABLE);
             return;
         }
         char why[256];
@@ -181,8 +175,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
             if (tb_ratelimit(&rl, &skipped))
                 tb_info("payload refused by schema", TB_S("topic", t->name), TB_S("client", c->client_id),
                         TB_S("why", why), TB_U("suppressed", skipped));
-            if (p) /* 3.1.1 gets its PUBACK: it cannot be told (counted, see above) */
-                p->reason = MQTT_RC_PAYLOAD_FORMAT_INVALID;
+            broker__refuse(c, p, BROKER_REFUSE_SCHEMA_INVALID); /* 3.1.1: acked, counted (refuse.c) */
             if (srv->dead_letter)
                 dead_letter(c, pkt, topic, t, why, p);
             return;
@@ -192,10 +185,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
     int nattrs = build_attrs(srv, &m, pkt, attrs);
     if (nattrs < 0) {
         t->rejected[BROKER_REJ_TOO_LARGE]++;
-        if (p) {
-            p->reason = MQTT_RC_IMPLEMENTATION_SPECIFIC_ERROR;
-            p->close = c->version != MQTT_V5;
-        }
+        broker__refuse(c, p, BROKER_REFUSE_TOO_MANY_ATTRIBUTES);
         return;
     }
     broker_msg_t msg = {
@@ -207,10 +197,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
     int rc = broker__ingest(t, &msg, c, p);
     if (rc < 0) {
         t->rejected[BROKER_REJ_QUOTA]++;
-        if (p) {
-            p->reason = MQTT_RC_QUOTA_EXCEEDED;
-            p->close = c->version != MQTT_V5;
-        }
+        broker__refuse(c, p, BROKER_REFUSE_LOG_UNAVAILABLE); /* the topic's log is failed or refuses */
         return;
     }
     if (p)

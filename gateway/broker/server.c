@@ -193,7 +193,7 @@ static void on_connection(uv_stream_t *s, int status)
             tb_warn("accept failed", TB_S("error", uv_strerror(status)), TB_U("suppressed", skipped));
         return;
     }
-    broker__conn_accept(srv);
+    srv->listener_tp->accept(srv, s);
 }
 
 static void sweep_cb(uv_timer_t *h)
@@ -234,6 +234,7 @@ int broker_listen(broker_t *srv)
         return rc;
     }
     srv->listener.data = srv;
+    srv->listener_tp = &broker__tcp;
     rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
@@ -260,6 +261,11 @@ int broker_listen(broker_t *srv)
     uv_timer_start(&srv->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
     tb_info("mqtt listening", TB_S("addr", srv->listen_addr), TB_U("max_connections", srv->cfg->mqtt.max_connections));
     return 0;
+}
+
+uint32_t broker__max_packet(const cfg_t *cfg)
+{
+    return cfg->mqtt.max_payload_size + 65536u + 16u;
 }
 
 broker_topic_t *broker__topic(broker_t *srv, const char *name)

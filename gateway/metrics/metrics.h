@@ -310,6 +310,7 @@ typedef enum {
     METRICS_CLOSE_MALFORMED,         /* a packet did not decode (or broke the protocol) */
     METRICS_CLOSE_CONNECT_TIMEOUT,   /* no CONNECT within mqtt.connect_timeout_ms */
     METRICS_CLOSE_KEEPALIVE_TIMEOUT, /* silent for 1.5 x its keep alive */
+    METRICS_CLOSE_WRITE_ERROR,       /* its socket could not be written (the acks it carried are lost) */
     METRICS_CLOSE__COUNT
 } metrics_close_t;
 extern const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT];

@@ -208,6 +208,7 @@ const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_MALFORMED] = "malformed",
     [METRICS_CLOSE_CONNECT_TIMEOUT] = "connect_timeout",
     [METRICS_CLOSE_KEEPALIVE_TIMEOUT] = "keepalive_timeout",
+    [METRICS_CLOSE_WRITE_ERROR] = "write_error",
 };
 
 const int metrics_http_codes[] = { 200, 400, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };
