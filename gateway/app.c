@@ -12,12 +12,15 @@
 #include <unistd.h>
 
 
-void gw__app_init(gw__app_t *app, const cfg_t *cfg)
+int gw__app_init(gw__app_t *app, const cfg_t *cfg)
 {
     memset(app, 0, sizeof *app);
     app->cfg = cfg;
-    uv_loop_init(&app->loop);
+    int rc = uv_loop_init(&app->loop);
+    if (rc < 0)
+        return rc;
     app->loop.data = app;
+    return 0;
 }
 
 void gw__app_add(gw__app_t *app, const gw__service_t *svc)

@@ -51,7 +51,8 @@ struct gw__app {
     int exit_code;
 };
 
-void gw__app_init(gw__app_t *app, const cfg_t *cfg);
+/* 0, or -errno from uv_loop_init (e.g. EMFILE): then there is nothing to close. */
+int gw__app_init(gw__app_t *app, const cfg_t *cfg);
 void gw__app_add(gw__app_t *app, const gw__service_t *svc);
 /* Starts every service, runs the loop until the drain finishes. Returns the exit code. */
 int gw__app_run(gw__app_t *app);

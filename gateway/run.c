@@ -198,7 +198,11 @@ static size_t topic_capacity(const cfg_t *cfg)
 int gw_run(const cfg_t *cfg)
 {
     gw__app_t app;
-    gw__app_init(&app, cfg);
+    int rc = gw__app_init(&app, cfg);
+    if (rc < 0) {
+        tb_error("cannot create the event loop", TB_ERR(rc));
+        return GW_EXIT_FAILURE;
+    }
     tb_info("starting", TB_S("version", TRIB_VERSION), TB_S("config", cfg->source),
             TB_S("edge", cfg->edge.edge_name), TB_S("cluster", cfg->edge.cluster_url),
             TB_U("topic_mappings", cfg->mqtt.nmappings), TB_S("wal_fsync", cfg_fsync_name(cfg->wal.fsync)));
@@ -231,7 +235,7 @@ int gw_run(const cfg_t *cfg)
     app.reload = reload;
     app.reload_arg = &r;
 
-    int rc = gw__app_run(&app);
+    rc = gw__app_run(&app);
     http_service_free(http);
     metrics_free(r.metrics);
     gw_repl_free(r.repl);

@@ -1,11 +1,14 @@
 """The tributary command line: exit codes, check, describe, run and SIGTERM."""
 import os
+import resource
 import signal
+import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tlib.gateway import Gateway, run_cli, json_log_lines  # noqa: E402
+from tlib.gateway import BIN, Gateway, run_cli, json_log_lines  # noqa: E402
 
 SRC = os.environ["TRIB_SOURCE_DIR"]
 DATA = os.environ["TRIB_TESTDATA"]
@@ -88,6 +91,42 @@ class Cli(unittest.TestCase):
             msgs = [ln["msg"] for ln in lines]
             self.assertIn("shutdown complete", msgs)
             self.assertTrue(all("ts" in ln and "level" in ln for ln in lines))
+
+    def test_each_command_answers_help_with_0_and_bad_usage_with_2(self):
+        for cmd in ("run", "check", "status"):
+            r = run_cli(cmd, "--help")
+            self.assertEqual(r.returncode, 0, f"{cmd} --help: {r.stderr}")
+            self.assertIn("usage: tributary", r.stdout, cmd)
+        for args in (("run", "--frobnicate"), ("check",), ("check", "-c", "a", "extra"), ("config",),
+                     ("config", "--frobnicate"), ("wal",), ("wal", "dump"), ("wal", "frobnicate", "--dir", "/tmp"),
+                     ("status", "--frobnicate")):
+            r = run_cli(*args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout} {r.stderr}")
+
+    def test_an_event_loop_that_cannot_be_made_fails_the_start_with_1_and_a_reason(self):
+        """RLIMIT_NOFILE so small that uv_loop_init fails (epoll_create1:
+        EMFILE) must end the start with exit 1 and the reason logged; its
+        result was ignored, and the boot went on with a broken loop into a
+        crash. (Below 6 descriptors libuv itself aborts in its global init,
+        before any code of ours runs: not ours to catch.)"""
+        d = tempfile.mkdtemp(prefix="trib-fd-")
+        cfg = os.path.join(d, "edge.yaml")
+        with open(cfg, "w") as f:
+            f.write(MINIMAL)
+        seen = 0
+        for n in range(6, 32):
+            def limit(n=n):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+            p = subprocess.run([BIN, "run", "-c", cfg], cwd=d, capture_output=True, text=True, timeout=20,
+                               preexec_fn=limit)
+            if "cannot create the event loop" not in p.stderr:
+                break  # enough descriptors for the loop: later steps are not this test's
+            seen += 1
+            self.assertEqual(p.returncode, 1, f"RLIMIT_NOFILE={n}: {p.stderr}")
+            err = [ln for ln in json_log_lines(p.stderr) if ln.get("level") == "error"]
+            self.assertEqual(err[0]["msg"], "cannot create the event loop", p.stderr)
+            self.assertEqual(err[0]["error"], "Too many open files")
+        self.assertGreater(seen, 0, "no limit made the event loop fail")
 
     def test_run_with_invalid_config_exits_2(self):
         g = Gateway("edge: {edge_name: e1}\n")
