@@ -12,6 +12,8 @@
 #include "base/base.h"
 #include "gateway/gateway.h"
 
+/* The whole command line: `tributary <command> ...`; returns the exit code. */
+int cli_main(int argc, char **argv);
 void cli_usage(FILE *out);
 int cli_run(int argc, char **argv);
 int cli_check(int argc, char **argv);
@@ -19,8 +21,16 @@ int cli_config(int argc, char **argv);
 int cli_wal(int argc, char **argv);
 int cli_status(int argc, char **argv);
 
+/* Every cli_<command>(argc, argv) returns the process's exit code:
+ * GW_EXIT_OK, GW_EXIT_FAILURE or GW_EXIT_USAGE (gateway.h). */
+
+/* cli_parse_config_opt's answer when --help was asked for and printed. */
+#define CLI_HELP_SHOWN (-1)
+
 /* Parses "-c FILE" / "--config FILE" / "--config=FILE" options shared by
- * run and check. Returns 0, or GW_EXIT_USAGE after printing usage. */
+ * run and check (*path NULL when absent). Returns 0 to go on, CLI_HELP_SHOWN
+ * after printing the usage on stdout (the command then exits GW_EXIT_OK), or
+ * GW_EXIT_USAGE after printing it on stderr. */
 int cli_parse_config_opt(int argc, char **argv, const char **path /* OUT */);
 
 /* ---- `tributary status` (cli_http.c, cli_status_render.c) --------------- */

@@ -21,7 +21,7 @@ int cli_parse_config_opt(int argc, char **argv, const char **path)
     while ((ch = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (ch) {
         case 'c': *path = optarg; break;
-        case 'h': cli_usage(stdout); return -1;
+        case 'h': cli_usage(stdout); return CLI_HELP_SHOWN;
         default: cli_usage(stderr); return GW_EXIT_USAGE;
         }
     }
@@ -37,7 +37,8 @@ int cli_check(int argc, char **argv)
 {
     const char *path;
     int rc = cli_parse_config_opt(argc, argv, &path);
-    if (rc) return rc < 0 ? GW_EXIT_OK : rc;
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? GW_EXIT_OK : rc;
     if (!path) {
         fprintf(stderr, "tributary check: -c FILE is required\n");
         return GW_EXIT_USAGE;

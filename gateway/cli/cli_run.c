@@ -8,7 +8,8 @@ int cli_run(int argc, char **argv)
 {
     const char *path;
     int rc = cli_parse_config_opt(argc, argv, &path);
-    if (rc) return rc < 0 ? GW_EXIT_OK : rc;
+    if (rc)
+        return rc == CLI_HELP_SHOWN ? GW_EXIT_OK : rc;
     cfg_t *cfg;
     char err[1024];
     if (cfg_load(path, NULL, &cfg, err, sizeof err) < 0) {

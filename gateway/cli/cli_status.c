@@ -19,13 +19,14 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tributary status [--http HOST:PORT] [--json]\n"
-                 "  --http ADDR  the gateway's http.listener (default 127.0.0.1:9090)\n"
-                 "  --json       print the /stats document as it came\n");
+                 "  --http ADDR  the gateway's http.listener (default %s)\n"
+                 "  --json       print the /stats document as it came\n",
+            cfg_defaults()->http.listener);
 }
 
 int cli_status(int argc, char **argv)
 {
-    const char *addr = "127.0.0.1:9090";
+    const char *addr = cfg_defaults()->http.listener; /* http.listener's default, from the config table */
     bool raw = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {

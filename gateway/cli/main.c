@@ -1,62 +1,7 @@
-/*
- * main.c: the `tributary` command line. Parses the subcommand and hands
- * over; every subcommand lives in its own cli_*.c file.
- *
- *   tributary run [-c FILE]            run in the foreground (logs to stderr)
- *   tributary check -c FILE            validate, print the effective config
- *   tributary config --describe [--markdown]
- *   tributary wal dump|check --dir DIR ...
- *   tributary status [--http ADDR] [--json]
- *   tributary --version | --help
- */
+/* main.c: the `tributary` executable; the command line is cli_main (cli_main.c). */
 #include "gateway/cli/cli.h"
-
-#include <stdio.h>
-#include <string.h>
-
-static const struct {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-    const char *summary;
-} commands[] = {
-    { "run", cli_run, "run the gateway in the foreground" },
-    { "check", cli_check, "validate a configuration file and print the effective configuration" },
-    { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
-    { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
-    { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
-};
-
-void cli_usage(FILE *out)
-{
-    fprintf(out, "usage: tributary <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out,
-            "\noptions:\n"
-            "  -c, --config FILE   configuration file (edge.yaml); run without it uses the embedded default\n"
-            "  --version           print the version\n"
-            "  --help              print this help\n"
-            "\nexit codes: 0 success, 1 runtime failure, 2 bad usage or invalid configuration\n");
-}
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        cli_usage(stderr);
-        return GW_EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        printf("tributary %s\n", TRIB_VERSION);
-        return GW_EXIT_OK;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-        cli_usage(stdout);
-        return GW_EXIT_OK;
-    }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "tributary: unknown command \"%s\"\n\n", argv[1]);
-    cli_usage(stderr);
-    return GW_EXIT_USAGE;
+    return cli_main(argc, argv);
 }
