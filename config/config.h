@@ -172,6 +172,22 @@ void cfg_print(const cfg_t *cfg, FILE *out);
 
 const char *cfg_fsync_name(cfg_fsync_t f);
 
+/*
+ * The key table, read-only, for tools and tests that walk every top-level
+ * key (mapping keys are not listed). `type` is the name --describe prints
+ * ("string", "integer", "milliseconds", "bytes", "enum", "address", "url",
+ * ...); `offset` and `size` locate the key's field in cfg_t. cfg_key_at
+ * returns false past the end; cfg_key_find false for an unknown path.
+ */
+typedef struct cfg_key_info {
+    const char *path;   /* "replicator.batch_size" */
+    const char *type;
+    size_t offset;
+    size_t size;
+} cfg_key_info_t;
+bool cfg_key_at(size_t i, cfg_key_info_t *out /* OUT */);
+bool cfg_key_find(const char *path, cfg_key_info_t *out /* OUT */);
+
 /* Calls cb with the path of every key whose value differs between a and b
  * ("wal.fsync", "mqtt.topic_mappings[2].validation_policy"; a different
  * number of mappings is reported as "mqtt.topic_mappings"). Secrets are

@@ -9,6 +9,7 @@
 #include "config/config_int.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #define K(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
     { path_, type_, offsetof(cfg_t, field_), def_, min_, max_, enums_, flags_, desc_ }
@@ -175,4 +176,40 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__MAPPINGS: return "list";
     }
     return "?";
+}
+
+static size_t field_size(const cfg__key_t *k)
+{
+    switch (k->type) {
+    case CFG__STR: case CFG__ADDR: case CFG__URL: return sizeof(char *);
+    case CFG__BOOL: return sizeof(bool);
+    case CFG__U32: case CFG__MS: return sizeof(uint32_t);
+    case CFG__U64: case CFG__BYTES: return sizeof(uint64_t);
+    case CFG__ENUM: return sizeof(int);
+    default: return 0; /* lists: not a scalar field */
+    }
+}
+
+static void info(const cfg__key_t *k, cfg_key_info_t *out)
+{
+    *out = (cfg_key_info_t){ k->path, cfg__type_name(k), k->off, field_size(k) };
+}
+
+bool cfg_key_at(size_t i, cfg_key_info_t *out)
+{
+    if (i >= cfg__nkeys)
+        return false;
+    info(&cfg__keys[i], out);
+    return true;
+}
+
+bool cfg_key_find(const char *path, cfg_key_info_t *out)
+{
+    for (size_t i = 0; i < cfg__nkeys; i++) {
+        if (strcmp(cfg__keys[i].path, path) == 0) {
+            info(&cfg__keys[i], out);
+            return true;
+        }
+    }
+    return false;
 }

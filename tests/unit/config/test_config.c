@@ -1,6 +1,7 @@
 /* Tests for config/: every error class names file, line and key; defaults,
  * environment substitution and overrides; Danube's own file is accepted. */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,4 +460,20 @@ Test(config, diff_names_each_changed_key)
     cfg_free(cb);
     free(a);
     free(b);
+}
+
+Test(config, the_key_table_can_be_walked_and_searched)
+{
+    cfg_key_info_t k;
+    size_t n = 0;
+    while (cfg_key_at(n, &k))
+        n++;
+    cr_assert_gt(n, 30);
+    cr_assert(cfg_key_find("wal.fsync", &k));
+    cr_assert_str_eq(k.type, "enum");
+    cr_assert_eq(k.offset, offsetof(cfg_t, wal.fsync));
+    cr_assert(cfg_key_find("replicator.max_batch_bytes", &k));
+    cr_assert_eq(k.size, sizeof(uint64_t));
+    cr_assert(!cfg_key_find("wal.fsink", &k));
+    cr_assert(!cfg_key_at(n, &k));
 }

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config_int.h"
 #include "replicator/replicator.h"
 
 static char err[1024];
@@ -100,35 +99,29 @@ static cfg_t *load_minimal(const char *extra)
     return c;
 }
 
-static const cfg__key_t *row(const char *key)
-{
-    for (size_t i = 0; i < cfg__nkeys; i++)
-        if (strcmp(cfg__keys[i].path, key) == 0)
-            return &cfg__keys[i];
-    return NULL;
-}
 
 /* The key's value in cfg and the field's in o, as text, for comparing and messages. */
 static void values(const struct carried *e, const cfg_t *cfg, const rep_opts_t *o, char *cv, char *ov, size_t n)
 {
-    const cfg__key_t *k = row(e->key);
-    cr_assert_not_null(k, "%s is not in the key table", e->key);
-    const char *cf = (const char *)cfg + k->off, *of = (const char *)o + e->off;
+    cfg_key_info_t k;
+    cr_assert(cfg_key_find(e->key, &k), "%s is not in the key table", e->key);
+    const char *cf = (const char *)cfg + k.offset, *of = (const char *)o + e->off;
     switch (e->kind) {
     case F_STR: {
-        cr_assert(k->type == CFG__STR || k->type == CFG__URL || k->type == CFG__ADDR, "%s: not a string key", e->key);
+        cr_assert(k.size == sizeof(char *) && (!strcmp(k.type, "string") || !strcmp(k.type, "url") ||
+                  !strcmp(k.type, "address")), "%s: not a string key", e->key);
         const char *a = *(char *const *)cf, *b = *(const char *const *)of;
         snprintf(cv, n, "%s", a ? a : "(null)");
         snprintf(ov, n, "%s", b ? b : "(null)");
         break;
     }
     case F_U32:
-        cr_assert(k->type == CFG__U32 || k->type == CFG__MS, "%s: not a 32-bit key", e->key);
+        cr_assert(k.size == sizeof(uint32_t) && strcmp(k.type, "enum") != 0, "%s: not a 32-bit key", e->key);
         snprintf(cv, n, "%u", *(const uint32_t *)cf);
         snprintf(ov, n, "%u", *(const uint32_t *)of);
         break;
     case F_U64:
-        cr_assert(k->type == CFG__U64 || k->type == CFG__BYTES, "%s: not a 64-bit key", e->key);
+        cr_assert(k.size == sizeof(uint64_t), "%s: not a 64-bit key", e->key);
         snprintf(cv, n, "%llu", (unsigned long long)*(const uint64_t *)cf);
         snprintf(ov, n, "%llu", (unsigned long long)*(const uint64_t *)of);
         break;
@@ -154,8 +147,9 @@ Test(opts, from_cfg_carries_every_key_of_a_file_over)
 
 Test(opts, every_edge_and_replicator_key_is_carried_or_named_as_not)
 {
-    for (size_t i = 0; i < cfg__nkeys; i++) {
-        const char *p = cfg__keys[i].path;
+    cfg_key_info_t k;
+    for (size_t i = 0; cfg_key_at(i, &k); i++) {
+        const char *p = k.path;
         if (strncmp(p, "edge.", 5) != 0 && strncmp(p, "replicator.", 11) != 0)
             continue;
         bool found = false;
