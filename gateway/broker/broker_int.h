@@ -276,33 +276,60 @@ struct broker {
     bool readbuf_busy;
 };
 
+/*
+ * REFERENCES. A connection is freed when its last reference goes
+ * (broker__conn_unref). Who holds one: its socket (from broker__conn_new
+ * until the transport calls broker__conn_released), each of its pending
+ * acks (broker__conn_pending_new, dropped when broker__conn_drain_acks sends
+ * or discards the entry), each batch that holds one of its messages
+ * (broker__ingest, dropped when the completion has marked it), each write
+ * in flight in the transport (tcp.c), and the dirty list while replies wait
+ * for the end of the loop turn. A session is freed when it is neither in
+ * the server's table (linked) nor referenced by a pending QoS 2 entry
+ * (s->refs: broker__session_unref). The server owns every topic, rule,
+ * session and connection list; nothing here is freed by its caller unless
+ * a function says so.
+ */
+
 /* server.c (and broker.h) */
+/* Adds (or, negative, removes) bytes held in batches; pauses every
+ * connection's reading past mqtt.ingestion.max_pending_bytes, resumes below half. */
 void broker__pending_add(broker_t *srv, int64_t bytes);
+/* The upstream topic of that name (borrowed; NULL when none). */
 broker_topic_t *broker__topic(broker_t *srv, const char *name);
 
 /* journal.c: persistent sessions and their QoS 2 packet ids, kept in the
  * log ("$sessions", never replicated) so they survive a restart. */
+/* Opens and replays the journal into the session table (compacting it when
+ * it holds much more than the live state). 0, or -errno / TB_E* with err. */
 int broker__journal_open(broker_t *srv, char *err, size_t errlen);
+/* Records that s exists with its expiry (open) or ended (END, only if it was journaled). */
 void broker__journal_session(broker_t *srv, broker_session_t *s, bool open);
 /* Adds a record for a QoS 2 packet id (stored / released); p, when not
- * NULL, waits for it to be durable. */
+ * NULL, waits for it to be durable (p->waits++, p's connection gains a
+ * reference until the record's completion). */
 void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p);
-/* local topics (dead letter, journal): for loops over every topic */
+/* local topics (dead letter, journal): for loops over every topic; borrowed, NULL past the last */
 broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
-int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out);
+/* Opens a local (never replicated) topic's log; *out is the server's
+ * (freed at broker_close), set even on failure. 0 or -errno. */
+int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out /* OUT */);
 
 /* The largest packet we accept (and say so in CONNACK's Maximum Packet Size):
  * the payload limit plus room for the topic and properties. */
 uint32_t broker__max_packet(const cfg_t *cfg);
 
 /* conn.c: the transports' side (see TRANSPORT above) */
-/* A connection on transport tp, not yet started: one reference (the socket's). */
+/* A connection on transport tp, not yet started, with one reference: the
+ * socket's, which the transport gives back with broker__conn_released. */
 broker_conn_t *broker__conn_new(broker_t *srv, const broker_transport_t *tp);
-/* Its socket is set up: counts it, lists it, starts reading (unless paused). */
+/* Its socket is set up: counts it, lists it, starts reading (unless paused). peer is copied. */
 void broker__conn_start(broker_conn_t *c, const char *peer);
-/* Where the next bytes read should go (the loop's shared buffer, or behind an incomplete packet). */
+/* Where the next bytes read should go: the loop's shared buffer, or c's own
+ * behind an incomplete packet. Borrowed until the matching broker__conn_rx. */
 void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf /* OUT */);
-/* n bytes arrived in buf (from broker__conn_rx_buf); n < 0: the stream ended (UV_EOF or an error). */
+/* n bytes arrived in buf (from broker__conn_rx_buf); n < 0: the stream ended
+ * (UV_EOF or an error) and the connection closes. */
 void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t n);
 /* A write failed after tp->write took it: closes the connection, logged and counted. */
 void broker__conn_tx_failed(broker_conn_t *c, int err);
@@ -310,29 +337,53 @@ void broker__conn_tx_failed(broker_conn_t *c, int err);
 void broker__conn_released(broker_conn_t *c);
 
 /* conn.c */
+/*
+ * Closes c: MQTT 5 gets a DISCONNECT with reason when it is >= 0x80, the
+ * will is stored (or delayed), the session detached, the transport closed.
+ * c stays allocated while references remain (its pending acks are freed
+ * unsent as their batches complete). Idempotent. why is only logged.
+ */
 void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why);
+/* Drops one reference; the last frees c (its buffers included). */
 void broker__conn_unref(broker_conn_t *c);
+/* Appends reply bytes (copied) to c's output, written at the end of the
+ * loop turn; puts c on the dirty list (one reference) if it was not. */
 void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n);
+/* Hands c's output to the transport now (past the 4 MiB unread limit, or on
+ * a failed write, c is closed instead). */
 void broker__conn_flush(broker_conn_t *c);
+/* Flushes every dirty connection and drops the dirty list's references. */
 void broker__conn_flush_dirty(broker_t *srv);
 void broker__conn_pause(broker_conn_t *c);
 void broker__conn_resume(broker_conn_t *c);
-/* Sends, in order, every ready pending ack at the head of the FIFO. */
+/* Sends, in order, every ready pending ack at the head of the FIFO and
+ * frees those entries (each drops its connection reference and, for QoS 2,
+ * its session reference). May close c (3.1.1 refusal); holds a reference
+ * of its own meanwhile, so c is valid for the caller until it drops its own. */
 void broker__conn_drain_acks(broker_conn_t *c);
+/* A pending ack at the tail of c's FIFO, owned by the FIFO (freed by
+ * broker__conn_drain_acks); takes a reference on c. Pauses reading at a
+ * full Receive Maximum window. */
 broker_pending_t *broker__conn_pending_new(broker_conn_t *c, uint16_t packet_id, uint8_t qos);
+/* Closes connections past the CONNECT timeout or 1.5 x their keep alive. */
 void broker__conn_sweep(broker_t *srv, uint64_t now_ms);
 
 /* connect.c */
 void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt);
 
-/* publish.c */
+/* publish.c: pkt (and the buffer it points into) is borrowed for the call. */
 void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt);
 void broker__on_pubrel(broker_conn_t *c, const mqtt_packet_t *pkt);
-/* Publishes a connection's will through the same routing (no ack). */
+/* Publishes a connection's will through the same routing (no ack), now or,
+ * with a delay, from a timer; a delayed will takes c's will topic, payload
+ * and attributes (c's fields are set to NULL), an immediate one only reads them. */
 void broker__publish_will(broker_t *srv, broker_conn_t *c);
 
-/* ingest.c: one message into the topic's batch. `p` (may be NULL for QoS
- * 0 or a will) becomes ready when the message is durable (or failed). */
+/* ingest.c: one message into the topic's batch. The message is copied
+ * (wal_batch_add). `p` (NULL for QoS 0 or a will) becomes ready when the
+ * message is durable (or failed): the batch holds p (p->waits++) and a
+ * reference on c until its completion. Returns 0, or TB_EFULL / -errno when
+ * the topic's log refuses (nothing held then). */
 typedef struct broker_msg {
     const uint8_t *payload;
     size_t payload_len;
@@ -344,7 +395,10 @@ typedef struct broker_msg {
     bool retain;
 } broker_msg_t;
 int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, broker_pending_t *p);
+/* Submits t's open batch now (METRICS_BATCH_FLUSH), if any. */
 void broker__ingest_flush(broker_topic_t *t);
+/* Takes every completed batch from the WAL: marks its pending acks, drains
+ * their connections, drops the batch's references, frees the batch. */
 void broker__ingest_completions(broker_t *srv);
 
 /* pace.c: a client's pace, learnt from the gaps between its PUBLISHes
@@ -356,23 +410,35 @@ void broker__pace_publish(broker_pace_t *p, uint64_t now_ms);
 void broker__pace_acked(broker_pace_t *p);
 uint64_t broker__pace_quiet_ms(broker_pace_t *p /* NULL: no client */, uint64_t now_ms, uint32_t idle_ms, uint32_t max_ms);
 
-/* session.c */
+/* session.c: sessions are owned by the server's table (see REFERENCES). */
+/* Borrowed; NULL when none. */
 broker_session_t *broker__session_find(broker_t *srv, const char *client_id);
+/* c's session (borrowed: the table owns it), taking over from another
+ * connection of the same client (closed), ending the old one when clean,
+ * journaling OPEN/END as persistence changes. */
 broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool clean, uint32_t expiry_s,
-                                 bool *present /* OUT */);
+                                         bool *present /* OUT */);
+/* c leaves its session; a session that does not persist leaves the table
+ * (and is freed once no pending QoS 2 entry refers to it). */
 void broker__session_detach(broker_t *srv, broker_conn_t *c);
 bool broker__session_has_qos2(const broker_session_t *s, uint16_t id);
 void broker__session_add_qos2(broker_session_t *s, uint16_t id);
 bool broker__session_del_qos2(broker_session_t *s, uint16_t id);
+/* The pending ack of the first copy of QoS 2 id being stored now (borrowed), or NULL. */
 struct broker_pending *broker__session_storing(const broker_session_t *s, uint16_t id);
+/* Remembers p (borrowed: the FIFO owns it) as the copy being stored; NULL forgets it. */
 void broker__session_set_storing(broker_session_t *s, uint16_t id, struct broker_pending *p /* NULL: done */);
+/* Forgets sessions past their expiry, and the one detached longest past mqtt.max_sessions. */
 void broker__session_expire(broker_t *srv, uint64_t now_ms);
+/* At broker_close: frees every session and delayed will. */
 void broker__sessions_free(broker_t *srv);
+/* Drops a pending QoS 2 entry's reference; frees s if it is out of the table too. */
 void broker__session_unref(broker_session_t *s);
+/* A new session in the table (borrowed: the table owns it). */
 broker_session_t *broker__session_create(broker_t *srv, const char *client_id);
-/* Ends a session (journaled END when it was persistent). */
+/* Ends a session (journaled END when it was persistent); freed unless referenced. */
 void broker__session_forget(broker_t *srv, broker_session_t *s);
-/* will.c */
+/* will.c: drops s's delayed will, if any (freed once its timer has closed). */
 void broker__will_cancel(broker_session_t *s);
 
 #endif
