@@ -1,5 +1,6 @@
 /*
- * mqtt_codec.h: the pure MQTT 3.1 / 3.1.1 / 5.0 codec, internal to gateway/.
+ * mqtt.h: the pure MQTT 3.1 / 3.1.1 / 5.0 codec (the gateway/mqtt/ folder's
+ * one public header; tb_mqtt links base and libc only, checked at build time).
  *
  * This is the only code that reads bytes a device sent, so it is shaped to be
  * fuzzed and to be cheap:

@@ -1,6 +1,6 @@
 /*
- * mqtt_wire.h: byte-level reading and writing shared by the mqtt_*.c files
- * (internal to the codec; the API is mqtt_codec.h).
+ * mqtt_int.h: byte-level reading and writing shared by the mqtt_*.c files
+ * (internal to gateway/mqtt/; the API is mqtt.h).
  *
  * Reading is a cursor over one packet body (mqtt__rd_t) whose end is the
  * packet's end, so every field read is bounded by the Remaining Length and a

@@ -5,7 +5,7 @@
  * MQTT 5 a bad filter is answered per filter (SUBACK 0x8F) and must not
  * close the connection; the session calls these to decide that answer
  * (3.1.1 answers 0x80 for the filter). Topic Names (no wildcards at all) are
- * checked by the decoder itself, in mqtt_wire.h.
+ * checked by the decoder itself, in mqtt_int.h.
  */
 #include "gateway/mqtt/mqtt_int.h"
 
