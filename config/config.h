@@ -89,6 +89,10 @@ typedef struct cfg {
         uint32_t max_payload_size;
         uint32_t max_connections;
         uint32_t connect_timeout_ms;
+        uint64_t max_unread_bytes;
+        uint32_t write_timeout_ms;
+        uint32_t packet_timeout_ms;
+        uint64_t max_partial_bytes;
         uint32_t receive_maximum;
         uint32_t topic_alias_maximum;
         uint32_t max_session_expiry_s;

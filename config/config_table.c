@@ -75,9 +75,24 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.max_payload_size", CFG__U32, mqtt.max_payload_size, "262144", 1, 268435455, NULL, D,
       "Largest PUBLISH payload accepted, in bytes."),
     K("mqtt.max_connections", CFG__U32, mqtt.max_connections, "10000", 1, 1000000, NULL, D,
-      "Most concurrent MQTT connections; past it a CONNECT is refused with a CONNACK."),
+      "Most MQTT sockets open at once, counting those waiting for CONNECT and those closing until their "
+      "descriptor is released; past it a CONNECT is refused with a CONNACK (0x97 / 3), and 16 past it a "
+      "new socket is closed unread."),
     K("mqtt.connect_timeout_ms", CFG__MS, mqtt.connect_timeout_ms, "10000", 100, 600000, NULL, 0,
       "A connection that has not sent CONNECT within this time is closed."),
+    K("mqtt.max_unread_bytes", CFG__BYTES, mqtt.max_unread_bytes, "256KiB", 4096, 1ull << 30, NULL, 0,
+      "Memory a connection's unread replies (acks, PINGRESPs, ...) may hold: at half of it the connection "
+      "is not read from until they drain to a quarter; past it (one turn's replies) it is closed at once "
+      "(reason unread_limit). Bounds what one client that does not read can cost."),
+    K("mqtt.write_timeout_ms", CFG__MS, mqtt.write_timeout_ms, "10000", 100, 600000, NULL, 0,
+      "A connection whose queued replies make no progress for this long is closed (reason write_timeout); "
+      "a closing connection's socket is released after at most this long, sent or not."),
+    K("mqtt.packet_timeout_ms", CFG__MS, mqtt.packet_timeout_ms, "30000", 100, 3600000, NULL, 0,
+      "A packet that has begun to arrive must be complete within this time, whatever the keep alive "
+      "(reason packet_timeout)."),
+    K("mqtt.max_partial_bytes", CFG__BYTES, mqtt.max_partial_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
+      "Most bytes all connections together may hold in incomplete packets and MQTT 5 topic alias tables; "
+      "a connection that would pass it is closed (reason memory_limit; MQTT 5: DISCONNECT 0x97)."),
     K("mqtt.receive_maximum", CFG__U32, mqtt.receive_maximum, "1024", 1, 65535, NULL, 0,
       "MQTT 5 Receive Maximum advertised in CONNACK: unacknowledged QoS 1/2 PUBLISHes a client may have in flight."),
     K("mqtt.topic_alias_maximum", CFG__U32, mqtt.topic_alias_maximum, "64", 0, 65535, NULL, 0,

@@ -43,7 +43,8 @@ static void finish(gw__app_t *app)
     uv_close((uv_handle_t *)&app->sigterm, close_cb);
     uv_close((uv_handle_t *)&app->sigint, close_cb);
     uv_close((uv_handle_t *)&app->sighup, close_cb);
-    uv_close((uv_handle_t *)&app->force_timer, close_cb);
+    /* the watchdog stays armed (unreferenced) until the loop has really
+     * ended: a handle a peer keeps open past the drain still meets it */
 }
 
 static void drain_next(gw__app_t *app)
@@ -132,6 +133,8 @@ int gw__app_run(gw__app_t *app)
         }
         tb_debug("started", TB_S("service", s->name));
     }
+    uv_run(&app->loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&app->force_timer, close_cb);
     uv_run(&app->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&app->loop);
     if (rc != 0)

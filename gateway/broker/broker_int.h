@@ -136,10 +136,15 @@ typedef struct broker_batch_ctx {
  *              once. 0, or a negative error when the stream cannot take them:
  *              the caller closes the connection. A write that fails later is
  *              reported with broker__conn_tx_failed.
- *  queued      bytes taken by write and not yet handed to the kernel.
- *  close       sends what is queued, then releases the socket, and calls
- *              broker__conn_released(c) once, from a later loop callback
- *              (never from inside close: conn.c still uses c after it).
+ *  queued      bytes taken by write and not yet handed to the kernel. The
+ *              transport also keeps c->tx_held, the memory its output holds
+ *              (bytes, buffers, requests), and c->tx_progress_ms, when its
+ *              queued bytes last moved: the limits (conn.c) read them; and
+ *              calls broker__conn_tx_progress(c) when a write completes.
+ *  close       sends what is queued (within mqtt.write_timeout_ms; at once
+ *              and dropping it when c->abort), then releases the socket,
+ *              and calls broker__conn_released(c) once, from a later loop
+ *              callback (never from inside close: conn.c still uses c after).
  */
 typedef struct broker_transport {
     const char *name; /* "tcp": in logs */
@@ -159,7 +164,15 @@ struct broker_conn {
     uv_tcp_t tcp;                   /* the socket (tcp and tls transports) */
     void *tp_state;                 /* a transport's own state (tcp: none) */
     size_t tx_queued;               /* bytes taken by tp->write, not yet on the socket */
+    size_t tx_held;                 /* memory the transport holds for them (buffers, requests) */
+    uint64_t tx_progress_ms;        /* loop time the queued bytes last moved */
     bool tp_closed;                 /* tp->close was called */
+    bool tx_paused;                 /* not read from: its unread replies reached half of max_unread_bytes */
+    bool abort;                     /* close without waiting for queued bytes (the client does not read) */
+    bool listed;                    /* started (broker__conn_start): counted in nconns / nreleasing */
+    bool mem_refused;               /* a read buffer was refused (mqtt.max_partial_bytes) */
+    size_t mem;                     /* bytes counted in srv->partial_bytes: partial packet, aliases */
+    uint64_t partial_since_ms;      /* loop time the incomplete packet in `in` began */
     broker_t *srv;
     struct broker_conn *prev, *next;    /* server->conns */
     uint64_t id;
@@ -251,6 +264,8 @@ struct broker {
     broker_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
+    uint32_t nreleasing;            /* closed, socket not yet released: still count against max_connections */
+    uint64_t partial_bytes;         /* incomplete packets and alias tables of all connections (max_partial_bytes) */
     uint64_t next_conn_id;
     /* sessions by client id */
     broker_session_t **sess_buckets;
@@ -292,6 +307,9 @@ struct broker {
  */
 
 /* server.c (and broker.h) */
+/* During broker_drain: reports drained once nothing is in flight and every
+ * closed connection's socket is released (write_timeout_ms bounds that). */
+void broker__check_drained(broker_t *srv);
 /* Adds (or, negative, removes) bytes held in batches; pauses every
  * connection's reading past mqtt.ingestion.max_pending_bytes, resumes below half. */
 void broker__pending_add(broker_t *srv, int64_t bytes);
@@ -315,6 +333,11 @@ broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
  * (freed at broker_close), set even on failure. 0 or -errno. */
 int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out /* OUT */);
 
+/* Sockets past mqtt.max_connections still accepted so that their CONNECT is
+ * answered with a refusal (CONNACK 0x97 / 3); past these the socket is
+ * closed at accept, unread. */
+#define BROKER_REFUSAL_HEADROOM 16u
+
 /* The largest packet we accept (and say so in CONNACK's Maximum Packet Size):
  * the payload limit plus room for the topic and properties. */
 uint32_t broker__max_packet(const cfg_t *cfg);
@@ -333,6 +356,9 @@ void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf /* OUT */);
 void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t n);
 /* A write failed after tp->write took it: closes the connection, logged and counted. */
 void broker__conn_tx_failed(broker_conn_t *c, int err);
+/* The transport's queued bytes moved (a write completed): a connection
+ * paused for its unread replies may be read from again. */
+void broker__conn_tx_progress(broker_conn_t *c);
 /* The transport released the socket: drops the socket's reference (may free c). */
 void broker__conn_released(broker_conn_t *c);
 
@@ -344,6 +370,15 @@ void broker__conn_released(broker_conn_t *c);
  * unsent as their batches complete). Idempotent. why is only logged.
  */
 void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why);
+/* Closes c because it broke a limit of ours: counted by why, logged at warn
+ * (rate-limited); MQTT 5 gets DISCONNECT reason5 (>= 0x80) unless it does
+ * not read (unread_limit, write_timeout): then its socket is released at
+ * once, queued bytes and all. */
+void broker__conn_give_up(broker_conn_t *c, metrics_close_t why, uint8_t reason5, const char *what);
+/* Counts delta bytes (negative: gives back) of c's partial packets and
+ * alias tables in the server's total. false, and nothing counted, when
+ * growing would pass mqtt.max_partial_bytes: the caller closes c. */
+bool broker__conn_hold(broker_conn_t *c, int64_t delta);
 /* Drops one reference; the last frees c (its buffers included). */
 void broker__conn_unref(broker_conn_t *c);
 /* Appends reply bytes (copied) to c's output, written at the end of the

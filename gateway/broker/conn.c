@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OUT_LIMIT (4u << 20) /* replies a client may leave unread before we give up on it */
 
 
 static void list_remove(broker_t *srv, broker_conn_t *c)
@@ -61,8 +60,52 @@ void broker__conn_start(broker_conn_t *c, const char *peer)
     srv->conns = c;
     srv->nconns++;
     srv->conn_accepted++;
+    c->listed = true;
+    if (srv->nconns + srv->nreleasing > srv->cfg->mqtt.max_connections + BROKER_REFUSAL_HEADROOM) {
+        /* past the room kept for CONNACK refusals: not even read */
+        srv->conn_refused[METRICS_REFUSE_MAX_CONNECTIONS]++;
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_warn("connection refused at accept: mqtt.max_connections sockets are open or closing",
+                    TB_S("peer", c->peer), TB_U("max_connections", srv->cfg->mqtt.max_connections),
+                    TB_U("open", srv->nconns), TB_U("closing", srv->nreleasing), TB_U("suppressed", skipped));
+        c->abort = true;
+        broker__conn_close(c, 0, "max_connections");
+        return;
+    }
     if (!srv->paused)
         broker__conn_resume(c);
+}
+
+bool broker__conn_hold(broker_conn_t *c, int64_t delta)
+{
+    broker_t *srv = c->srv;
+    if (delta > 0 && srv->partial_bytes + (uint64_t)delta > srv->cfg->mqtt.max_partial_bytes)
+        return false;
+    srv->partial_bytes = (uint64_t)((int64_t)srv->partial_bytes + delta);
+    c->mem = (size_t)((int64_t)c->mem + delta);
+    return true;
+}
+
+/* Grows c's partial-packet buffer to cap; false (nothing changed) past mqtt.max_partial_bytes. */
+static bool in_grow(broker_conn_t *c, size_t cap)
+{
+    if (!broker__conn_hold(c, (int64_t)cap - (int64_t)c->in_cap)) {
+        c->mem_refused = true;
+        return false;
+    }
+    c->in = tb_realloc(c->in, cap);
+    c->in_cap = cap;
+    return true;
+}
+
+static void in_free(broker_conn_t *c)
+{
+    broker__conn_hold(c, -(int64_t)c->in_cap);
+    free(c->in);
+    c->in = NULL;
+    c->in_cap = 0;
 }
 
 void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf)
@@ -74,12 +117,18 @@ void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf)
         return;
     }
     /* An incomplete packet is waiting: read straight behind it. */
-    if (c->in_cap - c->in_len < 4096) {
-        size_t cap = c->in_cap ? c->in_cap * 2 : 16384;
-        c->in = tb_realloc(c->in, cap);
-        c->in_cap = cap;
+    if (c->in_cap - c->in_len < 4096 && !in_grow(c, c->in_cap ? c->in_cap * 2 : 16384)) {
+        *buf = uv_buf_init(NULL, 0); /* the transport reports UV_ENOBUFS: closed in broker__conn_rx */
+        return;
     }
     *buf = uv_buf_init((char *)c->in + c->in_len, c->in_cap - c->in_len);
+}
+
+static void memory_refused(broker_conn_t *c)
+{
+    broker__conn_give_up(c, METRICS_CLOSE_MEMORY_LIMIT, MQTT_RC_QUOTA_EXCEEDED,
+                         "its incomplete packet would pass mqtt.max_partial_bytes (bytes all connections hold in "
+                         "partial packets and topic aliases)");
 }
 
 
@@ -196,7 +245,10 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
     if (shared)
         srv->readbuf_busy = false;
     if (nread < 0) {
-        broker__conn_close(c, 0, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
+        if (c->mem_refused)
+            memory_refused(c);
+        else
+            broker__conn_close(c, 0, nread == UV_EOF ? "connection closed by peer" : uv_strerror((int)nread));
         return;
     }
     if (nread == 0 || c->closing)
@@ -206,32 +258,53 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
         size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
         size_t left = (size_t)nread - used;
         if (left > 0 && !c->closing) {
-            if (c->in_cap < left) {
-                c->in = tb_realloc(c->in, TB_MAX(left, (size_t)16384));
-                c->in_cap = TB_MAX(left, (size_t)16384);
+            if (c->in_cap < left && !in_grow(c, TB_MAX(left, (size_t)16384))) {
+                memory_refused(c);
+                return;
             }
             memcpy(c->in, buf->base + used, left);
             c->in_len = left;
+            c->partial_since_ms = c->last_rx_ms; /* a packet has begun: mqtt.packet_timeout_ms */
         }
     } else {
         c->in_len += (size_t)nread;
         size_t used = process(c, c->in, c->in_len);
-        if (!c->closing) {
+        if (c->closing) {
+            in_free(c); /* nothing more is read: give the partial packet back now */
+            c->in_len = 0;
+        } else {
             c->in_len -= used;
-            if (c->in_len > 0)
+            if (c->in_len > 0) {
                 memmove(c->in, c->in + used, c->in_len);
-            else if (c->in_cap > 65536) {
-                free(c->in); /* a big packet passed: give its buffer back */
-                c->in = NULL;
-                c->in_cap = 0;
+                if (used > 0)
+                    c->partial_since_ms = c->last_rx_ms; /* the next packet has begun */
+            } else if (c->in_cap > 65536) {
+                in_free(c); /* a big packet passed: give its buffer back */
             }
         }
     }
 }
 
+/* Its unread replies are at half of mqtt.max_unread_bytes: read no more from
+ * it until they drain to a quarter, so a client that does not read cannot
+ * make us hold more (TCP's window then stops its sending). */
+static bool tx_full(const broker_conn_t *c)
+{
+    return c->tx_held >= c->srv->cfg->mqtt.max_unread_bytes / 2;
+}
+
+void broker__conn_tx_progress(broker_conn_t *c)
+{
+    if (c->tx_paused && c->tx_held < c->srv->cfg->mqtt.max_unread_bytes / 4) {
+        c->tx_paused = false;
+        if (!c->srv->paused)
+            broker__conn_resume(c);
+    }
+}
+
 void broker__conn_resume(broker_conn_t *c)
 {
-    if (c->closing || c->reading || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
+    if (c->closing || c->reading || c->tx_paused || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
         return;
     if (c->tp->read_start(c) == 0)
         c->reading = true;
@@ -295,14 +368,30 @@ void broker__conn_flush_dirty(broker_t *srv)
     }
 }
 
+void broker__conn_give_up(broker_conn_t *c, metrics_close_t why, uint8_t reason5, const char *what)
+{
+    if (c->closing)
+        return;
+    c->srv->conn_closed[why]++;
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_warn("connection closed: a limit was reached", TB_S("client", c->client_id ? c->client_id : ""),
+                TB_S("peer", c->peer), TB_S("why", what), TB_S("reason", metrics_mqtt_close_reasons[why]),
+                TB_U("unread_bytes", c->tx_queued + c->out_len), TB_U("suppressed", skipped));
+    /* a client that does not read would not read a goodbye either: its socket goes now */
+    c->abort = why == METRICS_CLOSE_UNREAD_LIMIT || why == METRICS_CLOSE_WRITE_TIMEOUT;
+    broker__conn_close(c, c->abort ? 0 : reason5, what);
+}
+
 void broker__conn_flush(broker_conn_t *c)
 {
     if (c->out_len == 0 || c->tp_closed)
         return;
-    if (c->tp->queued(c) + c->out_len > OUT_LIMIT) {
+    if (c->tx_held + c->out_len > c->srv->cfg->mqtt.max_unread_bytes) {
         c->out_len = 0;
         if (!c->closing)
-            broker__conn_close(c, 0, "client does not read its acks");
+            broker__conn_give_up(c, METRICS_CLOSE_UNREAD_LIMIT, 0, "it leaves its replies unread (mqtt.max_unread_bytes)");
         return;
     }
     int rc = c->tp->write(c, c->out, c->out_len);
@@ -312,8 +401,12 @@ void broker__conn_flush(broker_conn_t *c)
         c->out = NULL;
         c->out_cap = 0;
     }
-    if (rc < 0)
+    if (rc < 0) {
         broker__conn_tx_failed(c, rc);
+    } else if (tx_full(c) && !c->closing) {
+        c->tx_paused = true; /* broker__conn_tx_progress resumes it */
+        broker__conn_pause(c);
+    }
 }
 
 /* ---- acks ------------------------------------------------------------------ */
@@ -397,14 +490,20 @@ void broker__conn_drain_acks(broker_conn_t *c)
 
 void broker__conn_released(broker_conn_t *c)
 {
+    broker_t *srv = c->srv;
+    bool listed = c->listed;
+    if (listed)
+        srv->nreleasing--; /* its descriptor is free: no longer counted against max_connections */
     broker__conn_unref(c);
+    if (listed && srv->draining)
+        broker__check_drained(srv);
 }
 
 void broker__conn_unref(broker_conn_t *c)
 {
     if (--c->refs > 0)
         return;
-    free(c->in);
+    in_free(c);
     free(c->out);
     free(c);
 }
@@ -429,6 +528,7 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
                TB_S("reason", why), TB_S("code", reason >= 0x80 ? mqtt_reason_name(reason) : "none"));
     }
     list_remove(srv, c);
+    srv->nreleasing++;
     if (c->connected) {
         srv->nconnected--;
         if (c->has_will && !(c->got_disconnect && c->will_suppressed))
@@ -441,6 +541,7 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         free(c->aliases);
         c->aliases = NULL;
     }
+    broker__conn_hold(c, -(int64_t)(c->mem - c->in_cap)); /* the alias table and its topics (in: in_free) */
     free(c->client_id);
     c->client_id = NULL;
     free(c->will_topic);
@@ -464,14 +565,23 @@ void broker__conn_sweep(broker_t *srv, uint64_t now)
     uint32_t timeout = srv->cfg->mqtt.connect_timeout_ms;
     for (broker_conn_t *c = srv->conns, *next; c; c = next) {
         next = c->next;
-        if (!c->connected) {
-            if (now - c->accepted_ms >= timeout) {
-                srv->conn_closed[METRICS_CLOSE_CONNECT_TIMEOUT]++;
-                broker__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
-            }
-        } else if (c->keep_alive && now - c->last_rx_ms >= (uint64_t)c->keep_alive * 1500u) {
+        if (!c->connected && now - c->accepted_ms >= timeout) {
+            srv->conn_closed[METRICS_CLOSE_CONNECT_TIMEOUT]++;
+            broker__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
+            continue;
+        }
+        if (c->keep_alive && now - c->last_rx_ms >= (uint64_t)c->keep_alive * 1500u) {
             srv->conn_closed[METRICS_CLOSE_KEEPALIVE_TIMEOUT]++;
             broker__conn_close(c, MQTT_RC_KEEP_ALIVE_TIMEOUT, "keep alive expired (1.5 x keep_alive without a packet)");
+            continue;
         }
+        if (c->in_len > 0 && now - c->partial_since_ms >= srv->cfg->mqtt.packet_timeout_ms) {
+            broker__conn_give_up(c, METRICS_CLOSE_PACKET_TIMEOUT, MQTT_RC_KEEP_ALIVE_TIMEOUT,
+                                 "a packet it began did not complete within mqtt.packet_timeout_ms");
+            continue;
+        }
+        if (c->tx_queued > 0 && now - c->tx_progress_ms >= srv->cfg->mqtt.write_timeout_ms)
+            broker__conn_give_up(c, METRICS_CLOSE_WRITE_TIMEOUT, 0,
+                                 "its replies made no progress for mqtt.write_timeout_ms (it does not read)");
     }
 }

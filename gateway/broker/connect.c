@@ -103,7 +103,9 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
         refuse(c, METRICS_REFUSE_SHUTTING_DOWN, MQTT_RC_SERVER_UNAVAILABLE, "server is shutting down");
         return;
     }
-    if (srv->nconnected >= srv->cfg->mqtt.max_connections) {
+    /* every socket counts, this one included, until its descriptor is released:
+     * those waiting for CONNECT and those closing too */
+    if (srv->nconns + srv->nreleasing > srv->cfg->mqtt.max_connections) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
@@ -175,6 +177,11 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
 
     if (c->version == MQTT_V5 && srv->cfg->mqtt.topic_alias_maximum > 0)
         c->aliases = tb_calloc(srv->cfg->mqtt.topic_alias_maximum + 1u, sizeof *c->aliases);
+    if (c->aliases && !broker__conn_hold(c, (int64_t)((srv->cfg->mqtt.topic_alias_maximum + 1u) * sizeof *c->aliases))) {
+        broker__conn_give_up(c, METRICS_CLOSE_MEMORY_LIMIT, MQTT_RC_QUOTA_EXCEEDED,
+                             "its topic alias table would pass mqtt.max_partial_bytes");
+        return;
+    }
 
     bool present = false;
     c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);

@@ -97,6 +97,12 @@ static mqtt_bytes_t resolve_alias(broker_conn_t *c, const mqtt_packet_t *pkt)
         return (mqtt_bytes_t){ NULL, 0 };
     }
     if (topic.n > 0) {
+        size_t old = c->aliases[a] ? strlen(c->aliases[a]) + 1 : 0;
+        if (!broker__conn_hold(c, (int64_t)(topic.n + 1) - (int64_t)old)) {
+            broker__conn_give_up(c, METRICS_CLOSE_MEMORY_LIMIT, MQTT_RC_QUOTA_EXCEEDED,
+                                 "its topic aliases would pass mqtt.max_partial_bytes");
+            return (mqtt_bytes_t){ NULL, 0 };
+        }
         free(c->aliases[a]);
         c->aliases[a] = tb_strndup((const char *)topic.p, topic.n);
         return topic;

@@ -18,7 +18,6 @@
 #define SWEEP_MS 250
 
 static void wal_async_cb(uv_async_t *h);
-static void check_drained(broker_t *srv);
 
 static void free_specs(router_spec_t *specs, size_t n)
 {
@@ -180,7 +179,7 @@ static void wal_async_cb(uv_async_t *h)
     broker_t *srv = h->data;
     broker__ingest_completions(srv);
     if (srv->draining)
-        check_drained(srv);
+        broker__check_drained(srv);
 }
 
 static void on_connection(uv_stream_t *s, int status)
@@ -298,6 +297,8 @@ void broker__pending_add(broker_t *srv, int64_t delta)
 
 static bool busy(broker_t *srv)
 {
+    if (srv->nreleasing > 0)
+        return true; /* a closed connection's socket is not released yet (bounded: write_timeout_ms) */
     for (size_t i = 0; i < srv->ntopics; i++)
         if (srv->topics[i].inflight || srv->topics[i].batch)
             return true;
@@ -317,7 +318,7 @@ static void flush_all(broker_t *srv)
         broker__ingest_flush(broker__local_topic(srv, i));
 }
 
-static void check_drained(broker_t *srv)
+void broker__check_drained(broker_t *srv)
 {
     if (!srv->drained_cb || busy(srv))
         return;
@@ -349,7 +350,7 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     for (broker_conn_t *c = srv->conns; c; c = c->next)
         broker__conn_pause(c);
     flush_all(srv);
-    check_drained(srv);
+    broker__check_drained(srv);
 }
 
 /*

@@ -311,6 +311,11 @@ typedef enum {
     METRICS_CLOSE_CONNECT_TIMEOUT,   /* no CONNECT within mqtt.connect_timeout_ms */
     METRICS_CLOSE_KEEPALIVE_TIMEOUT, /* silent for 1.5 x its keep alive */
     METRICS_CLOSE_WRITE_ERROR,       /* its socket could not be written (the acks it carried are lost) */
+    METRICS_CLOSE_UNREAD_LIMIT,      /* it left more than mqtt.max_unread_bytes of replies unread */
+    METRICS_CLOSE_WRITE_TIMEOUT,     /* its replies made no progress for mqtt.write_timeout_ms (or, closing, its
+                                        last bytes were not taken in that time) */
+    METRICS_CLOSE_PACKET_TIMEOUT,    /* a packet begun was not complete within mqtt.packet_timeout_ms */
+    METRICS_CLOSE_MEMORY_LIMIT,      /* it would have passed mqtt.max_partial_bytes */
     METRICS_CLOSE__COUNT
 } metrics_close_t;
 extern const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT];

@@ -209,6 +209,10 @@ const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_CONNECT_TIMEOUT] = "connect_timeout",
     [METRICS_CLOSE_KEEPALIVE_TIMEOUT] = "keepalive_timeout",
     [METRICS_CLOSE_WRITE_ERROR] = "write_error",
+    [METRICS_CLOSE_UNREAD_LIMIT] = "unread_limit",
+    [METRICS_CLOSE_WRITE_TIMEOUT] = "write_timeout",
+    [METRICS_CLOSE_PACKET_TIMEOUT] = "packet_timeout",
+    [METRICS_CLOSE_MEMORY_LIMIT] = "memory_limit",
 };
 
 const int metrics_http_codes[] = { 200, 400, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };

@@ -80,6 +80,9 @@ void hb_close(hb_t *h)
     cr_assert(hb_run_until(h, flag, &done, 5000), "the broker did not drain");
     for (int i = 0; i < h->nfakes; i++)
         cr_assert(hb_run_until(h, flag, &h->fakes[i]->released, 5000), "a connection was never released");
+    cr_assert_eq(h->b->partial_bytes, 0, "partial packets and aliases not given back: %llu bytes",
+                 (unsigned long long)h->b->partial_bytes);
+    cr_assert_eq(h->b->nreleasing, 0, "a closed connection still counted as releasing");
     cr_assert_eq(wal_close(h->wal), 0);
     done = false;
     broker_close(h->b, drained, &done);

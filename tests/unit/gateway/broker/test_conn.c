@@ -123,3 +123,21 @@ Test(conn, a_write_that_fails_later_closes_the_connection_the_same_way)
     hb_close(&h);
     fake_free(&f);
 }
+
+Test(conn, a_partial_packet_is_counted_while_held_and_given_back_when_the_connection_goes)
+{
+    hb_t h;
+    hb_open(&h);
+    fake_t f;
+    broker_conn_t *c = fake_conn(&h, &f);
+    fake_send(&f, CONNECT, sizeof CONNECT);
+    cr_assert(hb_run_until(&h, connacked, &f, 3000));
+    const uint8_t head[] = { 0x30, 0x80, 0x20, 0, 3, 't', '/', 'x' }; /* a 4096-byte PUBLISH begins */
+    fake_send(&f, head, sizeof head);
+    cr_assert_gt(h.b->partial_bytes, 0, "its buffer is counted in mqtt.max_partial_bytes");
+    cr_assert_eq(h.b->partial_bytes, c->mem);
+    cr_assert_gt(c->partial_since_ms, 0, "mqtt.packet_timeout_ms runs from now");
+    broker__conn_close(c, 0, "test");
+    hb_close(&h); /* asserts the count is back to 0 */
+    fake_free(&f);
+}

@@ -1,0 +1,340 @@
+"""Clients that attack the broker's per-connection costs, on the real binary
+over 127.0.0.1 (issue: hold under hostile clients). Each test asserts the
+bound a user would check: the gateway's RSS, its open descriptors, how long
+something takes, and what /stats counts.
+
+  - a client that never reads its socket holds at most mqtt.max_unread_bytes
+    (replies are coalesced: one write in flight per connection, the rest in
+    one buffer), and is closed at the limit with its socket released at once;
+  - a closed connection's socket is released within mqtt.write_timeout_ms
+    even when the peer never takes its last bytes, and counts against
+    mqtt.max_connections until then;
+  - SIGTERM ends with such a client connected;
+  - a packet begun and never finished is timed out (mqtt.packet_timeout_ms),
+    and partial packets together are capped (mqtt.max_partial_bytes);
+  - sockets that never send CONNECT count against mqtt.max_connections.
+"""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from tlib import mqttraw as mr  # noqa: E402
+from tlib.gateway import Gateway, wait_for  # noqa: E402
+
+MiB = 1 << 20
+# ASan keeps freed memory in quarantine (256 MB by default), which would be
+# counted as RSS: the bounds here are about what the gateway holds.
+ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
+
+
+def config(extra=""):
+    return f"""
+edge: {{edge_name: e1, cluster_url: "http://127.0.0.1:1"}}
+mqtt:
+  listener: "127.0.0.1:0"
+{extra}
+  topic_mappings:
+    - {{mqtt_pattern: "t/#", danube_topic: /e1/t}}
+wal: {{dir: ./wal, fsync: never}}
+http: {{listener: "127.0.0.1:0"}}
+log: {{format: json}}
+"""
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def nfds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def stats(g):
+    """/stats (rendered at most every 250 ms: poll counters with wait_for)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/stats", timeout=5) as r:
+        return json.load(r)
+
+
+def closed_count(g, reason):
+    return stats(g)["connections"]["mqtt_closed"][reason]
+
+
+class PeakRss:
+    """Samples the gateway's RSS every 20 ms in a thread; .peak after stop()."""
+
+    def __init__(self, pid):
+        self.pid, self.peak, self.run = pid, rss_mib(pid), True
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    def _loop(self):
+        while self.run:
+            try:
+                self.peak = max(self.peak, rss_mib(self.pid))
+            except (OSError, AssertionError):
+                return
+            time.sleep(0.02)
+
+    def stop(self):
+        self.run = False
+        self.t.join()
+        return self.peak
+
+
+def non_reader(port, client_id, version=4, keepalive=0):
+    """A connected client with the smallest receive buffer, that never reads."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    s.sendall(mr.connect(client_id, version=version, keepalive=keepalive))
+    return s
+
+
+def send_quietly(s, data):
+    try:
+        s.sendall(data)
+        return True
+    except OSError:
+        return False  # the gateway closed it
+
+
+PINGREQ = bytes([mr.PINGREQ << 4, 0])
+
+
+class NonReadingClients(unittest.TestCase):
+    def test_a_client_that_does_not_read_holds_at_most_its_limit_then_is_closed(self):
+        """10 clients flood PINGREQs (their PINGRESPs soon more than the
+        kernel holds), then send them in 2-byte pieces, and never read.
+        Before replies were coalesced every loop turn's 2 bytes took a write
+        request of its own (~100 bytes) that no limit counted: 49 MB of RSS
+        in 3 s of this load (the code before this test). Now a connection
+        whose unread replies reach half of max_unread_bytes is not read
+        from, so the peak RSS growth stays under 2 x limit x clients, and
+        with nothing moving for write_timeout_ms each is closed and its
+        socket released."""
+        n, limit = 10, MiB // 4
+        extra = "  max_unread_bytes: 256KiB\n  write_timeout_ms: 2000"
+        with Gateway(config(extra), env=ENV) as g:
+            port = g.mqtt_port()
+            g.http_port()
+            base_rss, base_fds = rss_mib(g.proc.pid), nfds(g.proc.pid)
+            peak = PeakRss(g.proc.pid)
+            socks = [non_reader(port, f"nr{i}") for i in range(n)]
+            for s in socks:
+                s.setblocking(False)
+            # as much as the gateway and the kernel take, in bulk and in
+            # 2-byte pieces, until each is closed
+            end = time.monotonic() + 30
+            while time.monotonic() < end and closed_count(g, "write_timeout") < n:
+                for s in socks:
+                    send_quietly(s, PINGREQ * 32768)
+                    for _ in range(100):
+                        send_quietly(s, PINGREQ[:1]) and send_quietly(s, PINGREQ[1:])
+            self.assertEqual(closed_count(g, "write_timeout"), n, "every non-reader closed")
+            wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="their descriptors released")
+            growth = peak.stop() - base_rss
+            self.assertLess(growth, 2 * limit * n / MiB, f"RSS grew {growth:.1f} MiB")
+            self.assertIn('"reason":"write_timeout"', g.log())
+            wait_for(lambda: stats(g)["connections"]["mqtt"] == 0, 2, what="no connection left")
+            for s in socks:
+                s.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_one_turn_of_replies_past_the_limit_closes_at_once(self):
+        """With max_unread_bytes at 16 KiB a 64 KiB read of PINGREQs makes
+        more replies in one loop turn than the limit, once the kernel's
+        buffers are full: closed at once (unread_limit), socket released."""
+        n = 3
+        with Gateway(config("  max_unread_bytes: 16KiB"), env=ENV) as g:
+            port = g.mqtt_port()
+            g.http_port()
+            base_fds = nfds(g.proc.pid)
+            socks = [non_reader(port, f"big{i}") for i in range(n)]
+            for s in socks:
+                s.setblocking(False)
+            end = time.monotonic() + 10
+            while time.monotonic() < end and closed_count(g, "unread_limit") < n:
+                for s in socks:
+                    for _ in range(64):
+                        send_quietly(s, PINGREQ * 32768)
+            wait_for(lambda: closed_count(g, "unread_limit") == n, 5, what="every flooder closed at the limit")
+            wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="their descriptors released")
+            for s in socks:
+                s.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_a_closed_connection_whose_peer_does_not_read_is_released_within_write_timeout(self):
+        """A client that does not read is not read from once its replies
+        pile up, so its keep alive (1 s) runs out: its connection is closed
+        with its last bytes still queued. Until the socket is released it
+        still counts against max_connections (a new CONNECT is refused
+        0x97); within write_timeout_ms of the close it is released (counted
+        write_timeout) and a new client gets in."""
+        extra = "  max_connections: 1\n  write_timeout_ms: 3000"
+        with Gateway(config(extra), env=ENV) as g:
+            port = g.mqtt_port()
+            g.http_port()
+            base_fds = nfds(g.proc.pid)
+            s = non_reader(port, "lingers", keepalive=1)
+            s.setblocking(False)
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:  # more replies than the kernel's buffers take
+                send_quietly(s, PINGREQ * 32768)
+            wait_for(lambda: closed_count(g, "keepalive_timeout") == 1, 5, what="closed by its keep alive")
+            t0 = time.monotonic()
+            late = mr.Raw(port)
+            late.send(mr.connect("late", version=5))
+            refused = late.expect(mr.CONNACK)
+            self.assertEqual(refused.body[1], 0x97, "the closing socket still counts: Quota exceeded")
+            late.close()
+            wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="the closing socket released")
+            released = time.monotonic() - t0
+            self.assertLess(released, 3.0 + 1.0, f"released {released:.2f} s after the close")
+            wait_for(lambda: closed_count(g, "write_timeout") == 1, 2, what="counted write_timeout")
+            ok = mr.Raw(port)
+            ok.send(mr.connect("now", version=5))
+            self.assertEqual(ok.expect(mr.CONNACK).body[1], 0, "room again once the descriptor is free")
+            s.close()
+            ok.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_sigterm_ends_with_a_client_that_does_not_read(self):
+        """The drain closes every connection and waits for its goodbye to
+        leave, but never longer than write_timeout_ms: the process exits 0
+        well within shutdown_timeout_ms. It used to log "shutdown complete"
+        and keep running, its watchdog closed."""
+        extra = "  write_timeout_ms: 4000"
+        with Gateway(config(extra) + "shutdown_timeout_ms: 20000\n", env=ENV) as g:
+            port = g.mqtt_port()
+            s = non_reader(port, "stubborn")
+            wait_for(lambda: stats(g)["connections"]["mqtt"] == 1, 5, what="connected")
+            s.setblocking(False)
+            end = time.monotonic() + 0.7
+            while time.monotonic() < end:
+                send_quietly(s, PINGREQ * 32768)
+            s.setblocking(True)
+            t0 = time.monotonic()
+            rc = g.stop(timeout=15)
+            took = time.monotonic() - t0
+            self.assertEqual(rc, 0, g.log())
+            self.assertLess(took, 4 + 2, f"the drain took {took:.1f} s")
+            self.assertIn("shutdown complete", g.log())
+            s.close()
+
+
+class PartialPackets(unittest.TestCase):
+    @staticmethod
+    def begin_publish(port, client_id, body, sent, version=4):
+        """A client that announces a PUBLISH of `body` bytes and sends only `sent` of them."""
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(mr.connect(client_id, version=version, keepalive=0))
+        head = bytes([mr.PUBLISH << 4]) + mr.varint(body)
+        s.sendall(head + b"\x00\x03t/x" + b"x" * (sent - 5))
+        return s
+
+    def test_a_packet_begun_and_never_finished_is_closed_after_packet_timeout(self):
+        """Keep alive 0 used to make a half-sent 264 KiB PUBLISH a resident
+        forever; now it is closed after mqtt.packet_timeout_ms."""
+        n = 20
+        with Gateway(config("  packet_timeout_ms: 1000"), env=ENV) as g:
+            port = g.mqtt_port()
+            g.http_port()
+            base_fds = nfds(g.proc.pid)
+            t0 = time.monotonic()
+            socks = [self.begin_publish(port, f"p{i}", 264 * 1024, 128 * 1024) for i in range(n)]
+            wait_for(lambda: closed_count(g, "packet_timeout") == n, 10, what="every stalled packet timed out")
+            took = time.monotonic() - t0
+            self.assertGreater(took, 0.9, "not before the timeout")
+            self.assertLess(took, 1.0 + 2.0)
+            wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="descriptors released")
+            for s in socks:
+                s.settimeout(5)
+                got = b""
+                while True:  # its CONNACK, then the end
+                    data = s.recv(4096)
+                    if not data:
+                        break
+                    got += data
+                self.assertEqual(got, bytes([0x20, 2, 0, 0]), "a CONNACK, then closed")
+                s.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_partial_packets_together_are_capped_and_the_refusal_names_the_limit(self):
+        """With mqtt.max_partial_bytes at 1 MiB, 12 clients each holding 200 KiB
+        of an unfinished PUBLISH cannot all stay: those past the cap are
+        closed (MQTT 5: DISCONNECT 0x97 Quota exceeded), counted memory_limit,
+        the log names the key, and the others are not disturbed."""
+        n = 12
+        with Gateway(config("  max_partial_bytes: 1MiB\n  packet_timeout_ms: 60000"), env=ENV) as g:
+            port = g.mqtt_port()
+            socks = []
+            for i in range(n):
+                s = self.begin_publish(port, f"m{i}", 256 * 1024, 200 * 1024, version=5)
+                socks.append(s)
+            wait_for(lambda: closed_count(g, "memory_limit") >= 1, 10, what="the cap refused someone")
+            refused = closed_count(g, "memory_limit")
+            self.assertLess(refused, n)
+            self.assertGreaterEqual(refused, n - 1024 * 1024 // (200 * 1024) - 1)
+            self.assertIn("mqtt.max_partial_bytes", g.log())
+            disconnects = 0
+            for s in socks:
+                s.settimeout(0.5)
+                try:
+                    data = s.recv(4096)
+                except socket.timeout:
+                    continue  # still held: fine
+                if data.startswith(bytes([0x20])):  # CONNACK first
+                    data = data[2 + data[1]:]
+                if data[:1] == bytes([mr.DISCONNECT << 4]):
+                    self.assertEqual(data[2], 0x97)
+                    disconnects += 1
+            self.assertEqual(disconnects, refused)
+            wait_for(lambda: stats(g)["connections"]["mqtt"] == n - refused, 2, what="the others still connected")
+            for s in socks:
+                s.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+class ConnectionBudget(unittest.TestCase):
+    def test_sockets_waiting_for_connect_count_against_max_connections(self):
+        """3 sockets that never send CONNECT take the 3 places: a real client
+        is refused (CONNACK 0x97) until connect_timeout_ms frees them; and
+        past the 16 kept to answer refusals, a socket is closed unread."""
+        extra = "  max_connections: 3\n  connect_timeout_ms: 1500"
+        with Gateway(config(extra), env=ENV) as g:
+            port = g.mqtt_port()
+            idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+            wait_for(lambda: stats(g)["connections"]["mqtt_accepted"] == 3, 5, what="accepted")
+            c = mr.Raw(port)
+            c.send(mr.connect("real", version=5))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0x97)
+            wait_for(lambda: stats(g)["connections"]["mqtt_refused"]["max_connections"] == 1, 5,
+                     what="the refusal counted")
+            flood = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+            wait_for(lambda: stats(g)["connections"]["mqtt_refused"]["max_connections"] >= 1 + 4, 5,
+                     what="sockets past the headroom refused at accept")
+            for s in flood:
+                s.close()
+            wait_for(lambda: closed_count(g, "connect_timeout") >= 3, 10, what="the idle ones timed out")
+            ok = mr.Raw(port)
+            ok.send(mr.connect("again", version=5))
+            self.assertEqual(ok.expect(mr.CONNACK).body[1], 0)
+            for s in idle + [c.sock, ok.sock]:
+                s.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
