@@ -113,11 +113,15 @@ const char *tb_log_level_name(tb_log_level_t l);
  */
 typedef struct tb_ratelimit {
     uint64_t interval_ms;
-    uint64_t last_ms;
+    uint64_t last_ms;     /* start of the current interval */
     uint64_t suppressed;
+    uint32_t burst;       /* lines allowed per interval (0 means 1) */
+    uint32_t used;        /* of them, in the current interval */
     pthread_mutex_t mu;
 } tb_ratelimit_t;
-#define TB_RATELIMIT_INIT(ms) { (ms), 0, 0, PTHREAD_MUTEX_INITIALIZER }
+#define TB_RATELIMIT_INIT(ms) { (ms), 0, 0, 1, 0, PTHREAD_MUTEX_INITIALIZER }
+/* n lines per interval, then suppressed until the next one (per-connection lines). */
+#define TB_RATELIMIT_BURST_INIT(ms, n) { (ms), 0, 0, (n), 0, PTHREAD_MUTEX_INITIALIZER }
 bool tb_ratelimit(tb_ratelimit_t *rl, uint64_t *suppressed /* OUT */);
 
 /* ---- mailbox ------------------------------------------------------------ */

@@ -177,10 +177,14 @@ bool tb_ratelimit(tb_ratelimit_t *rl, uint64_t *suppressed)
     bool ok = false;
     pthread_mutex_lock(&rl->mu);
     if (rl->last_ms == 0 || now - rl->last_ms >= rl->interval_ms) {
-        ok = true;
-        *suppressed = rl->suppressed;
-        rl->suppressed = 0;
         rl->last_ms = now ? now : 1;
+        rl->used = 0;
+    }
+    if (rl->used < (rl->burst ? rl->burst : 1)) {
+        ok = true;
+        rl->used++;
+        *suppressed = rl->suppressed; /* the count skipped before this line */
+        rl->suppressed = 0;
     } else {
         rl->suppressed++;
         *suppressed = 0;

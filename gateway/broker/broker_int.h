@@ -338,6 +338,10 @@ int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out /* 
  * closed at accept, unread. */
 #define BROKER_REFUSAL_HEADROOM 16u
 
+/* Per-connection info lines ("connection closed", "session taken over"):
+ * at most this many a second each, then one line with the count left out. */
+#define BROKER_CONN_LOG_BURST 20u
+
 /* The largest packet we accept (and say so in CONNACK's Maximum Packet Size):
  * the payload limit plus room for the topic and properties. */
 uint32_t broker__max_packet(const cfg_t *cfg);

@@ -522,10 +522,16 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
     broker__conn_flush(c);
     c->closing = true;
     broker__conn_pause(c);
-    if (reason >= 0x80 || !c->got_disconnect) {
-        tb_log(reason >= 0x80 ? TB_LOG_INFO : TB_LOG_DEBUG, "connection closed",
-               TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
-               TB_S("reason", why), TB_S("code", reason >= 0x80 ? mqtt_reason_name(reason) : "none"));
+    if (reason >= 0x80) {
+        /* one per connection is an attacker's amplifier: a burst per second, then a count */
+        static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_info("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+                    TB_S("reason", why), TB_S("code", mqtt_reason_name(reason)), TB_U("suppressed", skipped));
+    } else if (!c->got_disconnect) {
+        tb_debug("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+                 TB_S("reason", why), TB_S("code", "none"));
     }
     list_remove(srv, c);
     srv->nreleasing++;

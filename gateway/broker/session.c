@@ -98,8 +98,11 @@ broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool c
     *present = false;
     broker_session_t *s = broker__session_find(srv, c->client_id);
     if (s && s->conn) {
-        tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", s->conn->peer),
-                TB_S("new_peer", c->peer));
+        static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", s->conn->peer),
+                    TB_S("new_peer", c->peer), TB_U("suppressed", skipped));
         broker__conn_close(s->conn, MQTT_RC_SESSION_TAKEN_OVER, "session taken over by a new connection");
         s = broker__session_find(srv, c->client_id); /* a non-persistent one is gone now */
     }

@@ -336,5 +336,32 @@ class ConnectionBudget(unittest.TestCase):
             self.assertEqual(g.stop(), 0, g.log())
 
 
+
+class Logs(unittest.TestCase):
+    def test_one_attacker_cannot_fill_the_log(self):
+        """Connections closed for malformed packets, as fast as one thread
+        can make them for 2 s: every one is counted, but the log carries at
+        most 20 "connection closed" lines a second plus the counts of those
+        left out (it was one line each: 1.7 MB/s from one thread)."""
+        with Gateway(config(), env=ENV) as g:
+            port = g.mqtt_port()
+            g.http_port()
+            made = 0
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 2:
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s.sendall(mr.connect(f"bad{made}", version=5) + bytes([0x00, 0x00]))  # packet type 0: malformed
+                made += 1
+                s.close()
+            secs = time.monotonic() - t0
+            wait_for(lambda: closed_count(g, "malformed") + stats(g)["connections"]["mqtt_refused"]["max_connections"]
+                     >= made - 5, 10, what="the churn processed")
+            self.assertGreater(made, 200, "the test made too few connections to mean anything")
+            lines = [ln for ln in g.log().splitlines() if '"msg":"connection closed"' in ln]
+            self.assertLessEqual(len(lines), 20 * (secs + 2), f"{len(lines)} lines for {made} connections")
+            self.assertTrue(any('"suppressed":' in ln and '"suppressed":0' not in ln for ln in lines),
+                            "a line says how many were left out")
+            self.assertEqual(g.stop(), 0, g.log())
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

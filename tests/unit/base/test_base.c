@@ -87,6 +87,21 @@ Test(ratelimit, one_line_per_interval_with_count)
     cr_assert_eq(skipped, 5);
 }
 
+Test(ratelimit, a_burst_of_lines_per_interval_then_the_count)
+{
+    tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, 3);
+    uint64_t skipped;
+    for (int i = 0; i < 3; i++)
+        cr_assert(tb_ratelimit(&rl, &skipped), "line %d of the burst", i);
+    for (int i = 0; i < 7; i++)
+        cr_assert_not(tb_ratelimit(&rl, &skipped));
+    rl.last_ms -= 1000;
+    cr_assert(tb_ratelimit(&rl, &skipped));
+    cr_assert_eq(skipped, 7, "the first line of the next interval says how many were left out");
+    cr_assert(tb_ratelimit(&rl, &skipped));
+    cr_assert_eq(skipped, 0);
+}
+
 typedef struct { tb_mnode_t node; int v; } item_t;
 static int wakes;
 static void wake(void *arg) { (void)arg; __atomic_add_fetch(&wakes, 1, __ATOMIC_SEQ_CST); }
