@@ -338,6 +338,10 @@ int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out /* 
  * closed at accept, unread. */
 #define BROKER_REFUSAL_HEADROOM 16u
 
+/* Most attributes one record carries: captures, MQTT 5 properties, the
+ * retain and will marks. The one rule for a PUBLISH and a will. */
+#define BROKER_MAX_ATTRS 255u
+
 /* Per-connection info lines ("connection closed", "session taken over"):
  * at most this many a second each, then one line with the count left out. */
 #define BROKER_CONN_LOG_BURST 20u

@@ -132,29 +132,33 @@ static void memory_refused(broker_conn_t *c)
 }
 
 
+/* SUBACK / UNSUBACK with one reason code per filter [MQTT-3.8.4-6], however
+ * many the packet held (its size is bounded by the packet limit). */
+static void send_codes(broker_conn_t *c, mqtt_type_t type, uint16_t packet_id, uint8_t code, uint32_t n)
+{
+    uint8_t *codes = tb_malloc(n ? n : 1);
+    memset(codes, code, n);
+    size_t cap = (size_t)n + 16;
+    uint8_t *out = tb_malloc(cap);
+    int len = mqtt_encode_suback(out, cap, c->version, type, packet_id, codes, n, NULL);
+    if (len > 0)
+        broker__conn_send(c, out, (size_t)len);
+    free(codes);
+    free(out);
+}
+
 static void on_subscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     /* An ingest gateway has no local subscribers: refuse every filter, so no
      * client waits for a SUBACK that never comes. */
-    uint8_t codes[256];
-    uint32_t n = TB_MIN(pkt->u.sub.filters.count, (uint32_t)sizeof codes);
     uint8_t code = c->version == MQTT_V5 ? MQTT_RC_NOT_AUTHORIZED : 0x80;
-    memset(codes, code, n);
-    uint8_t out[300];
-    int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_SUBACK, pkt->u.sub.packet_id, codes, n, NULL);
-    if (len > 0)
-        broker__conn_send(c, out, (size_t)len);
+    send_codes(c, MQTT_SUBACK, pkt->u.sub.packet_id, code, pkt->u.sub.filters.count);
 }
 
 static void on_unsubscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
-    uint8_t codes[256];
-    uint32_t n = c->version == MQTT_V5 ? TB_MIN(pkt->u.sub.filters.count, (uint32_t)sizeof codes) : 0;
-    memset(codes, MQTT_RC_NO_SUBSCRIPTION_EXISTED, n);
-    uint8_t out[300];
-    int len = mqtt_encode_suback(out, sizeof out, c->version, MQTT_UNSUBACK, pkt->u.sub.packet_id, codes, n, NULL);
-    if (len > 0)
-        broker__conn_send(c, out, (size_t)len);
+    uint32_t n = c->version == MQTT_V5 ? pkt->u.sub.filters.count : 0; /* 3.1.1's UNSUBACK has no codes */
+    send_codes(c, MQTT_UNSUBACK, pkt->u.sub.packet_id, MQTT_RC_NO_SUBSCRIPTION_EXISTED, n);
 }
 
 /* Handles one decoded packet. Returns false once the connection is closing. */

@@ -161,6 +161,16 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
         expiry_capped = c->version == MQTT_V5;
     }
 
+    if (cn->has_will && cn->will_payload.n > srv->cfg->mqtt.max_payload_size) {
+        refuse(c, METRICS_REFUSE_WILL_INVALID, MQTT_RC_PACKET_TOO_LARGE, "will payload over mqtt.max_payload_size");
+        return;
+    }
+    /* the rule a PUBLISH meets (publish.c): its properties, the will and retain marks */
+    if (cn->has_will && c->version == MQTT_V5 && 2u + cn->will_props.user.count + 2u > BROKER_MAX_ATTRS) {
+        refuse(c, METRICS_REFUSE_WILL_INVALID, MQTT_RC_IMPLEMENTATION_SPECIFIC_ERROR,
+               "will with more properties than a record holds");
+        return;
+    }
     if (cn->has_will) {
         c->has_will = true;
         c->will_qos = cn->will_qos;

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ATTRS 255
 
 const char *broker_reject_name(broker_reject_t r)
 {
@@ -61,7 +60,7 @@ static int build_attrs(broker_t *srv, const router_match_t *m, const mqtt_packet
             n++;
         }
         if (pr->user.count) {
-            if (n + pr->user.count + 1 > MAX_ATTRS)
+            if (n + pr->user.count + 1 > BROKER_MAX_ATTRS)
                 return -1;
             /* keys "mqtt.user.<key>" are built in one scratch buffer */
             uint8_t *buf = scratch(srv, pr->user.raw.n + 10u * pr->user.count);
@@ -187,7 +186,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
             return;
         }
     }
-    wal_attr_t attrs[MAX_ATTRS];
+    wal_attr_t attrs[BROKER_MAX_ATTRS];
     int nattrs = build_attrs(srv, &m, pkt, attrs);
     if (nattrs < 0) {
         t->rejected[BROKER_REJ_TOO_LARGE]++;
@@ -215,6 +214,12 @@ void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
     broker_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
     broker__pace_publish(&c->pace, uv_now(srv->loop));
+    if (pkt->version == MQTT_V5 && pkt->props.sub_ids.count > 0) {
+        /* a client's PUBLISH must not carry one [MQTT-3.3.4-6] */
+        srv->conn_closed[METRICS_CLOSE_MALFORMED]++;
+        broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "Subscription Identifier in a client's PUBLISH");
+        return;
+    }
     mqtt_bytes_t topic = resolve_alias(c, pkt);
     if (c->closing)
         return;

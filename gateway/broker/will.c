@@ -53,13 +53,19 @@ static void store(broker_t *srv, const char *client_id, const char *topic, const
             return;
         }
     }
-    wal_attr_t attrs[300];
+    wal_attr_t attrs[BROKER_MAX_ATTRS];
     size_t n = 0, it = 0;
     const char *name;
     router_slice_t v;
-    while (n < 64 && router_attr_next(srv->router, &m, &it, &name, &v))
+    while (n < BROKER_MAX_ATTRS && router_attr_next(srv->router, &m, &it, &name, &v))
         attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
-    for (size_t i = 0; i < nextra && n < 254; i++)
+    if (n + nextra + 2 > BROKER_MAX_ATTRS) { /* as a PUBLISH would be (0x83): refused, never cut */
+        t->rejected[BROKER_REJ_TOO_LARGE]++;
+        tb_warn("will message with more attributes than a record holds: not stored", TB_S("client", client_id),
+                TB_S("topic", t->name), TB_U("attributes", n + nextra + 2), TB_U("max", BROKER_MAX_ATTRS));
+        return;
+    }
+    for (size_t i = 0; i < nextra; i++)
         attrs[n++] = extra[i];
     attrs[n++] = (wal_attr_t){ (const uint8_t *)"mqtt.will", 9, (const uint8_t *)"true", 4 };
     if (retain)

@@ -301,6 +301,8 @@ typedef enum {
                                        without clean session on 3.1.1) */
     METRICS_REFUSE_AUTH,            /* MQTT 5 enhanced authentication asked for: not supported */
     METRICS_REFUSE_SHUTTING_DOWN,   /* during the drain */
+    METRICS_REFUSE_WILL_INVALID,    /* its will could never be stored: payload over mqtt.max_payload_size,
+                                       or more properties than a record holds */
     METRICS_REFUSE__COUNT
 } metrics_refuse_t;
 extern const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT];

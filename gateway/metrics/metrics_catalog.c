@@ -195,6 +195,7 @@ const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
     [METRICS_REFUSE_CLIENT_ID] = "client_id_invalid",
     [METRICS_REFUSE_AUTH] = "auth_unsupported",
     [METRICS_REFUSE_SHUTTING_DOWN] = "shutting_down",
+    [METRICS_REFUSE_WILL_INVALID] = "will_invalid",
 };
 
 const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {

@@ -17,6 +17,7 @@ something takes, and what /stats counts.
 import json
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -361,6 +362,74 @@ class Logs(unittest.TestCase):
             self.assertLessEqual(len(lines), 20 * (secs + 2), f"{len(lines)} lines for {made} connections")
             self.assertTrue(any('"suppressed":' in ln and '"suppressed":0' not in ln for ln in lines),
                             "a line says how many were left out")
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+def user_props(n):
+    return b"".join(b"\x26" + mr.s(f"k{i}") + mr.s("v") for i in range(n))
+
+
+def connect_with_will(client_id, will_payload=b"bye", will_user_props=0):
+    """An MQTT 5 CONNECT whose will carries will_user_props User Properties."""
+    will = mr.props(user_props(will_user_props)) + mr.s("t/will") + mr.s(will_payload)
+    body = mr.s("MQTT") + bytes([5, 0x02 | 0x04]) + struct.pack(">H", 60) + mr.props() + mr.s(client_id) + will
+    return mr.packet(mr.CONNECT, 0, body)
+
+
+class Protocol(unittest.TestCase):
+    def test_a_subscribe_with_300_filters_gets_300_reason_codes(self):
+        """[MQTT-3.8.4-6]: one code per filter (the SUBACK had at most 256)."""
+        with Gateway(config(), env=ENV) as g:
+            port = g.mqtt_port()
+            for version, code in ((5, 0x87), (4, 0x80)):
+                c = mr.Raw(port)
+                c.send(mr.connect(f"s{version}", version=version))
+                c.expect(mr.CONNACK)
+                filters = b"".join(mr.s(f"f/{i}") + b"\x01" for i in range(300))
+                body = struct.pack(">H", 9) + (mr.props() if version == 5 else b"") + filters
+                c.send(mr.packet(mr.SUBSCRIBE, 2, body))
+                ack = c.expect(mr.SUBACK)
+                codes = ack.body[2 + (1 if version == 5 else 0):]
+                self.assertEqual(len(codes), 300, f"MQTT {version}")
+                self.assertEqual(set(codes), {code})
+                c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_a_publish_carrying_a_subscription_identifier_is_a_protocol_error(self):
+        """[MQTT-3.3.4-6]: a client's PUBLISH must not carry one; it was accepted."""
+        with Gateway(config(), env=ENV) as g:
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(mr.connect("sid", version=5))
+            c.expect(mr.CONNACK)
+            c.send(mr.publish("t/x", "hi", qos=1, pid=3, version=5, prop_bytes=b"\x0b\x05"))
+            got = c.closed()
+            self.assertEqual([p.type for p in got], [mr.DISCONNECT], got)
+            self.assertEqual(got[0].body[0], 0x82, "Protocol Error")
+            wait_for(lambda: closed_count(g, "malformed") == 1, 5, what="counted")
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_a_will_meets_the_rules_a_publish_meets(self):
+        """A will with more properties than a record holds was silently cut
+        to 255 attributes while such a PUBLISH is refused 0x83; its payload
+        was not held to max_payload_size. Both are now refused at CONNECT
+        (CONNACK 0x83 / 0x95, counted will_invalid), and the same PUBLISH
+        still gets 0x83."""
+        with Gateway(config("  max_payload_size: 1024"), env=ENV) as g:
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(connect_with_will("w1", will_user_props=300))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0x83)
+            c = mr.Raw(port)
+            c.send(connect_with_will("w2", will_payload=b"x" * 2000))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0x95)
+            wait_for(lambda: stats(g)["connections"]["mqtt_refused"]["will_invalid"] == 2, 5, what="counted")
+            c = mr.Raw(port)
+            c.send(connect_with_will("w3", will_user_props=10))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0, "a will within the rules is accepted")
+            c.send(mr.publish("t/x", "hi", qos=1, pid=4, version=5, prop_bytes=user_props(300)))
+            self.assertEqual(c.expect(mr.PUBACK).body[2], 0x83, "the PUBLISH rule, unchanged")
+            c.close()
             self.assertEqual(g.stop(), 0, g.log())
 
 if __name__ == "__main__":
