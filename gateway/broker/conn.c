@@ -294,7 +294,7 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
  * make us hold more (TCP's window then stops its sending). */
 static bool tx_full(const broker_conn_t *c)
 {
-    return c->tx_held >= c->srv->cfg->mqtt.max_unread_bytes / 2;
+    return c->tx_held + c->out_len >= c->srv->cfg->mqtt.max_unread_bytes / 2;
 }
 
 void broker__conn_tx_progress(broker_conn_t *c)
@@ -350,6 +350,12 @@ void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n)
     }
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
+    if (!c->tx_paused && tx_full(c)) {
+        /* this turn's replies plus the unsent ones reach half the limit: read
+         * no more from it (what the current read holds is still answered) */
+        c->tx_paused = true;
+        broker__conn_pause(c);
+    }
     if (!c->dirty) {
         /* written once at the end of this loop turn (server.c's check
          * handle): a batch completion acking 100 messages of one client
@@ -407,9 +413,13 @@ void broker__conn_flush(broker_conn_t *c)
     }
     if (rc < 0) {
         broker__conn_tx_failed(c, rc);
-    } else if (tx_full(c) && !c->closing) {
-        c->tx_paused = true; /* broker__conn_tx_progress resumes it */
-        broker__conn_pause(c);
+    } else if (!c->closing) {
+        if (tx_full(c)) {
+            c->tx_paused = true; /* broker__conn_tx_progress resumes it */
+            broker__conn_pause(c);
+        } else {
+            broker__conn_tx_progress(c); /* the kernel took it all: a pause of this turn ends */
+        }
     }
 }
 

@@ -40,9 +40,10 @@
  * body are refused (Content-Length > 0: 413; Transfer-Encoding: 400) and
  * the connection closes. At most max_conns [64] connections are open: a
  * new one past that evicts the connection that has waited longest without
- * a complete request (idle or incomplete), so a flood of idle sockets
- * cannot lock out the liveness probe; only when every slot is busy writing
- * a response is the newcomer answered 503 and closed at once. Reading
+ * a complete request (idle or incomplete), but never one whose request has
+ * arrived unread (http_server.c), so neither a flood nor a churn of idle
+ * sockets can lock out the liveness probe; when no slot can be taken the
+ * newcomer is answered 503 and closed at once. Reading
  * stops while a response is being written, so a slow reader holds at most
  * one response in memory and pipelined requests wait in the kernel.
  * /metrics and /stats are rendered at most every render_ms [250 ms]

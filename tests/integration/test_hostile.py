@@ -114,6 +114,25 @@ def send_quietly(s, data):
 PINGREQ = bytes([mr.PINGREQ << 4, 0])
 
 
+def flood_until_paused(s, timeout=15):
+    """PINGREQs until the gateway stops reading this client (its replies
+    hold half of max_unread_bytes: TCP then takes nothing for 0.3 s)."""
+    s.setblocking(False)
+    chunk = PINGREQ * 32768
+    last = time.monotonic()
+    end = last + timeout
+    while time.monotonic() < end:
+        try:
+            if s.send(chunk) > 0:
+                last = time.monotonic()
+        except BlockingIOError:
+            if time.monotonic() - last > 0.3:
+                break
+            time.sleep(0.01)
+    s.setblocking(True)
+    assert time.monotonic() < end, "the gateway never stopped reading the flood"
+
+
 class NonReadingClients(unittest.TestCase):
     def test_a_client_that_does_not_read_holds_at_most_its_limit_then_is_closed(self):
         """10 clients flood PINGREQs (their PINGRESPs soon more than the
@@ -189,10 +208,7 @@ class NonReadingClients(unittest.TestCase):
             g.http_port()
             base_fds = nfds(g.proc.pid)
             s = non_reader(port, "lingers", keepalive=1)
-            s.setblocking(False)
-            end = time.monotonic() + 1.0
-            while time.monotonic() < end:  # more replies than the kernel's buffers take
-                send_quietly(s, PINGREQ * 32768)
+            flood_until_paused(s)  # its replies fill the kernel and half the limit: it is not read
             wait_for(lambda: closed_count(g, "keepalive_timeout") == 1, 5, what="closed by its keep alive")
             t0 = time.monotonic()
             late = mr.Raw(port)
@@ -221,11 +237,7 @@ class NonReadingClients(unittest.TestCase):
             port = g.mqtt_port()
             s = non_reader(port, "stubborn")
             wait_for(lambda: stats(g)["connections"]["mqtt"] == 1, 5, what="connected")
-            s.setblocking(False)
-            end = time.monotonic() + 0.7
-            while time.monotonic() < end:
-                send_quietly(s, PINGREQ * 32768)
-            s.setblocking(True)
+            flood_until_paused(s)
             t0 = time.monotonic()
             rc = g.stop(timeout=15)
             took = time.monotonic() - t0
@@ -285,24 +297,30 @@ class PartialPackets(unittest.TestCase):
                 s = self.begin_publish(port, f"m{i}", 256 * 1024, 200 * 1024, version=5)
                 socks.append(s)
             wait_for(lambda: closed_count(g, "memory_limit") >= 1, 10, what="the cap refused someone")
-            refused = closed_count(g, "memory_limit")
-            self.assertLess(refused, n)
-            self.assertGreaterEqual(refused, n - 1024 * 1024 // (200 * 1024) - 1)
-            self.assertIn("mqtt.max_partial_bytes", g.log())
             disconnects = 0
-            for s in socks:
-                s.settimeout(0.5)
+            for s in socks:  # each is either still held (silent) or told why it goes
+                s.settimeout(1.0)
+                data = b""
                 try:
-                    data = s.recv(4096)
+                    while len(data) < 4 + 3:
+                        more = s.recv(4096)
+                        if not more:
+                            break
+                        data += more
                 except socket.timeout:
-                    continue  # still held: fine
-                if data.startswith(bytes([0x20])):  # CONNACK first
+                    pass
+                if data.startswith(bytes([0x20])):  # its CONNACK first
                     data = data[2 + data[1]:]
                 if data[:1] == bytes([mr.DISCONNECT << 4]):
-                    self.assertEqual(data[2], 0x97)
+                    self.assertEqual(data[2], 0x97, "Quota exceeded")
                     disconnects += 1
-            self.assertEqual(disconnects, refused)
-            wait_for(lambda: stats(g)["connections"]["mqtt"] == n - refused, 2, what="the others still connected")
+            self.assertGreaterEqual(disconnects, 1)
+            self.assertLess(disconnects, n, "those under the cap are not disturbed")
+            # 1 MiB holds 4 buffers of 256 KiB (the one for 200 KiB), give or take the alias tables
+            self.assertIn(n - disconnects, (3, 4))
+            wait_for(lambda: closed_count(g, "memory_limit") == disconnects, 5, what="each refusal counted")
+            wait_for(lambda: stats(g)["connections"]["mqtt"] == n - disconnects, 5, what="the others connected")
+            self.assertIn("mqtt.max_partial_bytes", g.log())
             for s in socks:
                 s.close()
             self.assertEqual(g.stop(), 0, g.log())

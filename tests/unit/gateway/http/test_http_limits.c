@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -221,6 +222,72 @@ Test(http_limits, past_the_cap_the_longest_waiting_connection_is_evicted)
 static void cap2(http_opts_t *o)
 {
     o->max_conns = 2;
+}
+
+static void cap4(http_opts_t *o)
+{
+    o->max_conns = 4;
+}
+
+/* The loop thread blocked until a byte arrives on a pipe (test-made barrier). */
+static int barrier[2];
+static void block_loop(th_t *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    char b;
+    cr_assert_eq(read(barrier[0], &b, 1), 1);
+}
+static void *blocker(void *arg)
+{
+    th_call(arg, block_loop, NULL);
+    return NULL;
+}
+static bool evicted_at_least(th_t *t, void *arg) /* on the loop thread */
+{
+    http_stats_t st;
+    http_get_stats(t->srv, &st);
+    return st.evicted >= *(uint64_t *)arg;
+}
+
+Test(http_limits, a_probe_accepted_in_a_burst_of_idle_connections_is_served)
+{
+    /* 4 idle sockets fill the slots. With the loop held, a probe connects
+     * and sends its request, and 10 idle sockets connect behind it; then
+     * the loop runs: libuv accepts all 11 in one callback, before any read.
+     * The probe used to be the longest waiter by the 5th accept, and
+     * evicted with its request unread; now a connection whose request has
+     * arrived is not evicted: it is served. */
+    start(cap4);
+    cl_t *idle[4];
+    for (int i = 0; i < 4; i++)
+        idle[i] = cl_open(T.port, 0);
+    unsigned four = 4;
+    cr_assert(th_wait_until(&T, conns_are, &four, 5000));
+    cr_assert_eq(pipe(barrier), 0);
+    pthread_t th;
+    pthread_create(&th, NULL, blocker, &T);
+    cl_t *probe = cl_open(T.port, 0);
+    cl_send(probe, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
+    cl_t *churn[10];
+    for (int i = 0; i < 10; i++)
+        churn[i] = cl_open(T.port, 0); /* the kernel completes the handshake; the accept waits */
+    cr_assert_eq(write(barrier[1], "x", 1), 1);
+    pthread_join(th, NULL);
+    close(barrier[0]);
+    close(barrier[1]);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(probe, &r, false), 0, "the probe was evicted");
+    cr_assert_eq(r.status, 200);
+    cl_resp_free(&r);
+    uint64_t many = 10;
+    cr_assert(th_wait_until(&T, evicted_at_least, &many, 5000), "idle sockets made room for each other");
+    for (int i = 0; i < 4; i++)
+        cl_close(idle[i]);
+    for (int i = 0; i < 10; i++)
+        cl_close(churn[i]);
+    cl_close(probe);
+    th_stop(&T);
 }
 
 Test(http_limits, past_the_cap_with_every_slot_writing_the_newcomer_gets_503)
