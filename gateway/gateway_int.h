@@ -99,6 +99,7 @@ typedef struct gw__run {
     metrics_t *metrics;
     int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
+    unsigned http_conns;         /* the HTTP endpoint's connection cap (for the descriptor budget) */
     bool topics_open;            /* broker_init succeeded; until the log closes */
     bool booted;
 } gw__run_t;
@@ -107,6 +108,14 @@ typedef struct gw__run {
 void gw__collect(void *arg, metrics_t *m);
 /* What /readyz, /stats and the topic table report that is not a metric. */
 void gw__provider(gw__run_t *r, http_provider_t *out /* OUT */);
+
+/* ---- fdbudget.c ----
+ * The MQTT sockets the descriptor limit leaves once the log (ntopics of
+ * them), the replicator and the HTTP endpoint (http_conns) have theirs:
+ * raises the soft limit toward the hard one if that helps, else lowers
+ * *max_connections (logged). 0, or TB_ECONFIG when no client would fit.
+ */
+int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_t *max_connections /* OUT */);
 
 /* ---- reload.c ----
  * SIGHUP. Re-reads the configuration file; applies what can change at run

@@ -140,8 +140,12 @@ static void repl_drain(gw__app_t *app, void *arg)
 
 static int mqtt_start(gw__app_t *app, void *arg)
 {
-    (void)app;
     run_t *r = arg;
+    uint32_t max_conn;
+    int rc = gw__fd_budget(app->cfg, broker_ntopics(r->broker), r->http_conns, &max_conn);
+    if (rc < 0)
+        return rc;
+    broker_set_max_connections(r->broker, max_conn);
     return broker_listen(r->broker);
 }
 
@@ -221,6 +225,7 @@ int gw_run(const cfg_t *cfg)
     http_service_opts_t hopts;
     http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
+    r.http_conns = hopts.http.max_conns;
     http_service_t *http;
     if (http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
         metrics_free(r.metrics);

@@ -36,6 +36,11 @@
 
 typedef struct broker broker_t;
 
+/* Sockets past max_connections still accepted so that their CONNECT is
+ * answered with a refusal (CONNACK 0x97 / 3); past these the socket is
+ * closed at accept, unread. The descriptor budget reserves them. */
+#define BROKER_REFUSAL_HEADROOM 16u
+
 /* Why a message was not stored (counted per topic; a bounded set). */
 typedef enum {
     BROKER_REJ_UNMATCHED,     /* no mapping matched the MQTT topic */
@@ -133,6 +138,10 @@ void broker_on_stored(broker_t *b, void (*fn)(void *arg, size_t topic), void *ar
 size_t broker_ntopics(const broker_t *b);
 broker_topic_t *broker_topic(broker_t *b, size_t i); /* NULL out of range */
 void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
+
+/* Sockets the broker holds at most (mqtt.max_connections unless the
+ * process's descriptor budget allows fewer: gateway/fdbudget.c). Before broker_listen. */
+void broker_set_max_connections(broker_t *b, uint32_t n);
 
 /* Mapping rules (mqtt.topic_mappings, config order). */
 size_t broker_nrules(const broker_t *b);

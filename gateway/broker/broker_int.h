@@ -264,6 +264,7 @@ struct broker {
     broker_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
+    uint32_t max_connections;       /* mqtt.max_connections, or what the descriptor budget allows */
     uint32_t nreleasing;            /* closed, socket not yet released: still count against max_connections */
     uint64_t partial_bytes;         /* incomplete packets and alias tables of all connections (max_partial_bytes) */
     uint64_t next_conn_id;
@@ -332,11 +333,6 @@ broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
 /* Opens a local (never replicated) topic's log; *out is the server's
  * (freed at broker_close), set even on failure. 0 or -errno. */
 int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out /* OUT */);
-
-/* Sockets past mqtt.max_connections still accepted so that their CONNECT is
- * answered with a refusal (CONNACK 0x97 / 3); past these the socket is
- * closed at accept, unread. */
-#define BROKER_REFUSAL_HEADROOM 16u
 
 /* Most attributes one record carries: captures, MQTT 5 properties, the
  * retain and will marks. The one rule for a PUBLISH and a will. */

@@ -61,14 +61,14 @@ void broker__conn_start(broker_conn_t *c, const char *peer)
     srv->nconns++;
     srv->conn_accepted++;
     c->listed = true;
-    if (srv->nconns + srv->nreleasing > srv->cfg->mqtt.max_connections + BROKER_REFUSAL_HEADROOM) {
+    if (srv->nconns + srv->nreleasing > srv->max_connections + BROKER_REFUSAL_HEADROOM) {
         /* past the room kept for CONNACK refusals: not even read */
         srv->conn_refused[METRICS_REFUSE_MAX_CONNECTIONS]++;
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("connection refused at accept: mqtt.max_connections sockets are open or closing",
-                    TB_S("peer", c->peer), TB_U("max_connections", srv->cfg->mqtt.max_connections),
+                    TB_S("peer", c->peer), TB_U("max_connections", srv->max_connections),
                     TB_U("open", srv->nconns), TB_U("closing", srv->nreleasing), TB_U("suppressed", skipped));
         c->abort = true;
         broker__conn_close(c, 0, "max_connections");

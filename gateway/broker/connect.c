@@ -105,12 +105,12 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
     }
     /* every socket counts, this one included, until its descriptor is released:
      * those waiting for CONNECT and those closing too */
-    if (srv->nconns + srv->nreleasing > srv->cfg->mqtt.max_connections) {
+    if (srv->nconns + srv->nreleasing > srv->max_connections) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("connection refused: mqtt.max_connections reached",
-                    TB_U("max_connections", srv->cfg->mqtt.max_connections), TB_S("peer", c->peer),
+                    TB_U("max_connections", srv->max_connections), TB_S("peer", c->peer),
                     TB_U("suppressed", skipped));
         refuse(c, METRICS_REFUSE_MAX_CONNECTIONS, MQTT_RC_QUOTA_EXCEEDED,
                "mqtt.max_connections reached");

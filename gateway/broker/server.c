@@ -134,6 +134,7 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
 int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
 {
     srv->cfg = cfg;
+    srv->max_connections = cfg->mqtt.max_connections;
     srv->wal = wal;
     int rc = build_router(srv, err, errlen);
     if (rc == 0)
@@ -258,7 +259,7 @@ int broker_listen(broker_t *srv)
         snprintf(srv->listen_addr, sizeof srv->listen_addr, "%s:%d", host, port);
     }
     uv_timer_start(&srv->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
-    tb_info("mqtt listening", TB_S("addr", srv->listen_addr), TB_U("max_connections", srv->cfg->mqtt.max_connections));
+    tb_info("mqtt listening", TB_S("addr", srv->listen_addr), TB_U("max_connections", srv->max_connections));
     return 0;
 }
 
@@ -444,6 +445,11 @@ void broker_stats(const broker_t *srv, broker_stats_t *out)
     memcpy(out->refused, srv->conn_refused, sizeof out->refused);
     memcpy(out->closed, srv->conn_closed, sizeof out->closed);
     out->unmatched = srv->unmatched_dropped;
+}
+
+void broker_set_max_connections(broker_t *srv, uint32_t n)
+{
+    srv->max_connections = n;
 }
 
 size_t broker_nrules(const broker_t *srv)

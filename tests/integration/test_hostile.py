@@ -16,6 +16,7 @@ something takes, and what /stats counts.
 """
 import json
 import os
+import resource
 import socket
 import struct
 import sys
@@ -380,6 +381,47 @@ class Logs(unittest.TestCase):
             self.assertLessEqual(len(lines), 20 * (secs + 2), f"{len(lines)} lines for {made} connections")
             self.assertTrue(any('"suppressed":' in ln and '"suppressed":0' not in ln for ln in lines),
                             "a line says how many were left out")
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+class DescriptorBudget(unittest.TestCase):
+    def test_clients_cannot_take_the_descriptors_the_log_needs(self):
+        """Under RLIMIT_NOFILE 256 with max_connections 1000, clients could
+        take every descriptor and the log could then not open its next
+        segment. The gateway now lowers max_connections to what is left
+        once the log, the replicator and the HTTP endpoint have theirs
+        (logged with the figures); with every place taken, a client still
+        publishes through segment rotations with nothing refused."""
+        def limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        extra = "  max_connections: 1000"
+        yaml = config(extra).replace("wal: {dir: ./wal, fsync: never}", "wal: {dir: ./wal, fsync: never, segment_bytes: 4096}")
+        with Gateway(yaml, env=ENV, preexec_fn=limit) as g:
+            port = g.mqtt_port()
+            lowered = [json.loads(ln) for ln in g.log().splitlines() if "lowered_to" in ln]
+            self.assertEqual(len(lowered), 1, g.log())
+            room = lowered[0]["lowered_to"]
+            self.assertGreater(room, 10)
+            self.assertLess(room, 256)
+            clients = []
+            for i in range(room - 1):
+                c = mr.Raw(port)
+                c.send(mr.connect(f"hold{i}"))
+                self.assertEqual(c.expect(mr.CONNACK).body[1], 0, f"client {i} of {room}")
+                clients.append(c)
+            pub = mr.Raw(port)
+            pub.send(mr.connect("pub"))
+            self.assertEqual(pub.expect(mr.CONNACK).body[1], 0)
+            extra_client = mr.Raw(port)
+            extra_client.send(mr.connect("one-too-many"))
+            self.assertEqual(extra_client.expect(mr.CONNACK).body[1], 3, "3.1.1: server unavailable")
+            extra_client.close()
+            for i in range(200):  # 200 x 200 B through 4 KiB segments: ~10 rotations
+                pub.send(mr.publish("t/x", b"p" * 200, qos=1, pid=i + 1))
+                self.assertEqual(pub.expect(mr.PUBACK).packet_id, i + 1)
+            self.assertNotIn("Too many open files", g.log())
+            for c in clients + [pub]:
+                c.close()
             self.assertEqual(g.stop(), 0, g.log())
 
 

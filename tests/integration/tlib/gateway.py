@@ -40,7 +40,7 @@ def run_cli(*args, env=None, timeout=30):
 class Gateway:
     """A tributary process with its own config file and data directory."""
 
-    def __init__(self, yaml_text=None, workdir=None, env=None, args=None):
+    def __init__(self, yaml_text=None, workdir=None, env=None, args=None, preexec_fn=None):
         self.dir = workdir or tempfile.mkdtemp(prefix="trib-it-")
         self.config = None
         if yaml_text is not None:
@@ -50,6 +50,7 @@ class Gateway:
         self.env = dict(os.environ)
         self.env.update(env or {})
         self.args = args or []
+        self.preexec_fn = preexec_fn  # e.g. a resource limit for the child
         self.proc = None
         self.log_path = os.path.join(self.dir, "gateway.log")
         self.log_mark = 0  # where the current run's output starts in the log file
@@ -58,7 +59,8 @@ class Gateway:
         cmd = [BIN, "run"] + (["-c", self.config] if self.config else []) + self.args
         self.logf = open(self.log_path, "ab")
         self.log_mark = self.logf.tell()
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, cwd=self.dir, env=self.env)
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT, cwd=self.dir, env=self.env,
+                                     preexec_fn=self.preexec_fn)
         return self
 
     def log(self):
