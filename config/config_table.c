@@ -100,7 +100,8 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.max_session_expiry_s", CFG__U32, mqtt.max_session_expiry_s, "604800", 0, 4294967295u, NULL, 0,
       "Longest a persistent session (clean_session=0, or MQTT 5 session expiry) is kept after its client goes."),
     K("mqtt.max_sessions", CFG__U32, mqtt.max_sessions, "100000", 1, 10000000, NULL, 0,
-      "Most persistent sessions remembered; past it the one idle longest is forgotten."),
+      "Most persistent sessions (connected or remembered); a CONNECT asking for a new one past it is "
+      "refused (CONNACK 0x97 / 3): none already remembered is forgotten for it."),
     K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
       "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
       "connection; drop: acknowledge and count, never stored."),

@@ -98,6 +98,10 @@ typedef struct broker_stats {
     uint64_t refused[METRICS_REFUSE__COUNT]; /* CONNACK refusals, by reason */
     uint64_t closed[METRICS_CLOSE__COUNT];   /* closed by us, by reason */
     uint64_t unmatched;          /* PUBLISHes no mapping matched */
+    uint32_t sessions_persistent; /* persistent sessions, connected or not (mqtt.max_sessions) */
+    uint32_t sessions_remembered; /* of them, with no connection */
+    uint32_t wills_pending;      /* delayed wills waiting */
+    uint64_t journal_bytes;      /* the session journal on disk */
 } broker_stats_t;
 
 /*

@@ -271,6 +271,7 @@ struct broker {
     /* sessions by client id */
     broker_session_t **sess_buckets;
     uint32_t sess_nbuckets, nsessions;
+    uint32_t npersistent;           /* of them, persistent: bounded by mqtt.max_sessions at CONNECT */
     /* backpressure */
     uint64_t pending_bytes;
     bool paused;
@@ -475,6 +476,8 @@ void broker__sessions_free(broker_t *srv);
 void broker__session_unref(broker_session_t *s);
 /* A new session in the table (borrowed: the table owns it). */
 broker_session_t *broker__session_create(broker_t *srv, const char *client_id);
+/* Marks s persistent or not, keeping srv->npersistent (what mqtt.max_sessions bounds). */
+void broker__session_set_persistent(broker_t *srv, broker_session_t *s, bool persistent);
 /* Ends a session (journaled END when it was persistent); freed unless referenced. */
 void broker__session_forget(broker_t *srv, broker_session_t *s);
 /* will.c: drops s's delayed will, if any (freed once its timer has closed). */

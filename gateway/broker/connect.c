@@ -193,6 +193,20 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
         return;
     }
 
+    if (expiry > 0 && srv->npersistent >= srv->cfg->mqtt.max_sessions) {
+        /* a new persistent session past the bound is refused: no remembered one is forgotten for it */
+        broker_session_t *old = broker__session_find(srv, c->client_id);
+        if (!old || !old->persistent) {
+            static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+            uint64_t skipped;
+            if (tb_ratelimit(&rl, &skipped))
+                tb_warn("connection refused: mqtt.max_sessions persistent sessions are remembered",
+                        TB_U("max_sessions", srv->cfg->mqtt.max_sessions), TB_S("peer", c->peer),
+                        TB_U("suppressed", skipped));
+            refuse(c, METRICS_REFUSE_MAX_SESSIONS, MQTT_RC_QUOTA_EXCEEDED, "mqtt.max_sessions reached");
+            return;
+        }
+    }
     bool present = false;
     c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);
     c->connected = true;

@@ -87,7 +87,7 @@ static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
     case J_OPEN:
         if (!s)
             s = broker__session_create(srv, cid);
-        s->persistent = true;
+        broker__session_set_persistent(srv, s, true);
         s->journaled = true;
         s->expiry_s = expiry;
         s->detached_ms = now;
@@ -100,7 +100,7 @@ static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
     case J_RELEASED:
         if (!s) { /* its OPEN was compacted into a later position: create it */
             s = broker__session_create(srv, cid);
-            s->persistent = true;
+            broker__session_set_persistent(srv, s, true);
             s->journaled = true;
             s->expiry_s = srv->cfg->mqtt.max_session_expiry_s;
             s->detached_ms = now;

@@ -445,6 +445,18 @@ void broker_stats(const broker_t *srv, broker_stats_t *out)
     memcpy(out->refused, srv->conn_refused, sizeof out->refused);
     memcpy(out->closed, srv->conn_closed, sizeof out->closed);
     out->unmatched = srv->unmatched_dropped;
+    out->sessions_persistent = srv->npersistent;
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (const broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
+            out->sessions_remembered += s->persistent && !s->conn;
+            out->wills_pending += s->will != NULL;
+        }
+    }
+    if (srv->journal && srv->journal->wal) {
+        wal_topic_stats_t st;
+        wal_topic_stats(srv->journal->wal, &st);
+        out->journal_bytes = st.bytes;
+    }
 }
 
 void broker_set_max_connections(broker_t *srv, uint32_t n)

@@ -64,6 +64,17 @@ static void session_free(broker_session_t *s)
     free(s);
 }
 
+void broker__session_set_persistent(broker_t *srv, broker_session_t *s, bool persistent)
+{
+    if (s->persistent == persistent)
+        return;
+    s->persistent = persistent;
+    if (persistent)
+        srv->npersistent++;
+    else
+        srv->npersistent--;
+}
+
 static void unlink_session(broker_t *srv, broker_session_t *s)
 {
     broker__journal_session(srv, s, false); /* END, if it was journaled */
@@ -74,6 +85,7 @@ static void unlink_session(broker_t *srv, broker_session_t *s)
         *pp = s->hnext;
     s->linked = false;
     srv->nsessions--;
+    broker__session_set_persistent(srv, s, false);
     broker__will_cancel(s);
     if (s->refs == 0)
         session_free(s);
@@ -119,7 +131,7 @@ broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool c
     s->conn = c;
     bool was = s->journaled;
     uint32_t old_expiry = s->expiry_s;
-    s->persistent = expiry_s > 0;
+    broker__session_set_persistent(srv, s, expiry_s > 0);
     s->expiry_s = expiry_s;
     if (s->persistent && (!was || old_expiry != expiry_s))
         broker__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
@@ -159,7 +171,7 @@ void broker__session_expire(broker_t *srv, uint64_t now)
                 oldest = s;
         }
     }
-    if (srv->nsessions > srv->cfg->mqtt.max_sessions && oldest) {
+    if (srv->npersistent > srv->cfg->mqtt.max_sessions && oldest) { /* after a reload lowered it */
         tb_warn("mqtt.max_sessions reached: forgetting the session idle longest",
                 TB_S("client", oldest->client_id), TB_U("max_sessions", srv->cfg->mqtt.max_sessions));
         unlink_session(srv, oldest);
@@ -189,7 +201,7 @@ void broker__sessions_free(broker_t *srv)
     }
     free(srv->sess_buckets);
     srv->sess_buckets = NULL;
-    srv->sess_nbuckets = srv->nsessions = 0;
+    srv->sess_nbuckets = srv->nsessions = srv->npersistent = 0;
 }
 
 bool broker__session_has_qos2(const broker_session_t *s, uint16_t id)

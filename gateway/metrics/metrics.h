@@ -235,6 +235,10 @@ typedef enum {
     METRICS_MQTT_ACCEPTED,
     METRICS_MQTT_REFUSED,
     METRICS_MQTT_CLOSED,
+    METRICS_SESSIONS_PERSISTENT,
+    METRICS_SESSIONS_REMEMBERED,
+    METRICS_WILLS_PENDING,
+    METRICS_JOURNAL_BYTES,
     METRICS_HTTP_CONNECTIONS,
     METRICS_HTTP_REQUESTS,
     METRICS_HTTP_REFUSED,
@@ -301,6 +305,7 @@ typedef enum {
                                        without clean session on 3.1.1) */
     METRICS_REFUSE_AUTH,            /* MQTT 5 enhanced authentication asked for: not supported */
     METRICS_REFUSE_SHUTTING_DOWN,   /* during the drain */
+    METRICS_REFUSE_MAX_SESSIONS,    /* a new persistent session past mqtt.max_sessions */
     METRICS_REFUSE_WILL_INVALID,    /* its will could never be stored: payload over mqtt.max_payload_size,
                                        or more properties than a record holds */
     METRICS_REFUSE__COUNT

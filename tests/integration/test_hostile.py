@@ -425,6 +425,55 @@ class DescriptorBudget(unittest.TestCase):
             self.assertEqual(g.stop(), 0, g.log())
 
 
+
+class Sessions(unittest.TestCase):
+    def test_max_sessions_is_held_at_connect_under_a_burst(self):
+        """One client made ~9,000 sessions a second and the sweep forgot one
+        per 250 ms: 100,000 were kept with max_sessions 1000. Now a CONNECT
+        asking for a new persistent session past the bound is refused
+        (CONNACK 3 / 0x97, counted max_sessions) and none already
+        remembered is forgotten for it; the bound holds across a restart,
+        and /stats shows the sessions."""
+        limit, burst = 300, 900
+        with Gateway(config(f"  max_sessions: {limit}"), env=ENV) as g:
+            port = g.mqtt_port()
+            accepted = refused = 0
+            for i in range(burst):
+                c = mr.Raw(port)
+                version = 5 if i % 2 else 4
+                c.send(mr.connect("s-%04d-" % i + "x" * 200, version=version, clean=False,
+                                  session_expiry=3600 if version == 5 else None))
+                rc = c.expect(mr.CONNACK).body[1]
+                if rc == 0:
+                    accepted += 1
+                else:
+                    self.assertEqual(rc, 0x97 if version == 5 else 3)
+                    refused += 1
+                c.close()
+            self.assertEqual((accepted, refused), (limit, burst - limit))
+            wait_for(lambda: stats(g)["sessions"]["persistent"] == limit, 5, what="the sessions shown")
+            wait_for(lambda: stats(g)["sessions"]["remembered"] == limit, 5, what="all remembered")
+            self.assertEqual(stats(g)["connections"]["mqtt_refused"]["max_sessions"], burst - limit)
+            self.assertGreater(stats(g)["sessions"]["journal_bytes"], 0)
+            # a remembered one comes back with its session; a clean client needs none
+            c = mr.Raw(port)
+            c.send(mr.connect("s-%04d-" % 0 + "x" * 200, clean=False))
+            self.assertEqual(c.expect(mr.CONNACK).body, bytes([1, 0]), "session present")
+            c.close()
+            c = mr.Raw(port)
+            c.send(mr.connect("clean-one"))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0)
+            c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+            g.start()
+            port = g.mqtt_port()
+            wait_for(lambda: stats(g)["sessions"]["persistent"] == limit, 10, what="the same after a restart")
+            c = mr.Raw(port)
+            c.send(mr.connect("one-more", clean=False))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 3, "still full after the restart")
+            c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
 def user_props(n):
     return b"".join(b"\x26" + mr.s(f"k{i}") + mr.s("v") for i in range(n))
 
