@@ -229,6 +229,8 @@ struct broker_session {
     int refs;                       /* pending QoS 2 entries pointing here */
     bool linked;                    /* in the server's table */
     bool journaled;                 /* an OPEN record for it is in the session journal */
+    bool detach_journaled;          /* ...followed by DETACHED: its expiry runs from detached_wall_ms */
+    uint64_t detached_wall_ms;      /* wall clock of its client's going (journal) */
     /* delayed will (MQTT 5 Will Delay Interval) */
     struct broker_will *will;
     struct broker_session *hnext;       /* hash chain */
@@ -325,6 +327,9 @@ broker_topic_t *broker__topic(broker_t *srv, const char *name);
 int broker__journal_open(broker_t *srv, char *err, size_t errlen);
 /* Records that s exists with its expiry (open) or ended (END, only if it was journaled). */
 void broker__journal_session(broker_t *srv, broker_session_t *s, bool open);
+/* Records that s's client went now (DETACHED, wall clock): after a restart
+ * its expiry keeps running from then. Only for a journaled persistent session. */
+void broker__journal_detached(broker_t *srv, broker_session_t *s);
 /* Adds a record for a QoS 2 packet id (stored / released); p, when not
  * NULL, waits for it to be durable (p->waits++, p's connection gains a
  * reference until the record's completion). */

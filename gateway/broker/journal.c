@@ -12,9 +12,18 @@
  * for free. Each record's MQTT-topic field holds the client identifier and
  * its payload one operation:
  *
- *   byte 0     op: 1 OPEN, 2 END, 3 QOS2_STORED, 4 QOS2_RELEASED
+ *   byte 0     op: 1 OPEN, 2 END, 3 QOS2_STORED, 4 QOS2_RELEASED, 5 DETACHED
  *   bytes 1-2  packet identifier (big endian; QOS2_*)
  *   bytes 3-6  session expiry in seconds (big endian; OPEN)
+ *   bytes 7-14 DETACHED only: the wall clock of the disconnect, ms since
+ *              the epoch (big endian), so a session's expiry runs from its
+ *              client's going, not from each restart (a restart every 4 s
+ *              used to keep a 6 s expiry from ever happening)
+ *
+ * A persistent session's disconnect writes DETACHED; its next connect
+ * writes OPEN again (which replays as "connected, expiry not running").
+ * Journals written before DETACHED existed replay as before: the expiry
+ * counts from the restart.
  *
  * Ordering with the acks: QOS2_STORED goes in the same loop turn as the
  * message, and the PUBREC waits for both records to be durable; PUBCOMP
@@ -31,14 +40,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4 };
+enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4, J_DETACHED = 5 };
 
-static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
-                       broker_pending_t *p)
+static void put_record_at(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
+                          uint64_t wall_ms, broker_pending_t *p)
 {
-    uint8_t rec[7] = { op, (uint8_t)(id >> 8), (uint8_t)id, (uint8_t)(expiry >> 24), (uint8_t)(expiry >> 16),
-                       (uint8_t)(expiry >> 8), (uint8_t)expiry };
-    broker_msg_t m = { rec, sizeof rec, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
+    uint8_t rec[15] = { op, (uint8_t)(id >> 8), (uint8_t)id, (uint8_t)(expiry >> 24), (uint8_t)(expiry >> 16),
+                        (uint8_t)(expiry >> 8), (uint8_t)expiry };
+    size_t len = 7;
+    if (op == J_DETACHED) {
+        for (int i = 0; i < 8; i++)
+            rec[7 + i] = (uint8_t)(wall_ms >> (56 - 8 * i));
+        len = 15;
+    }
+    broker_msg_t m = { rec, len, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
     if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) < 0) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
         uint64_t skipped;
@@ -51,6 +66,20 @@ static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t 
     srv->journal_records++;
 }
 
+static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
+                       broker_pending_t *p)
+{
+    put_record_at(srv, s, op, id, expiry, 0, p);
+}
+
+void broker__journal_detached(broker_t *srv, broker_session_t *s)
+{
+    if (!srv->journal || !s->journaled || !s->persistent)
+        return;
+    put_record_at(srv, s, J_DETACHED, 0, s->expiry_s, tb_wall_ms(), NULL);
+    s->detach_journaled = true;
+}
+
 void broker__journal_session(broker_t *srv, broker_session_t *s, bool open)
 {
     if (!srv->journal)
@@ -58,6 +87,7 @@ void broker__journal_session(broker_t *srv, broker_session_t *s, bool open)
     if (open) {
         put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
         s->journaled = true;
+        s->detach_journaled = false;
     } else if (s->journaled) {
         put_record(srv, s, J_END, 0, 0, NULL);
         s->journaled = false;
@@ -76,7 +106,7 @@ void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool 
 /* Applies one record while replaying. */
 static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
 {
-    if (r->payload_len != 7 || r->mqtt_topic_len == 0)
+    if (r->payload_len < 7 || r->mqtt_topic_len == 0)
         return;
     char *cid = tb_strndup(r->mqtt_topic, r->mqtt_topic_len);
     const uint8_t *b = r->payload;
@@ -89,12 +119,22 @@ static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
             s = broker__session_create(srv, cid);
         broker__session_set_persistent(srv, s, true);
         s->journaled = true;
+        s->detach_journaled = false; /* connected (again) when this was written */
         s->expiry_s = expiry;
         s->detached_ms = now;
         break;
     case J_END:
         if (s)
             broker__session_forget(srv, s);
+        break;
+    case J_DETACHED:
+        if (!s || r->payload_len < 15)
+            break;
+        s->detach_journaled = true;
+        s->expiry_s = expiry;
+        s->detached_wall_ms = 0;
+        for (int i = 0; i < 8; i++)
+            s->detached_wall_ms = s->detached_wall_ms << 8 | b[7 + i];
         break;
     case J_STORED:
     case J_RELEASED:
@@ -148,6 +188,19 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read the session journal: %s", tb_strerror(rc));
         return rc;
     }
+    /* a session whose client went before the restart: its expiry ran meanwhile */
+    uint64_t wall = tb_wall_ms();
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (broker_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
+            next = s->hnext;
+            if (!s->detach_journaled)
+                continue;
+            uint64_t gone = wall > s->detached_wall_ms ? wall - s->detached_wall_ms : 0;
+            /* loop time of the disconnect; unsigned arithmetic keeps now - detached_ms = gone
+             * even when the disconnect was before this boot's clock began */
+            s->detached_ms = now - gone;
+        }
+    }
     /* compact: write the live state again, then move the checkpoint past the old records */
     uint64_t live = 0;
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
@@ -159,6 +212,8 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
                 put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
                 for (uint32_t k = 0; k < s->nqos2; k++)
                     put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
+                if (s->detach_journaled)
+                    put_record_at(srv, s, J_DETACHED, 0, s->expiry_s, s->detached_wall_ms, NULL);
             }
         }
         broker__ingest_flush(srv->journal);

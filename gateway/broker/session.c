@@ -133,7 +133,7 @@ broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool c
     uint32_t old_expiry = s->expiry_s;
     broker__session_set_persistent(srv, s, expiry_s > 0);
     s->expiry_s = expiry_s;
-    if (s->persistent && (!was || old_expiry != expiry_s))
+    if (s->persistent && (!was || old_expiry != expiry_s || s->detach_journaled))
         broker__journal_session(srv, s, true);  /* OPEN: it exists, with this expiry */
     else if (!s->persistent && was)
         broker__journal_session(srv, s, false); /* END: no longer persistent */
@@ -153,6 +153,8 @@ void broker__session_detach(broker_t *srv, broker_conn_t *c)
         return;
     }
     s->detached_ms = uv_now(srv->loop);
+    s->detached_wall_ms = tb_wall_ms();
+    broker__journal_detached(srv, s); /* its expiry runs from now, across restarts */
 }
 
 void broker__session_expire(broker_t *srv, uint64_t now)

@@ -474,6 +474,45 @@ class Sessions(unittest.TestCase):
             c.close()
             self.assertEqual(g.stop(), 0, g.log())
 
+    def test_a_session_expiry_runs_across_restarts(self):
+        """The journal stored a duration and replay counted it from the
+        restart: with a restart every few seconds a 6 s expiry never
+        happened. Now the disconnect's time is journaled: a session whose
+        client went 6 s ago is gone, however many restarts came between."""
+        with Gateway(config(), env=ENV) as g:
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(mr.connect("short", version=5, clean=False, session_expiry=6))
+            self.assertEqual(c.expect(mr.CONNACK).body[1], 0)
+            c.send(mr.disconnect(version=5))
+            c.closed()
+            gone = time.monotonic()
+            for _ in range(3):  # restarts, 2 s apart
+                self.assertEqual(g.stop(), 0, g.log())
+                g.start()
+                port = g.mqtt_port()
+                wait_for(lambda: time.monotonic() - gone >= 2.0 * (_ + 1), 5, interval=0.05, what="time passing")
+            wait_for(lambda: time.monotonic() - gone >= 6.5, 10, interval=0.05, what="6 s since the disconnect")
+            c = mr.Raw(port)
+            c.send(mr.connect("short", version=5, clean=False, session_expiry=6))
+            ack = c.expect(mr.CONNACK)
+            self.assertEqual(ack.body[0] & 1, 0, "session present must be 0: it expired")
+            c.close()
+            # and one that has not expired yet survives the same restarts
+            c = mr.Raw(port)
+            c.send(mr.connect("long", version=5, clean=False, session_expiry=60))
+            c.expect(mr.CONNACK)
+            c.send(mr.disconnect(version=5))
+            c.closed()
+            self.assertEqual(g.stop(), 0, g.log())
+            g.start()
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(mr.connect("long", version=5, clean=False, session_expiry=60))
+            self.assertEqual(c.expect(mr.CONNACK).body[0] & 1, 1, "session present")
+            c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
 def user_props(n):
     return b"".join(b"\x26" + mr.s(f"k{i}") + mr.s("v") for i in range(n))
 
