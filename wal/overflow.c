@@ -11,7 +11,7 @@
  * over wal_overflow_t, and the writer reads the topic's policy once per
  * batch, so a batch is handled by one policy even if it is changed meanwhile.
  *
- * Today's one policy, drop_oldest:
+ * drop_oldest, the default:
  *   (a) delete the topic's oldest sealed segments until its bound has room;
  *       if only the active segment is left, no room. Then, for the total
  *       bound, delete the oldest sealed segment across all topics (by
@@ -19,6 +19,16 @@
  *       active segment, no room.
  *   (b) TB_EFULL, with a warning at most once a minute (the topic's drop
  *       rate limit); the topic stays OK.
+ *
+ * refuse, for a log that must lose nothing to a bound (the session journal):
+ *   (a) delete nothing that is not acknowledged. If the topic's checkpoint
+ *       moved and the writer has not applied it yet (it does so at most
+ *       every checkpoint_flush_ms), apply it now: the segments wholly at or
+ *       below it go, as they would a few seconds later anyway. Then, if the
+ *       topic's bound or the total bound still has no room, no room.
+ *   (b) TB_EFULL, with a warning at most once a minute (the same rate
+ *       limit: refuse never drops) naming the bound that is full; the topic
+ *       stays OK. Its space comes back only as its checkpoint moves.
  *
  * ADDING A POLICY: a member in wal_overflow_t (wal.h, before __COUNT, with
  * its paragraph under OVERFLOW), its name in names[] below, and one case in
@@ -35,6 +45,7 @@
 
 static const char *const names[] = {
     [WAL_OVERFLOW_DROP_OLDEST] = "drop_oldest",
+    [WAL_OVERFLOW_REFUSE] = "refuse",
 };
 _Static_assert(TB_ARRAY_LEN(names) == WAL_OVERFLOW__COUNT, "every overflow policy has a name");
 
@@ -86,6 +97,38 @@ static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
     return 0;
 }
 
+/* refuse's (a): see the file header. */
+static int refuse_room(wal_t *w, wal_topic_t *t, uint64_t need)
+{
+    int rc;
+    if (atomic_load(&t->ck_req) > t->meta.checkpoint && (rc = wal__checkpoint_apply(t, true)) < 0)
+        return rc;
+    if (t->bytes + need > w->o.max_topic_bytes || w->total_bytes + need > w->o.max_total_bytes)
+        return WAL_NO_ROOM;
+    return 0;
+}
+
+static uint64_t room(uint64_t max, uint64_t used)
+{
+    return max > used ? max - used : 0;
+}
+
+/* refuse's (b): the warning names the bound with the least room left,
+ * which is one that refused (every bound was asked for the same bytes). */
+static int refuse_batch(wal_t *w, wal_topic_t *t)
+{
+    uint64_t suppressed;
+    bool topic = room(w->o.max_topic_bytes, t->bytes) <= room(w->o.max_total_bytes, w->total_bytes);
+    if (tb_ratelimit(&t->drop_rl, &suppressed))
+        tb_warn("wal: bound full of unacknowledged messages; refusing batch, deleting nothing "
+                "(space returns as the checkpoint moves)",
+                TB_S("topic", t->name), TB_S("bound", topic ? "max_topic_bytes" : "max_total_bytes"),
+                TB_U("max_bytes", topic ? w->o.max_topic_bytes : w->o.max_total_bytes),
+                TB_U("bytes", topic ? t->bytes : w->total_bytes), TB_U("checkpoint", t->meta.checkpoint),
+                TB_U("suppressed", suppressed));
+    return TB_EFULL;
+}
+
 /* A value no entry point lets in (wal_open and the setter check the range). */
 static _Noreturn void bad_policy(const wal_topic_t *t, wal_overflow_t p)
 {
@@ -98,6 +141,8 @@ int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t
     switch (p) {
     case WAL_OVERFLOW_DROP_OLDEST:
         return drop_oldest(w, t, need);
+    case WAL_OVERFLOW_REFUSE:
+        return refuse_room(w, t, need);
     case WAL_OVERFLOW__COUNT:
         break;
     }
@@ -114,6 +159,8 @@ int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p)
                     TB_S("topic", t->name), TB_U("max_total_bytes", w->o.max_total_bytes),
                     TB_U("suppressed", suppressed));
         return TB_EFULL;
+    case WAL_OVERFLOW_REFUSE:
+        return refuse_batch(w, t);
     case WAL_OVERFLOW__COUNT:
         break;
     }

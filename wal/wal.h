@@ -141,11 +141,24 @@ const char *wal_fsync_name(wal_fsync_t m);
  *                in dropped_total; when only active segments are left and
  *                the bound still refuses, the batch completes with TB_EFULL
  *                and the topic stays OK.
+ *   REFUSE       delete nothing that is not acknowledged: apply the topic's
+ *                checkpoint if it moved (the segments wholly at or below it
+ *                go, as they would at the next checkpoint flush), and if the
+ *                bound still has no room, the batch completes with TB_EFULL
+ *                and the topic stays OK (a warning at most once a minute
+ *                names the bound). Space comes back only as the checkpoint
+ *                moves. For a log that must not lose a record to a bound,
+ *                such as the broker's session journal: see
+ *                wal_topic_set_own_bound.
  * Members are numbered from 0, DROP_OLDEST first, so zeroed options mean it.
  */
-typedef enum { WAL_OVERFLOW_DROP_OLDEST = 0, WAL_OVERFLOW__COUNT } wal_overflow_t;
+typedef enum {
+    WAL_OVERFLOW_DROP_OLDEST = 0,
+    WAL_OVERFLOW_REFUSE = 1,
+    WAL_OVERFLOW__COUNT
+} wal_overflow_t;
 
-/* Parses "drop_oldest"; returns 0, or TB_ECONFIG (*out untouched). */
+/* Parses "drop_oldest" | "refuse"; returns 0, or TB_ECONFIG (*out untouched). */
 int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
 /* The policy's name as wal_overflow_parse reads it; "?" out of range. */
 const char *wal_overflow_name(wal_overflow_t p);

@@ -5,6 +5,8 @@
  * scenario runs twice, in fresh logs, once with the default and once with
  * the policy set on every topic, and the two must agree in every figure
  * (and each figure must be what retention.* expects of drop_oldest).
+ * Then refuse at each bound: nothing deleted, TB_EFULL, the topic OK, and
+ * writes accepted again once the checkpoint moves.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -29,11 +31,16 @@ Test(overflow, every_policy_name_parses_back_to_its_policy)
         cr_assert_eq(p, (wal_overflow_t)i, "%s", name);
     }
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_OLDEST), "drop_oldest");
+    cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_REFUSE), "refuse");
+    wal_overflow_t p = WAL_OVERFLOW__COUNT;
+    cr_assert_eq(wal_overflow_parse("refuse", &p), 0);
+    cr_assert_eq(p, WAL_OVERFLOW_REFUSE);
 }
 
 Test(overflow, an_unknown_name_is_refused_and_leaves_the_output_alone)
 {
-    static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop_newest", "block" };
+    static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop_newest", "block",
+                                     "REFUSE", "refuse ", "refused" };
     for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
         wal_overflow_t p = WAL_OVERFLOW__COUNT;
         cr_assert_eq(wal_overflow_parse(bad[i], &p), TB_ECONFIG, "\"%s\"", bad[i]);
@@ -249,4 +256,103 @@ Test(overflow, explicit_drop_oldest_refuses_at_the_total_bound_as_the_default_do
     cr_assert_leq(total, 8192);
     cr_assert_eq(set.out.st[2].next_offset, 1 + PER_BATCH, "the refused batches took no offsets");
     assert_same(&def.out, &set.out, 3);
+}
+
+/* ---- refuse ---------------------------------------------------------------- */
+
+static wal_topic_stats_t stats_of(wal_topic_t *t)
+{
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    return st;
+}
+
+/* Appends batches to t until one is refused (at most max); returns how many
+ * were accepted, *seq continuing. Every rc is 0 until the one TB_EFULL. */
+static int fill_until_refused(th_t *th, wal_topic_t *t, uint64_t *seq, int max)
+{
+    for (int i = 0; i < max; i++) {
+        int rc = th_append(th, t, *seq, PER_BATCH, PAYLOAD);
+        if (rc == TB_EFULL)
+            return i;
+        cr_assert_eq(rc, 0, "batch %d", i);
+        *seq += PER_BATCH;
+    }
+    cr_assert_fail("no batch was refused in %d", max);
+    return -1;
+}
+
+Test(overflow, refuse_at_the_topic_bound_deletes_nothing_and_keeps_the_topic_ok)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_REFUSE), 0);
+    uint64_t seq = 0;
+    cr_assert_gt(fill_until_refused(&h, t, &seq, 40), 0);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), TB_EFULL, "and again: nothing changed");
+    wal_topic_stats_t st = stats_of(t);
+    cr_assert_eq(st.state, WAL_TOPIC_OK, "a refusal is not a failure");
+    cr_assert_eq(st.dropped_total, 0);
+    cr_assert_eq(st.oldest_offset, 1, "nothing was deleted");
+    cr_assert_eq(st.next_offset, seq + 1, "the refused batches took no offsets");
+    cr_assert_leq(st.bytes, 16384);
+    uint64_t seqs[512];
+    int gaps;
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 512, &gaps), (long)seq, "every accepted record is readable");
+    cr_assert_eq(gaps, 0);
+
+    /* the checkpoint is how space comes back */
+    cr_assert_eq(wal_checkpoint(t, wal_topic_readable_end(t) - 1), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(stats_of(t).segments, 1);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0, "accepted again");
+    cr_assert_eq(stats_of(t).dropped_total, 0);
+}
+
+Test(overflow, refuse_applies_a_checkpoint_the_writer_has_not_flushed_yet)
+{
+    h.o.max_topic_bytes = 16384;
+    h.o.checkpoint_flush_ms = 60000; /* housekeeping would wait a minute */
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_REFUSE), 0);
+    uint64_t seq = 0;
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0);
+    seq += PER_BATCH;
+    /* a flushed checkpoint starts the minute in which the next one waits */
+    cr_assert_eq(wal_checkpoint(t, 1), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_gt(fill_until_refused(&h, t, &seq, 40), 0);
+    uint64_t segs = stats_of(t).segments;
+    cr_assert_eq(wal_checkpoint(t, wal_topic_readable_end(t) - 1), 0);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0, "the moved checkpoint made room at once");
+    wal_topic_stats_t st = stats_of(t);
+    cr_assert_lt(st.segments, segs, "the acknowledged segments went");
+    cr_assert_eq(st.dropped_total, 0);
+}
+
+Test(overflow, refuse_at_the_total_bound_deletes_no_other_topic)
+{
+    h.o.max_total_bytes = 24576; /* six segments for both topics */
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *a, *b;
+    cr_assert_eq(wal_topic_open(h.w, "/e/a", &a), 0);
+    uint64_t sa = 0, sb = 0;
+    for (int i = 0; i < 8; i++, sa += PER_BATCH)
+        cr_assert_eq(th_append(&h, a, sa, PER_BATCH, PAYLOAD), 0);
+    wal_topic_stats_t a0 = stats_of(a);
+    cr_assert_gt(a0.segments, 1, "a has sealed segments drop_oldest would take");
+    cr_assert_eq(wal_topic_open(h.w, "/e/b", &b), 0);
+    cr_assert_eq(wal_topic_set_overflow(b, WAL_OVERFLOW_REFUSE), 0);
+    fill_until_refused(&h, b, &sb, 40);
+    wal_topic_stats_t a1 = stats_of(a), b1 = stats_of(b);
+    cr_assert_eq(a1.segments, a0.segments, "a's segments are all there");
+    cr_assert_eq(a1.bytes, a0.bytes);
+    cr_assert_eq(a1.dropped_total, 0);
+    cr_assert_eq(b1.dropped_total, 0);
+    cr_assert_eq(b1.state, WAL_TOPIC_OK);
+    cr_assert_leq(a1.bytes + b1.bytes, 24576);
 }
