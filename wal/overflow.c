@@ -82,10 +82,11 @@ wal_overflow_t wal_topic_overflow(const wal_topic_t *t)
 static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
 {
     int rc;
-    while (t->bytes + need > w->o.max_topic_bytes && t->nsegs > 1)
+    uint64_t max = wal__topic_max(t);
+    while (t->bytes + need > max && t->nsegs > 1)
         if ((rc = wal__drop_oldest_segment(t)) < 0)
             return rc;
-    if (t->bytes + need > w->o.max_topic_bytes)
+    if (t->bytes + need > max)
         return WAL_NO_ROOM;
     while (w->total_bytes + need > w->o.max_total_bytes) {
         wal_topic_t *v = wal__oldest_sealed(w);
@@ -103,9 +104,7 @@ static int refuse_room(wal_t *w, wal_topic_t *t, uint64_t need)
     int rc;
     if (atomic_load(&t->ck_req) > t->meta.checkpoint && (rc = wal__checkpoint_apply(t, true)) < 0)
         return rc;
-    if (t->bytes + need > w->o.max_topic_bytes || w->total_bytes + need > w->o.max_total_bytes)
-        return WAL_NO_ROOM;
-    return 0;
+    return wal__room(t, need) ? 0 : WAL_NO_ROOM;
 }
 
 static uint64_t room(uint64_t max, uint64_t used)
@@ -118,12 +117,12 @@ static uint64_t room(uint64_t max, uint64_t used)
 static int refuse_batch(wal_t *w, wal_topic_t *t)
 {
     uint64_t suppressed;
-    bool topic = room(w->o.max_topic_bytes, t->bytes) <= room(w->o.max_total_bytes, w->total_bytes);
+    bool topic = room(wal__topic_max(t), t->bytes) <= room(w->o.max_total_bytes, w->total_bytes);
     if (tb_ratelimit(&t->drop_rl, &suppressed))
         tb_warn("wal: bound full of unacknowledged messages; refusing batch, deleting nothing "
                 "(space returns as the checkpoint moves)",
                 TB_S("topic", t->name), TB_S("bound", topic ? "max_topic_bytes" : "max_total_bytes"),
-                TB_U("max_bytes", topic ? w->o.max_topic_bytes : w->o.max_total_bytes),
+                TB_U("max_bytes", topic ? wal__topic_max(t) : w->o.max_total_bytes),
                 TB_U("bytes", topic ? t->bytes : w->total_bytes), TB_U("checkpoint", t->meta.checkpoint),
                 TB_U("suppressed", suppressed));
     return TB_EFULL;

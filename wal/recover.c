@@ -338,8 +338,7 @@ int wal__topic_recover(wal_topic_t *t)
     t->segs_cap = cap;
     pthread_mutex_unlock(&t->mu);
     segs = NULL;
-    w->total_bytes = w->total_bytes - t->bytes + bytes;
-    t->bytes = bytes;
+    wal__topic_bytes_set(t, bytes);
     t->fd = a.fd;
     t->wpos = t->spos = a.sc.valid_end;
     t->seed = a.sc.hdr.seed;

@@ -89,8 +89,7 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     memmove(&t->segs[0], &t->segs[n], (t->nsegs - n) * sizeof *t->segs);
     t->nsegs -= n;
     pthread_mutex_unlock(&t->mu);
-    t->bytes -= freed;
-    w->total_bytes -= freed;
+    wal__topic_bytes_set(t, t->bytes - freed);
     uint64_t suppressed;
     if (dropped > 0 && tb_ratelimit(&t->drop_rl, &suppressed))
         tb_warn("wal: bound reached, dropping oldest messages not yet replicated", TB_S("topic", t->name),
@@ -116,9 +115,27 @@ wal_topic_t *wal__oldest_sealed(wal_t *w)
     return best;
 }
 
+void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes)
+{
+    wal_t *w = t->w;
+    w->total_bytes = w->total_bytes - t->bytes + bytes;
+    t->bytes = bytes;
+}
+
+uint64_t wal__topic_max(const wal_topic_t *t)
+{
+    return t->w->o.max_topic_bytes;
+}
+
+bool wal__room(const wal_topic_t *t, uint64_t need)
+{
+    const wal_t *w = t->w;
+    return t->bytes + need <= wal__topic_max(t) && w->total_bytes + need <= w->o.max_total_bytes;
+}
+
 int wal__make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)
 {
-    if (t->bytes + need <= w->o.max_topic_bytes && w->total_bytes + need <= w->o.max_total_bytes)
+    if (wal__room(t, need))
         return 0;
     return wal__overflow_make_room(w, t, p, need);
 }
@@ -189,7 +206,6 @@ void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset)
         return;
     uint64_t bytes = t->segs[i].bytes;
     wal__segs_remove(t, i);
-    t->bytes -= bytes;
-    t->w->total_bytes -= bytes;
+    wal__topic_bytes_set(t, t->bytes - bytes);
     wal__meta_write(t, &m);
 }

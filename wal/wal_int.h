@@ -248,6 +248,14 @@ int wal__topic_recover(wal_topic_t *t);
  * (wal__overflow_refuse says with what); positive, so never an errno. */
 enum { WAL_NO_ROOM = 1 };
 
+/* Sets t->bytes (writer thread) and moves the WAL's total_bytes by the same
+ * amount. Every change of a topic's bytes goes through here, so the total
+ * is always the sum of the topics it covers. */
+void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes);
+/* t's own bound: max_topic_bytes. */
+uint64_t wal__topic_max(const wal_topic_t *t);
+/* Whether need more bytes in t fit its bound and the total bound. */
+bool wal__room(const wal_topic_t *t, uint64_t need);
 /* Makes room for need more bytes in t under both bounds, as policy p says
  * (overflow.c; nothing is asked of it while both bounds have room).
  * Returns 0, WAL_NO_ROOM if p could not make enough, or -errno (an I/O

@@ -80,8 +80,7 @@ static void set_active_bytes(wal_topic_t *t, uint64_t bytes)
     uint64_t old = s->bytes;
     s->bytes = bytes;
     pthread_mutex_unlock(&t->mu);
-    t->bytes = t->bytes - old + bytes;
-    t->w->total_bytes = t->w->total_bytes - old + bytes;
+    wal__topic_bytes_set(t, t->bytes - old + bytes);
 }
 
 static void synced(wal_topic_t *t)
@@ -155,8 +154,7 @@ static int rotate(wal_topic_t *t, uint64_t base, int *old_fd, bool *sync_err)
     t->fd = fd;
     t->seed = h.seed;
     wal__segs_push(t, &(wal_seg_t){ .base = base, .bytes = WAL_SEG_HDR_SIZE, .created_ms = h.created_ms });
-    t->bytes += WAL_SEG_HDR_SIZE;
-    t->w->total_bytes += WAL_SEG_HDR_SIZE;
+    wal__topic_bytes_set(t, t->bytes + WAL_SEG_HDR_SIZE);
     return 0;
 }
 
@@ -214,8 +212,7 @@ undo:
         uint64_t nb = t->segs[t->nsegs - 1].bytes;
         t->nsegs--;
         pthread_mutex_unlock(&t->mu);
-        t->bytes -= nb;
-        w->total_bytes -= nb;
+        wal__topic_bytes_set(t, t->bytes - nb);
         t->fd = old_fd;
         t->seed = old_seed;
     }
@@ -346,7 +343,7 @@ static int pad_round(wal_t *w, wal_topic_t *t)
 {
     const wal_io_t *io = w->io;
     uint64_t pad = wal__pad_len(t->wpos, t->spos, w->pad_align, w->o.segment_bytes);
-    if (pad == 0 || t->bytes + pad > w->o.max_topic_bytes || w->total_bytes + pad > w->o.max_total_bytes)
+    if (pad == 0 || !wal__room(t, pad))
         return 0;
     wal__pad_encode(w->pad_buf, (uint32_t)pad, t->next, t->seed);
     if (wal__pwrite_all(io, t->fd, w->pad_buf, (size_t)pad, t->wpos) < 0)
