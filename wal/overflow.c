@@ -14,9 +14,11 @@
  * drop_oldest, the default:
  *   (a) delete the topic's oldest sealed segments until its bound has room;
  *       if only the active segment is left, no room. Then, for the total
- *       bound, delete the oldest sealed segment across all topics (by
- *       creation time) until it has room; if every topic holds only its
- *       active segment, no room.
+ *       bound, delete the oldest sealed segment across all topics inside it
+ *       (by creation time; never one of a topic with an own bound) until it
+ *       has room; if every such topic holds only its active segment, no
+ *       room. A topic with an own bound is outside the total: only the
+ *       first step applies to it.
  *   (b) TB_EFULL, with a warning at most once a minute (the topic's drop
  *       rate limit); the topic stays OK.
  *
@@ -25,7 +27,8 @@
  *       moved and the writer has not applied it yet (it does so at most
  *       every checkpoint_flush_ms), apply it now: the segments wholly at or
  *       below it go, as they would a few seconds later anyway. Then, if the
- *       topic's bound or the total bound still has no room, no room.
+ *       topic's bound (its own bound, if it has one) or, for a topic inside
+ *       the total, the total bound still has no room, no room.
  *   (b) TB_EFULL, with a warning at most once a minute (the same rate
  *       limit: refuse never drops) naming the bound that is full; the topic
  *       stays OK. Its space comes back only as its checkpoint moves.
@@ -88,6 +91,8 @@ static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
             return rc;
     if (t->bytes + need > max)
         return WAL_NO_ROOM;
+    if (atomic_load(&t->own_bound))
+        return 0; /* outside the total bound */
     while (w->total_bytes + need > w->o.max_total_bytes) {
         wal_topic_t *v = wal__oldest_sealed(w);
         if (!v)
@@ -112,19 +117,26 @@ static uint64_t room(uint64_t max, uint64_t used)
     return max > used ? max - used : 0;
 }
 
-/* refuse's (b): the warning names the bound with the least room left,
- * which is one that refused (every bound was asked for the same bytes). */
+/* refuse's (b): the warning names the bound that refused: a topic with an
+ * own bound has only that one; otherwise the one with the least room left
+ * (every bound was asked for the same bytes, so that one refused). */
 static int refuse_batch(wal_t *w, wal_topic_t *t)
 {
+    const char *bound = "max_topic_bytes";
+    uint64_t max = wal__topic_max(t), used = t->bytes;
+    if (atomic_load(&t->own_bound)) {
+        bound = "own_bound";
+    } else if (room(w->o.max_total_bytes, w->total_bytes) < room(max, used)) {
+        bound = "max_total_bytes";
+        max = w->o.max_total_bytes;
+        used = w->total_bytes;
+    }
     uint64_t suppressed;
-    bool topic = room(wal__topic_max(t), t->bytes) <= room(w->o.max_total_bytes, w->total_bytes);
     if (tb_ratelimit(&t->drop_rl, &suppressed))
         tb_warn("wal: bound full of unacknowledged messages; refusing batch, deleting nothing "
                 "(space returns as the checkpoint moves)",
-                TB_S("topic", t->name), TB_S("bound", topic ? "max_topic_bytes" : "max_total_bytes"),
-                TB_U("max_bytes", topic ? wal__topic_max(t) : w->o.max_total_bytes),
-                TB_U("bytes", topic ? t->bytes : w->total_bytes), TB_U("checkpoint", t->meta.checkpoint),
-                TB_U("suppressed", suppressed));
+                TB_S("topic", t->name), TB_S("bound", bound), TB_U("max_bytes", max), TB_U("bytes", used),
+                TB_U("checkpoint", t->meta.checkpoint), TB_U("suppressed", suppressed));
     return TB_EFULL;
 }
 

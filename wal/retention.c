@@ -24,6 +24,11 @@
  * bound still refuses, the policy refuses the batch (drop_oldest: TB_EFULL)
  * rather than exceed it.
  *
+ * A topic with an own bound (wal_topic_set_own_bound: the broker's session
+ * journal) is outside the total: its bytes are not in total_bytes, its
+ * bound is its own max_bytes, and the total bound never picks its
+ * segments. Its policy is refuse, so only its checkpoint deletes them.
+ *
  * This file is the mechanism (how a segment leaves and is counted) and the
  * check of the bounds; which segments leave at a bound, or whether the batch
  * is refused instead, is the policy's (overflow.c).
@@ -107,7 +112,7 @@ wal_topic_t *wal__oldest_sealed(wal_t *w)
     wal_topic_t *best = NULL;
     for (size_t i = 0; i < w->ntopics; i++) {
         wal_topic_t *t = w->topics[i];
-        if (t->nsegs < 2)
+        if (t->nsegs < 2 || atomic_load(&t->own_bound))
             continue;
         if (!best || t->segs[0].created_ms < best->segs[0].created_ms)
             best = t;
@@ -115,22 +120,43 @@ wal_topic_t *wal__oldest_sealed(wal_t *w)
     return best;
 }
 
+static uint64_t own_bound(const wal_topic_t *t)
+{
+    return atomic_load(&((wal_topic_t *)t)->own_bound);
+}
+
 void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes)
 {
     wal_t *w = t->w;
-    w->total_bytes = w->total_bytes - t->bytes + bytes;
+    if (!own_bound(t))
+        w->total_bytes = w->total_bytes - t->bytes + bytes;
     t->bytes = bytes;
 }
 
 uint64_t wal__topic_max(const wal_topic_t *t)
 {
-    return t->w->o.max_topic_bytes;
+    uint64_t own = own_bound(t);
+    return own ? own : t->w->o.max_topic_bytes;
 }
 
 bool wal__room(const wal_topic_t *t, uint64_t need)
 {
     const wal_t *w = t->w;
-    return t->bytes + need <= wal__topic_max(t) && w->total_bytes + need <= w->o.max_total_bytes;
+    if (t->bytes + need > wal__topic_max(t))
+        return false;
+    return own_bound(t) || w->total_bytes + need <= w->o.max_total_bytes;
+}
+
+void wal__own_bound_apply(wal_topic_t *t, uint64_t max_bytes)
+{
+    wal_t *w = t->w;
+    if (!own_bound(t))
+        w->total_bytes -= t->bytes; /* wal_open counted it, as it counts every topic it recovers */
+    atomic_store(&t->own_bound, max_bytes);
+    atomic_store(&t->overflow, (int)WAL_OVERFLOW_REFUSE);
+    tb_info("wal: topic has its own bound, outside the total; it refuses writes when full",
+            TB_S("topic", t->name), TB_U("max_bytes", max_bytes), TB_U("bytes", t->bytes),
+            TB_U("total_bytes", w->total_bytes));
 }
 
 int wal__make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)

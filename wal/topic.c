@@ -140,6 +140,7 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->last_error, 0);
     atomic_init(&t->retry_now, false);
     atomic_init(&t->overflow, (int)w->o.overflow);
+    atomic_init(&t->own_bound, 0);
     t->drop_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     pthread_mutex_init(&t->drop_rl.mu, NULL);
     t->retry_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
@@ -305,6 +306,9 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     out->dropped_since_open = t->dropped_open;
     out->drop_floor = t->drop_floor;
     pthread_mutex_unlock(&t->acct_mu);
+    uint64_t own = atomic_load(&t->own_bound);
+    out->own_bound = own != 0;
+    out->max_bytes = own ? own : t->w->o.max_topic_bytes;
 }
 
 uint64_t wal_topic_bytes_after(wal_topic_t *t, const wal_pos_t *pos)

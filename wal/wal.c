@@ -1,7 +1,7 @@
 /*
  * wal.c: the WAL's lifetime: options, open (lock, recover every topic,
  * start the writer), the requests the loop waits on (topic open, sync
- * barrier) and close (drain, sync, persist, join, free).
+ * barrier, own bound) and close (drain, sync, persist, join, free).
  *
  * wal_open recovers every topic directory it finds, not only configured
  * ones: a topic dropped from the configuration still holds disk space, and
@@ -263,6 +263,16 @@ int wal_topic_open(wal_t *w, const char *name, wal_topic_t **out)
     if (rc == 0)
         *out = req.topic;
     return rc;
+}
+
+int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes)
+{
+    if (!t || t->w != w || max_bytes < 2 * w->o.segment_bytes)
+        return TB_EINVALID;
+    /* on the writer thread, between two items: the total and the topic's
+     * bytes are the writer's, and no batch sees half of the change */
+    wal_req_t req = { .item.kind = WAL_ITEM_OWN_BOUND, .topic = t, .max_bytes = max_bytes };
+    return request(w, &req);
 }
 
 void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg)

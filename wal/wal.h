@@ -132,11 +132,13 @@ int wal_fsync_parse(const char *s, wal_fsync_t *out /* OUT */);
 const char *wal_fsync_name(wal_fsync_t m);
 
 /*
- * OVERFLOW: what a topic does when a write would take it past
- * max_topic_bytes or the WAL past max_total_bytes. The policy of the topic
- * being written decides (wal/overflow.c holds every case):
+ * OVERFLOW: what a topic does when a write would take it past its bound
+ * (max_topic_bytes, or its own bound: wal_topic_set_own_bound) or the WAL
+ * past max_total_bytes. The policy of the topic being written decides
+ * (wal/overflow.c holds every case):
  *   DROP_OLDEST  delete the topic's oldest sealed segments (for the total
- *                bound, the oldest sealed segment across all topics), even if
+ *                bound, the oldest sealed segment across all topics inside
+ *                it; never one of a topic with an own bound), even if
  *                not replicated, counting every unacknowledged message deleted
  *                in dropped_total; when only active segments are left and
  *                the bound still refuses, the batch completes with TB_EFULL
@@ -169,7 +171,8 @@ typedef struct wal_opts {
                                      before a record would take it past this; also the
                                      largest batch wal_batch_add accepts */
     uint64_t max_topic_bytes;     /* wal.max_topic_bytes: 1 GiB; >= 2 * segment_bytes */
-    uint64_t max_total_bytes;     /* wal.max_total_bytes: 4 GiB; >= 2 * segment_bytes */
+    uint64_t max_total_bytes;     /* wal.max_total_bytes: 4 GiB; >= 2 * segment_bytes. Topics
+                                     with an own bound (wal_topic_set_own_bound) are not in it */
     wal_fsync_t fsync;            /* wal.fsync: ALWAYS */
     wal_overflow_t overflow;      /* DROP_OLDEST: every topic's policy at a bound until
                                      wal_topic_set_overflow sets its own (not persisted:
@@ -203,7 +206,8 @@ void wal_opts_default(wal_opts_t *o /* OUT */);
 
 /*
  * Opens (creating if needed) the WAL under opts->dir, recovers every topic
- * directory found there (so the total bound covers all of them), and starts
+ * directory found there (so the total bound covers all of them, until
+ * wal_topic_set_own_bound takes one out), and starts
  * the writer thread. Takes an exclusive flock on <dir>/LOCK: a second
  * process gets -EWOULDBLOCK. Returns 0 and *out, or TB_ECONFIG for bad
  * options, or -errno. Recovery never refuses to start because of corrupt
@@ -277,6 +281,35 @@ int wal_topic_set_overflow(wal_topic_t *t, wal_overflow_t p);
 wal_overflow_t wal_topic_overflow(const wal_topic_t *t);
 
 /*
+ * OWN BOUND. Gives t a disk bound of its own, max_bytes, outside
+ * max_total_bytes: for a log that a data bound must never cut into, the
+ * broker's session journal ("$sessions", whose checkpoint only the broker's
+ * compaction moves). From when it returns until wal_close:
+ *   - t's bytes do not count toward max_total_bytes (they are taken out of
+ *     the total now) and max_bytes, not max_topic_bytes, bounds t: the disk
+ *     holds up to max_total_bytes plus the own bounds;
+ *   - no other topic's write deletes t's segments: the total bound never
+ *     picks t's oldest segment;
+ *   - t's overflow policy is REFUSE: once max_bytes is full of records
+ *     above its checkpoint, its batches complete with TB_EFULL (the topic
+ *     stays OK) and nothing is deleted; wal_checkpoint past t's oldest
+ *     segments is what frees space. (wal_topic_set_overflow may still
+ *     change the policy; drop_oldest would then delete t's own oldest
+ *     segments at max_bytes, never for the total.)
+ * It is NOT persisted: wal_open recovers t like any topic and counts it in
+ * the total, so call this again after each wal_open, before any batch is
+ * submitted to any topic (until then t is an ordinary topic, and a bound
+ * reached by another topic's write may delete its oldest segment). Call it
+ * before t's first wal_submit; batches submitted before it are handled under
+ * the old bound. Calling it again only changes max_bytes. If t already holds
+ * more than max_bytes, its batches are refused until its checkpoint frees
+ * enough. Any thread but the writer; blocks until the writer thread applied
+ * it. Returns 0, TB_EINVALID for max_bytes < 2 * segment_bytes (or a t that
+ * is not w's; nothing changes), or TB_ECLOSED once wal_close started.
+ */
+int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes);
+
+/*
  * The readable end: records with offset < this value may be read (see
  * DURABILITY above). One atomic load; poll it, or retry a reader that
  * returned WAL_END when it moves.
@@ -326,6 +359,10 @@ typedef struct wal_topic_stats {
                                     above it were written by this process */
     uint64_t dropped_since_open; /* of dropped_total: records at or above open_offset */
     uint64_t drop_floor;         /* offsets below it were deleted by a bound since open (0: none) */
+    /* The topic's bound (see OWN BOUND). */
+    bool own_bound;              /* wal_topic_set_own_bound: outside max_total_bytes, never
+                                    the total bound's victim, refuses when full */
+    uint64_t max_bytes;          /* what bounds bytes: the own bound, else wal.max_topic_bytes */
 } wal_topic_stats_t;
 
 void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out /* OUT */);

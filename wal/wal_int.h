@@ -22,7 +22,7 @@
 
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
-enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE };
+enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -40,16 +40,18 @@ struct wal_batch {
     wal_completion_t c;
 };
 
-/* A request to the writer. OPEN and SYNC are waited on (done under w->mu,
- * w->req_cond broadcast); QUARANTINE is fire-and-forget (writer frees it). */
+/* A request to the writer. OPEN, SYNC and OWN_BOUND are waited on (done
+ * under w->mu, w->req_cond broadcast); QUARANTINE is fire-and-forget (writer
+ * frees it). */
 typedef struct wal_req {
     wal_item_t item;
     int rc;
     bool done;
     const char *name;      /* OPEN */
-    wal_topic_t *topic;    /* OPEN result; QUARANTINE target */
+    wal_topic_t *topic;    /* OPEN result; QUARANTINE and OWN_BOUND target */
     uint64_t base;         /* QUARANTINE: segment */
     uint64_t bad_offset;   /* QUARANTINE: first offset that failed */
+    uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
 } wal_req_t;
 
 /* ---- segments and topics ------------------------------------------------- */
@@ -103,6 +105,9 @@ struct wal_topic {
     _Atomic int last_error;
     _Atomic bool retry_now;
     _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
+    _Atomic uint64_t own_bound;   /* 0, or wal_topic_set_own_bound's max_bytes: the topic is then
+                                   * outside the total bound (total_bytes leaves it out) and never
+                                   * the total bound's victim. Written by the writer only */
 
     /* [L] acct_mu: the checkpoint moves (wal_checkpoint_floor, any thread)
      * and a bound's drop decision (retention.c, writer) happen under this
@@ -139,7 +144,7 @@ struct wal {
     size_t ntopics, topics_cap;
 
     /* [W] */
-    uint64_t total_bytes;
+    uint64_t total_bytes;         /* sum of the bytes of topics without an own bound */
     uint64_t last_interval_sync_ms;
     uint32_t pad_align;           /* ALWAYS: synced writes may end on a multiple of this (pad.c) */
     uint8_t *pad_buf;             /* pad_align bytes for the padding record (NULL if 1) */
@@ -249,13 +254,18 @@ int wal__topic_recover(wal_topic_t *t);
 enum { WAL_NO_ROOM = 1 };
 
 /* Sets t->bytes (writer thread) and moves the WAL's total_bytes by the same
- * amount. Every change of a topic's bytes goes through here, so the total
- * is always the sum of the topics it covers. */
+ * amount, unless t has an own bound (outside the total). Every change of a
+ * topic's bytes goes through here, so the total is always the sum of the
+ * topics it covers. */
 void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes);
-/* t's own bound: max_topic_bytes. */
+/* t's bound: its own bound if it has one, else max_topic_bytes. */
 uint64_t wal__topic_max(const wal_topic_t *t);
-/* Whether need more bytes in t fit its bound and the total bound. */
+/* Whether need more bytes in t fit its bound and, unless t has an own
+ * bound, the total bound. */
 bool wal__room(const wal_topic_t *t, uint64_t need);
+/* Applies wal_topic_set_own_bound (writer thread): takes t's bytes out of
+ * the total the first time, sets the bound and the REFUSE policy. */
+void wal__own_bound_apply(wal_topic_t *t, uint64_t max_bytes);
 /* Makes room for need more bytes in t under both bounds, as policy p says
  * (overflow.c; nothing is asked of it while both bounds have room).
  * Returns 0, WAL_NO_ROOM if p could not make enough, or -errno (an I/O
@@ -265,8 +275,9 @@ int wal__make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need);
  * its unacknowledged records in dropped_total (persisted before the unlink)
  * with the rate-limited "dropping" warning. Returns 0 or -errno. */
 int wal__drop_oldest_segment(wal_topic_t *t);
-/* The topic whose oldest sealed segment is the oldest of all (by creation
- * time), or NULL when every topic holds only its active segment. */
+/* Of the topics inside the total bound (no own bound), the one whose
+ * oldest sealed segment is the oldest (by creation time), or NULL when each
+ * of them holds only its active segment. */
 wal_topic_t *wal__oldest_sealed(wal_t *w);
 /* Persists the requested checkpoint if due (or force) and deletes sealed
  * segments entirely at or below it. Returns 0 or -errno. */

@@ -11,7 +11,8 @@
  *               contiguous offsets, seal each record (offset + CRC, in
  *               place in the batch buffer) and write the whole batch with
  *               one pwrite (two if a rotation splits it)
- *       request: topic open, sync barrier (ends the round first), quarantine
+ *       request: topic open, sync barrier (ends the round first),
+ *               quarantine, own bound (takes the topic out of the total)
  *   ALWAYS: fdatasync each file written in the round once, after ending
  *           its data on a page boundary with a padding record when that
  *           saves writing the last page again (pad.c)
@@ -538,6 +539,10 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
     case WAL_ITEM_QUARANTINE:
         wal__quarantine(req->topic, req->base, req->bad_offset);
         free(req);
+        break;
+    case WAL_ITEM_OWN_BOUND:
+        wal__own_bound_apply(req->topic, req->max_bytes);
+        req_done(w, req, 0);
         break;
     }
 }
