@@ -202,6 +202,10 @@ int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, si
         return fail(&c, -1, "wal.max_topic_bytes",
                     "must be at least twice wal.segment_bytes (%llu), so a full segment can be dropped",
                     (unsigned long long)cfg->wal.segment_bytes);
+    if (cfg->wal.segment_bytes * 2 > cfg->mqtt.max_journal_bytes)
+        return fail(&c, -1, "mqtt.max_journal_bytes",
+                    "must be at least twice wal.segment_bytes (%llu): the journal is a log topic",
+                    (unsigned long long)cfg->wal.segment_bytes);
     if (cfg->wal.max_topic_bytes > cfg->wal.max_total_bytes)
         return fail(&c, -1, "wal.max_total_bytes", "must be at least wal.max_topic_bytes (%llu)",
                     (unsigned long long)cfg->wal.max_topic_bytes);

@@ -102,6 +102,10 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.max_sessions", CFG__U32, mqtt.max_sessions, "100000", 1, 10000000, NULL, 0,
       "Most persistent sessions (connected or remembered); a CONNECT asking for a new one past it is "
       "refused (CONNACK 0x97 / 3): none already remembered is forgotten for it."),
+    K("mqtt.max_journal_bytes", CFG__BYTES, mqtt.max_journal_bytes, "64MiB", 8192, 1ull << 40, NULL, 0,
+      "Disk bound of the session journal ($sessions: persistent sessions, unreleased QoS 2 ids), kept "
+      "outside wal.max_total_bytes so a data bound never deletes it; compacted online; when full, new "
+      "persistent sessions are refused (0x97) rather than old ones forgotten. At least 2 x wal.segment_bytes."),
     K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
       "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
       "connection; drop: acknowledge and count, never stored."),

@@ -73,6 +73,7 @@ typedef struct broker_pending {
     uint8_t reason;      /* MQTT 5 reason code to send (0 = success) */
     bool close;          /* 3.1.1 cannot say "refused": close instead of acking */
     uint8_t refused;     /* broker_refuse_t + 1 when refused (broker__refuse), 0 otherwise */
+    bool stored_journaled; /* QoS 2: its STORED record went to the session journal */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
     bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } broker_pending_t;
@@ -114,6 +115,7 @@ void broker__refuse(broker_conn_t *c, broker_pending_t *p, broker_refuse_t why);
  * ack of every message that has one (each holds a connection reference). */
 typedef struct broker_batch_ctx {
     broker_topic_t *t;
+    bool compaction;      /* the session journal's snapshot (journal.c) */
     uint64_t bytes;       /* counted in server->pending_bytes */
     uint32_t n, cap;
     broker_pending_t **p;
@@ -263,6 +265,13 @@ struct broker {
     broker_topic_t *dead_letter;
     broker_topic_t *journal;
     uint64_t journal_records;       /* since its checkpoint: compaction trigger */
+    bool journal_full;
+    bool replaying;                 /* the journal is being replayed: nothing is written to it */              /* its last write was refused by mqtt.max_journal_bytes */
+    bool compacting;                /* journal batches started now belong to the snapshot */
+    bool compact_failed;
+    uint32_t compact_batches;       /* snapshot batches not yet completed */
+    uint64_t compact_first;         /* first offset of the snapshot (0: none yet) */
+    uint64_t compact_records;       /* records in the snapshot */
     broker_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
@@ -330,10 +339,16 @@ void broker__journal_session(broker_t *srv, broker_session_t *s, bool open);
 /* Records that s's client went now (DETACHED, wall clock): after a restart
  * its expiry keeps running from then. Only for a journaled persistent session. */
 void broker__journal_detached(broker_t *srv, broker_session_t *s);
+/* WILL (s->will, with its due time, payload and attributes) / WILL_DONE. */
+void broker__journal_will(broker_t *srv, broker_session_t *s);
+void broker__journal_will_done(broker_t *srv, broker_session_t *s);
 /* Adds a record for a QoS 2 packet id (stored / released); p, when not
  * NULL, waits for it to be durable (p->waits++, p's connection gains a
  * reference until the record's completion). */
 void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p);
+/* Online compaction, from the sweep (see journal.c); and a snapshot batch's completion. */
+void broker__journal_maybe_compact(broker_t *srv);
+void broker__journal_compacted(broker_t *srv, int rc, uint64_t first_offset);
 /* local topics (dead letter, journal): for loops over every topic; borrowed, NULL past the last */
 broker_topic_t *broker__local_topic(broker_t *srv, size_t i);
 /* Opens a local (never replicated) topic's log; *out is the server's
@@ -485,7 +500,30 @@ broker_session_t *broker__session_create(broker_t *srv, const char *client_id);
 void broker__session_set_persistent(broker_t *srv, broker_session_t *s, bool persistent);
 /* Ends a session (journaled END when it was persistent); freed unless referenced. */
 void broker__session_forget(broker_t *srv, broker_session_t *s);
-/* will.c: drops s's delayed will, if any (freed once its timer has closed). */
+/* will.c: a delayed will (MQTT 5 Will Delay Interval), in its session. */
+typedef struct broker_will {
+    uv_timer_t timer;
+    broker_t *srv;
+    broker_session_t *session;
+    char *client_id;
+    char *topic;
+    uint8_t *payload;
+    size_t len;
+    uint8_t qos;
+    bool retain;
+    wal_attr_t *attrs;              /* owned (keys and values) */
+    size_t nattrs;
+    uint64_t due_wall_ms;           /* when it is published, wall clock (journaled) */
+    bool journaled;                 /* a WILL record for it is in the session journal */
+} broker_will_t;
+/* Cancels s's delayed will, if any (a reconnect, the session's end): a
+ * journaled one gets WILL_DONE; freed once its timer has closed. */
 void broker__will_cancel(broker_session_t *s);
+/* The same without WILL_DONE (shutdown: the journal keeps it for after the restart). */
+void broker__will_drop(broker_session_t *s);
+/* Replay: s's will from a WILL record (copied; r's attributes too), due at
+ * due_wall_ms (at once if past). */
+void broker__will_restore(broker_t *srv, broker_session_t *s, uint64_t due_wall_ms, const char *topic, size_t tlen,
+                          const uint8_t *payload, size_t len, uint8_t qos, bool retain, const wal_record_t *r);
 
 #endif

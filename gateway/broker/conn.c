@@ -467,6 +467,9 @@ void broker__conn_drain_acks(broker_conn_t *c)
                 broker__session_set_storing(s, p->packet_id, NULL);
             if (p->qos2_record && p->reason < 0x80)
                 broker__session_add_qos2(s, p->packet_id);
+            else if (p->stored_journaled)
+                /* refused after its STORED was journaled: a restart must not take a resend for a duplicate */
+                broker__journal_qos2(c->srv, s, p->packet_id, false, NULL);
             broker__session_unref(s);
         }
         if (p->follower) {
@@ -533,8 +536,10 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         if (n > 0)
             broker__conn_send(c, out, (size_t)n);
     }
-    broker__conn_flush(c);
+    /* closing before the flush: a write that fails in it must not close c a second time
+     * (it did: the connection left the list twice, and a drain waited for ever) */
     c->closing = true;
+    broker__conn_flush(c);
     broker__conn_pause(c);
     if (reason >= 0x80) {
         /* one per connection is an attacker's amplifier: a burst per second, then a count */

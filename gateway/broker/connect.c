@@ -207,6 +207,14 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
             return;
         }
     }
+    if (expiry > 0 && srv->journal_full) {
+        broker_session_t *old = broker__session_find(srv, c->client_id);
+        if (!old || !old->persistent) {
+            refuse(c, METRICS_REFUSE_JOURNAL_FULL, MQTT_RC_QUOTA_EXCEEDED,
+                   "the session journal is full (mqtt.max_journal_bytes)");
+            return;
+        }
+    }
     bool present = false;
     c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);
     c->connected = true;

@@ -103,6 +103,10 @@ int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, b
             t->batch = wal_batch_new(t->wal);
             t->ctx = tb_calloc(1, sizeof *t->ctx);
             t->ctx->t = t;
+            if (t == t->srv->journal && t->srv->compacting) { /* a batch of the journal's snapshot */
+                t->ctx->compaction = true;
+                t->srv->compact_batches++;
+            }
             const cfg_t *cfg = t->srv->cfg;
             uint32_t timeout = cfg->mqtt.ingestion.batch_timeout_ms;
             if (cfg->mqtt.ingestion.idle_flush_ms)
@@ -182,6 +186,20 @@ void broker__ingest_completions(broker_t *srv)
             p->waits--;
             broker__conn_drain_acks(c);
             broker__conn_unref(c);
+        }
+        if (t == srv->journal) {
+            bool full = done->rc == TB_EFULL;
+            if (full && !srv->journal_full)
+                tb_warn("session journal full (mqtt.max_journal_bytes): new persistent sessions are refused until "
+                        "compaction makes room", TB_U("max_journal_bytes", srv->cfg->mqtt.max_journal_bytes));
+            if (!full && done->rc == 0 && srv->journal_full)
+                tb_info("session journal has room again");
+            if (full || done->rc == 0)
+                srv->journal_full = full;
+            if (ctx->compaction)
+                broker__journal_compacted(srv, done->rc, done->first_offset);
+            else
+                broker__journal_maybe_compact(srv); /* it grows: compact as soon as it pays */
         }
         broker__pending_add(srv, -(int64_t)ctx->bytes);
         free(ctx->p);

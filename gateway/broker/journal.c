@@ -12,7 +12,8 @@
  * for free. Each record's MQTT-topic field holds the client identifier and
  * its payload one operation:
  *
- *   byte 0     op: 1 OPEN, 2 END, 3 QOS2_STORED, 4 QOS2_RELEASED, 5 DETACHED
+ *   byte 0     op: 1 OPEN, 2 END, 3 QOS2_STORED, 4 QOS2_RELEASED, 5 DETACHED,
+ *              6 WILL (a delayed will: see put_will), 7 WILL_DONE (published or cancelled)
  *   bytes 1-2  packet identifier (big endian; QOS2_*)
  *   bytes 3-6  session expiry in seconds (big endian; OPEN)
  *   bytes 7-14 DETACHED only: the wall clock of the disconnect, ms since
@@ -33,14 +34,56 @@
  *
  * At start the journal is replayed from its checkpoint; when it holds many
  * more records than live state, the live state is written again and the
- * checkpoint moved before it, so retention can delete the old segments.
+ * checkpoint moved before it, so retention can delete the old segments; the
+ * same runs online (ONLINE COMPACTION below). The journal has its own disk
+ * bound (mqtt.max_journal_bytes, wal_topic_set_own_bound): outside
+ * wal.max_total_bytes, never deleted by a data bound; when it is full its
+ * writes are refused, new persistent sessions are refused at CONNECT
+ * (0x97), and nothing remembered is forgotten.
  */
 #include "gateway/broker/broker_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4, J_DETACHED = 5 };
+enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4, J_DETACHED = 5, J_WILL = 6, J_WILL_DONE = 7 };
+
+static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
+                       broker_pending_t *p);
+
+/* One record: payload bytes, the client id as its MQTT topic, attributes (WILL). */
+static bool put(broker_t *srv, broker_session_t *s, const uint8_t *rec, size_t len, const wal_attr_t *attrs,
+                size_t nattrs, broker_pending_t *p)
+{
+    if (srv->replaying)
+        return true; /* replay applies records; the session and will calls it makes write none */
+    broker_msg_t m = { rec, len, attrs, nattrs, s->client_id, strlen(s->client_id), 0, false };
+    srv->journal_records++;
+    if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) == 0)
+        return true;
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_error("session journal cannot be written: session state may not survive a restart",
+                 TB_S("client", s->client_id), TB_U("suppressed", skipped));
+    if (p) /* the answer depends on this record: refuse rather than pretend */
+        broker__refuse(p->conn, p, BROKER_REFUSE_LOG_UNAVAILABLE);
+    return false;
+}
+
+static void put_u64(uint8_t *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | b[i];
+    return v;
+}
 
 static void put_record_at(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
                           uint64_t wall_ms, broker_pending_t *p)
@@ -49,21 +92,41 @@ static void put_record_at(broker_t *srv, broker_session_t *s, uint8_t op, uint16
                         (uint8_t)(expiry >> 8), (uint8_t)expiry };
     size_t len = 7;
     if (op == J_DETACHED) {
-        for (int i = 0; i < 8; i++)
-            rec[7 + i] = (uint8_t)(wall_ms >> (56 - 8 * i));
+        put_u64(rec + 7, wall_ms);
         len = 15;
     }
-    broker_msg_t m = { rec, len, NULL, 0, s->client_id, strlen(s->client_id), 0, false };
-    if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) < 0) {
-        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
-        uint64_t skipped;
-        if (tb_ratelimit(&rl, &skipped))
-            tb_error("session journal cannot be written: session state may not survive a restart",
-                     TB_S("client", s->client_id), TB_U("suppressed", skipped));
-        if (p) /* the answer depends on this record: refuse rather than pretend */
-            broker__refuse(p->conn, p, BROKER_REFUSE_LOG_UNAVAILABLE);
-    }
-    srv->journal_records++;
+    put(srv, s, rec, len, NULL, 0, p);
+}
+
+/* WILL: [6][0 0][0 0 0 0][due wall ms, 8][qos][retain][topic length, 2][topic][payload];
+ * its MQTT 5 properties as the record's attributes. */
+static void put_will(broker_t *srv, broker_session_t *s, broker_will_t *w)
+{
+    size_t tlen = strlen(w->topic);
+    size_t len = 7 + 8 + 2 + 2 + tlen + w->len;
+    uint8_t *rec = tb_calloc(1, len);
+    rec[0] = J_WILL;
+    put_u64(rec + 7, w->due_wall_ms);
+    rec[15] = w->qos;
+    rec[16] = w->retain;
+    rec[17] = (uint8_t)(tlen >> 8);
+    rec[18] = (uint8_t)tlen;
+    memcpy(rec + 19, w->topic, tlen);
+    memcpy(rec + 19 + tlen, w->payload, w->len);
+    w->journaled = put(srv, s, rec, len, w->attrs, w->nattrs, NULL);
+    free(rec);
+}
+
+void broker__journal_will(broker_t *srv, broker_session_t *s)
+{
+    if (srv->journal && s->journaled && s->will)
+        put_will(srv, s, s->will);
+}
+
+void broker__journal_will_done(broker_t *srv, broker_session_t *s)
+{
+    if (srv->journal && s->journaled)
+        put_record(srv, s, J_WILL_DONE, 0, 0, NULL);
 }
 
 static void put_record(broker_t *srv, broker_session_t *s, uint8_t op, uint16_t id, uint32_t expiry,
@@ -103,6 +166,101 @@ void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool 
     put_record(srv, s, stored ? J_STORED : J_RELEASED, id, 0, p);
 }
 
+/* Records the live state needs: an OPEN (and DETACHED) per persistent
+ * session, a STORED per unreleased QoS 2 id. */
+static uint64_t live_records(const broker_t *srv)
+{
+    uint64_t live = 0;
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
+        for (const broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
+            if (s->persistent && s->journaled)
+                live += 1 + s->nqos2 + s->nstoring + s->detach_journaled + (s->will != NULL);
+    return live;
+}
+
+static void write_live_state(broker_t *srv)
+{
+    for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
+        for (broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
+            if (!s->persistent || !s->journaled)
+                continue;
+            put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
+            for (uint32_t k = 0; k < s->nqos2; k++)
+                put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
+            for (uint32_t k = 0; k < s->nstoring; k++) /* being stored: a refusal journals RELEASED after */
+                put_record(srv, s, J_STORED, s->storing[k].id, 0, NULL);
+            if (s->detach_journaled)
+                put_record_at(srv, s, J_DETACHED, 0, s->expiry_s, s->detached_wall_ms, NULL);
+            if (s->will)
+                put_will(srv, s, s->will);
+        }
+    }
+}
+
+/*
+ * ONLINE COMPACTION (from the sweep). When the journal holds far more
+ * records than live state, or half its own bound, the live state is written
+ * again as one run of batches and, once all of it is durable, the
+ * checkpoint is moved to just before it: the log then deletes the segments
+ * wholly below, and the journal's size follows the live state instead of
+ * its history (it used to be compacted only at start, and a data bound
+ * could delete it meanwhile). Every record's effect is in memory before
+ * the record is written, so the snapshot supersedes every record before it;
+ * the one exception, a QoS 2 id whose STORED record is written and whose
+ * message is still being stored, goes into the snapshot as STORED too, and
+ * if that message is then refused a RELEASED follows (conn.c), as it does
+ * outside a compaction. The open batch is submitted first, so the snapshot
+ * begins a batch of its own; checks run from the sweep and from each of
+ * the journal's completions.
+ */
+void broker__journal_maybe_compact(broker_t *srv)
+{
+    broker_topic_t *j = srv->journal;
+    if (!j || srv->compact_batches || srv->replaying)
+        return;
+    wal_topic_stats_t st;
+    wal_topic_stats(j->wal, &st);
+    uint64_t live = live_records(srv);
+    bool history = srv->journal_records > 2 * live + 1024;
+    bool half = st.bytes > srv->cfg->mqtt.max_journal_bytes / 2 && srv->journal_records > live + 64;
+    if (!history && !half)
+        return;
+    srv->compact_first = 0;
+    broker__ingest_flush(j); /* what is before the snapshot goes in its own batch */
+    srv->compacting = true; /* batches started from here on carry the snapshot (ingest.c) */
+    write_live_state(srv);
+    broker__ingest_flush(j);
+    srv->compacting = false;
+    srv->compact_records = live;
+    if (!srv->compact_batches) { /* no live state at all: everything up to now can go */
+        uint64_t end = j->log_end;
+        if (end > 1)
+            wal_checkpoint(j->wal, end - 1);
+        srv->journal_records = 0;
+    }
+}
+
+/* A batch of the snapshot completed (ingest.c): when it is the last, move the checkpoint. */
+void broker__journal_compacted(broker_t *srv, int rc, uint64_t first_offset)
+{
+    if (rc < 0) {
+        srv->compact_failed = true;
+    } else if (!srv->compact_first) {
+        srv->compact_first = first_offset;
+    }
+    if (--srv->compact_batches > 0)
+        return;
+    if (!srv->compact_failed && srv->compact_first > 1) {
+        int crc = wal_checkpoint(srv->journal->wal, srv->compact_first - 1);
+        if (crc == 0) {
+            tb_info("session journal compacted", TB_U("live_records", srv->compact_records),
+                    TB_U("records_before", srv->journal_records), TB_U("checkpoint", srv->compact_first - 1));
+            srv->journal_records = srv->compact_records;
+        }
+    }
+    srv->compact_failed = false;
+}
+
 /* Applies one record while replaying. */
 static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
 {
@@ -126,6 +284,18 @@ static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
     case J_END:
         if (s)
             broker__session_forget(srv, s);
+        break;
+    case J_WILL:
+        if (s && r->payload_len >= 19) {
+            size_t tlen = (size_t)b[17] << 8 | b[18];
+            if (19 + tlen <= r->payload_len)
+                broker__will_restore(srv, s, get_u64(b + 7), (const char *)b + 19, tlen, b + 19 + tlen,
+                                     r->payload_len - 19 - tlen, b[15], b[16] != 0, r);
+        }
+        break;
+    case J_WILL_DONE:
+        if (s)
+            broker__will_drop(s);
         break;
     case J_DETACHED:
         if (!s || r->payload_len < 15)
@@ -164,6 +334,12 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
         return rc;
     }
     wal_topic_t *wt = srv->journal->wal;
+    /* its own bound, outside the data bounds: no telemetry backlog can delete it */
+    rc = wal_topic_set_own_bound(srv->wal, wt, srv->cfg->mqtt.max_journal_bytes);
+    if (rc < 0) {
+        snprintf(err, errlen, "mqtt.max_journal_bytes: cannot bound the session journal: %s", tb_strerror(rc));
+        return rc;
+    }
     uint64_t ckpt = wal_topic_checkpoint(wt);
     wal_reader_t *rd;
     rc = wal_reader_open(wt, ckpt + 1, &rd);
@@ -172,6 +348,7 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
         return rc;
     }
     uint64_t now = uv_now(srv->loop), records = 0, last = ckpt;
+    srv->replaying = true;
     for (;;) {
         wal_record_t r;
         rc = wal_reader_next(rd, &r);
@@ -183,6 +360,7 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
         last = r.offset;
         records++;
     }
+    srv->replaying = false;
     wal_reader_close(rd);
     if (rc < 0) {
         snprintf(err, errlen, "cannot read the session journal: %s", tb_strerror(rc));
@@ -202,20 +380,9 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
         }
     }
     /* compact: write the live state again, then move the checkpoint past the old records */
-    uint64_t live = 0;
-    for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
-        for (broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
-            live += 1 + s->nqos2;
+    uint64_t live = live_records(srv);
     if (records > 2 * live + 1024) {
-        for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
-            for (broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
-                put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
-                for (uint32_t k = 0; k < s->nqos2; k++)
-                    put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
-                if (s->detach_journaled)
-                    put_record_at(srv, s, J_DETACHED, 0, s->expiry_s, s->detached_wall_ms, NULL);
-            }
-        }
+        write_live_state(srv);
         broker__ingest_flush(srv->journal);
         rc = wal_sync(srv->wal);
         if (rc == 0)

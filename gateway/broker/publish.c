@@ -275,8 +275,10 @@ void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
     if (c->closing)
         return; /* closed while routing (a payload over the limit): broker__conn_close drained the acks
                    that were not waiting for the log, p among them, so p is gone */
-    if (p && p->qos2_record && p->waits > 0)
+    if (p && p->qos2_record && p->waits > 0) {
         broker__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
+        p->stored_journaled = s->persistent && srv->journal;
+    }
     if (p && p->waits == 0)
         broker__conn_drain_acks(c);
 }

@@ -202,6 +202,7 @@ static void sweep_cb(uv_timer_t *h)
     uint64_t now = uv_now(srv->loop);
     broker__conn_sweep(srv, now);
     broker__session_expire(srv, now);
+    broker__journal_maybe_compact(srv);
 }
 
 static int parse_addr(const char *s, struct sockaddr_storage *ss)

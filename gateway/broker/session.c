@@ -197,7 +197,7 @@ void broker__sessions_free(broker_t *srv)
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
         for (broker_session_t *s = srv->sess_buckets[i], *next; s; s = next) {
             next = s->hnext;
-            broker__will_cancel(s);
+            broker__will_drop(s); /* shutdown: a journaled will is published after the restart */
             session_free(s);
         }
     }

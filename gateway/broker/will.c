@@ -5,25 +5,18 @@
  * NDEATH depends on it. MQTT 5's Will Delay Interval is honoured: the will
  * waits in the session, and a reconnect before it runs out cancels it
  * [MQTT-3.1.3-9]; it never waits longer than the session lives.
+ *
+ * A delayed will is journaled (journal.c, WILL and WILL_DONE) with the wall
+ * clock it is due at: a will pending at SIGTERM or SIGKILL is published
+ * after the restart when due (it used to be lost: 0 after a restart). A
+ * shutdown drops the in-memory one without a WILL_DONE, so the journal keeps
+ * it. Its payload is bounded by mqtt.max_payload_size (checked at CONNECT)
+ * and it lives in a persistent session, so mqtt.max_sessions bounds how many.
  */
 #include "gateway/broker/broker_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct broker_will {
-    uv_timer_t timer;
-    broker_t *srv;
-    broker_session_t *session;
-    char *client_id;
-    char *topic;
-    uint8_t *payload;
-    size_t len;
-    uint8_t qos;
-    bool retain;
-    wal_attr_t *attrs;
-    size_t nattrs;
-} broker_will_t;
 
 static void store(broker_t *srv, const char *client_id, const char *topic, const uint8_t *payload,
                   size_t len, uint8_t qos, bool retain, const wal_attr_t *extra, size_t nextra)
@@ -96,8 +89,20 @@ static void will_fire(uv_timer_t *h)
 {
     broker_will_t *w = h->data;
     store(w->srv, w->client_id, w->topic, w->payload, w->len, w->qos, w->retain, w->attrs, w->nattrs);
+    if (w->journaled && w->session)
+        broker__journal_will_done(w->srv, w->session); /* published: not again after a restart */
     if (w->session)
         w->session->will = NULL;
+    uv_close((uv_handle_t *)&w->timer, will_free);
+}
+
+void broker__will_drop(broker_session_t *s)
+{
+    broker_will_t *w = s->will;
+    if (!w)
+        return;
+    s->will = NULL;
+    uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, will_free);
 }
 
@@ -106,9 +111,49 @@ void broker__will_cancel(broker_session_t *s)
     broker_will_t *w = s->will;
     if (!w)
         return;
-    s->will = NULL;
-    uv_timer_stop(&w->timer);
-    uv_close((uv_handle_t *)&w->timer, will_free);
+    if (w->journaled)
+        broker__journal_will_done(w->srv, s);
+    broker__will_drop(s);
+}
+
+static void arm(broker_will_t *w, uint64_t in_ms)
+{
+    uv_timer_init(w->srv->loop, &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, will_fire, in_ms, 0);
+}
+
+void broker__will_restore(broker_t *srv, broker_session_t *s, uint64_t due_wall_ms, const char *topic, size_t tlen,
+                          const uint8_t *payload, size_t len, uint8_t qos, bool retain, const wal_record_t *r)
+{
+    broker__will_drop(s);
+    broker_will_t *w = tb_calloc(1, sizeof *w);
+    w->srv = srv;
+    w->session = s;
+    w->client_id = tb_strdup(s->client_id);
+    w->topic = tb_strndup(topic, tlen);
+    w->payload = tb_malloc(len ? len : 1);
+    memcpy(w->payload, payload, len);
+    w->len = len;
+    w->qos = qos;
+    w->retain = retain;
+    w->due_wall_ms = due_wall_ms;
+    w->journaled = true;
+    size_t pos = 0, n = 0;
+    wal_attr_t a;
+    while (wal_record_attr_next(r, &pos, &a))
+        n++;
+    w->attrs = tb_calloc(n ? n : 1, sizeof *w->attrs);
+    pos = 0;
+    while (w->nattrs < n && wal_record_attr_next(r, &pos, &a)) {
+        uint8_t *k = tb_malloc(a.key_len + 1), *v = tb_malloc(a.val_len + 1);
+        memcpy(k, a.key, a.key_len);
+        memcpy(v, a.val, a.val_len);
+        w->attrs[w->nattrs++] = (wal_attr_t){ k, a.key_len, v, a.val_len };
+    }
+    s->will = w;
+    uint64_t now = tb_wall_ms();
+    arm(w, due_wall_ms > now ? due_wall_ms - now : 0);
 }
 
 void broker__publish_will(broker_t *srv, broker_conn_t *c)
@@ -138,8 +183,8 @@ void broker__publish_will(broker_t *srv, broker_conn_t *c)
     c->will_payload = NULL;
     c->will_attrs = NULL;
     c->will_nattrs = 0;
-    uv_timer_init(srv->loop, &w->timer);
-    w->timer.data = w;
-    uv_timer_start(&w->timer, will_fire, (uint64_t)delay * 1000u, 0);
+    w->due_wall_ms = tb_wall_ms() + (uint64_t)delay * 1000u;
     s->will = w;
+    broker__journal_will(srv, s); /* sets w->journaled when the session is journaled */
+    arm(w, (uint64_t)delay * 1000u);
 }

@@ -306,6 +306,7 @@ typedef enum {
     METRICS_REFUSE_AUTH,            /* MQTT 5 enhanced authentication asked for: not supported */
     METRICS_REFUSE_SHUTTING_DOWN,   /* during the drain */
     METRICS_REFUSE_MAX_SESSIONS,    /* a new persistent session past mqtt.max_sessions */
+    METRICS_REFUSE_JOURNAL_FULL,    /* a new persistent session while the session journal is full */
     METRICS_REFUSE_WILL_INVALID,    /* its will could never be stored: payload over mqtt.max_payload_size,
                                        or more properties than a record holds */
     METRICS_REFUSE__COUNT

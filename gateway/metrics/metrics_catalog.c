@@ -206,6 +206,7 @@ const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
     [METRICS_REFUSE_AUTH] = "auth_unsupported",
     [METRICS_REFUSE_SHUTTING_DOWN] = "shutting_down",
     [METRICS_REFUSE_MAX_SESSIONS] = "max_sessions",
+    [METRICS_REFUSE_JOURNAL_FULL] = "journal_full",
     [METRICS_REFUSE_WILL_INVALID] = "will_invalid",
 };
 

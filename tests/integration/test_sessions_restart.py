@@ -110,7 +110,8 @@ class SessionsRestart(unittest.TestCase):
             self.assertEqual(gw.stop(), 0, gw.log())
             check = run_cli("wal", "check", "--dir", os.path.join(gw.dir, "wal"))
             journal = [json.loads(line) for line in check.stdout.splitlines() if '"$sessions"' in line][0]
-            self.assertGreater(journal["checkpoint"], 1600, "journal was not compacted")
+            # compacted while running (past 2 x live + 1024 records) or at the restart
+            self.assertGreater(journal["checkpoint"], 1000, "journal was not compacted")
             recs = wal_dump(os.path.join(gw.dir, "wal"), "/e1/s")
             self.assertEqual(sum(r["payload"] == "held" for r in recs), 1)
 

@@ -141,3 +141,24 @@ Test(conn, a_partial_packet_is_counted_while_held_and_given_back_when_the_connec
     hb_close(&h); /* asserts the count is back to 0 */
     fake_free(&f);
 }
+
+Test(conn, a_write_that_fails_while_closing_closes_once)
+{
+    /* close flushes what is queued; that write failing used to close the
+     * connection a second time from inside the first close: it left the
+     * list twice and was counted as releasing twice, so a drain never ended */
+    hb_t h;
+    hb_open(&h);
+    fake_t f;
+    broker_conn_t *c = fake_conn(&h, &f);
+    fake_send(&f, CONNECT, sizeof CONNECT);
+    cr_assert(hb_run_until(&h, connacked, &f, 3000));
+    const uint8_t ping[] = { 0xC0, 0 };
+    fake_send(&f, ping, sizeof ping); /* its PINGRESP waits for the end of the loop turn */
+    f.fail_writes = UV_ECONNRESET;
+    broker__conn_close(c, MQTT_RC_PROTOCOL_ERROR, "test");
+    cr_assert_eq(h.b->nreleasing, 1, "closed once");
+    cr_assert(hb_run_until(&h, closed, &f, 3000));
+    hb_close(&h); /* the drain ends; nothing left counted */
+    fake_free(&f);
+}
