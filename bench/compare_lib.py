@@ -119,10 +119,12 @@ class Server:
             return json.loads(r.read())
 
 
-def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None):
+def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None,
+              max_connections=100000, cpus=None):
     """`tributary run` on 127.0.0.1 with two mappings: bench/+/tele (loadgen)
     to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf. replicator and
-    ingestion: keys of replicator.* and mqtt.ingestion.* to set."""
+    ingestion: keys of replicator.* and mqtt.ingestion.* to set;
+    max_connections None: the default; cpus: a taskset CPU list for all its threads."""
     os.makedirs(work, exist_ok=True)
     port, http = free_port(), free_port()
     rep = {"batch_timeout_ms": 10}
@@ -132,7 +134,7 @@ def tributary(build, work, cluster_url, fsync="always", log_level="warn", replic
 replicator: {json.dumps(rep)}
 mqtt:
   listener: "127.0.0.1:{port}"
-  max_connections: 100000
+{"" if max_connections is None else f"  max_connections: {max_connections}"}
   ingestion: {json.dumps(ingestion or {})}
   topic_mappings:
     - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
@@ -142,7 +144,8 @@ http: {{listener: "127.0.0.1:{http}"}}
 log: {{level: {log_level}}}
 """)
     log = open(os.path.join(work, "tributary.log"), "ab")
-    p = popen([os.path.join(build, "tributary"), "run", "-c", os.path.join(work, "edge.yaml")],
+    pin = ["taskset", "-c", cpus] if cpus else []
+    p = popen(pin + [os.path.join(build, "tributary"), "run", "-c", os.path.join(work, "edge.yaml")],
                          stdout=log, stderr=log)
     wait_until(lambda: port_open(port) and port_open(http), 30, "tributary to listen")
     return Server("tributary", p, work, port, http)

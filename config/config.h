@@ -98,6 +98,7 @@ typedef struct cfg {
         uint32_t max_session_expiry_s;
         uint32_t max_sessions;
         uint64_t max_journal_bytes;
+        uint64_t max_will_bytes;
         cfg_unmatched_t unmatched;
         bool dead_letter;
         struct {

@@ -106,6 +106,9 @@ const cfg__key_t cfg__keys[] = {
       "Disk bound of the session journal ($sessions: persistent sessions, unreleased QoS 2 ids), kept "
       "outside wal.max_total_bytes so a data bound never deletes it; compacted online; when full, new "
       "persistent sessions are refused (0x97) rather than old ones forgotten. At least 2 x wal.segment_bytes."),
+    K("mqtt.max_will_bytes", CFG__BYTES, mqtt.max_will_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
+      "Memory all wills may hold together (topic, payload and properties of every connected client's will "
+      "and of every delayed will waiting); a CONNECT whose will would pass it is refused (CONNACK 0x97 / 3)."),
     K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
       "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
       "connection; drop: acknowledge and count, never stored."),

@@ -132,6 +132,7 @@ void gw__collect(void *arg, metrics_t *m)
     SET(METRICS_SESSIONS_REMEMBERED, 0, 0, bs.sessions_remembered);
     SET(METRICS_WILLS_PENDING, 0, 0, bs.wills_pending);
     SET(METRICS_JOURNAL_BYTES, 0, 0, bs.journal_bytes);
+    SET(METRICS_WILL_BYTES, 0, 0, bs.will_bytes);
     rep_t *rep = gw_repl_rep(r->repl);
     if (rep) {
         rep_stats_t cs;

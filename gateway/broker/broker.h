@@ -102,6 +102,7 @@ typedef struct broker_stats {
     uint32_t sessions_remembered; /* of them, with no connection */
     uint32_t wills_pending;      /* delayed wills waiting */
     uint64_t journal_bytes;      /* the session journal on disk */
+    uint64_t will_bytes;         /* memory the wills hold (mqtt.max_will_bytes) */
 } broker_stats_t;
 
 /*

@@ -213,6 +213,7 @@ struct broker_conn {
     uint32_t will_delay_s;
     wal_attr_t *will_attrs;         /* MQTT 5 will properties as attributes */
     size_t will_nattrs;
+    size_t will_bytes;              /* what its will holds, in srv->will_bytes */
 };
 
 struct broker_session {
@@ -272,12 +273,14 @@ struct broker {
     uint32_t compact_batches;       /* snapshot batches not yet completed */
     uint64_t compact_first;         /* first offset of the snapshot (0: none yet) */
     uint64_t compact_records;       /* records in the snapshot */
+    uint64_t compact_next;          /* journal_records before which no compaction is tried again */
     broker_conn_t *conns;
     uint32_t nconns;                /* accepted sockets, CONNECT or not */
     uint32_t nconnected;            /* past CONNECT */
     uint32_t max_connections;       /* mqtt.max_connections, or what the descriptor budget allows */
     uint32_t nreleasing;            /* closed, socket not yet released: still count against max_connections */
     uint64_t partial_bytes;         /* incomplete packets and alias tables of all connections (max_partial_bytes) */
+    uint64_t will_bytes;            /* connected clients' wills and delayed ones (max_will_bytes) */
     uint64_t next_conn_id;
     /* sessions by client id */
     broker_session_t **sess_buckets;
@@ -515,6 +518,7 @@ typedef struct broker_will {
     size_t nattrs;
     uint64_t due_wall_ms;           /* when it is published, wall clock (journaled) */
     bool journaled;                 /* a WILL record for it is in the session journal */
+    size_t bytes;                   /* what it holds, in srv->will_bytes */
 } broker_will_t;
 /* Cancels s's delayed will, if any (a reconnect, the session's end): a
  * journaled one gets WILL_DONE; freed once its timer has closed. */

@@ -576,6 +576,8 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         free((void *)c->will_attrs[i].val);
     }
     free(c->will_attrs);
+    srv->will_bytes -= c->will_bytes;
+    c->will_bytes = 0;
     c->will_topic = NULL;
     c->will_payload = NULL;
     c->will_attrs = NULL;

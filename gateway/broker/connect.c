@@ -56,6 +56,26 @@ static uint8_t *dup_bytes(mqtt_bytes_t b)
     return p;
 }
 
+/* What a will holds in memory: its topic, payload and properties (the
+ * attributes keep_will_props makes of them), counted in mqtt.max_will_bytes. */
+static size_t will_size(const mqtt_connect_t *cn, bool v5)
+{
+    size_t n = cn->will_topic.n + cn->will_payload.n;
+    if (!v5)
+        return n;
+    const mqtt_props_t *wp = &cn->will_props;
+    if (MQTT_HAS(wp, MQTT_PROP_CONTENT_TYPE))
+        n += strlen("mqtt.content_type") + wp->content_type.n;
+    if (MQTT_HAS(wp, MQTT_PROP_RESPONSE_TOPIC))
+        n += strlen("mqtt.response_topic") + wp->response_topic.n;
+    mqtt_iter_t it;
+    mqtt_iter_init(&it, &wp->user);
+    mqtt_bytes_t k, v;
+    while (mqtt_next_user_prop(&it, &k, &v))
+        n += 10 + k.n + v.n;
+    return n;
+}
+
 /* MQTT 5 will properties become attributes, the way a PUBLISH's do. */
 static void keep_will_props(broker_conn_t *c, const mqtt_props_t *wp)
 {
@@ -171,8 +191,21 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
                "will with more properties than a record holds");
         return;
     }
+    size_t wbytes = cn->has_will ? will_size(cn, c->version == MQTT_V5) : 0;
+    if (cn->has_will && srv->will_bytes + wbytes > srv->cfg->mqtt.max_will_bytes) {
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+        uint64_t skipped;
+        if (tb_ratelimit(&rl, &skipped))
+            tb_warn("connection refused: the wills held in memory would pass mqtt.max_will_bytes",
+                    TB_U("max_will_bytes", srv->cfg->mqtt.max_will_bytes), TB_U("will_bytes", srv->will_bytes),
+                    TB_S("peer", c->peer), TB_U("suppressed", skipped));
+        refuse(c, METRICS_REFUSE_MAX_WILL_BYTES, MQTT_RC_QUOTA_EXCEEDED, "mqtt.max_will_bytes reached");
+        return;
+    }
     if (cn->has_will) {
         c->has_will = true;
+        c->will_bytes = wbytes;
+        srv->will_bytes += wbytes;
         c->will_qos = cn->will_qos;
         c->will_retain = cn->will_retain;
         c->will_topic = tb_strndup((const char *)cn->will_topic.p, cn->will_topic.n);

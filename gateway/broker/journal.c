@@ -221,9 +221,15 @@ void broker__journal_maybe_compact(broker_t *srv)
     wal_topic_stats_t st;
     wal_topic_stats(j->wal, &st);
     uint64_t live = live_records(srv);
+    /* a snapshot costs the whole live state: only when a quarter of the
+     * journal is history, and not again until as much more has been
+     * written (with 30,000 sessions, compacting per 64 records rewrote
+     * 30 MB every few milliseconds, and a full journal retried at once) */
+    uint64_t garbage = srv->journal_records > live ? srv->journal_records - live : 0;
+    uint64_t enough = TB_MAX(live / 4, (uint64_t)64);
     bool history = srv->journal_records > 2 * live + 1024;
-    bool half = st.bytes > srv->cfg->mqtt.max_journal_bytes / 2 && srv->journal_records > live + 64;
-    if (!history && !half)
+    bool half = st.bytes > srv->cfg->mqtt.max_journal_bytes / 2 && garbage >= enough;
+    if ((!history && !half) || srv->journal_records < srv->compact_next)
         return;
     srv->compact_first = 0;
     broker__ingest_flush(j); /* what is before the snapshot goes in its own batch */
@@ -232,11 +238,13 @@ void broker__journal_maybe_compact(broker_t *srv)
     broker__ingest_flush(j);
     srv->compacting = false;
     srv->compact_records = live;
+    srv->compact_next = srv->journal_records + enough; /* the snapshot's own records counted */
     if (!srv->compact_batches) { /* no live state at all: everything up to now can go */
         uint64_t end = j->log_end;
         if (end > 1)
             wal_checkpoint(j->wal, end - 1);
         srv->journal_records = 0;
+        srv->compact_next = 0;
     }
 }
 
@@ -256,6 +264,7 @@ void broker__journal_compacted(broker_t *srv, int rc, uint64_t first_offset)
             tb_info("session journal compacted", TB_U("live_records", srv->compact_records),
                     TB_U("records_before", srv->journal_records), TB_U("checkpoint", srv->compact_first - 1));
             srv->journal_records = srv->compact_records;
+            srv->compact_next = srv->compact_records + TB_MAX(srv->compact_records / 4, (uint64_t)64);
         }
     }
     srv->compact_failed = false;

@@ -447,6 +447,7 @@ void broker_stats(const broker_t *srv, broker_stats_t *out)
     memcpy(out->closed, srv->conn_closed, sizeof out->closed);
     out->unmatched = srv->unmatched_dropped;
     out->sessions_persistent = srv->npersistent;
+    out->will_bytes = srv->will_bytes;
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {
         for (const broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext) {
             out->sessions_remembered += s->persistent && !s->conn;

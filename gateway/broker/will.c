@@ -74,6 +74,7 @@ static void store(broker_t *srv, const char *client_id, const char *topic, const
 static void will_free(uv_handle_t *h)
 {
     broker_will_t *w = h->data;
+    w->srv->will_bytes -= w->bytes;
     free(w->client_id);
     free(w->topic);
     free(w->payload);
@@ -150,7 +151,11 @@ void broker__will_restore(broker_t *srv, broker_session_t *s, uint64_t due_wall_
         memcpy(k, a.key, a.key_len);
         memcpy(v, a.val, a.val_len);
         w->attrs[w->nattrs++] = (wal_attr_t){ k, a.key_len, v, a.val_len };
+        w->bytes += a.key_len + a.val_len;
     }
+    /* promised before the restart: counted, never refused */
+    w->bytes += tlen + len;
+    srv->will_bytes += w->bytes;
     s->will = w;
     uint64_t now = tb_wall_ms();
     arm(w, due_wall_ms > now ? due_wall_ms - now : 0);
@@ -179,6 +184,8 @@ void broker__publish_will(broker_t *srv, broker_conn_t *c)
     w->retain = c->will_retain;
     w->attrs = c->will_attrs;
     w->nattrs = c->will_nattrs;
+    w->bytes = c->will_bytes; /* it moves to the session with the will */
+    c->will_bytes = 0;
     c->will_topic = NULL;
     c->will_payload = NULL;
     c->will_attrs = NULL;

@@ -239,6 +239,7 @@ typedef enum {
     METRICS_SESSIONS_REMEMBERED,
     METRICS_WILLS_PENDING,
     METRICS_JOURNAL_BYTES,
+    METRICS_WILL_BYTES,
     METRICS_HTTP_CONNECTIONS,
     METRICS_HTTP_REQUESTS,
     METRICS_HTTP_REFUSED,
@@ -309,6 +310,7 @@ typedef enum {
     METRICS_REFUSE_JOURNAL_FULL,    /* a new persistent session while the session journal is full */
     METRICS_REFUSE_WILL_INVALID,    /* its will could never be stored: payload over mqtt.max_payload_size,
                                        or more properties than a record holds */
+    METRICS_REFUSE_MAX_WILL_BYTES,  /* its will would pass mqtt.max_will_bytes (all wills in memory) */
     METRICS_REFUSE__COUNT
 } metrics_refuse_t;
 extern const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT];

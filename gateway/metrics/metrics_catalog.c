@@ -135,6 +135,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "MQTT 5 wills waiting out their Will Delay Interval.", 1, METRICS_L_NONE, "sessions.wills_pending", false),
     G(METRICS_JOURNAL_BYTES, "tributary_session_journal_bytes",
       "Bytes of the session journal ($sessions) on disk.", 1, METRICS_L_NONE, "sessions.journal_bytes", false),
+    G(METRICS_WILL_BYTES, "tributary_mqtt_will_bytes",
+      "Memory the wills hold: connected clients' and delayed ones (what mqtt.max_will_bytes bounds).", 1,
+      METRICS_L_NONE, "sessions.will_bytes", false),
     G(METRICS_HTTP_CONNECTIONS, "tributary_http_connections", "Open HTTP connections to this endpoint.", 1,
       METRICS_L_NONE, "connections.http", false),
     C(METRICS_HTTP_REQUESTS, "tributary_http_requests_total", "HTTP responses sent, by status code.", METRICS_L_CODE,
@@ -208,6 +211,7 @@ const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
     [METRICS_REFUSE_MAX_SESSIONS] = "max_sessions",
     [METRICS_REFUSE_JOURNAL_FULL] = "journal_full",
     [METRICS_REFUSE_WILL_INVALID] = "will_invalid",
+    [METRICS_REFUSE_MAX_WILL_BYTES] = "max_will_bytes",
 };
 
 const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {
