@@ -5,6 +5,8 @@
  * auth_file.c   reading one file (size-limited), splitting lines, errors
  * passwd.c      the password file: parse, lookup, check, reference count
  * passwd_hash.c base64 and the two digests ($6$, $7$), auth_passwd_hash
+ * acl.c         the acl_file: parse, reference count, auth_acl_allows
+ * acl_match.c   topic filters: validity, and matching with %u / %c
  * Prefix: auth__ (cross-file internals).
  */
 #ifndef GATEWAY_AUTH_AUTH_INT_H
@@ -55,5 +57,20 @@ typedef enum { AUTH__PW_SHA512 = 6, AUTH__PW_PBKDF2 = 7 } auth__pw_kind_t;
  * out[AUTH__HASH_LEN]; false when OpenSSL fails. */
 bool auth__pw_digest(auth__pw_kind_t kind, unsigned iterations, const uint8_t salt[AUTH__SALT_LEN],
                      const uint8_t *password, size_t password_len, uint8_t out[AUTH__HASH_LEN]);
+
+/* ---- acl_match.c ------------------------------------------------------------ */
+
+/* NULL when filter (a topic or pattern line's topic) is a valid MQTT topic
+ * filter: '+' and '#' whole levels, '#' last, at most 65535 bytes;
+ * otherwise what is wrong. */
+const char *auth__filter_invalid(const char *filter, size_t len);
+
+/* Does filter (valid) match topic (a topic name: non-empty, no '+' or
+ * '#'; the caller checks)? When subst, "%u" and "%c" in the filter stand
+ * for user / client_id, which the caller guarantees non-NULL, non-empty
+ * and free of '+', '#' and '/' for every reference the filter holds. A
+ * wildcard never matches a first level starting with '$'. */
+bool auth__filter_match(const char *filter, size_t flen, const char *topic, size_t tlen, bool subst,
+                        const char *user, const char *client_id);
 
 #endif
