@@ -73,8 +73,7 @@ static void store(broker_t *srv, const char *client_id, const char *topic, const
 
 static void will_free(uv_handle_t *h)
 {
-    broker_will_t *w = h->data;
-    w->srv->will_bytes -= w->bytes;
+    broker_will_t *w = h->data; /* the broker may be gone (its close frees it first): touch only w */
     free(w->client_id);
     free(w->topic);
     free(w->payload);
@@ -94,6 +93,7 @@ static void will_fire(uv_timer_t *h)
         broker__journal_will_done(w->srv, w->session); /* published: not again after a restart */
     if (w->session)
         w->session->will = NULL;
+    w->srv->will_bytes -= w->bytes;
     uv_close((uv_handle_t *)&w->timer, will_free);
 }
 
@@ -103,6 +103,7 @@ void broker__will_drop(broker_session_t *s)
     if (!w)
         return;
     s->will = NULL;
+    w->srv->will_bytes -= w->bytes;
     uv_timer_stop(&w->timer);
     uv_close((uv_handle_t *)&w->timer, will_free);
 }
