@@ -206,8 +206,8 @@ class NonReadingClients(unittest.TestCase):
         pile up, so its keep alive (1 s) runs out: its connection is closed
         with its last bytes still queued. Until the socket is released it
         still counts against max_connections (a new CONNECT is refused
-        0x97); within write_timeout_ms of the close it is released (counted
-        write_timeout) and a new client gets in."""
+        0x97); within write_timeout_ms of the close it is released and a
+        new client gets in."""
         extra = "  max_connections: 1\n  write_timeout_ms: 3000"
         with Gateway(config(extra), env=ENV) as g:
             port = g.mqtt_port()
@@ -225,7 +225,8 @@ class NonReadingClients(unittest.TestCase):
             wait_for(lambda: nfds(g.proc.pid) <= base_fds, 5, what="the closing socket released")
             released = time.monotonic() - t0
             self.assertLess(released, 3.0 + 1.0, f"released {released:.2f} s after the close")
-            wait_for(lambda: closed_count(g, "write_timeout") == 1, 2, what="counted write_timeout")
+            # (counted write_timeout when its bytes were still in the gateway at the deadline; the
+            # kernel may take them first (its send buffer grows): the release is what is bounded)
             ok = mr.Raw(port)
             ok.send(mr.connect("now", version=5))
             self.assertEqual(ok.expect(mr.CONNACK).body[1], 0, "room again once the descriptor is free")
@@ -664,7 +665,8 @@ class Wills(unittest.TestCase):
                 wait_for(lambda: stats(g)["sessions"]["wills_pending"] == 2, 5, what="two wills pending")
                 # written to the log (a kill before that loses them, as it loses any record not yet written)
                 wait_for(lambda: stats(g)["sessions"]["journal_bytes"] > j0 + 2 * 60, 5, what="the wills journaled")
-                self.assertEqual(g.stop(sig) if sig == signal.SIGTERM else g.kill(), 0 if sig == signal.SIGTERM else -9)
+                self.assertEqual(g.stop(sig) if sig == signal.SIGTERM else g.kill(), 0 if sig == signal.SIGTERM else -9,
+                                 g.log())
                 g.start()
                 port = g.mqtt_port()
                 wait_for(lambda: stats(g)["sessions"]["wills_pending"] == 2, 5, what="both restored")
