@@ -32,6 +32,9 @@ typedef enum { CFG_FSYNC_ALWAYS, CFG_FSYNC_INTERVAL, CFG_FSYNC_NEVER } cfg_fsync
 typedef enum { CFG_POLICY_NONE, CFG_POLICY_ENFORCE } cfg_policy_t;
 typedef enum { CFG_ENC_BINARY, CFG_ENC_JSON } cfg_encoding_t;
 typedef enum { CFG_UNMATCHED_REJECT, CFG_UNMATCHED_DROP } cfg_unmatched_t;
+/* auth.allow_anonymous: auto is false when auth.password_file is set, else true */
+typedef enum { CFG_ANON_AUTO, CFG_ANON_TRUE, CFG_ANON_FALSE } cfg_anon_t;
+typedef enum { CFG_THROTTLE_DELAY, CFG_THROTTLE_REFUSE } cfg_throttle_t;
 
 typedef struct cfg_attr {
     char *name;   /* attribute name */
@@ -119,6 +122,15 @@ typedef struct cfg {
         cfg_fsync_t fsync;
         uint32_t fsync_interval_ms;
     } wal;
+    struct cfg_auth {
+        char *password_file;       /* "" = none: user names are not checked */
+        char *acl_file;            /* "" = none: every topic is writable */
+        cfg_anon_t allow_anonymous;
+        uint32_t max_failures;     /* per address within failure_window_ms; 0: no throttle */
+        uint32_t failure_window_ms;
+        cfg_throttle_t throttle;
+        uint32_t throttle_delay_ms;
+    } auth;
     struct {
         char *listener;
     } http;

@@ -28,6 +28,8 @@ static const char *const encodings[] = { "binary", "json", NULL };
 static const char *const unmatched_modes[] = { "reject", "drop", NULL };
 static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL };
 static const char *const log_formats[] = { "text", "json", NULL };
+static const char *const anon_modes[] = { "auto", "true", "false", NULL };
+static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
@@ -146,6 +148,28 @@ const cfg__key_t cfg__keys[] = {
       "fsync_interval_ms; never: leave syncing to the OS."),
     K("wal.fsync_interval_ms", CFG__MS, wal.fsync_interval_ms, "1000", 1, 600000, NULL, 0,
       "Sync period for wal.fsync: interval (the power-loss window)."),
+
+    K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, 0,
+      "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "
+      "user name is checked against it (MQTT 5 0x86 / 3.1.1 4 when wrong). Re-read on SIGHUP; a file "
+      "that fails to parse keeps the one in force. Empty: user names are not checked."),
+    K("auth.acl_file", CFG__STR, auth.acl_file, "", 0, 4096, NULL, 0,
+      "Mosquitto acl_file (topic, user, pattern lines): a PUBLISH or a will to a topic the client may not "
+      "write is refused (MQTT 5 0x87; 3.1.1 QoS 1/2 closed, QoS 0 dropped), never stored. Re-read on "
+      "SIGHUP. Empty: every topic may be written."),
+    K("auth.allow_anonymous", CFG__ENUM, auth.allow_anonymous, "auto", 0, 0, anon_modes, 0,
+      "Whether a CONNECT without a user name is accepted (refused: MQTT 5 0x87 / 3.1.1 5). auto: false "
+      "when auth.password_file is set, true otherwise."),
+    K("auth.max_failures", CFG__U32, auth.max_failures, "10", 0, 1000000, NULL, 0,
+      "Failed authentications from one address within auth.failure_window_ms before its CONNECTs are "
+      "throttled (auth.throttle); 0: never throttled."),
+    K("auth.failure_window_ms", CFG__MS, auth.failure_window_ms, "60000", 1000, DAY_MS, NULL, 0,
+      "The window auth.max_failures counts in; an address is forgiven once a window passes without a failure."),
+    K("auth.throttle", CFG__ENUM, auth.throttle, "delay", 0, 0, throttle_modes, 0,
+      "A throttled address: delay answers each CONNECT after auth.throttle_delay_ms (checked then, so a "
+      "right password still gets in); refuse answers at once, unchecked, MQTT 5 0x9F / 3.1.1 3."),
+    K("auth.throttle_delay_ms", CFG__MS, auth.throttle_delay_ms, "2000", 0, 600000, NULL, 0,
+      "How long a throttled address's CONNECT waits (auth.throttle: delay)."),
 
     K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
       "Listen address for /metrics, /stats, /healthz and /readyz."),

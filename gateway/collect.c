@@ -128,6 +128,7 @@ void gw__collect(void *arg, metrics_t *m)
     for (size_t k = 0; k < METRICS_CLOSE__COUNT; k++)
         SET(METRICS_MQTT_CLOSED, k, 0, bs.closed[k]);
     SET(METRICS_UNMATCHED, 0, 0, bs.unmatched);
+    SET(METRICS_PUBLISH_DENIED, 0, 0, bs.publish_denied);
     SET(METRICS_SESSIONS_PERSISTENT, 0, 0, bs.sessions_persistent);
     SET(METRICS_SESSIONS_REMEMBERED, 0, 0, bs.sessions_remembered);
     SET(METRICS_WILLS_PENDING, 0, 0, bs.wills_pending);

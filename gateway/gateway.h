@@ -11,6 +11,7 @@
 #define GW_GATEWAY_H
 
 #include "config/config.h"
+#include "gateway/auth/auth.h"
 
 /* Exit codes of the `tributary` binary (docs/CLI.md). */
 enum {
@@ -21,5 +22,9 @@ enum {
 
 /* Runs the gateway until shutdown. Returns a GW_EXIT_* code. */
 int gw_run(const cfg_t *cfg);
+
+/* Loads cfg's auth.password_file and auth.acl_file (either NULL when not
+ * set). 0, or TB_ECONFIG with err = "auth.KEY: FILE:LINE: why". */
+int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *err, size_t errlen);
 
 #endif

@@ -119,9 +119,10 @@ int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_
 
 /* ---- reload.c ----
  * SIGHUP. Re-reads the configuration file; applies what can change at run
- * time (log level and format, each mapping's validation_policy) and logs
- * every other changed key as needing a restart. An invalid file changes
- * nothing. b may be NULL (before the log service started).
+ * time (log level and format, each mapping's validation_policy, auth.*
+ * with the password and ACL files read again) and logs every other changed
+ * key as needing a restart. An invalid file, or an authentication file
+ * that does not parse, changes nothing. b may be NULL (before the log service started).
  */
 void gw__reload(broker_t *b, const cfg_t *running);
 

@@ -1,12 +1,16 @@
 /*
  * reload.c: SIGHUP. The file named by the running configuration is read
  * again and compared key by key (cfg_diff). Applied at once: log.level,
- * log.format, and mqtt.topic_mappings[i].validation_policy (a mapping's
- * rule keeps its place; only the policy flips). Everything else is named
+ * log.format, mqtt.topic_mappings[i].validation_policy (a mapping's
+ * rule keeps its place; only the policy flips), and auth.*: the password
+ * and ACL files are read again at every SIGHUP, changed or not, and swapped
+ * in together (a check in flight ends with the old ones); a file that does
+ * not parse refuses the whole reload, with its file and line. Everything else is named
  * in one log line as needing a restart, so an operator never believes a
  * change took effect when it did not. An invalid file is refused with its
  * error and changes nothing.
  */
+#include "gateway/gateway.h"
 #include "gateway/gateway_int.h"
 #include "base/base.h"
 
@@ -57,6 +61,8 @@ static void on_diff(void *arg, const char *key)
             return;
         }
     }
+    if (strncmp(key, "auth.", 5) == 0)
+        return; /* applied with the files (gw__reload) */
     size_t n = strlen(key);
     if (r->restart_len + n + 2 < sizeof r->restart) {
         if (r->restart_len)
@@ -79,6 +85,22 @@ void gw__reload(broker_t *b, const cfg_t *running)
         tb_error("SIGHUP: the configuration file is invalid; nothing changed", TB_S("why", err));
         return;
     }
+    auth_passwd_t *pw;
+    auth_acl_t *acl;
+    if (gw_auth_load(next, &pw, &acl, err, sizeof err) < 0) {
+        tb_error("SIGHUP: an authentication file is invalid; nothing changed, the files in force are kept",
+                 TB_S("why", err));
+        cfg_free(next);
+        return;
+    }
+    if (b) {
+        broker_set_auth(b, next, pw, acl);
+        if (*next->auth.password_file || *next->auth.acl_file)
+            tb_info("reload: authentication files applied", TB_U("users", pw ? auth_passwd_count(pw) : 0),
+                    TB_U("acl_rules", acl ? auth_acl_rules(acl) : 0));
+    }
+    auth_passwd_unref(pw);
+    auth_acl_unref(acl);
     reload_t r = { .b = b, .next = next };
     if (b)
         cfg_diff(running, next, on_diff, &r);

@@ -146,6 +146,21 @@ static int mqtt_start(gw__app_t *app, void *arg)
     if (rc < 0)
         return rc;
     broker_set_max_connections(r->broker, max_conn);
+    auth_passwd_t *pw;
+    auth_acl_t *acl;
+    char err[1024];
+    rc = gw_auth_load(app->cfg, &pw, &acl, err, sizeof err);
+    if (rc < 0) {
+        tb_error("cannot read the authentication files", TB_S("why", err));
+        return rc;
+    }
+    broker_set_auth(r->broker, app->cfg, pw, acl);
+    if (pw || acl || app->cfg->auth.allow_anonymous == CFG_ANON_FALSE)
+        tb_info("authentication", TB_S("password_file", app->cfg->auth.password_file),
+                TB_U("users", pw ? auth_passwd_count(pw) : 0), TB_S("acl_file", app->cfg->auth.acl_file),
+                TB_U("acl_rules", acl ? auth_acl_rules(acl) : 0));
+    auth_passwd_unref(pw);
+    auth_acl_unref(acl);
     return broker_listen(r->broker);
 }
 

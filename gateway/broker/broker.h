@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "gateway/auth/auth.h"
 #include "gateway/metrics/metrics.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
@@ -98,6 +99,7 @@ typedef struct broker_stats {
     uint64_t refused[METRICS_REFUSE__COUNT]; /* CONNACK refusals, by reason */
     uint64_t closed[METRICS_CLOSE__COUNT];   /* closed by us, by reason */
     uint64_t unmatched;          /* PUBLISHes no mapping matched */
+    uint64_t publish_denied;     /* PUBLISHes auth.acl_file refused */
     uint32_t sessions_persistent; /* persistent sessions, connected or not (mqtt.max_sessions) */
     uint32_t sessions_remembered; /* of them, with no connection */
     uint32_t wills_pending;      /* delayed wills waiting */
@@ -157,5 +159,13 @@ size_t broker_nrules(const broker_t *b);
  * schema_subject (policy unchanged).
  */
 int broker_set_policy(broker_t *b, size_t rule, cfg_policy_t p);
+
+/*
+ * The password file and ACL in force (either NULL: none) and cfg's auth.*
+ * settings (copied: cfg may be freed after), at start and on reload.
+ * Takes a reference of each file; checks already running keep the old ones
+ * until they end. Without a call: no authentication, anonymous allowed.
+ */
+void broker_set_auth(broker_t *b, const cfg_t *cfg, auth_passwd_t *pw, auth_acl_t *acl);
 
 #endif

@@ -32,6 +32,7 @@
 
 #include "base/base.h"
 #include "config/config.h"
+#include "gateway/auth/auth.h"
 #include "gateway/broker/broker.h"
 #include "gateway/metrics/metrics.h"
 #include "gateway/mqtt/mqtt.h"
@@ -185,6 +186,9 @@ struct broker_conn {
     uint16_t keep_alive;            /* seconds; 0 = none */
     uint64_t last_rx_ms, accepted_ms;
     char *client_id;
+    char *username;                 /* its CONNECT's user name (NULL: none), for the ACL */
+    struct broker_auth_req *auth;   /* its password check in progress (auth.c) */
+    bool authenticated;             /* its password was checked */
     char peer[64];
     broker_session_t *session;          /* the client's session (persistent or not) */
     /* MQTT 5 */
@@ -301,6 +305,13 @@ struct broker {
     uint64_t conn_refused[METRICS_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
     uint64_t conn_closed[METRICS_CLOSE__COUNT];    /* closed by us, by reason */
     uint64_t unmatched_dropped;
+    struct cfg_auth auth;           /* auth.* in force (broker_set_auth; the file names not kept) */
+    auth_passwd_t *passwd;          /* auth.password_file in force (a reference; NULL: none) */
+    auth_acl_t *acl;                /* auth.acl_file in force (NULL: every topic writable) */
+    struct broker_auth_addr *auth_addrs; /* failures by address (auth.c), allocated at the first */
+    unsigned auth_running;          /* password checks on the thread pool */
+    struct broker_auth_req *auth_wait_head, *auth_wait_tail; /* checks waiting for one to end */
+    uint64_t publish_denied;        /* PUBLISHes the ACL refused */
     uint8_t *scratch;               /* attribute keys built per PUBLISH */
     size_t scratch_cap;
     uint8_t readbuf[65536];         /* shared read buffer; leftovers go to conn->in */
@@ -419,6 +430,8 @@ void broker__conn_flush(broker_conn_t *c);
 void broker__conn_flush_dirty(broker_t *srv);
 void broker__conn_pause(broker_conn_t *c);
 void broker__conn_resume(broker_conn_t *c);
+/* Its authentication ended well: the packets it sent after CONNECT, then reading again. */
+void broker__conn_input_resume(broker_conn_t *c);
 /* Sends, in order, every ready pending ack at the head of the FIFO and
  * frees those entries (each drops its connection reference and, for QoS 2,
  * its session reference). May close c (3.1.1 refusal); holds a reference
@@ -431,8 +444,23 @@ broker_pending_t *broker__conn_pending_new(broker_conn_t *c, uint16_t packet_id,
 /* Closes connections past the CONNECT timeout or 1.5 x their keep alive. */
 void broker__conn_sweep(broker_t *srv, uint64_t now_ms);
 
-/* connect.c */
-void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt);
+/* connect.c: raw is the CONNECT's bytes (kept while authentication runs). */
+void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *raw, size_t rawlen);
+/* The rest of CONNECT once the client is authenticated: will, session, CONNACK. */
+void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt);
+/* Answers a CONNECT with a refusal (counted `counted`) and closes. */
+void broker__connect_refuse(broker_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why);
+
+/* auth.c */
+typedef enum { BROKER_AUTH_OK, BROKER_AUTH_REFUSED, BROKER_AUTH_PENDING } broker_auth_t;
+/* Authenticates c's CONNECT: OK (go on now), REFUSED (answered and closing)
+ * or PENDING (checked on the thread pool; c is not read meanwhile, and
+ * broker__connect_admit follows when the password is right). Sets c->username. */
+broker_auth_t broker__auth_connect(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *raw, size_t rawlen);
+/* c is closing: a throttle delay in progress ends (a check on the pool finishes unused). */
+void broker__auth_cancel(broker_conn_t *c);
+/* May c write topic (auth.acl_file)? A denial is counted and logged. */
+bool broker__acl_may_write(broker_conn_t *c, const uint8_t *topic, size_t tlen);
 
 /* publish.c: pkt (and the buffer it points into) is borrowed for the call. */
 void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt);

@@ -162,12 +162,12 @@ static void on_unsubscribe(broker_conn_t *c, const mqtt_packet_t *pkt)
 }
 
 /* Handles one decoded packet. Returns false once the connection is closing. */
-static bool dispatch(broker_conn_t *c, const mqtt_packet_t *pkt)
+static bool dispatch(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *raw, size_t rawlen)
 {
     if (!c->connected) {
         /* the codec only lets CONNECT through before the version is known */
-        broker__on_connect(c, pkt);
-        return !c->closing;
+        broker__on_connect(c, pkt, raw, rawlen);
+        return !c->closing && !c->auth; /* while its password is checked, what follows waits */
     }
     switch (pkt->type) {
     case MQTT_PUBLISH:
@@ -224,7 +224,7 @@ static bool dispatch(broker_conn_t *c, const mqtt_packet_t *pkt)
 static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
 {
     size_t used = 0;
-    while (used < len && !c->closing) {
+    while (used < len && !c->closing && !c->auth) {
         mqtt_packet_t pkt;
         mqtt_diag_t diag;
         int rc = mqtt_decode(buf + used, len - used, c->version, broker__max_packet(c->srv->cfg), &pkt, &diag);
@@ -236,10 +236,29 @@ static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
             break;
         }
         used += (size_t)rc;
-        if (!dispatch(c, &pkt))
+        if (!dispatch(c, &pkt, buf + used - rc, (size_t)rc))
             break;
     }
     return used;
+}
+
+/* Dispatches the whole packets in c's own input buffer and keeps the rest. */
+static void consume_in(broker_conn_t *c)
+{
+    size_t used = process(c, c->in, c->in_len);
+    if (c->closing) {
+        in_free(c); /* nothing more is read: give the partial packet back now */
+        c->in_len = 0;
+        return;
+    }
+    c->in_len -= used;
+    if (c->in_len > 0) {
+        memmove(c->in, c->in + used, c->in_len);
+        if (used > 0)
+            c->partial_since_ms = uv_now(c->srv->loop); /* the next packet has begun */
+    } else if (c->in_cap > 65536) {
+        in_free(c); /* a big packet passed: give its buffer back */
+    }
 }
 
 void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
@@ -272,21 +291,16 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
         }
     } else {
         c->in_len += (size_t)nread;
-        size_t used = process(c, c->in, c->in_len);
-        if (c->closing) {
-            in_free(c); /* nothing more is read: give the partial packet back now */
-            c->in_len = 0;
-        } else {
-            c->in_len -= used;
-            if (c->in_len > 0) {
-                memmove(c->in, c->in + used, c->in_len);
-                if (used > 0)
-                    c->partial_since_ms = c->last_rx_ms; /* the next packet has begun */
-            } else if (c->in_cap > 65536) {
-                in_free(c); /* a big packet passed: give its buffer back */
-            }
-        }
+        consume_in(c);
     }
+}
+
+void broker__conn_input_resume(broker_conn_t *c)
+{
+    if (c->in_len > 0)
+        consume_in(c);
+    if (!c->closing && !c->srv->paused)
+        broker__conn_resume(c);
 }
 
 /* Its unread replies are at half of mqtt.max_unread_bytes: read no more from
@@ -308,7 +322,7 @@ void broker__conn_tx_progress(broker_conn_t *c)
 
 void broker__conn_resume(broker_conn_t *c)
 {
-    if (c->closing || c->reading || c->tx_paused || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
+    if (c->closing || c->reading || c->tx_paused || c->auth || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
         return;
     if (c->tp->read_start(c) == 0)
         c->reading = true;
@@ -569,6 +583,9 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
     broker__conn_hold(c, -(int64_t)(c->mem - c->in_cap)); /* the alias table and its topics (in: in_free) */
     free(c->client_id);
     c->client_id = NULL;
+    free(c->username);
+    c->username = NULL;
+    broker__auth_cancel(c); /* a throttle delay ends; a check on the pool finishes unused */
     free(c->will_topic);
     free(c->will_payload);
     for (size_t i = 0; i < c->will_nattrs; i++) {

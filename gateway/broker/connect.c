@@ -12,9 +12,9 @@
  *    says.
  *  - A second connection with the same identifier takes over: the old one
  *    is closed (MQTT 5 reason 0x8E Session taken over).
- *  - There is no authentication yet: user name and password are accepted
- *    and ignored (the listener belongs on a plant network or behind TLS
- *    termination). docs/MQTT.md says so.
+ *  - Authentication (auth.c) comes after the cheap checks and before the
+ *    session: with a password file the rest waits for the check, run on
+ *    the thread pool (broker__connect_admit is that rest).
  */
 #include "gateway/broker/broker_int.h"
 
@@ -25,7 +25,7 @@
 
 #define MAX_CLIENT_ID 1024
 
-static void refuse(broker_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why)
+void broker__connect_refuse(broker_conn_t *c, metrics_refuse_t counted, uint8_t reason5, const char *why)
 {
     c->srv->conn_refused[counted]++;
     uint8_t out[64];
@@ -35,6 +35,7 @@ static void refuse(broker_conn_t *c, metrics_refuse_t counted, uint8_t reason5, 
         broker__conn_send(c, out, (size_t)n);
     broker__conn_close(c, 0, why);
 }
+#define refuse broker__connect_refuse
 
 static char *assign_id(void)
 {
@@ -113,7 +114,7 @@ static void keep_will_props(broker_conn_t *c, const mqtt_props_t *wp)
     c->will_nattrs = n;
 }
 
-void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
+void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *raw, size_t rawlen)
 {
     broker_t *srv = c->srv;
     const mqtt_connect_t *cn = &pkt->u.connect;
@@ -143,6 +144,20 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
     }
     if (memchr(cn->client_id.p, '\0', cn->client_id.n)) {
         refuse(c, METRICS_REFUSE_CLIENT_ID, MQTT_RC_CLIENT_IDENTIFIER_NOT_VALID, "client identifier contains NUL");
+        return;
+    }
+    /* before anything touches a session: an impostor takes none over (auth.c) */
+    if (broker__auth_connect(c, pkt, raw, rawlen) != BROKER_AUTH_OK)
+        return;
+    broker__connect_admit(c, pkt);
+}
+
+void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
+{
+    broker_t *srv = c->srv;
+    const mqtt_connect_t *cn = &pkt->u.connect;
+    if (srv->draining) { /* the drain began while its password was checked */
+        refuse(c, METRICS_REFUSE_SHUTTING_DOWN, MQTT_RC_SERVER_UNAVAILABLE, "server is shutting down");
         return;
     }
     bool assigned = false;
@@ -189,6 +204,10 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt)
     if (cn->has_will && c->version == MQTT_V5 && 2u + cn->will_props.user.count + 2u > BROKER_MAX_ATTRS) {
         refuse(c, METRICS_REFUSE_WILL_INVALID, MQTT_RC_IMPLEMENTATION_SPECIFIC_ERROR,
                "will with more properties than a record holds");
+        return;
+    }
+    if (cn->has_will && !broker__acl_may_write(c, cn->will_topic.p, cn->will_topic.n)) {
+        refuse(c, METRICS_REFUSE_WILL_DENIED, MQTT_RC_NOT_AUTHORIZED, "its will's topic is not writable (auth.acl_file)");
         return;
     }
     size_t wbytes = cn->has_will ? will_size(cn, c->version == MQTT_V5) : 0;

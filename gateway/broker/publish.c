@@ -141,6 +141,10 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
 {
     broker_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
+    if (!broker__acl_may_write(c, topic.p, topic.n)) {
+        broker__refuse(c, p, BROKER_REFUSE_NOT_AUTHORIZED); /* 3.1.1 QoS 1/2: closed; QoS 0: dropped, counted */
+        return;
+    }
     router_match_t m;
     int rule = router_match(srv->router, (const char *)topic.p, topic.n, &m);
     if (rule < 0) {

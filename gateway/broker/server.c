@@ -386,6 +386,9 @@ static void handle_closed(uv_handle_t *h)
     free(srv->rules);
     free(srv->scratch);
     router_free(srv->router);
+    auth_passwd_unref(srv->passwd);
+    auth_acl_unref(srv->acl);
+    free(srv->auth_addrs);
     void (*cb)(void *) = srv->closed_cb;
     void *arg = srv->closed_arg;
     free(srv);
@@ -446,6 +449,7 @@ void broker_stats(const broker_t *srv, broker_stats_t *out)
     memcpy(out->refused, srv->conn_refused, sizeof out->refused);
     memcpy(out->closed, srv->conn_closed, sizeof out->closed);
     out->unmatched = srv->unmatched_dropped;
+    out->publish_denied = srv->publish_denied;
     out->sessions_persistent = srv->npersistent;
     out->will_bytes = srv->will_bytes;
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++) {

@@ -19,6 +19,7 @@ int cli_run(int argc, char **argv);
 int cli_check(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_wal(int argc, char **argv);
+int cli_passwd(int argc, char **argv);
 int cli_status(int argc, char **argv);
 
 /* Every cli_<command>(argc, argv) returns the process's exit code:
@@ -32,6 +33,9 @@ int cli_status(int argc, char **argv);
  * after printing the usage on stdout (the command then exits GW_EXIT_OK), or
  * GW_EXIT_USAGE after printing it on stderr. */
 int cli_parse_config_opt(int argc, char **argv, const char **path /* OUT */);
+/* The files the configuration names that are read at start (auth.*): 0, or
+ * -1 with err naming the key, the file and the line. */
+int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen);
 
 /* ---- `tributary status` (cli_http.c, cli_status_render.c) --------------- */
 

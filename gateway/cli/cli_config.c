@@ -33,6 +33,17 @@ int cli_parse_config_opt(int argc, char **argv, const char **path)
     return 0;
 }
 
+int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen)
+{
+    auth_passwd_t *pw;
+    auth_acl_t *acl;
+    if (gw_auth_load(cfg, &pw, &acl, err, errlen) < 0)
+        return -1;
+    auth_passwd_unref(pw);
+    auth_acl_unref(acl);
+    return 0;
+}
+
 int cli_check(int argc, char **argv)
 {
     const char *path;
@@ -47,6 +58,11 @@ int cli_check(int argc, char **argv)
     char err[1024];
     if (cfg_load(path, NULL, &cfg, err, sizeof err) < 0) {
         fprintf(stderr, "%s\n", err);
+        return GW_EXIT_USAGE;
+    }
+    if (cli_check_auth_files(cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cfg->source, err);
+        cfg_free(cfg);
         return GW_EXIT_USAGE;
     }
     cfg_print(cfg, stdout);

@@ -16,6 +16,11 @@ int cli_run(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return GW_EXIT_USAGE;
     }
+    if (cli_check_auth_files(cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cfg->source, err);
+        cfg_free(cfg);
+        return GW_EXIT_USAGE;
+    }
     tb_log_setup((tb_log_level_t)cfg->log.level, (tb_log_format_t)cfg->log.format, 2);
     if (!path)
         tb_info("no -c given: using the embedded default configuration (tributary check prints it)");

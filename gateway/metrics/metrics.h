@@ -231,6 +231,7 @@ typedef enum {
     /* gateway-wide */
     METRICS_INVARIANT_OK,
     METRICS_UNMATCHED,
+    METRICS_PUBLISH_DENIED,
     METRICS_MQTT_CONNECTIONS,
     METRICS_MQTT_ACCEPTED,
     METRICS_MQTT_REFUSED,
@@ -311,6 +312,11 @@ typedef enum {
     METRICS_REFUSE_WILL_INVALID,    /* its will could never be stored: payload over mqtt.max_payload_size,
                                        or more properties than a record holds */
     METRICS_REFUSE_MAX_WILL_BYTES,  /* its will would pass mqtt.max_will_bytes (all wills in memory) */
+    METRICS_REFUSE_AUTH_BAD_PASSWORD, /* a user of auth.password_file, a wrong password (0x86 / 4) */
+    METRICS_REFUSE_AUTH_UNKNOWN_USER, /* a user name auth.password_file does not have (0x86 / 4) */
+    METRICS_REFUSE_AUTH_ANONYMOUS,  /* no user name where anonymous clients are not allowed (0x87 / 5) */
+    METRICS_REFUSE_AUTH_THROTTLED,  /* too many failures from its address, auth.throttle: refuse (0x9F / 3) */
+    METRICS_REFUSE_WILL_DENIED,     /* its will's topic is not writable under auth.acl_file (0x87 / 5) */
     METRICS_REFUSE__COUNT
 } metrics_refuse_t;
 extern const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT];

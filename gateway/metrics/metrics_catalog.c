@@ -116,6 +116,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_UNMATCHED, "tributary_messages_unmatched_total",
       "MQTT messages whose topic matched no mapping (refused or dropped, never stored).", METRICS_L_NONE, METRICS_L_NONE,
       "unmatched"),
+    C(METRICS_PUBLISH_DENIED, "tributary_mqtt_publish_denied_total",
+      "PUBLISHes (and wills) to a topic auth.acl_file does not let the client write: never stored.", METRICS_L_NONE,
+      METRICS_L_NONE, "publish_denied"),
     G(METRICS_MQTT_CONNECTIONS, "tributary_mqtt_connections", "Open MQTT connections (past CONNECT).", 1, METRICS_L_NONE,
       "connections.mqtt", false),
     C(METRICS_MQTT_ACCEPTED, "tributary_mqtt_connections_accepted_total", "TCP connections accepted by the MQTT listener.",
@@ -212,6 +215,11 @@ const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
     [METRICS_REFUSE_JOURNAL_FULL] = "journal_full",
     [METRICS_REFUSE_WILL_INVALID] = "will_invalid",
     [METRICS_REFUSE_MAX_WILL_BYTES] = "max_will_bytes",
+    [METRICS_REFUSE_AUTH_BAD_PASSWORD] = "bad_password",
+    [METRICS_REFUSE_AUTH_UNKNOWN_USER] = "unknown_user",
+    [METRICS_REFUSE_AUTH_ANONYMOUS] = "anonymous",
+    [METRICS_REFUSE_AUTH_THROTTLED] = "auth_throttled",
+    [METRICS_REFUSE_WILL_DENIED] = "will_denied",
 };
 
 const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {

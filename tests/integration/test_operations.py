@@ -195,7 +195,8 @@ class Accounting(unittest.TestCase):
         self.assertEqual(conns["mqtt_accepted"] - accepted0, 8)
         self.assertEqual(conns["mqtt_refused"], {"max_connections": 0, "client_id_invalid": 1, "auth_unsupported": 0,
                                                  "shutting_down": 0, "max_sessions": 0, "journal_full": 0, "will_invalid": 0,
-                                                 "max_will_bytes": 0})
+                                                 "max_will_bytes": 0, "bad_password": 0, "unknown_user": 0,
+                                                 "anonymous": 0, "auth_throttled": 0, "will_denied": 0})
         self.assertEqual(conns["mqtt_closed"]["malformed"], 1)
 
         # /metrics: the same numbers, and a parse by promtool

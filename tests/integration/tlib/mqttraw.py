@@ -34,7 +34,7 @@ def props(items=b""):
 
 
 def connect(client_id="c", version=4, clean=True, keepalive=60, will=None, session_expiry=None,
-            extra_props=b"", username=None):
+            extra_props=b"", username=None, password=None):
     flags = 0x02 if clean else 0
     payload = s(client_id)
     will_props = b""
@@ -46,9 +46,12 @@ def connect(client_id="c", version=4, clean=True, keepalive=60, will=None, sessi
                 wp += b"\x18" + struct.pack(">I", will["delay"])
             will_props = props(wp)
         payload += will_props + s(will["topic"]) + s(will["payload"])
-    if username:
+    if username is not None:
         flags |= 0x80
         payload += s(username)
+    if password is not None:
+        flags |= 0x40
+        payload += s(password)
     body = s("MQTT") + bytes([version, flags]) + struct.pack(">H", keepalive)
     if version == 5:
         p = extra_props
