@@ -8,6 +8,7 @@
  *   tributary config --describe [--markdown]
  *   tributary wal dump|check --dir DIR ...
  *   tributary status [--http ADDR] [--json]
+ *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
  */
 #include "gateway/cli/cli.h"
@@ -25,6 +26,7 @@ static const struct {
     { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
+    { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
 
 void cli_usage(FILE *out)
