@@ -120,11 +120,12 @@ class Server:
 
 
 def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None,
-              max_connections=100000, cpus=None):
+              max_connections=100000, cpus=None, auth=None):
     """`tributary run` on 127.0.0.1 with two mappings: bench/+/tele (loadgen)
     to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf. replicator and
     ingestion: keys of replicator.* and mqtt.ingestion.* to set;
-    max_connections None: the default; cpus: a taskset CPU list for all its threads."""
+    max_connections None: the default; cpus: a taskset CPU list for all its threads;
+    auth: keys of auth.* to set."""
     os.makedirs(work, exist_ok=True)
     port, http = free_port(), free_port()
     rep = {"batch_timeout_ms": 10}
@@ -139,6 +140,7 @@ mqtt:
   topic_mappings:
     - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
     - {{mqtt_pattern: "sf/t0/+", danube_topic: /bench/sf}}
+auth: {json.dumps(auth or {})}
 wal: {{dir: {work}/wal, fsync: {fsync}, max_topic_bytes: 8GiB, max_total_bytes: 16GiB}}
 http: {{listener: "127.0.0.1:{http}"}}
 log: {{level: {log_level}}}
@@ -151,7 +153,7 @@ log: {{level: {log_level}}}
     return Server("tributary", p, work, port, http)
 
 
-def mosquitto(work, name, port=None, bridge_to=None, unlimited=False):
+def mosquitto(work, name, port=None, bridge_to=None, unlimited=False, password_file=None):
     """Debian's mosquitto, persistence on. bridge_to: the far broker's port
     (topic # out at QoS 1, the bridge's other settings left at their
     defaults). unlimited: max_queued_messages 0 (no queue limit; the
@@ -159,7 +161,8 @@ def mosquitto(work, name, port=None, bridge_to=None, unlimited=False):
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     port = port or free_port()
-    conf = [f"listener {port} 127.0.0.1", "allow_anonymous true", "persistence true",
+    auth = ["allow_anonymous false", f"password_file {password_file}"] if password_file else ["allow_anonymous true"]
+    conf = [f"listener {port} 127.0.0.1", *auth, "persistence true",
             f"persistence_location {d}/", "max_connections -1", "user root"]
     if unlimited:
         conf += ["max_queued_messages 0", "max_inflight_messages 0"]

@@ -5,6 +5,7 @@
  *
  *   loadgen -p PORT -c CONNECTIONS -n MESSAGES -s PAYLOAD_BYTES -q QOS
  *           [-t TOPIC_PREFIX] [-V 311|5] [-w INFLIGHT] [-j THREADS] [-r RATE]
+ *           [-u USER -P PASSWORD]
  *
  * The connections share MESSAGES (each takes the next one when its window
  * has room, so all run out together) and publish to TOPIC_PREFIX/<conn>/tele.
@@ -52,6 +53,7 @@ static atomic_uint g_lat[LAT_BUCKETS];
 static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
 static long g_messages = 100000;
 static double g_rate = 0;
+static const char *g_user = NULL, *g_pass = NULL;
 static const char *g_prefix = "bench", *g_host = "127.0.0.1";
 static char *g_payload;
 static atomic_long g_acked_total, g_sent_total, g_taken;
@@ -232,7 +234,7 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int ch;
-    while ((ch = getopt(argc, argv, "h:p:c:n:s:q:t:V:w:j:r:")) != -1) {
+    while ((ch = getopt(argc, argv, "h:p:c:n:s:q:t:V:w:j:r:u:P:")) != -1) {
         switch (ch) {
         case 'h': g_host = optarg; break;
         case 'p': g_port = atoi(optarg); break;
@@ -245,6 +247,8 @@ int main(int argc, char **argv)
         case 'w': g_inflight = atoi(optarg); break;
         case 'j': g_threads = atoi(optarg); break;
         case 'r': g_rate = atof(optarg); break;
+        case 'u': g_user = optarg; break;
+        case 'P': g_pass = optarg; break;
         default:
             fprintf(stderr, "usage: loadgen -p PORT -c CONNS -n MSGS -s BYTES -q QOS [-t PREFIX] [-V 311|5] "
                             "[-w INFLIGHT] [-j THREADS] [-r RATE]\n");
@@ -273,6 +277,8 @@ int main(int argc, char **argv)
         mosquitto_int_option(c->m, MOSQ_OPT_TCP_NODELAY, 1);
         mosquitto_connect_callback_set(c->m, on_connect);
         mosquitto_publish_callback_set(c->m, on_publish);
+        if (g_user)
+            mosquitto_username_pw_set(c->m, g_user, g_pass);
         int rc = mosquitto_connect(c->m, g_host, g_port, 60);
         if (rc != MOSQ_ERR_SUCCESS) {
             fprintf(stderr, "loadgen: connect: %s\n", mosquitto_strerror(rc));
