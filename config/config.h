@@ -133,6 +133,8 @@ typedef struct cfg {
     } auth;
     struct {
         char *listener;
+        char *auth_token_file;     /* "" = no token asked for */
+        bool auth_probes;          /* /healthz and /readyz ask for it too */
     } http;
     struct {
         uint32_t stall_after_ms;

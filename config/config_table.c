@@ -173,6 +173,11 @@ const cfg__key_t cfg__keys[] = {
 
     K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
       "Listen address for /metrics, /stats, /healthz and /readyz."),
+    K("http.auth_token_file", CFG__STR, http.auth_token_file, "", 0, 4096, NULL, 0,
+      "A file holding a bearer token (its first line): /metrics and /stats then answer 401 without "
+      "\"Authorization: Bearer <token>\". Read again on SIGHUP. Empty: no token."),
+    K("http.auth_probes", CFG__BOOL, http.auth_probes, "false", 0, 0, NULL, 0,
+      "With http.auth_token_file: /healthz and /readyz ask for the token too (false: probes stay open)."),
 
     K("shutdown_timeout_ms", CFG__MS, shutdown_timeout_ms, "25000", 1000, 600000, NULL, 0,
       "Longest the SIGTERM drain may take before the process exits anyway (the log stays consistent); "

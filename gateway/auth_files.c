@@ -3,12 +3,62 @@
  * (the parsers are gateway/auth). At start a file that does not load is a
  * configuration error that names the key, the file and the line (`tributary
  * check` and `run` exit 2); on SIGHUP (reload.c) the same error keeps the
- * files in force.
+ * files in force. The HTTP endpoint's bearer token file too.
  */
 #include "gateway/gateway.h"
 #include "base/base.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TOKEN 4096
+
+int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
+{
+    *token = NULL;
+    const char *path = cfg->http.auth_token_file;
+    if (!*path)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "http.auth_token_file: %s: cannot open: %s", path, strerror(errno));
+        return TB_ECONFIG;
+    }
+    char buf[MAX_TOKEN + 2];
+    bool got = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    size_t n = got ? strcspn(buf, "\r\n") : 0;
+    if (got && n == sizeof buf - 1) {
+        snprintf(err, errlen, "http.auth_token_file: %s:1: longer than %d bytes", path, MAX_TOKEN);
+        return TB_ECONFIG;
+    }
+    buf[n] = '\0';
+    char *s = buf;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) {
+            explicit_bzero(buf, sizeof buf);
+            snprintf(err, errlen, "http.auth_token_file: %s:1: the token holds a blank or a non-printable byte",
+                     path);
+            return TB_ECONFIG;
+        }
+    }
+    if (n < 16) {
+        explicit_bzero(buf, sizeof buf);
+        snprintf(err, errlen, "http.auth_token_file: %s:1: the token is %s (at least 16 bytes)", path,
+                 n ? "too short" : "empty");
+        return TB_ECONFIG;
+    }
+    *token = tb_strdup(s);
+    explicit_bzero(buf, sizeof buf);
+    return 0;
+}
 
 int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *err, size_t errlen)
 {

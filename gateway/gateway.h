@@ -26,5 +26,8 @@ int gw_run(const cfg_t *cfg);
 /* Loads cfg's auth.password_file and auth.acl_file (either NULL when not
  * set). 0, or TB_ECONFIG with err = "auth.KEY: FILE:LINE: why". */
 int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *err, size_t errlen);
+/* Reads cfg's http.auth_token_file (its first line, blanks trimmed): *token
+ * (malloc'd; NULL when not set), 0; or TB_ECONFIG with err naming the file. */
+int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
 
 #endif

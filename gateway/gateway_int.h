@@ -100,6 +100,7 @@ typedef struct gw__run {
     int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     unsigned http_conns;         /* the HTTP endpoint's connection cap (for the descriptor budget) */
+    http_service_t *http;        /* the operator's endpoint (reload sets its token) */
     bool topics_open;            /* broker_init succeeded; until the log closes */
     bool booted;
 } gw__run_t;
@@ -124,6 +125,6 @@ int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_
  * key as needing a restart. An invalid file, or an authentication file
  * that does not parse, changes nothing. b may be NULL (before the log service started).
  */
-void gw__reload(broker_t *b, const cfg_t *running);
+void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running);
 
 #endif

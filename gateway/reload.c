@@ -61,7 +61,7 @@ static void on_diff(void *arg, const char *key)
             return;
         }
     }
-    if (strncmp(key, "auth.", 5) == 0)
+    if (strncmp(key, "auth.", 5) == 0 || strcmp(key, "http.auth_token_file") == 0)
         return; /* applied with the files (gw__reload) */
     size_t n = strlen(key);
     if (r->restart_len + n + 2 < sizeof r->restart) {
@@ -73,7 +73,7 @@ static void on_diff(void *arg, const char *key)
     }
 }
 
-void gw__reload(broker_t *b, const cfg_t *running)
+void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
 {
     if (strcmp(running->source, "<embedded default>") == 0) {
         tb_info("SIGHUP: running on the embedded default, no file to reload");
@@ -92,6 +92,20 @@ void gw__reload(broker_t *b, const cfg_t *running)
                  TB_S("why", err));
         cfg_free(next);
         return;
+    }
+    char *token;
+    if (gw_http_token_load(next, &token, err, sizeof err) < 0) {
+        tb_error("SIGHUP: the HTTP token file is invalid; nothing changed", TB_S("why", err));
+        auth_passwd_unref(pw);
+        auth_acl_unref(acl);
+        cfg_free(next);
+        return;
+    }
+    if (http)
+        http_service_set_token(http, token);
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
     }
     if (b) {
         broker_set_auth(b, next, pw, acl);

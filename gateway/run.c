@@ -199,7 +199,7 @@ static int boot_complete(gw__app_t *app, void *arg)
 
 static void reload(gw__app_t *app, void *arg)
 {
-    gw__reload(((run_t *)arg)->broker, app->cfg);
+    gw__reload(((run_t *)arg)->broker, ((run_t *)arg)->http, app->cfg);
 }
 
 static size_t topic_capacity(const cfg_t *cfg)
@@ -240,13 +240,32 @@ int gw_run(const cfg_t *cfg)
     http_service_opts_t hopts;
     http_service_opts_default(&hopts);
     hopts.edge_name = cfg->edge.edge_name;
+    hopts.token_probes = cfg->http.auth_probes;
+    char *token = NULL;
+    char terr[1024];
+    if (gw_http_token_load(cfg, &token, terr, sizeof terr) < 0) {
+        tb_error("cannot read the HTTP token file", TB_S("why", terr));
+        metrics_free(r.metrics);
+        gw_repl_free(r.repl);
+        return GW_EXIT_USAGE;
+    }
     r.http_conns = hopts.http.max_conns;
     http_service_t *http;
     if (http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
+        free(token);
         metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
+    http_service_set_token(http, token);
+    if (token)
+        tb_info("http: /metrics and /stats ask for a bearer token", TB_S("file", cfg->http.auth_token_file),
+                TB_B("probes_too", cfg->http.auth_probes));
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    r.http = http;
     gw__app_add(&app, &(gw__service_t){ "http", http_start, http_drain, http });
     gw__app_add(&app, &(gw__service_t){ "log", log_start, log_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "replicator", repl_start, repl_drain, &r });

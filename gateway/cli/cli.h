@@ -48,6 +48,9 @@ int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen);
  */
 int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status /* OUT */,
                  tb_buf_t *body /* OUT */);
+/* The same with "Authorization: Bearer <token>" (token NULL: none). */
+int cli_http_get_auth(const char *addr, const char *path, const char *token, int timeout_ms, size_t max_body,
+                      int *status /* OUT */, tb_buf_t *body /* OUT */);
 
 /* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
 int cli_status_render(const json_t *stats, tb_buf_t *out);

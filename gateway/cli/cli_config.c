@@ -41,6 +41,13 @@ int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen)
         return -1;
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
+    char *token;
+    if (gw_http_token_load(cfg, &token, err, errlen) < 0)
+        return -1;
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
     return 0;
 }
 

@@ -176,6 +176,12 @@ static int parse_response(const tb_buf_t *raw, int *status, tb_buf_t *body)
 
 int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_body, int *status, tb_buf_t *body)
 {
+    return cli_http_get_auth(addr, path, NULL, timeout_ms, max_body, status, body);
+}
+
+int cli_http_get_auth(const char *addr, const char *path, const char *token, int timeout_ms, size_t max_body,
+                      int *status, tb_buf_t *body)
+{
     uint64_t deadline = tb_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1);
     *status = 0;
     /* "http://host:port/" and "host:port" both name the endpoint */
@@ -191,14 +197,18 @@ int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_
     if (rc < 0)
         return rc;
     tb_buf_t req = TB_BUF_INIT, raw = TB_BUF_INIT;
-    tb_buf_printf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: tributary/%s\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+    tb_buf_printf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: tributary/%s\r\nAccept: */*\r\nConnection: close\r\n",
                   path, hostport, TRIB_VERSION);
+    if (token)
+        tb_buf_printf(&req, "Authorization: Bearer %s\r\n", token);
+    tb_buf_puts(&req, "\r\n");
     rc = send_all(fd, req.data, req.len, deadline);
     if (rc == 0)
         rc = recv_all(fd, &raw, MAX_HEAD + max_body, deadline);
     close(fd);
     if (rc == 0)
         rc = parse_response(&raw, status, body);
+    explicit_bzero(req.data, req.len); /* it held the token */
     tb_buf_free(&req);
     tb_buf_free(&raw);
     return rc;

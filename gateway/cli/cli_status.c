@@ -11,6 +11,7 @@
 #include "base/base.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STATUS_TIMEOUT_MS 3000
@@ -18,9 +19,10 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tributary status [--http HOST:PORT] [--json]\n"
+    fprintf(out, "usage: tributary status [--http HOST:PORT] [--json] [--token-file FILE]\n"
                  "  --http ADDR  the gateway's http.listener (default %s)\n"
-                 "  --json       print the /stats document as it came\n",
+                 "  --json       print the /stats document as it came\n"
+                 "  --token-file FILE  the bearer token (the gateway's http.auth_token_file)\n",
             cfg_defaults()->http.listener);
 }
 
@@ -28,9 +30,12 @@ int cli_status(int argc, char **argv)
 {
     const char *addr = cfg_defaults()->http.listener; /* http.listener's default, from the config table */
     bool raw = false;
+    const char *token_file = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             raw = true;
+        } else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
+            token_file = argv[++i];
         } else if (strcmp(argv[i], "--http") == 0 && i + 1 < argc) {
             addr = argv[++i];
         } else if (strncmp(argv[i], "--http=", 7) == 0) {
@@ -44,9 +49,29 @@ int cli_status(int argc, char **argv)
             return GW_EXIT_USAGE;
         }
     }
+    char *token = NULL;
+    if (token_file) {
+        cfg_t with = *cfg_defaults(); /* the gateway's own reader of http.auth_token_file */
+        with.http.auth_token_file = (char *)token_file;
+        char err[1024];
+        if (gw_http_token_load(&with, &token, err, sizeof err) < 0) {
+            fprintf(stderr, "tributary status: %s\n", err);
+            return GW_EXIT_USAGE;
+        }
+    }
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    int rc = cli_http_get(addr, "/stats", STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &status, &body);
+    int rc = cli_http_get_auth(addr, "/stats", token, STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &status, &body);
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    if (rc == 0 && status == 401) {
+        fprintf(stderr, "tributary status: the gateway asks for its bearer token: --token-file FILE "
+                        "(the file its http.auth_token_file names)\n");
+        tb_buf_free(&body);
+        return GW_EXIT_FAILURE;
+    }
     if (rc < 0) {
         fprintf(stderr, "tributary status: cannot reach the gateway at http://%s/stats: %s\n"
                         "(is it running? is --http the address of its http.listener?)\n",

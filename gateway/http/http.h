@@ -70,6 +70,7 @@ typedef struct http_req {
     const char *query; /* NUL-terminated, after '?'; "" when absent */
     int minor;         /* HTTP/1.<minor>, 0 or 1 */
     bool keep_alive;   /* after Connection and the version's default */
+    const char *authorization; /* the Authorization header's value, NUL-terminated; "" when absent */
 } http_req_t;
 
 /*
@@ -206,6 +207,7 @@ typedef struct http_service_opts {
     uint64_t max_lag_ms;   /* /healthz 503 past this tick lateness [3000] */
     uint64_t render_ms;    /* /metrics and /stats are rendered at most once per this [250]; 0: every request */
     const char *edge_name; /* shown in /stats; may be NULL */
+    bool token_probes;     /* /healthz and /readyz need the token too [false] */
 } http_service_opts_t;
 
 void http_service_opts_default(http_service_opts_t *o /* OUT */);
@@ -222,6 +224,10 @@ int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m
 /* Mounts the four endpoints, starts the health tick, listens. See http_listen. */
 int http_service_listen(http_service_t *s, const char *addr);
 http_server_t *http_service_server(http_service_t *s);
+/* The bearer token /metrics and /stats (and the probes, with token_probes)
+ * ask for (copied; NULL or "": none). Answered 401 without it. At start and
+ * on reload. */
+void http_service_set_token(http_service_t *s, const char *token);
 void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg);
 void http_service_free(http_service_t *s);
 

@@ -146,6 +146,8 @@ static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *bo
                   ctype ? ctype : "text/plain; charset=utf-8", c->body.len);
     if (status == 405)
         tb_buf_puts(h, "Allow: GET, HEAD\r\n");
+    if (status == 401)
+        tb_buf_puts(h, "WWW-Authenticate: Bearer realm=\"tributary\"\r\n");
     if (close)
         tb_buf_puts(h, "Connection: close\r\n");
     else if (minor == 0)

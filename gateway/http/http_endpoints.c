@@ -13,6 +13,11 @@
  *   /metrics  Prometheus text 0.0.4
  *   /stats    JSON; ?pretty indents it
  *
+ * With a bearer token (http.auth_token_file) /metrics and /stats answer
+ * 401 without "Authorization: Bearer <token>" (compared in constant time);
+ * the probes stay open unless http.auth_probes is set, so a kubelet or a
+ * load balancer needs no secret to see liveness.
+ *
  * Rendering /metrics or /stats costs loop time that grows with the number
  * of topics (bench/bench_http_scrape: ~7 ms for 1,000 topics). So each is
  * rendered at most once per render_ms (250 ms) and requests in between get
@@ -24,6 +29,7 @@
 #include "base/base.h"
 
 #include <string.h>
+#include <strings.h>
 
 static const char *cluster_name(http_service_t *s)
 {
@@ -31,10 +37,36 @@ static const char *cluster_name(http_service_t *s)
     return (unsigned)cs < HTTP_CLUSTER__COUNT ? http_cluster_states[cs] : "unknown";
 }
 
+/* Does req carry the token? Constant time in the token's bytes. */
+static bool token_ok(const http_service_t *s, const http_req_t *req)
+{
+    if (!s->token)
+        return true;
+    const char *a = req->authorization;
+    if (strncasecmp(a, "bearer ", 7) != 0)
+        return false;
+    a += 7;
+    while (*a == ' ')
+        a++;
+    size_t n = strlen(s->token), m = strlen(a);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(s->token[i] ^ (i < m ? a[i] : 0));
+    return diff == 0;
+}
+
+static int unauthorized(tb_buf_t *out)
+{
+    tb_buf_puts(out, "unauthorized: this endpoint asks for \"Authorization: Bearer <token>\" (http.auth_token_file)\n");
+    return 401;
+}
+
 static int healthz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    (void)req;
     (void)ctype;
+    http_service_t *s = arg;
+    if (s->opts.token_probes && !token_ok(s, req))
+        return unauthorized(out);
     char why[200];
     if (http_service_healthy(arg, why, sizeof why)) {
         tb_buf_puts(out, "ok\n");
@@ -46,8 +78,10 @@ static int healthz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype
 
 static int readyz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    (void)req;
     (void)ctype;
+    http_service_t *s = arg;
+    if (s->opts.token_probes && !token_ok(s, req))
+        return unauthorized(out);
     char why[200];
     bool ok = http_service_ready(arg, why, sizeof why);
     if (ok)
@@ -101,7 +135,8 @@ static void rendered(http_service_t *s, int which, tb_buf_t *out)
 
 static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    (void)req;
+    if (!token_ok(arg, req))
+        return unauthorized(out);
     rendered(arg, R_METRICS, out);
     *ctype = METRICS_PROM_CONTENT_TYPE;
     return 200;
@@ -109,6 +144,8 @@ static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype
 
 static int stats(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
+    if (!token_ok(arg, req))
+        return unauthorized(out);
     rendered(arg, strstr(req->query, "pretty") ? R_STATS_PRETTY : R_STATS, out);
     *ctype = "application/json";
     return 200;

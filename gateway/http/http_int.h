@@ -73,6 +73,7 @@ struct http_service {
         uint64_t at_ms;
         bool valid;
     } rendered[3];
+    char *token;           /* the bearer token asked for (NULL: none) */
     bool closing;
     int open;              /* the tick and the server, until closed */
     void (*done)(void *arg);

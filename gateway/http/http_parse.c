@@ -136,7 +136,8 @@ int http_parse(char *buf, size_t len, http_req_t *req)
     if (rc)
         return rc;
 
-    int hosts = 0;
+    int hosts = 0, auths = 0;
+    req->authorization = "";
     bool te = false, close = false, keep = false, have_cl = false;
     unsigned long long cl = 0;
     while ((line = next_line(&p, end, &n)) && n > 0) {
@@ -159,6 +160,9 @@ int http_parse(char *buf, size_t len, http_req_t *req)
         size_t nlen = (size_t)(colon - line);
         if (nlen == 4 && strncasecmp(line, "host", 4) == 0) {
             hosts++;
+        } else if (nlen == 13 && strncasecmp(line, "authorization", 13) == 0) {
+            auths++;
+            req->authorization = v; /* NUL-terminated: next_line ends every line with one */
         } else if (nlen == 17 && strncasecmp(line, "transfer-encoding", 17) == 0) {
             te = true;
         } else if (nlen == 10 && strncasecmp(line, "connection", 10) == 0) {
@@ -184,7 +188,7 @@ int http_parse(char *buf, size_t len, http_req_t *req)
         return 400;
     if (cl > 0)
         return 413;
-    if (hosts > 1 || (req->minor == 1 && hosts == 0))
+    if (hosts > 1 || (req->minor == 1 && hosts == 0) || auths > 1)
         return 400;
     req->keep_alive = req->minor == 1 ? !close : (keep && !close);
     return 0;
@@ -199,6 +203,7 @@ const char *http_reason(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 401: return "Unauthorized";
     case 413: return "Content Too Large";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";

@@ -20,6 +20,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *const http_cluster_states[HTTP_CLUSTER__COUNT] = {
     [HTTP_CLUSTER_UNKNOWN] = "unknown",
@@ -44,6 +45,15 @@ void http_service_opts_default(http_service_opts_t *o)
     o->max_lag_ms = 3000;
     o->render_ms = 250;
     o->edge_name = NULL;
+    o->token_probes = false;
+}
+
+void http_service_set_token(http_service_t *s, const char *token)
+{
+    if (s->token)
+        explicit_bzero(s->token, strlen(s->token));
+    free(s->token);
+    s->token = token && *token ? tb_strdup(token) : NULL;
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -193,5 +203,6 @@ void http_service_free(http_service_t *s)
     for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
         tb_buf_free(&s->rendered[i].body);
     http_server_free(s->srv);
+    http_service_set_token(s, NULL);
     free(s);
 }

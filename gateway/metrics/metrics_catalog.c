@@ -240,8 +240,8 @@ const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_MEMORY_LIMIT] = "memory_limit",
 };
 
-const int metrics_http_codes[] = { 200, 400, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };
-static const char *const http_code_names[] = { "200", "400", "404", "405", "408", "413",
+const int metrics_http_codes[] = { 200, 400, 401, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };
+static const char *const http_code_names[] = { "200", "400", "401", "404", "405", "408", "413",
                                                "431", "500", "503", "505", "other" };
 const size_t metrics_nhttp_codes = TB_ARRAY_LEN(http_code_names);
 

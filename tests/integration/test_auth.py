@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -380,6 +381,76 @@ class Reload(GatewayWithFiles):
             self.assertIn("auth.password_file", r.stderr)
             self.assertIn("passwd:2: ", r.stderr)
             self.assertEqual(g.stop(), 0, g.log())
+
+
+class HttpToken(unittest.TestCase):
+    TOKEN = "s3cr3t-token-0123456789abcdef"
+
+    def http(self, g, path, token=None):
+        req = urllib.request.Request(f"http://127.0.0.1:{g.http_port()}{path}")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return r.status, dict(r.headers)
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers)
+
+    def gateway(self, extra=""):
+        g = Gateway(config("  allow_anonymous: true").replace(
+            'http: {listener: "127.0.0.1:0"}',
+            'http: {listener: "127.0.0.1:0", auth_token_file: token' + extra + '}'), env=ENV)
+        mosquitto_passwd(os.path.join(g.dir, "passwd"), "alice", "wonderland", create=True)
+        with open(os.path.join(g.dir, "token"), "w") as f:
+            f.write(self.TOKEN + "\n")
+        return g
+
+    def test_metrics_and_stats_ask_for_the_token_and_the_probes_stay_open(self):
+        """With http.auth_token_file /metrics and /stats answer 401 (with
+        WWW-Authenticate: Bearer) without the token or with a wrong one,
+        200 with it; /healthz and /readyz stay open for probes;
+        `tributary status --token-file` gets in. SIGHUP reads a new token."""
+        with self.gateway() as g:
+            g.mqtt_port()
+            for path in ("/metrics", "/stats"):
+                code, headers = self.http(g, path)
+                self.assertEqual(code, 401, path)
+                self.assertIn("Bearer", headers.get("WWW-Authenticate", ""))
+                self.assertEqual(self.http(g, path, "wrong-token-0123456789")[0], 401)
+                self.assertEqual(self.http(g, path, self.TOKEN[:-1])[0], 401, "a prefix is not the token")
+                self.assertEqual(self.http(g, path, self.TOKEN)[0], 200)
+            self.assertEqual(self.http(g, "/healthz")[0], 200)
+            self.assertIn(self.http(g, "/readyz")[0], (200, 503))
+            addr = f"127.0.0.1:{g.http_port()}"
+            r = subprocess.run([BIN, "status", "--http", addr], capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("--token-file", r.stderr)
+            r = subprocess.run([BIN, "status", "--http", addr, "--token-file", os.path.join(g.dir, "token")],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(g.dir, "token"), "w") as f:
+                f.write("rotated-token-0123456789abcdef\n")
+            g.proc.send_signal(signal.SIGHUP)
+            g.wait_log("SIGHUP: reload done")
+            self.assertEqual(self.http(g, "/stats", self.TOKEN)[0], 401, "the old token no longer works")
+            self.assertEqual(self.http(g, "/stats", "rotated-token-0123456789abcdef")[0], 200)
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_auth_probes_closes_the_probes_too(self):
+        with self.gateway(", auth_probes: true") as g:
+            g.mqtt_port()
+            self.assertEqual(self.http(g, "/healthz")[0], 401)
+            self.assertEqual(self.http(g, "/healthz", self.TOKEN)[0], 200)
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def test_a_short_token_file_is_a_configuration_error(self):
+        g = self.gateway()
+        with open(os.path.join(g.dir, "token"), "w") as f:
+            f.write("short\n")
+        r = subprocess.run([BIN, "check", "-c", g.config], capture_output=True, text=True, timeout=30, cwd=g.dir)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("http.auth_token_file", r.stderr)
+        self.assertIn("token:1:", r.stderr)
 
 
 def free_port():

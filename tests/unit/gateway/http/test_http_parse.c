@@ -196,3 +196,16 @@ Test(http_parse, head_end_fed_byte_by_byte_finds_the_same_end)
         cr_assert_eq(got, whole, "variant %zu: %zu vs %zu", v, got, whole);
     }
 }
+
+Test(http_parse, authorization_is_kept_and_a_second_one_refused)
+{
+    http_req_t req;
+    char buf[512];
+    int rc;
+    cr_assert_eq(PARSE("GET /stats HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+    cr_assert_str_eq(req.authorization, "", "absent: empty");
+    cr_assert_eq(PARSE("GET /stats HTTP/1.1\r\nHost: h\r\nauthorization:  Bearer abc \r\n\r\n"), 0);
+    cr_assert_str_eq(req.authorization, "Bearer abc", "value without the blanks around it");
+    cr_assert_eq(PARSE("GET /stats HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"),
+                 400, "two tokens: which one would be checked?");
+}
