@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 
+static void signal_cb(uv_signal_t *h, int signum);
+
 int gw__app_init(gw__app_t *app, const cfg_t *cfg)
 {
     memset(app, 0, sizeof *app);
@@ -20,6 +22,18 @@ int gw__app_init(gw__app_t *app, const cfg_t *cfg)
     if (rc < 0)
         return rc;
     app->loop.data = app;
+    /* the signals are ours from here, before "starting" is logged: a SIGTERM
+     * during the boot is a drain once the loop runs, never the default death
+     * (it was: exit -15 when it came between the log line and the loop) */
+    signal(SIGPIPE, SIG_IGN);
+    uv_signal_init(&app->loop, &app->sigterm);
+    uv_signal_init(&app->loop, &app->sigint);
+    uv_signal_init(&app->loop, &app->sighup);
+    uv_timer_init(&app->loop, &app->force_timer);
+    app->sigterm.data = app->sigint.data = app->sighup.data = app->force_timer.data = app;
+    uv_signal_start(&app->sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&app->sigint, signal_cb, SIGINT);
+    uv_signal_start(&app->sighup, signal_cb, SIGHUP);
     return 0;
 }
 
@@ -107,16 +121,6 @@ static void signal_cb(uv_signal_t *h, int signum)
 
 int gw__app_run(gw__app_t *app)
 {
-    signal(SIGPIPE, SIG_IGN);
-    uv_signal_init(&app->loop, &app->sigterm);
-    uv_signal_init(&app->loop, &app->sigint);
-    uv_signal_init(&app->loop, &app->sighup);
-    uv_timer_init(&app->loop, &app->force_timer);
-    app->sigterm.data = app->sigint.data = app->sighup.data = app->force_timer.data = app;
-    uv_signal_start(&app->sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&app->sigint, signal_cb, SIGINT);
-    uv_signal_start(&app->sighup, signal_cb, SIGHUP);
-
     for (int i = 0; i < app->nservices; i++) {
         gw__service_t *s = &app->services[i];
         int rc = s->start ? s->start(app, s->arg) : 0;
