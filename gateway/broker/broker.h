@@ -17,7 +17,7 @@
  * LIFETIME, in the order the process calls it (gateway/run.c):
  *   broker_new       loop handles (before wal_open: the writer may notify at once)
  *   broker_init      rules, topics, the session journal, every topic's log
- *   broker_listen    the MQTT listener
+ *   broker_listen    the MQTT listeners
  *   broker_drain     stop accepting, answer everything received, close connections
  *   broker_close     after wal_close: close the loop handles, free
  */
@@ -122,8 +122,17 @@ void broker_wal_notify(void *broker);
  * is the configuration); then drain (nothing to wait for) and close.
  */
 int broker_init(broker_t *b, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen);
-/* Listens on mqtt.listener. 0, or -errno (logged; nothing is listening). */
+/*
+ * Opens every listener: mqtt.listeners, or mqtt.listener alone; each is
+ * logged "mqtt listening" with its bound address (addr), its index
+ * (listener) and tls true/false. 0, or -errno / TB_ECONFIG (logged); then
+ * those already open are closed by broker_drain.
+ */
 int broker_listen(broker_t *b);
+/* Listeners (0 before broker_listen) and the address listener i bound, port
+ * 0 resolved (borrowed; NULL when it is not listening). */
+size_t broker_nlisteners(const broker_t *b);
+const char *broker_listener_addr(const broker_t *b, size_t i);
 /*
  * Stops accepting, finishes in-flight batches and acks, closes the
  * connections (their wills are stored); then cb(arg), from a later loop

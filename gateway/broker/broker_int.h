@@ -129,9 +129,10 @@ typedef struct broker_batch_ctx {
  * with the same operations over the same TCP handle (c->tcp), its own
  * state in c->tp_state. The contract, every call on the loop thread:
  *
- *  accept      takes the next connection from a listening handle: makes it
- *              (broker__conn_new), sets its socket up, then
- *              broker__conn_start(c, peer); on failure releases it.
+ *  accept      takes the next connection from a listening handle (its data
+ *              is the broker_listener_t): makes it (broker__conn_new), sets
+ *              its socket up, then broker__conn_start(c, peer); on failure
+ *              releases it.
  *  read_start  0 or -errno. While reading, the transport asks where to put
  *  read_stop   bytes (broker__conn_rx_buf) and hands over what arrived, in
  *              order (broker__conn_rx; n < 0 for the end: UV_EOF or an error).
@@ -246,13 +247,28 @@ struct broker_session {
 #define BROKER_DEAD_LETTER_TOPIC "$dead-letter"
 #define BROKER_JOURNAL_TOPIC "$sessions"
 
+/* One listening socket (server.c) and what its connections get: their
+ * transport and, for TLS, the context of their handshakes. */
+#define BROKER_MAX_LISTENERS 16 /* mqtt.listeners' bound */
+typedef struct broker_listener {
+    uv_tcp_t handle;                /* data: this listener (until closed) */
+    broker_t *srv;
+    uint32_t index;                 /* in mqtt.listeners; 0 for mqtt.listener */
+    const char *address;            /* as configured (the configuration's) */
+    const cfg_listener_t *cfg;      /* its entry; NULL for mqtt.listener */
+    const broker_transport_t *tp;   /* the transport of its connections */
+    struct broker_tls_ctx *tls;     /* the context new TLS handshakes use (NULL: plain; none yet) */
+    bool inited;                    /* handle initialised: closed with the broker's handles */
+    bool listening;
+    char bound[80];                 /* the address bound (port 0 resolved) */
+} broker_listener_t;
+
 struct broker {
     uv_loop_t *loop;
     const cfg_t *cfg;
-    uv_tcp_t listener;
-    const broker_transport_t *listener_tp; /* the transport of its connections */
-    bool listening;
-    char listen_addr[80];
+    broker_listener_t listeners[BROKER_MAX_LISTENERS];
+    uint32_t nlisteners;
+    bool listening;                 /* any listener is */
     uv_timer_t sweep;               /* connect timeout and keepalive */
     uv_async_t wal_async;           /* the WAL writer's completions */
     uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
@@ -334,6 +350,8 @@ struct broker {
  */
 
 /* server.c (and broker.h) */
+/* Fills srv->listeners from the configuration (once). */
+void broker__set_listeners(broker_t *srv);
 /* During broker_drain: reports drained once nothing is in flight and every
  * closed connection's socket is released (write_timeout_ms bounds that). */
 void broker__check_drained(broker_t *srv);
