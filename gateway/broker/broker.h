@@ -177,4 +177,25 @@ int broker_set_policy(broker_t *b, size_t rule, cfg_policy_t p);
  */
 void broker_set_auth(broker_t *b, const cfg_t *cfg, auth_passwd_t *pw, auth_acl_t *acl);
 
+/*
+ * The certificates and keys of every listener with tls in cfg
+ * (mqtt.listeners[i].tls), loaded into one OpenSSL context each: read
+ * without touching any broker, so that a file that does not load is found
+ * before anything changes. 0 and *out (NULL when no listener has tls), or
+ * TB_ECONFIG with err = "mqtt.listeners[i].tls.KEY (line N): FILE: why".
+ * Any thread.
+ */
+typedef struct broker_tls broker_tls_t;
+int broker_tls_load(const cfg_t *cfg, broker_tls_t **out /* OUT */, char *err, size_t errlen);
+size_t broker_tls_count(const broker_tls_t *t); /* TLS listeners in it */
+void broker_tls_free(broker_tls_t *t /* NULL: nothing */);
+/*
+ * Gives b the contexts of t (taken over, t freed; NULL: none), at start
+ * before broker_listen, and on reload: each TLS listener's next handshakes
+ * use its new context; established connections keep theirs. Logged, with
+ * each certificate's subject and expiry (a warning once expired). t must
+ * come from the configuration b runs on, or one with the same listeners.
+ */
+void broker_set_tls(broker_t *b, broker_tls_t *t);
+
 #endif

@@ -257,7 +257,8 @@ static int listen_one(broker_t *srv, broker_listener_t *l)
         return rc;
     }
     if (l->cfg && l->cfg->has_tls && !l->tls) {
-        tb_error("MQTT over TLS is not in this build yet", TB_S("listener", l->address));
+        tb_error("TLS listener without its certificates (broker_set_tls was not given them)",
+                 TB_S("listener", l->address));
         return TB_ECONFIG;
     }
     rc = uv_tcp_init(srv->loop, &l->handle);
@@ -288,7 +289,7 @@ void broker__set_listeners(broker_t *srv)
 {
     const cfg_t *cfg = srv->cfg;
     if (srv->nlisteners)
-        return; /* made already */
+        return; /* made already (broker_set_tls before broker_listen) */
     srv->nlisteners = cfg->mqtt.nlisteners ? (uint32_t)TB_MIN(cfg->mqtt.nlisteners, BROKER_MAX_LISTENERS) : 1;
     for (uint32_t i = 0; i < srv->nlisteners; i++) {
         broker_listener_t *l = &srv->listeners[i];
@@ -447,6 +448,8 @@ static void handle_closed(uv_handle_t *h)
     free(srv->rules);
     free(srv->scratch);
     router_free(srv->router);
+    for (uint32_t i = 0; i < srv->nlisteners; i++)
+        broker__tls_ctx_unref(srv->listeners[i].tls);
     auth_passwd_unref(srv->passwd);
     auth_acl_unref(srv->acl);
     free(srv->auth_addrs);
