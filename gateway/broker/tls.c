@@ -32,8 +32,9 @@
  * mqtt.connect_timeout_ms, swept by conn.c, covers the handshake and the
  * CONNECT together. A handshake that fails (not TLS, no certificate the
  * listener trusts, an expired one, nothing in common) closes that
- * connection alone, counted tls_handshake and logged at warn, rate-limited,
- * with OpenSSL's reason; its alert is sent first.
+ * connection alone, counted tls_handshake and logged at warn with OpenSSL's
+ * reason (BROKER_CONN_LOG_BURST a second, then a count); its alert is sent
+ * first.
  *
  * Closing: a close_notify when the session is sound (not after a fatal
  * error, not when c->abort), then tcp.c's close; the socket's close
@@ -164,7 +165,8 @@ static void handshake_failed(broker_conn_t *c, const char *why)
     tls_t *t = c->tp_state;
     t->fatal = true;
     c->srv->conn_closed[METRICS_CLOSE_TLS_HANDSHAKE]++;
-    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    /* a burst a second (an operator fixing certificates reads every reason), then a count */
+    static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_warn("TLS handshake failed: connection closed", TB_S("peer", c->peer), TB_S("why", why),
