@@ -27,4 +27,9 @@ int gw_run(const cfg_t *cfg);
  * set). 0, or TB_ECONFIG with err = "auth.KEY: FILE:LINE: why". */
 int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *err, size_t errlen);
 
+/* Loads the certificate, key and CAs of every TLS listener of cfg and
+ * frees them: 0, or TB_ECONFIG with err =
+ * "mqtt.listeners[i].tls.KEY (line N): FILE: why". */
+int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen);
+
 #endif
