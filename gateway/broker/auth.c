@@ -303,10 +303,11 @@ broker_auth_t broker__auth_connect(broker_conn_t *c, const mqtt_packet_t *pkt, c
     const mqtt_connect_t *cn = &pkt->u.connect;
     free(c->username);
     c->username = NULL;
-    if (c->tp_user) {
+    const char *vouched = c->tp->user ? c->tp->user(c) : NULL;
+    if (vouched) {
         /* tls.use_identity_as_username: its verified certificate names it; the CONNECT's user name and
          * password are not looked at (as Mosquitto does), nor throttled: the handshake was the check */
-        c->username = tb_strdup(c->tp_user);
+        c->username = tb_strdup(vouched);
         c->authenticated = true;
         return BROKER_AUTH_OK;
     }

@@ -151,6 +151,11 @@ typedef struct broker_batch_ctx {
  *              and dropping it when c->abort), then releases the socket,
  *              and calls broker__conn_released(c) once, from a later loop
  *              callback (never from inside close: conn.c still uses c after).
+ *  user        optional (NULL: none): a user name the transport has
+ *              authenticated (tls: the client certificate's CN, with
+ *              use_identity_as_username), or NULL; the transport's, valid
+ *              until close. A function, not a field: a plain connection
+ *              pays nothing for it.
  */
 typedef struct broker_transport {
     const char *name; /* "tcp": in logs */
@@ -160,6 +165,7 @@ typedef struct broker_transport {
     int (*write)(broker_conn_t *c, const uint8_t *p, size_t n);
     size_t (*queued)(const broker_conn_t *c);
     void (*close)(broker_conn_t *c);
+    const char *(*user)(const broker_conn_t *c);
 } broker_transport_t;
 
 extern const broker_transport_t broker__tcp; /* tcp.c */
@@ -185,8 +191,6 @@ struct broker_conn {
     uv_tcp_t tcp;                   /* the socket (tcp and tls transports) */
     void *tp_state;                 /* a transport's own state (tcp: none; tls: its session) */
     struct broker_tcp_tx *tcp_tx;   /* tcp.c's write state (tcp and tls; NULL until needed) */
-    const char *tp_user;            /* a user name the transport vouches for (tls: the client certificate's
-                                       CN, use_identity_as_username); NULL: none. The transport's until released */
     size_t tx_queued;               /* bytes taken by tp->write, not yet on the socket */
     size_t tx_held;                 /* memory the transport holds for them (buffers, requests) */
     uint64_t tx_progress_ms;        /* loop time the queued bytes last moved */

@@ -65,7 +65,7 @@ typedef struct tls {
     bool fatal;                 /* an SSL error: no close_notify, no more SSL calls */
     bool closed;                /* tls_close ran: writes are dropped */
     bool use_identity;          /* its listener's use_identity_as_username, when it was accepted */
-    char *identity;             /* the client certificate's CN (c->tp_user) */
+    char *identity;             /* the client certificate's CN (tls_user), with use_identity */
 } tls_t;
 
 /* The ciphertext of one libuv read; the loop thread is the only reader and
@@ -215,7 +215,6 @@ static bool handshake(broker_conn_t *c)
                                 "(tls.use_identity_as_username)");
             return false;
         }
-        c->tp_user = t->identity;
     }
     return true;
 }
@@ -396,7 +395,6 @@ static void later_closed(uv_handle_t *h)
     free(t->identity);
     free(t);
     c->tp_state = NULL;
-    c->tp_user = NULL;
     broker__conn_released(c);
 }
 
@@ -452,6 +450,12 @@ static void tls_accept(broker_t *srv, uv_stream_t *server)
     broker__conn_start(c, peer); /* reads: the ClientHello */
 }
 
+static const char *tls_user(const broker_conn_t *c)
+{
+    const tls_t *t = c->tp_state;
+    return t && t->handshake_done ? t->identity : NULL;
+}
+
 const broker_transport_t broker__tls = {
     .name = "tls",
     .accept = tls_accept,
@@ -460,4 +464,5 @@ const broker_transport_t broker__tls = {
     .write = tls_write,
     .queued = tls_queued,
     .close = tls_close,
+    .user = tls_user,
 };
