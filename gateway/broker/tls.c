@@ -26,7 +26,9 @@
  * ciphertext in t->left (counted in c->mem, so in mqtt.max_partial_bytes),
  * records already decrypted in the SSL. libuv will not report those bytes
  * again, so read_start schedules them (t->later, a loop turn later: never
- * from inside read_start, which conn.c calls while it is processing).
+ * from inside read_start, which conn.c calls while it is processing). The
+ * end of the stream is held (t->eof) until they are read: a client that
+ * sends its last PUBLISH and closes at once is answered as on plain TCP.
  *
  * Timeouts: the connection is started (broker__conn_start) at accept, so
  * mqtt.connect_timeout_ms, swept by conn.c, covers the handshake and the
@@ -60,6 +62,7 @@ typedef struct tls {
     size_t held;                /* left's bytes counted in c->mem */
     tb_buf_t out;               /* a handshake flight, sent as one write */
     int write_err;              /* tcp.c refused a write: the SSL is told it failed */
+    int eof;                    /* libuv's end of the stream (UV_EOF or an error), held until what came before is read */
     bool reading;               /* between read_start and read_stop */
     bool handshake_done;
     bool fatal;                 /* an SSL error: no close_notify, no more SSL calls */
@@ -313,15 +316,36 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init((char *)rxbuf, sizeof rxbuf);
 }
 
+static bool pending(const tls_t *t)
+{
+    return t->left.len > t->left_off || SSL_has_pending(t->ssl);
+}
+
+/* The end of the stream reaches conn.c after everything that came before
+ * it: records kept at a pause are read first (a client may send its last
+ * PUBLISH and close at once). */
+static void settle(broker_conn_t *c)
+{
+    tls_t *t = c->tp_state;
+    if (t->eof && t->reading && !c->tp_closed && !pending(t))
+        rx_end(c, t->eof);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     broker_conn_t *c = s->data;
     tls_t *t = c->tp_state;
+    if (c->tp_closed)
+        return;
     if (nread < 0) {
-        rx_end(c, nread);
+        t->eof = (int)nread;
+        if (t->reading && pending(t))
+            pump(c);
+        keep_rest(c);
+        settle(c);
         return;
     }
-    if (nread == 0 || c->tp_closed)
+    if (nread == 0)
         return;
     t->in = (const uint8_t *)buf->base;
     t->in_len = (size_t)nread;
@@ -337,16 +361,17 @@ static void later_cb(uv_timer_t *h)
         return;
     pump(c);
     keep_rest(c);
+    settle(c);
 }
 
 static int tls_read_start(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
-    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    int rc = t->eof ? 0 : uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read); /* past the end: nothing to read */
     if (rc < 0)
         return rc;
     t->reading = true;
-    if (t->left.len > t->left_off || SSL_has_pending(t->ssl))
+    if (pending(t) || t->eof)
         uv_timer_start(&t->later, later_cb, 0, 0); /* libuv will not report those bytes again */
     return 0;
 }
@@ -354,7 +379,8 @@ static int tls_read_start(broker_conn_t *c)
 static void tls_read_stop(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (!t->eof)
+        uv_read_stop((uv_stream_t *)&c->tcp);
     t->reading = false;
     uv_timer_stop(&t->later);
 }

@@ -94,6 +94,7 @@ typedef struct client {
     int port;
     bool garbage;          /* send an HTTP request instead of a ClientHello */
     int publishes;         /* QoS 1 PUBLISHes sent with the CONNECT, each its own record, one TCP write */
+    bool half_close;       /* then shut the socket's sending side at once, and read until the server closes */
     int fd;
     SSL *ssl;
     BIO *rd, *wr;
@@ -175,6 +176,12 @@ static void *client_main(void *arg)
         SSL_write(k->ssl, p, sizeof p);
     }
     flush_out(k); /* one send: every record in one TCP write */
+    if (k->half_close) {
+        shutdown(k->fd, SHUT_WR);
+        while (feed(k)) {
+        }
+        goto out;
+    }
     /* CONNACK, then a PUBACK for each */
     while (k->pubacks < k->publishes || k->in_len < 4) {
         int n = SSL_read(k->ssl, k->in + k->in_len, (int)(sizeof k->in - k->in_len));
@@ -249,6 +256,28 @@ Test(tls, records_left_at_a_pause_are_read_when_reading_resumes)
     cr_assert_eq(k.pubacks, 5, "%s", k.why);
     cr_assert_eq(broker_topic(h.b, 0)->received, 5);
     hb_close(&h); /* asserts partial_bytes went back to 0: the kept ciphertext was given back */
+    rm_certs();
+}
+
+static bool received5(void *arg)
+{
+    return broker_topic(((hb_t *)arg)->b, 0)->received >= 5;
+}
+
+Test(tls, records_before_the_end_of_the_stream_are_read_first)
+{
+    /* The same 5 PUBLISHes, then the client closes its side at once: the
+     * end of the stream must not overtake the records kept at a pause
+     * (every one is received, as over plain TCP, where the kernel keeps
+     * them in order with the FIN). */
+    hb_t h;
+    client_t k = { .publishes = 5, .half_close = true };
+    k.port = open_tls(&h, "  receive_maximum: 1\n");
+    run_client(&h, &k);
+    cr_assert(k.handshake_ok, "%s", k.why);
+    cr_assert(hb_run_until(&h, received5, &h, 5000), "received %llu of 5",
+              (unsigned long long)broker_topic(h.b, 0)->received);
+    hb_close(&h);
     rm_certs();
 }
 
