@@ -5,7 +5,8 @@ ClientHello, a handshake that stalls, a malformed CONNECT inside TLS)
 closes that one alone, counted; client certificates (required: none, one
 of another CA, an expired one are refused) and the certificate's CN as the
 user name for the ACL; session resumption; certificates reloaded at SIGHUP
-while a connection stays; a certificate that does not load is exit 2.
+while a connection stays; a certificate that does not load is exit 2; the
+drain's goodbye inside TLS.
 
 Certificates are made by the openssl command in a temp dir: a CA, a server
 certificate for 127.0.0.1 and localhost (SAN), client certificates (CN
@@ -369,6 +370,32 @@ class OneConnectionOnly(unittest.TestCase):
             c.close()
             wait_for(lambda: closed(g, "tls_handshake") == 1, 5, what="counted")
             self.assertEqual(g.stop(), 0, g.log())
+
+
+class Shutdown(unittest.TestCase):
+    def test_sigterm_says_goodbye_over_tls(self):
+        """SIGTERM with a TLS client connected and another one mid-handshake:
+        the first gets its DISCONNECT 0x8B (Server shutting down) inside TLS,
+        the second is closed, and the gateway exits 0 (under the sanitizers:
+        nothing leaked)."""
+        g = gateway().start()
+        try:
+            _, tls = ports(g)
+            c = tls_connect(tls, cid="stays")
+            half = socket.create_connection(("127.0.0.1", tls), timeout=10)
+            half.sendall(client_hello()[:50])
+            g.proc.send_signal(signal.SIGTERM)
+            p = c.read(10)
+            self.assertEqual((p.type, p.reason()), (mr.DISCONNECT, 0x8B))
+            self.assertIsNone(c.read(10))
+            half.settimeout(10)
+            self.assertEqual(half.recv(100), b"")
+            c.close()
+            half.close()
+            self.assertEqual(g.proc.wait(20), 0, g.log())  # the SIGTERM's drain, not a second signal
+            g.stop()
+        finally:
+            g.__exit__()
 
 
 class ClientCertificates(unittest.TestCase):
