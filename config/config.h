@@ -35,6 +35,7 @@ typedef enum { CFG_UNMATCHED_REJECT, CFG_UNMATCHED_DROP } cfg_unmatched_t;
 /* auth.allow_anonymous: auto is false when auth.password_file is set, else true */
 typedef enum { CFG_ANON_AUTO, CFG_ANON_TRUE, CFG_ANON_FALSE } cfg_anon_t;
 typedef enum { CFG_THROTTLE_DELAY, CFG_THROTTLE_REFUSE } cfg_throttle_t;
+typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
 
 typedef struct cfg_attr {
     char *name;   /* attribute name */
@@ -59,6 +60,23 @@ typedef struct cfg_mapping {
     size_t ncapvals;
     int line;                      /* where the mapping starts, 1-based */
 } cfg_mapping_t;
+
+/* One entry of mqtt.listeners. Without a tls mapping (has_tls false) the
+ * tls fields hold their defaults and cert_file/key_file are NULL. */
+typedef struct cfg_listener {
+    char *address;                 /* host:port, [v6]:port */
+    bool has_tls;                  /* a tls mapping was given */
+    struct cfg_listener_tls {
+        char *cert_file;           /* PEM certificate (chain); required with tls */
+        char *key_file;            /* PEM private key of cert_file; required with tls */
+        char *ca_file;             /* PEM CAs client certificates are checked against; "" = none */
+        bool require_client_cert;  /* a client without a certificate ca_file trusts fails the handshake */
+        cfg_tls_version_t min_version;
+        char *ciphers;             /* OpenSSL cipher list (TLS 1.2); "" = OpenSSL's default */
+        bool use_identity_as_username; /* the client certificate's CN is the user name */
+    } tls;
+    int line;                      /* where the entry starts, 1-based */
+} cfg_listener_t;
 
 typedef struct cfg {
     char *source; /* the file it came from, "<embedded default>", or
@@ -113,6 +131,10 @@ typedef struct cfg {
         } ingestion;
         cfg_mapping_t *mappings;
         size_t nmappings;
+        /* mqtt.listeners as the file gives it; empty (NULL, 0) when it does
+         * not, and then `listener` is the one plain listener. */
+        cfg_listener_t *listeners;
+        size_t nlisteners;
     } mqtt;
     struct {
         char *dir;
@@ -168,7 +190,8 @@ void cfg_free(cfg_t *cfg);
  * from it in those keys alone.
  *
  * Keys without a default: edge.edge_name and edge.cluster_url are NULL,
- * mqtt.topic_mappings is empty (mappings NULL, nmappings 0). String keys
+ * mqtt.topic_mappings is empty (mappings NULL, nmappings 0), and so is
+ * mqtt.listeners (mqtt.listener is the one plain listener). String keys
  * whose default is empty (edge.token, edge.tls.*) are "". source is
  * "<table defaults>". No environment is read (TRIBUTARY_* overrides and
  * ${NAME} do not apply) and no cross-key check is run.
@@ -209,9 +232,10 @@ bool cfg_key_at(size_t i, cfg_key_info_t *out /* OUT */);
 bool cfg_key_find(const char *path, cfg_key_info_t *out /* OUT */);
 
 /* Calls cb with the path of every key whose value differs between a and b
- * ("wal.fsync", "mqtt.topic_mappings[2].validation_policy"; a different
- * number of mappings is reported as "mqtt.topic_mappings"). Secrets are
- * compared but never passed to cb by value. */
+ * ("wal.fsync", "mqtt.topic_mappings[2].validation_policy",
+ * "mqtt.listeners[1].tls.cert_file"; a different number of mappings or
+ * listeners is reported as "mqtt.topic_mappings" / "mqtt.listeners").
+ * Secrets are compared but never passed to cb by value. */
 void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg);
 
 #endif

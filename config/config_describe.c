@@ -30,6 +30,7 @@ static void bounds(const cfg__key_t *k, char *out, size_t n)
         break;
     }
     case CFG__MAPPINGS:
+    case CFG__LISTENERS:
         snprintf(out, n, "%llu..%llu items", (unsigned long long)k->min, (unsigned long long)k->max);
         break;
     default:
@@ -65,6 +66,8 @@ void cfg_describe(FILE *out, bool md)
     }
     for (size_t i = 0; i < cfg__nkeys; i++)
         row(out, md, "", &cfg__keys[i]);
+    for (size_t i = 0; i < cfg__nlistener_keys; i++)
+        row(out, md, "mqtt.listeners[].", &cfg__listener_keys[i]);
     for (size_t i = 0; i < cfg__nmapping_keys; i++)
         row(out, md, "mqtt.topic_mappings[].", &cfg__mapping_keys[i]);
     if (!md)
@@ -136,6 +139,24 @@ static void print_mapping(FILE *out, const cfg_mapping_t *m)
     }
 }
 
+static void print_listener(FILE *out, const cfg_listener_t *l)
+{
+    fputs("    - address: ", out);
+    yaml_str(out, l->address);
+    fputc('\n', out);
+    if (!l->has_tls)
+        return;
+    fputs("      tls:\n", out);
+    for (size_t i = 0; i < cfg__nlistener_keys; i++) {
+        const cfg__key_t *k = &cfg__listener_keys[i];
+        if (strncmp(k->path, "tls.", 4) != 0)
+            continue;
+        fprintf(out, "        %s: ", k->path + 4);
+        print_value(out, k, l);
+        fputc('\n', out);
+    }
+}
+
 void cfg_print(const cfg_t *cfg, FILE *out)
 {
     fprintf(out, "# effective configuration from %s (secrets masked)\n", cfg->source);
@@ -143,6 +164,8 @@ void cfg_print(const cfg_t *cfg, FILE *out)
     int depth = 0;
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
+        if (strcmp(k->path, "mqtt.listener") == 0 && cfg->mqtt.nlisteners)
+            continue; /* mqtt.listeners replaces it (and giving both is an error) */
         /* open the sections this key lives in */
         char path[128];
         snprintf(path, sizeof path, "%s", k->path);
@@ -165,6 +188,10 @@ void cfg_print(const cfg_t *cfg, FILE *out)
             fputc('\n', out);
             for (size_t m = 0; m < cfg->mqtt.nmappings; m++)
                 print_mapping(out, &cfg->mqtt.mappings[m]);
+        } else if (k->type == CFG__LISTENERS) {
+            fputc('\n', out); /* none: a null value, read back as absent */
+            for (size_t l = 0; l < cfg->mqtt.nlisteners; l++)
+                print_listener(out, &cfg->mqtt.listeners[l]);
         } else {
             fputc(' ', out);
             print_value(out, k, cfg);

@@ -46,10 +46,39 @@ static bool same_capvals(const cfg_mapping_t *a, const cfg_mapping_t *b)
     return true;
 }
 
+static void diff_listeners(const cfg_t *a, const cfg_t *b, const char *key, void (*cb)(void *arg, const char *key),
+                           void *arg)
+{
+    if (a->mqtt.nlisteners != b->mqtt.nlisteners) {
+        cb(arg, key);
+        return;
+    }
+    for (size_t l = 0; l < a->mqtt.nlisteners; l++) {
+        const cfg_listener_t *la = &a->mqtt.listeners[l], *lb = &b->mqtt.listeners[l];
+        if (la->has_tls != lb->has_tls) {
+            char path[128];
+            snprintf(path, sizeof path, "%s[%zu].tls", key, l);
+            cb(arg, path);
+        }
+        for (size_t j = 0; j < cfg__nlistener_keys; j++) {
+            const cfg__key_t *lk = &cfg__listener_keys[j];
+            if (!same_value(lk, la, lb)) {
+                char path[128];
+                snprintf(path, sizeof path, "%s[%zu].%s", key, l, lk->path);
+                cb(arg, path);
+            }
+        }
+    }
+}
+
 void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg)
 {
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
+        if (k->type == CFG__LISTENERS) {
+            diff_listeners(a, b, k->path, cb, arg);
+            continue;
+        }
         if (k->type == CFG__MAPPINGS) {
             if (a->mqtt.nmappings != b->mqtt.nmappings) {
                 cb(arg, k->path);

@@ -17,6 +17,7 @@ typedef enum {
     CFG__ATTRS,    /* cfg_attr_t list (mapping only) */
     CFG__CAPVALS,  /* cfg_capvals_t list (mapping only) */
     CFG__MAPPINGS, /* cfg_mapping_t list */
+    CFG__LISTENERS, /* cfg_listener_t list */
 } cfg__type_t;
 
 enum {
@@ -26,9 +27,9 @@ enum {
 };
 
 typedef struct cfg__key {
-    const char *path;           /* "wal.segment_bytes"; relative for mapping keys */
+    const char *path;           /* "wal.segment_bytes"; relative for mapping and listener keys */
     cfg__type_t type;
-    size_t off;                 /* offset in cfg_t (or cfg_mapping_t) */
+    size_t off;                 /* offset in cfg_t (or cfg_mapping_t, cfg_listener_t) */
     const char *def;            /* default as YAML text; NULL = none */
     uint64_t min, max;          /* numeric bounds (inclusive) */
     const char *const *enums;   /* CFG__ENUM values, NULL-terminated */
@@ -40,6 +41,9 @@ extern const cfg__key_t cfg__keys[];
 extern const size_t cfg__nkeys;
 extern const cfg__key_t cfg__mapping_keys[];
 extern const size_t cfg__nmapping_keys;
+/* The keys of one mqtt.listeners entry ("address", "tls.cert_file", ...). */
+extern const cfg__key_t cfg__listener_keys[];
+extern const size_t cfg__nlistener_keys;
 
 const char *cfg__type_name(const cfg__key_t *k);
 

@@ -28,6 +28,7 @@ typedef struct pctx {
     cfg_t *cfg;
     bool *seen; /* per cfg__keys row */
     const yaml_node_t *mappings; /* the mqtt.topic_mappings sequence, if given */
+    const yaml_node_t *listeners; /* the mqtt.listeners sequence, if given (not null) */
     char *err;
     size_t errlen;
 } pctx_t;
@@ -144,8 +145,10 @@ static void suggest(const char *key, const char *const *cands, size_t n, char *o
         out[0] = '\0';
 }
 
-/* Unknown key `name` under `prefix` ("" for the root): names the closest sibling. */
-static int unknown_key(pctx_t *c, const yaml_node_t *kn, const char *prefix, const char *name,
+/* Unknown key `name` under `prefix` ("" for the root) of table tab: names the
+ * closest sibling. `shown` goes before the path in the message ("" for the
+ * top-level table, "mqtt.listeners[0]." for a listener entry). */
+static int unknown_key(pctx_t *c, const yaml_node_t *kn, const char *shown, const char *prefix, const char *name,
                        const cfg__key_t *tab, size_t ntab)
 {
     const char *cands[128];
@@ -165,8 +168,8 @@ static int unknown_key(pctx_t *c, const yaml_node_t *kn, const char *prefix, con
     }
     char hint[128];
     suggest(name, cands, n, hint, sizeof hint);
-    char full[256];
-    snprintf(full, sizeof full, "%s%s%s", prefix, plen ? "." : "", name);
+    char full[320];
+    snprintf(full, sizeof full, "%s%s%s%s", shown, prefix, plen ? "." : "", name);
     return fail_at(c, kn, full, "unknown key%s", hint);
 }
 
@@ -298,6 +301,180 @@ static int parse_mappings(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
     return 0;
 }
 
+/* ---- mqtt.listeners ---------------------------------------------------------- */
+
+static bool is_section_of(const cfg__key_t *tab, size_t ntab, const char *path)
+{
+    size_t n = strlen(path);
+    for (size_t i = 0; i < ntab; i++)
+        if (strncmp(tab[i].path, path, n) == 0 && tab[i].path[n] == '.')
+            return true;
+    return false;
+}
+
+/* The node at a dotted path under map (NULL: absent). */
+static const yaml_node_t *lookup(yaml_document_t *doc, const yaml_node_t *map, const char *key, bool want_key);
+static const yaml_node_t *node_at(pctx_t *c, const yaml_node_t *map, const char *dotted)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s", dotted);
+    const yaml_node_t *n = map;
+    for (char *save = NULL, *tok = strtok_r(path, ".", &save); tok && n; tok = strtok_r(NULL, ".", &save))
+        n = lookup(c->doc, n, tok, false);
+    return n;
+}
+
+/* One level of a listener entry: its keys are cfg__listener_keys paths
+ * relative to the entry (rel: "" or "tls"); shown: "mqtt.listeners[0]". */
+static int walk_listener(pctx_t *c, const yaml_node_t *map, const char *rel, const char *shown, cfg_listener_t *l,
+                         bool *seen)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *name = key_text(c, kn, shown);
+        if (!name)
+            return TB_ECONFIG;
+        char path[128], full[256];
+        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "." : "", name);
+        snprintf(full, sizeof full, "%s.%s", shown, path);
+        if (check_dup(c, map, p, name, full) < 0)
+            return TB_ECONFIG;
+        size_t i;
+        for (i = 0; i < cfg__nlistener_keys; i++)
+            if (strcmp(cfg__listener_keys[i].path, path) == 0)
+                break;
+        int rc;
+        if (i < cfg__nlistener_keys) {
+            seen[i] = true;
+            rc = set_leaf(c, &cfg__listener_keys[i], l, vn, full);
+        } else if (is_section_of(cfg__listener_keys, cfg__nlistener_keys, path)) {
+            if (strcmp(path, "tls") == 0)
+                l->has_tls = true; /* even empty: then its required keys are missing */
+            if (vn->type != YAML_MAPPING_NODE) {
+                if (is_null(vn))
+                    continue;
+                return fail_at(c, vn, full, "expected a section (a mapping of keys), got %s", node_kind(vn));
+            }
+            rc = walk_listener(c, vn, path, shown, l, seen);
+        } else {
+            char sh[160];
+            snprintf(sh, sizeof sh, "%s.", shown);
+            return unknown_key(c, kn, sh, rel, name, cfg__listener_keys, cfg__nlistener_keys);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static unsigned addr_port(const char *a)
+{
+    const char *colon = strrchr(a, ':');
+    return colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
+}
+
+static int parse_listener(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_listener_t *l)
+{
+    char shown[64];
+    snprintf(shown, sizeof shown, "mqtt.listeners[%zu]", idx);
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, shown, "expected a mapping with an address (and optionally tls), got %s", node_kind(n));
+    l->line = (int)n->start_mark.line + 1;
+    for (size_t i = 0; i < cfg__nlistener_keys; i++) {
+        const cfg__key_t *k = &cfg__listener_keys[i];
+        if (k->def) {
+            char msg[128];
+            cfg__set_scalar(k, l, k->def, msg, sizeof msg);
+        }
+    }
+    bool seen[16] = { false };
+    int rc = walk_listener(c, n, "", shown, l, seen);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < cfg__nlistener_keys; i++) {
+        const cfg__key_t *k = &cfg__listener_keys[i];
+        bool in_tls = strncmp(k->path, "tls.", 4) == 0;
+        if ((k->flags & CFG__F_REQUIRED) && !seen[i] && (!in_tls || l->has_tls)) {
+            char full[256];
+            snprintf(full, sizeof full, "%s.%s", shown, k->path);
+            const yaml_node_t *at = in_tls ? node_at(c, n, "tls") : n;
+            return fail_at(c, at ? at : n, full, "required key missing%s",
+                           in_tls ? " (tls needs cert_file and key_file)" : "");
+        }
+    }
+    const struct cfg_listener_tls *t = &l->tls;
+    char full[256];
+    if (!l->has_tls) {
+        /* a tls key outside a tls mapping cannot happen: they are only under tls */
+        return 0;
+    }
+    if (t->require_client_cert && !*t->ca_file) {
+        snprintf(full, sizeof full, "%s.tls.require_client_cert", shown);
+        return fail_at(c, node_at(c, n, "tls.require_client_cert"), full,
+                       "needs tls.ca_file: the CAs client certificates are checked against");
+    }
+    if (t->use_identity_as_username && !t->require_client_cert) {
+        snprintf(full, sizeof full, "%s.tls.use_identity_as_username", shown);
+        return fail_at(c, node_at(c, n, "tls.use_identity_as_username"), full,
+                       "needs tls.require_client_cert: true (every client then has a certificate to name it)");
+    }
+    return 0;
+}
+
+static int parse_listeners(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
+{
+    if (is_null(n))
+        return 0; /* "listeners:" with nothing: as if absent */
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, n, k->path, "expected a list of listeners (- address: host:port), got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt < k->min)
+        return fail_at(c, n, k->path, "at least %llu listener is required", (unsigned long long)k->min);
+    if (cnt > k->max)
+        return fail_at(c, n, k->path, "at most %llu listeners are allowed", (unsigned long long)k->max);
+    cfg_t *cfg = c->cfg;
+    c->listeners = n;
+    cfg->mqtt.listeners = tb_calloc(cnt, sizeof *cfg->mqtt.listeners);
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        cfg->mqtt.nlisteners = i + 1;
+        cfg_listener_t *l = &cfg->mqtt.listeners[i];
+        int rc = parse_listener(c, in, i, l);
+        if (rc < 0)
+            return rc;
+        unsigned port = addr_port(l->address);
+        for (size_t j = 0; port && j < i; j++) {
+            if (strcmp(cfg->mqtt.listeners[j].address, l->address) == 0) {
+                char full[64];
+                snprintf(full, sizeof full, "mqtt.listeners[%zu].address", i);
+                return fail_at(c, node_at(c, in, "address"), full, "\"%s\" is already mqtt.listeners[%zu] (line %d)",
+                               l->address, j, cfg->mqtt.listeners[j].line);
+            }
+        }
+    }
+    return 0;
+}
+
+/* mqtt.listener (file or environment) with mqtt.listeners: which one is meant is not ours to guess. */
+static int check_one_listener_key(pctx_t *c)
+{
+    if (!c->listeners || c->cfg->mqtt.nlisteners == 0)
+        return 0;
+    for (size_t i = 0; i < cfg__nkeys; i++) {
+        if (strcmp(cfg__keys[i].path, "mqtt.listener") != 0 || !c->seen[i])
+            continue;
+        const yaml_node_t *root = yaml_document_get_root_node(c->doc);
+        const yaml_node_t *kn = lookup(c->doc, lookup(c->doc, root, "mqtt", false), "listener", true);
+        return fail_at(c, kn, "mqtt.listener",
+                       "given with mqtt.listeners (line %zu), which replaces it: make it an entry there "
+                       "(- address: \"%s\")%s",
+                       c->listeners->start_mark.line + 1, c->cfg->mqtt.listener,
+                       kn ? "" : " (it came from TRIBUTARY_MQTT_LISTENER)");
+    }
+    return 0;
+}
+
 static bool is_section(const char *path)
 {
     size_t n = strlen(path);
@@ -327,7 +504,9 @@ static int walk(pctx_t *c, const yaml_node_t *map, const char *prefix)
         if (i < cfg__nkeys) {
             const cfg__key_t *k = &cfg__keys[i];
             c->seen[i] = true;
-            rc = k->type == CFG__MAPPINGS ? parse_mappings(c, k, vn) : set_leaf(c, k, c->cfg, vn, path);
+            rc = k->type == CFG__MAPPINGS    ? parse_mappings(c, k, vn)
+               : k->type == CFG__LISTENERS ? parse_listeners(c, k, vn)
+                                           : set_leaf(c, k, c->cfg, vn, path);
         } else if (is_section(path)) {
             if (vn->type != YAML_MAPPING_NODE) {
                 if (is_null(vn))
@@ -336,7 +515,7 @@ static int walk(pctx_t *c, const yaml_node_t *map, const char *prefix)
             }
             rc = walk(c, vn, path);
         } else {
-            return unknown_key(c, kn, prefix, name, cfg__keys, cfg__nkeys);
+            return unknown_key(c, kn, "", prefix, name, cfg__keys, cfg__nkeys);
         }
         if (rc < 0)
             return rc;
@@ -356,7 +535,7 @@ static int apply_env(pctx_t *c)
 {
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
-        if (k->type == CFG__MAPPINGS)
+        if (k->type == CFG__MAPPINGS || k->type == CFG__LISTENERS)
             continue;
         char name[128];
         env_name(k->path, name, sizeof name);
@@ -458,6 +637,8 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
         rc = walk(&c, root, "");
     if (rc == 0)
         rc = apply_env(&c);
+    if (rc == 0)
+        rc = check_one_listener_key(&c);
     for (size_t i = 0; rc == 0 && i < cfg__nkeys; i++)
         if ((cfg__keys[i].flags & CFG__F_REQUIRED) && !seen[i])
             rc = fail_at(&c, NULL, cfg__keys[i].path, "required key missing");
@@ -534,6 +715,15 @@ static void free_mapping(cfg_mapping_t *m)
     free(m->capvals);
 }
 
+static void free_listener(cfg_listener_t *l)
+{
+    for (size_t i = 0; i < cfg__nlistener_keys; i++) {
+        const cfg__key_t *k = &cfg__listener_keys[i];
+        if (k->type == CFG__STR || k->type == CFG__ADDR)
+            free(*(char **)((char *)l + k->off));
+    }
+}
+
 void cfg_free(cfg_t *cfg)
 {
     if (!cfg)
@@ -546,6 +736,9 @@ void cfg_free(cfg_t *cfg)
     for (size_t i = 0; i < cfg->mqtt.nmappings; i++)
         free_mapping(&cfg->mqtt.mappings[i]);
     free(cfg->mqtt.mappings);
+    for (size_t i = 0; i < cfg->mqtt.nlisteners; i++)
+        free_listener(&cfg->mqtt.listeners[i]);
+    free(cfg->mqtt.listeners);
     free(cfg->source);
     free(cfg);
 }

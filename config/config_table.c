@@ -13,6 +13,8 @@
 
 #define K(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
     { path_, type_, offsetof(cfg_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+#define L(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
+    { path_, type_, offsetof(cfg_listener_t, field_), def_, min_, max_, enums_, flags_, desc_ }
 #define M(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
     { path_, type_, offsetof(cfg_mapping_t, field_), def_, min_, max_, enums_, flags_, desc_ }
 
@@ -30,6 +32,7 @@ static const char *const log_levels[] = { "debug", "info", "warn", "error", NULL
 static const char *const log_formats[] = { "text", "json", NULL };
 static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
+static const char *const tls_versions[] = { "1.2", "1.3", NULL };
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
@@ -73,7 +76,10 @@ const cfg__key_t cfg__keys[] = {
       "At shutdown, how long batches in flight may take to be acknowledged before streams are closed."),
 
     K("mqtt.listener", CFG__ADDR, mqtt.listener, "0.0.0.0:1883", 0, 0, NULL, D,
-      "MQTT listen address, host:port (IPv6 as [addr]:port)."),
+      "MQTT listen address, host:port (IPv6 as [addr]:port): one plain listener. Not with mqtt.listeners, "
+      "which replaces it (giving both is an error)."),
+    K("mqtt.listeners", CFG__LISTENERS, mqtt.listeners, NULL, 1, 16, NULL, 0,
+      "Several listeners, each plain or TLS (see below); when given, mqtt.listener must not be."),
     K("mqtt.max_payload_size", CFG__U32, mqtt.max_payload_size, "262144", 1, 268435455, NULL, D,
       "Largest PUBLISH payload accepted, in bytes."),
     K("mqtt.max_connections", CFG__U32, mqtt.max_connections, "10000", 1, 1000000, NULL, D,
@@ -212,6 +218,30 @@ const cfg__key_t cfg__mapping_keys[] = {
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 
+const cfg__key_t cfg__listener_keys[] = {
+    L("address", CFG__ADDR, address, NULL, 0, 0, NULL, R,
+      "Listen address, host:port (IPv6 as [addr]:port)."),
+    L("tls.cert_file", CFG__STR, tls.cert_file, NULL, 1, 4096, NULL, R,
+      "With tls: PEM server certificate, optionally followed by its intermediate CAs. Read at start "
+      "(a file that does not load is a configuration error) and again on SIGHUP."),
+    L("tls.key_file", CFG__STR, tls.key_file, NULL, 1, 4096, NULL, R,
+      "With tls: PEM private key of cert_file (unencrypted)."),
+    L("tls.ca_file", CFG__STR, tls.ca_file, "", 0, 4096, NULL, 0,
+      "PEM CAs that client certificates are checked against; a client may then present one, and an "
+      "untrusted one fails the handshake. Empty: no client certificate is asked for."),
+    L("tls.require_client_cert", CFG__BOOL, tls.require_client_cert, "false", 0, 0, NULL, 0,
+      "A client without a certificate that ca_file trusts fails the handshake (needs ca_file)."),
+    L("tls.min_version", CFG__ENUM, tls.min_version, "1.2", 0, 0, tls_versions, 0,
+      "Oldest TLS version accepted: 1.2 or 1.3."),
+    L("tls.ciphers", CFG__STR, tls.ciphers, "", 0, 4096, NULL, 0,
+      "OpenSSL cipher list for TLS 1.2 (`openssl ciphers` syntax); empty: OpenSSL's default. TLS 1.3 "
+      "suites are OpenSSL's."),
+    L("tls.use_identity_as_username", CFG__BOOL, tls.use_identity_as_username, "false", 0, 0, NULL, 0,
+      "The client certificate's Common Name is the client's user name (for auth.acl_file), instead of "
+      "the CONNECT's, which is then not checked against auth.password_file (needs require_client_cert)."),
+};
+const size_t cfg__nlistener_keys = sizeof cfg__listener_keys / sizeof cfg__listener_keys[0];
+
 const char *cfg__type_name(const cfg__key_t *k)
 {
     switch (k->type) {
@@ -226,6 +256,7 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__ATTRS: return "map";
     case CFG__CAPVALS: return "map of lists";
     case CFG__MAPPINGS: return "list";
+    case CFG__LISTENERS: return "list";
     }
     return "?";
 }

@@ -1,11 +1,14 @@
 /*
- * auth_files.c: auth.password_file and auth.acl_file read for the broker
- * (the parsers are gateway/auth). At start a file that does not load is a
- * configuration error that names the key, the file and the line (`tributary
- * check` and `run` exit 2); on SIGHUP (reload.c) the same error keeps the
- * files in force. The HTTP endpoint's bearer token file too.
+ * auth_files.c: the files the broker reads besides edge.yaml:
+ * auth.password_file and auth.acl_file (the parsers are gateway/auth), the
+ * TLS listeners' certificates and keys (gateway/broker/tls_ctx.c), and the
+ * HTTP endpoint's bearer token file. At start a file that does not load is
+ * a configuration error that names the key and the file (`tributary check`
+ * and `run` exit 2); on SIGHUP (reload.c) the same error keeps the files in
+ * force.
  */
 #include "gateway/gateway.h"
+#include "gateway/broker/broker.h"
 #include "base/base.h"
 
 #include <errno.h>
@@ -76,4 +79,12 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
         return TB_ECONFIG;
     }
     return 0;
+}
+
+int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen)
+{
+    broker_tls_t *t;
+    int rc = broker_tls_load(cfg, &t, err, errlen);
+    broker_tls_free(t);
+    return rc;
 }

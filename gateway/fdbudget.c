@@ -11,8 +11,8 @@
  *     files written by atomic replace, the directory syncs and the lock;
  *   - the replicator: 16 (gRPC's sockets while it reconnects, its wake-ups);
  *   - the operator's endpoint: its connection cap + 1 for a 503 refusal;
- *   - the MQTT broker: BROKER_REFUSAL_HEADROOM sockets past max_connections,
- *     accepted to be refused.
+ *   - the MQTT broker: its listening sockets, and BROKER_REFUSAL_HEADROOM
+ *     sockets past max_connections, accepted to be refused.
  * What is left is the most MQTT sockets the process can hold. The soft
  * limit is raised toward the hard one when that makes mqtt.max_connections
  * fit; if it still does not, max_connections is lowered to what fits and a
@@ -50,7 +50,7 @@ int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_
         return -errno;
     uint64_t open = open_fds();
     uint64_t reserved = open + (ntopics + 2) * LOG_FDS_PER_TOPIC + LOG_FDS_SPARE + REPLICATOR_FDS +
-                        http_conns + 1 + BROKER_REFUSAL_HEADROOM;
+                        http_conns + 1 + BROKER_REFUSAL_HEADROOM + (cfg->mqtt.nlisteners ? cfg->mqtt.nlisteners : 1);
     uint64_t want = reserved + cfg->mqtt.max_connections;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
         rlim_t to = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;

@@ -2,10 +2,13 @@
  * reload.c: SIGHUP. The file named by the running configuration is read
  * again and compared key by key (cfg_diff). Applied at once: log.level,
  * log.format, mqtt.topic_mappings[i].validation_policy (a mapping's
- * rule keeps its place; only the policy flips), and auth.*: the password
- * and ACL files are read again at every SIGHUP, changed or not, and swapped
- * in together (a check in flight ends with the old ones); a file that does
- * not parse refuses the whole reload, with its file and line. Everything else is named
+ * rule keeps its place; only the policy flips), auth.*: the password and
+ * ACL files are read again at every SIGHUP, changed or not, and swapped in
+ * together (a check in flight ends with the old ones), and the TLS
+ * listeners' certificates, keys and CAs, read again too and given to new
+ * handshakes (established connections keep theirs), with their
+ * mqtt.listeners[i].tls.* keys while the listeners stay the same; a file
+ * that does not load refuses the whole reload, with its file (and line). Everything else is named
  * in one log line as needing a restart, so an operator never believes a
  * change took effect when it did not. An invalid file is refused with its
  * error and changes nothing.
@@ -21,6 +24,7 @@
 typedef struct {
     broker_t *b;
     const cfg_t *next;
+    bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     char restart[1024];
     size_t restart_len;
     int applied;
@@ -63,6 +67,11 @@ static void on_diff(void *arg, const char *key)
     }
     if (strncmp(key, "auth.", 5) == 0 || strcmp(key, "http.auth_token_file") == 0)
         return; /* applied with the files (gw__reload) */
+    if (r->tls_keys && is(key, "mqtt.listeners[", "") && strstr(key, "].tls.")) {
+        tb_info("reload: TLS listener setting applied to new handshakes", TB_S("key", key));
+        r->applied++;
+        return; /* with the certificates (gw__reload) */
+    }
     size_t n = strlen(key);
     if (r->restart_len + n + 2 < sizeof r->restart) {
         if (r->restart_len)
@@ -70,6 +79,26 @@ static void on_diff(void *arg, const char *key)
         memcpy(r->restart + r->restart_len, key, n);
         r->restart_len += n;
         r->restart[r->restart_len] = '\0';
+    }
+}
+
+/* The same listeners, at the same addresses, the same ones TLS. */
+static bool same_listeners(const cfg_t *a, const cfg_t *b)
+{
+    if (a->mqtt.nlisteners != b->mqtt.nlisteners)
+        return false;
+    for (size_t i = 0; i < a->mqtt.nlisteners; i++)
+        if (strcmp(a->mqtt.listeners[i].address, b->mqtt.listeners[i].address) != 0 ||
+            a->mqtt.listeners[i].has_tls != b->mqtt.listeners[i].has_tls)
+            return false;
+    return a->mqtt.nlisteners || strcmp(a->mqtt.listener, b->mqtt.listener) == 0;
+}
+
+static void free_token(char *token)
+{
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
     }
 }
 
@@ -101,12 +130,29 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
         cfg_free(next);
         return;
     }
+    /* The certificates are read again at every SIGHUP, changed or not. With
+     * the same listeners (addresses, which are TLS) the new file's tls keys
+     * apply too; otherwise that needs a restart, and the running file's are
+     * read again (same paths, new contents: a rotation). */
+    bool same = same_listeners(running, next);
+    broker_tls_t *tls;
+    if (broker_tls_load(same ? next : running, &tls, err, sizeof err) < 0) {
+        tb_error("SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in force "
+                 "are kept", TB_S("why", err));
+        free_token(token);
+        auth_passwd_unref(pw);
+        auth_acl_unref(acl);
+        cfg_free(next);
+        return;
+    }
     if (http)
         http_service_set_token(http, token);
-    if (token) {
-        explicit_bzero(token, strlen(token));
-        free(token);
+    free_token(token);
+    if (b) {
+        broker_set_tls(b, tls); /* logs each listener's certificate: "mqtt TLS certificate reloaded" */
+        tls = NULL;
     }
+    broker_tls_free(tls);
     if (b) {
         broker_set_auth(b, next, pw, acl);
         if (*next->auth.password_file || *next->auth.acl_file)
@@ -115,7 +161,7 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     }
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
-    reload_t r = { .b = b, .next = next };
+    reload_t r = { .b = b, .next = next, .tls_keys = same };
     if (b)
         cfg_diff(running, next, on_diff, &r);
     if (r.restart_len)

@@ -9,7 +9,7 @@
  *               topic lookup and replication from the checkpoint, and the heartbeat
  *               (drains after the listener: in-flight batches get a grace, the
  *               checkpoint follows their acks, streams close)
- *   mqtt        the MQTT listener                    (drains first: acks, then goodbye)
+ *   mqtt        the MQTT listeners, plain and TLS    (drains first: acks, then goodbye)
  *   boot-complete                                    (marks /readyz's bootstrap step)
  *
  * The listener never waits for the cluster: registration runs on the
@@ -161,6 +161,13 @@ static int mqtt_start(gw__app_t *app, void *arg)
                 TB_U("acl_rules", acl ? auth_acl_rules(acl) : 0));
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
+    broker_tls_t *tls;
+    rc = broker_tls_load(app->cfg, &tls, err, sizeof err);
+    if (rc < 0) {
+        tb_error("cannot load the TLS certificates", TB_S("why", err));
+        return rc;
+    }
+    broker_set_tls(r->broker, tls);
     return broker_listen(r->broker);
 }
 

@@ -23,6 +23,9 @@
  * on a 2-core appliance): a storm of logins must not take the loop's core,
  * and the rest wait in a FIFO, in order (their connect timeout runs).
  *
+ * A TLS listener with use_identity_as_username has already authenticated
+ * its client by certificate (tls.c): its CN is the user name, for the ACL.
+ *
  * The password file and the ACL are reference counted: a check in flight
  * keeps the file it began with while SIGHUP swaps in the next one.
  */
@@ -300,6 +303,14 @@ broker_auth_t broker__auth_connect(broker_conn_t *c, const mqtt_packet_t *pkt, c
     const mqtt_connect_t *cn = &pkt->u.connect;
     free(c->username);
     c->username = NULL;
+    const char *vouched = c->tp->user ? c->tp->user(c) : NULL;
+    if (vouched) {
+        /* tls.use_identity_as_username: its verified certificate names it; the CONNECT's user name and
+         * password are not looked at (as Mosquitto does), nor throttled: the handshake was the check */
+        c->username = tb_strdup(vouched);
+        c->authenticated = true;
+        return BROKER_AUTH_OK;
+    }
     if (!cn->has_username || cn->username.n == 0) { /* an empty user name is none */
         if (!anonymous_allowed(srv)) {
             refused(c, METRICS_REFUSE_AUTH_ANONYMOUS, MQTT_RC_NOT_AUTHORIZED,

@@ -17,7 +17,7 @@
  * LIFETIME, in the order the process calls it (gateway/run.c):
  *   broker_new       loop handles (before wal_open: the writer may notify at once)
  *   broker_init      rules, topics, the session journal, every topic's log
- *   broker_listen    the MQTT listener
+ *   broker_listen    the MQTT listeners
  *   broker_drain     stop accepting, answer everything received, close connections
  *   broker_close     after wal_close: close the loop handles, free
  */
@@ -122,8 +122,17 @@ void broker_wal_notify(void *broker);
  * is the configuration); then drain (nothing to wait for) and close.
  */
 int broker_init(broker_t *b, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen);
-/* Listens on mqtt.listener. 0, or -errno (logged; nothing is listening). */
+/*
+ * Opens every listener: mqtt.listeners, or mqtt.listener alone; each is
+ * logged "mqtt listening" with its bound address (addr), its index
+ * (listener) and tls true/false. 0, or -errno / TB_ECONFIG (logged); then
+ * those already open are closed by broker_drain.
+ */
 int broker_listen(broker_t *b);
+/* Listeners (0 before broker_listen) and the address listener i bound, port
+ * 0 resolved (borrowed; NULL when it is not listening). */
+size_t broker_nlisteners(const broker_t *b);
+const char *broker_listener_addr(const broker_t *b, size_t i);
 /*
  * Stops accepting, finishes in-flight batches and acks, closes the
  * connections (their wills are stored); then cb(arg), from a later loop
@@ -167,5 +176,26 @@ int broker_set_policy(broker_t *b, size_t rule, cfg_policy_t p);
  * until they end. Without a call: no authentication, anonymous allowed.
  */
 void broker_set_auth(broker_t *b, const cfg_t *cfg, auth_passwd_t *pw, auth_acl_t *acl);
+
+/*
+ * The certificates and keys of every listener with tls in cfg
+ * (mqtt.listeners[i].tls), loaded into one OpenSSL context each: read
+ * without touching any broker, so that a file that does not load is found
+ * before anything changes. 0 and *out (NULL when no listener has tls), or
+ * TB_ECONFIG with err = "mqtt.listeners[i].tls.KEY (line N): FILE: why".
+ * Any thread.
+ */
+typedef struct broker_tls broker_tls_t;
+int broker_tls_load(const cfg_t *cfg, broker_tls_t **out /* OUT */, char *err, size_t errlen);
+size_t broker_tls_count(const broker_tls_t *t); /* TLS listeners in it */
+void broker_tls_free(broker_tls_t *t /* NULL: nothing */);
+/*
+ * Gives b the contexts of t (taken over, t freed; NULL: none), at start
+ * before broker_listen, and on reload: each TLS listener's next handshakes
+ * use its new context; established connections keep theirs. Logged, with
+ * each certificate's subject and expiry (a warning once expired). t must
+ * come from the configuration b runs on, or one with the same listeners.
+ */
+void broker_set_tls(broker_t *b, broker_tls_t *t);
 
 #endif

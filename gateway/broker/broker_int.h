@@ -125,13 +125,16 @@ typedef struct broker_batch_ctx {
 /*
  * TRANSPORT: how a connection's bytes reach its socket. conn.c speaks MQTT
  * over a byte stream and never touches the socket; a transport moves the
- * stream. tcp.c (plain TCP on libuv) is the first; TLS is one more file
- * with the same operations over the same TCP handle (c->tcp), its own
- * state in c->tp_state. The contract, every call on the loop thread:
+ * stream. tcp.c (plain TCP on libuv) is the first; tls.c (OpenSSL) the
+ * second, with the same operations over the same TCP handle (c->tcp), its
+ * own state in c->tp_state, and tcp.c's writing and closing under its
+ * records (broker__tcp_*). A listener picks its connections' transport.
+ * The contract, every call on the loop thread:
  *
- *  accept      takes the next connection from a listening handle: makes it
- *              (broker__conn_new), sets its socket up, then
- *              broker__conn_start(c, peer); on failure releases it.
+ *  accept      takes the next connection from a listening handle (its data
+ *              is the broker_listener_t): makes it (broker__conn_new), sets
+ *              its socket up, then broker__conn_start(c, peer); on failure
+ *              releases it.
  *  read_start  0 or -errno. While reading, the transport asks where to put
  *  read_stop   bytes (broker__conn_rx_buf) and hands over what arrived, in
  *              order (broker__conn_rx; n < 0 for the end: UV_EOF or an error).
@@ -148,6 +151,11 @@ typedef struct broker_batch_ctx {
  *              and dropping it when c->abort), then releases the socket,
  *              and calls broker__conn_released(c) once, from a later loop
  *              callback (never from inside close: conn.c still uses c after).
+ *  user        optional (NULL: none): a user name the transport has
+ *              authenticated (tls: the client certificate's CN, with
+ *              use_identity_as_username), or NULL; the transport's, valid
+ *              until close. A function, not a field: a plain connection
+ *              pays nothing for it.
  */
 typedef struct broker_transport {
     const char *name; /* "tcp": in logs */
@@ -157,15 +165,32 @@ typedef struct broker_transport {
     int (*write)(broker_conn_t *c, const uint8_t *p, size_t n);
     size_t (*queued)(const broker_conn_t *c);
     void (*close)(broker_conn_t *c);
+    const char *(*user)(const broker_conn_t *c);
 } broker_transport_t;
 
 extern const broker_transport_t broker__tcp; /* tcp.c */
+extern const broker_transport_t broker__tls; /* tls.c */
+
+/* tcp.c: the TCP half of the transports over c->tcp (tcp, and tls under its
+ * record layer). Its write state is c->tcp_tx. */
+/* Accepts from server into c->tcp, peer = "host:port". false: it failed, and
+ * c is released from the close callback (not started: do not touch it). */
+bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, char *peer, size_t peerlen);
+/* TRANSPORT's write on the socket: at once what the kernel takes, the rest
+ * in one uv_write at a time; keeps tx_queued, tx_held, tx_progress_ms. */
+int broker__tcp_send(broker_conn_t *c, const uint8_t *p, size_t n);
+/* TRANSPORT's close on the socket (queued bytes get write_timeout_ms, none
+ * when c->abort); closed(c) runs from the socket's close callback, after
+ * c->tcp_tx is freed: broker__conn_released, or a transport's own that
+ * frees its state and then calls it. */
+void broker__tcp_close(broker_conn_t *c, void (*closed)(broker_conn_t *c));
 
 struct broker_conn {
     /* the transport's */
     const broker_transport_t *tp;
     uv_tcp_t tcp;                   /* the socket (tcp and tls transports) */
-    void *tp_state;                 /* a transport's own state (tcp: none) */
+    void *tp_state;                 /* a transport's own state (tcp: none; tls: its session) */
+    struct broker_tcp_tx *tcp_tx;   /* tcp.c's write state (tcp and tls; NULL until needed) */
     size_t tx_queued;               /* bytes taken by tp->write, not yet on the socket */
     size_t tx_held;                 /* memory the transport holds for them (buffers, requests) */
     uint64_t tx_progress_ms;        /* loop time the queued bytes last moved */
@@ -246,13 +271,47 @@ struct broker_session {
 #define BROKER_DEAD_LETTER_TOPIC "$dead-letter"
 #define BROKER_JOURNAL_TOPIC "$sessions"
 
+/* One listening socket (server.c) and what its connections get: their
+ * transport and, for TLS, the context of their handshakes. */
+#define BROKER_MAX_LISTENERS 16 /* mqtt.listeners' bound */
+typedef struct broker_listener {
+    uv_tcp_t handle;                /* data: this listener (until closed) */
+    broker_t *srv;
+    uint32_t index;                 /* in mqtt.listeners; 0 for mqtt.listener */
+    const char *address;            /* as configured (the configuration's) */
+    const cfg_listener_t *cfg;      /* its entry; NULL for mqtt.listener */
+    const broker_transport_t *tp;   /* the transport of its connections */
+    struct broker_tls_ctx *tls;     /* tls.c: the context new handshakes use (a reference; NULL: plain) */
+    bool inited;                    /* handle initialised: closed with the broker's handles */
+    bool listening;
+    char bound[80];                 /* the address bound (port 0 resolved) */
+} broker_listener_t;
+
+struct ssl_ctx_st; /* OpenSSL's SSL_CTX and X509: only tls.c and tls_ctx.c include OpenSSL */
+struct x509_st;
+
+/* tls_ctx.c: a TLS listener's context, made from its tls keys
+ * (broker_tls_load); reference counted: its listener holds one. */
+struct broker_tls_ctx {
+    struct ssl_ctx_st *ctx;         /* the SSL_CTX (each SSL made from it holds it too) */
+    int refs;
+    bool use_identity;              /* tls.use_identity_as_username */
+    bool require_cert;              /* tls.require_client_cert */
+    bool expired;                   /* its certificate's notAfter had passed when loaded */
+    char *cert_file;                /* for logs */
+    char subject[128];              /* its certificate's CN */
+    char not_after[64];
+};
+void broker__tls_ctx_unref(struct broker_tls_ctx *t /* NULL: nothing */);
+/* The CN of x's subject (an X509 *), malloc'd; NULL when it has none (or one with a NUL). */
+char *broker__tls_common_name(struct x509_st *x);
+
 struct broker {
     uv_loop_t *loop;
     const cfg_t *cfg;
-    uv_tcp_t listener;
-    const broker_transport_t *listener_tp; /* the transport of its connections */
-    bool listening;
-    char listen_addr[80];
+    broker_listener_t listeners[BROKER_MAX_LISTENERS];
+    uint32_t nlisteners;
+    bool listening;                 /* any listener is */
     uv_timer_t sweep;               /* connect timeout and keepalive */
     uv_async_t wal_async;           /* the WAL writer's completions */
     uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
@@ -334,6 +393,8 @@ struct broker {
  */
 
 /* server.c (and broker.h) */
+/* Fills srv->listeners from the configuration (once; broker_set_tls and broker_listen call it). */
+void broker__set_listeners(broker_t *srv);
 /* During broker_drain: reports drained once nothing is in flight and every
  * closed connection's socket is released (write_timeout_ms bounds that). */
 void broker__check_drained(broker_t *srv);

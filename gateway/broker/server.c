@@ -185,15 +185,16 @@ static void wal_async_cb(uv_async_t *h)
 
 static void on_connection(uv_stream_t *s, int status)
 {
-    broker_t *srv = s->data;
+    broker_listener_t *l = s->data;
     if (status < 0) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
-            tb_warn("accept failed", TB_S("error", uv_strerror(status)), TB_U("suppressed", skipped));
+            tb_warn("accept failed", TB_S("listener", l->bound), TB_S("error", uv_strerror(status)),
+                    TB_U("suppressed", skipped));
         return;
     }
-    srv->listener_tp->accept(srv, s);
+    l->tp->accept(l->srv, s);
 }
 
 static void sweep_cb(uv_timer_t *h)
@@ -223,45 +224,103 @@ static int parse_addr(const char *s, struct sockaddr_storage *ss)
     return uv_ip4_addr(host, port, (struct sockaddr_in *)ss);
 }
 
-int broker_listen(broker_t *srv)
+static void handle_closed(uv_handle_t *h);
+static void close_handle(broker_t *srv, uv_handle_t *h);
+
+static void bound_name(uv_tcp_t *h, char *out, size_t outlen)
 {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    int rc = parse_addr(srv->cfg->mqtt.listener, &ss);
-    if (rc == 0)
-        rc = uv_tcp_init(srv->loop, &srv->listener);
-    if (rc < 0) {
-        tb_error("bad MQTT listener address", TB_S("listener", srv->cfg->mqtt.listener), TB_S("error", uv_strerror(rc)));
-        return rc;
-    }
-    srv->listener.data = srv;
-    srv->listener_tp = &broker__tcp;
-    rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 1024, on_connection);
-    if (rc < 0) {
-        tb_error("cannot listen for MQTT", TB_S("listener", srv->cfg->mqtt.listener), TB_S("error", uv_strerror(rc)));
-        uv_close((uv_handle_t *)&srv->listener, NULL);
-        return rc;
-    }
-    srv->listening = true;
     struct sockaddr_storage bound;
     int len = sizeof bound;
-    uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &len);
-    char host[64];
-    int port;
+    char host[64] = "?";
+    int port = 0;
+    memset(&bound, 0, sizeof bound);
+    uv_tcp_getsockname(h, (struct sockaddr *)&bound, &len);
     if (bound.ss_family == AF_INET6) {
         uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof host);
         port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
-        snprintf(srv->listen_addr, sizeof srv->listen_addr, "[%s]:%d", host, port);
+        snprintf(out, outlen, "[%s]:%d", host, port);
     } else {
         uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof host);
         port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-        snprintf(srv->listen_addr, sizeof srv->listen_addr, "%s:%d", host, port);
+        snprintf(out, outlen, "%s:%d", host, port);
+    }
+}
+
+/* Opens listener l. 0, or -errno (logged; l's handle, if made, closes with the broker's). */
+static int listen_one(broker_t *srv, broker_listener_t *l)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    int rc = parse_addr(l->address, &ss);
+    if (rc < 0) {
+        tb_error("bad MQTT listener address", TB_S("listener", l->address), TB_S("error", uv_strerror(rc)));
+        return rc;
+    }
+    if (l->cfg && l->cfg->has_tls && !l->tls) {
+        tb_error("TLS listener without its certificates (broker_set_tls was not given them)",
+                 TB_S("listener", l->address));
+        return TB_ECONFIG;
+    }
+    rc = uv_tcp_init(srv->loop, &l->handle);
+    if (rc < 0) {
+        tb_error("cannot listen for MQTT", TB_S("listener", l->address), TB_S("error", uv_strerror(rc)));
+        return rc;
+    }
+    l->inited = true;
+    l->handle.data = l;
+    rc = uv_tcp_bind(&l->handle, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&l->handle, 1024, on_connection);
+    if (rc < 0) {
+        tb_error("cannot listen for MQTT", TB_S("listener", l->address), TB_S("error", uv_strerror(rc)));
+        return rc;
+    }
+    l->listening = true;
+    srv->listening = true;
+    bound_name(&l->handle, l->bound, sizeof l->bound);
+    /* the first line keeps its old shape (msg, addr first): tests and tools find the port in it */
+    tb_info("mqtt listening", TB_S("addr", l->bound), TB_U("listener", l->index), TB_B("tls", l->tls != NULL),
+            TB_U("max_connections", srv->max_connections));
+    return 0;
+}
+
+/* The listeners of the configuration: mqtt.listeners, or mqtt.listener alone. */
+void broker__set_listeners(broker_t *srv)
+{
+    const cfg_t *cfg = srv->cfg;
+    if (srv->nlisteners)
+        return; /* made already (broker_set_tls before broker_listen) */
+    srv->nlisteners = cfg->mqtt.nlisteners ? (uint32_t)TB_MIN(cfg->mqtt.nlisteners, BROKER_MAX_LISTENERS) : 1;
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        broker_listener_t *l = &srv->listeners[i];
+        l->srv = srv;
+        l->index = i;
+        l->cfg = cfg->mqtt.nlisteners ? &cfg->mqtt.listeners[i] : NULL;
+        l->address = l->cfg ? l->cfg->address : cfg->mqtt.listener;
+        l->tp = &broker__tcp;
+    }
+}
+
+int broker_listen(broker_t *srv)
+{
+    broker__set_listeners(srv);
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        int rc = listen_one(srv, &srv->listeners[i]);
+        if (rc < 0)
+            return rc; /* those already open close at drain */
     }
     uv_timer_start(&srv->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
-    tb_info("mqtt listening", TB_S("addr", srv->listen_addr), TB_U("max_connections", srv->max_connections));
     return 0;
+}
+
+size_t broker_nlisteners(const broker_t *srv)
+{
+    return srv->nlisteners;
+}
+
+const char *broker_listener_addr(const broker_t *srv, size_t i)
+{
+    return i < srv->nlisteners && srv->listeners[i].listening ? srv->listeners[i].bound : NULL;
 }
 
 uint32_t broker__max_packet(const cfg_t *cfg)
@@ -345,10 +404,13 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     srv->draining = true;
     srv->drained_cb = cb;
     srv->drained_arg = arg;
-    if (srv->listening) {
-        uv_close((uv_handle_t *)&srv->listener, NULL);
-        srv->listening = false;
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        broker_listener_t *l = &srv->listeners[i];
+        if (l->inited)
+            close_handle(srv, (uv_handle_t *)&l->handle); /* counted: broker_close waits for it */
+        l->listening = false;
     }
+    srv->listening = false;
     for (broker_conn_t *c = srv->conns; c; c = c->next)
         broker__conn_pause(c);
     flush_all(srv);
@@ -363,8 +425,8 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
 static void handle_closed(uv_handle_t *h)
 {
     broker_t *srv = h->data;
-    if (--srv->closing_handles > 0)
-        return;
+    if (--srv->closing_handles > 0 || !srv->closed_cb)
+        return; /* a listener closed at drain, before broker_close */
     for (size_t i = 0;; i++) {
         broker_topic_t *t = i < srv->ntopics ? &srv->topics[i] : broker__local_topic(srv, i - srv->ntopics);
         if (!t)
@@ -386,6 +448,8 @@ static void handle_closed(uv_handle_t *h)
     free(srv->rules);
     free(srv->scratch);
     router_free(srv->router);
+    for (uint32_t i = 0; i < srv->nlisteners; i++)
+        broker__tls_ctx_unref(srv->listeners[i].tls);
     auth_passwd_unref(srv->passwd);
     auth_acl_unref(srv->acl);
     free(srv->auth_addrs);
@@ -408,12 +472,15 @@ void broker_close(broker_t *srv, void (*cb)(void *arg), void *arg)
 {
     srv->closed_cb = cb;
     srv->closed_arg = arg;
-    srv->closing_handles = 1; /* held until every close below is started */
+    srv->closing_handles++; /* held until every close below is started (listeners may still be closing) */
     broker__sessions_free(srv);
     broker__conn_flush_dirty(srv);
     close_handle(srv, (uv_handle_t *)&srv->sweep);
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
     close_handle(srv, (uv_handle_t *)&srv->flush_check);
+    for (uint32_t i = 0; i < srv->nlisteners; i++)
+        if (srv->listeners[i].inited)
+            close_handle(srv, (uv_handle_t *)&srv->listeners[i].handle); /* never listened, or no drain */
     for (size_t i = 0; i < srv->ntopics; i++)
         close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
     for (size_t i = 0; broker__local_topic(srv, i); i++)

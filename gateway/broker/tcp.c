@@ -1,13 +1,14 @@
 /*
  * tcp.c: the plain TCP transport (broker_int.h, TRANSPORT): a connection's
- * byte stream on a libuv TCP handle.
+ * byte stream on a libuv TCP handle; and the TCP half that the TLS
+ * transport (tls.c) shares: accepting, writing, closing (broker__tcp_*).
  *
  * Reads go where the connection says (broker__conn_rx_buf: the loop's
  * shared buffer, or behind an incomplete packet). A write is tried at once
  * with uv_try_write when nothing is queued; what the kernel does not take
  * goes in one uv_write, which holds a reference to the connection until its
  * callback (see tx_t for what is written meanwhile). Closing is bounded in
- * time (tcp_close); the close callback releases the connection.
+ * time (broker__tcp_close); the close callback releases the connection.
  */
 #include "gateway/broker/broker_int.h"
 
@@ -27,18 +28,17 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void on_close(uv_handle_t *h);
 
-static void tcp_accept(broker_t *srv, uv_stream_t *server)
+bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, char *peer, size_t peerlen)
 {
-    broker_conn_t *c = broker__conn_new(srv, &broker__tcp);
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         c->tp_closed = true;
         uv_close((uv_handle_t *)&c->tcp, on_close);
-        return;
+        return false;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    char peer[64] = "";
+    peer[0] = '\0';
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
@@ -51,9 +51,17 @@ static void tcp_accept(broker_t *srv, uv_stream_t *server)
             uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
             port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         }
-        snprintf(peer, sizeof peer, "%s:%d", host, port);
+        snprintf(peer, peerlen, "%s:%d", host, port);
     }
-    broker__conn_start(c, peer);
+    return true;
+}
+
+static void tcp_accept(broker_t *srv, uv_stream_t *server)
+{
+    broker_conn_t *c = broker__conn_new(srv, &broker__tcp);
+    char peer[64];
+    if (broker__tcp_accept(srv, server, c, peer, sizeof peer))
+        broker__conn_start(c, peer);
 }
 
 static int tcp_read_start(broker_conn_t *c)
@@ -76,7 +84,7 @@ static void tcp_read_stop(broker_conn_t *c)
  * at once, and freed with the connection's socket; its buffers are freed
  * whenever everything has gone, so an idle connection holds none.
  */
-typedef struct tx {
+typedef struct broker_tcp_tx {
     uv_write_t req;
     broker_conn_t *conn;
     uint8_t *buf;          /* the write in flight */
@@ -84,6 +92,7 @@ typedef struct tx {
     tb_buf_t backlog;      /* written since, waiting for it */
     bool busy;
     uv_timer_t *deadline;  /* while closing with writes queued: the write_timeout_ms bound */
+    void (*closed)(broker_conn_t *c); /* broker__tcp_close's: after the socket is released */
 } tx_t;
 
 static size_t held(const tx_t *t)
@@ -93,7 +102,7 @@ static size_t held(const tx_t *t)
 
 static void account(broker_conn_t *c)
 {
-    tx_t *t = c->tp_state;
+    tx_t *t = c->tcp_tx;
     c->tx_queued = t ? t->len + t->backlog.len : 0;
     c->tx_held = held(t);
 }
@@ -150,9 +159,20 @@ static void on_write(uv_write_t *req, int status)
     broker__conn_unref(c);
 }
 
-static int tcp_write(broker_conn_t *c, const uint8_t *p, size_t n)
+static tx_t *tx_of(broker_conn_t *c)
 {
-    tx_t *t = c->tp_state;
+    if (!c->tcp_tx) {
+        tx_t *t = tb_calloc(1, sizeof *t);
+        t->conn = c;
+        t->req.data = t;
+        c->tcp_tx = t;
+    }
+    return c->tcp_tx;
+}
+
+int broker__tcp_send(broker_conn_t *c, const uint8_t *p, size_t n)
+{
+    tx_t *t = c->tcp_tx;
     if (t && t->busy) {
         tb_buf_append(&t->backlog, p, n); /* goes when the write in flight completes */
         account(c);
@@ -167,12 +187,7 @@ static int tcp_write(broker_conn_t *c, const uint8_t *p, size_t n)
         return k;
     if (off == n)
         return 0;
-    if (!t) {
-        t = tb_calloc(1, sizeof *t);
-        t->conn = c;
-        t->req.data = t;
-        c->tp_state = t;
-    }
+    t = tx_of(c);
     size_t left = n - off;
     if (t->cap < left) {
         t->buf = tb_realloc(t->buf, left);
@@ -189,6 +204,11 @@ static int tcp_write(broker_conn_t *c, const uint8_t *p, size_t n)
     return rc;
 }
 
+static int tcp_write(broker_conn_t *c, const uint8_t *p, size_t n)
+{
+    return broker__tcp_send(c, p, n);
+}
+
 static size_t tcp_queued(const broker_conn_t *c)
 {
     return c->tx_queued;
@@ -202,17 +222,20 @@ static void deadline_closed(uv_handle_t *h)
 static void on_close(uv_handle_t *h)
 {
     broker_conn_t *c = h->data;
-    tx_t *t = c->tp_state;
+    tx_t *t = c->tcp_tx;
+    void (*closed)(broker_conn_t *) = broker__conn_released;
     if (t) {
         if (t->deadline)
             uv_close((uv_handle_t *)t->deadline, deadline_closed);
+        if (t->closed)
+            closed = t->closed;
         free(t->buf);
         tb_buf_free(&t->backlog);
         free(t);
-        c->tp_state = NULL;
+        c->tcp_tx = NULL;
     }
     account(c);
-    broker__conn_released(c);
+    closed(c);
 }
 
 static void close_now(broker_conn_t *c)
@@ -249,9 +272,13 @@ static void deadline_cb(uv_timer_t *h)
  * DISCONNECT, the last acks) get mqtt.write_timeout_ms to leave, then a
  * shutdown; past the deadline the socket is released anyway.
  */
-static void tcp_close(broker_conn_t *c)
+void broker__tcp_close(broker_conn_t *c, void (*closed)(broker_conn_t *c))
 {
-    tx_t *t = c->tp_state;
+    tx_t *t = c->tcp_tx;
+    if (closed != broker__conn_released) {
+        t = tx_of(c); /* where the close callback finds it */
+        t->closed = closed;
+    }
     if (c->abort) {
         close_now(c);
         return;
@@ -268,6 +295,11 @@ static void tcp_close(broker_conn_t *c)
         free(req);
         close_now(c);
     }
+}
+
+static void tcp_close(broker_conn_t *c)
+{
+    broker__tcp_close(c, broker__conn_released);
 }
 
 const broker_transport_t broker__tcp = {

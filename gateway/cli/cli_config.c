@@ -33,7 +33,7 @@ int cli_parse_config_opt(int argc, char **argv, const char **path)
     return 0;
 }
 
-int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen)
+int cli_check_files(const cfg_t *cfg, char *err, size_t errlen)
 {
     auth_passwd_t *pw;
     auth_acl_t *acl;
@@ -48,7 +48,7 @@ int cli_check_auth_files(const cfg_t *cfg, char *err, size_t errlen)
         explicit_bzero(token, strlen(token));
         free(token);
     }
-    return 0;
+    return gw_tls_check(cfg, err, errlen) < 0 ? -1 : 0;
 }
 
 int cli_check(int argc, char **argv)
@@ -67,7 +67,7 @@ int cli_check(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return GW_EXIT_USAGE;
     }
-    if (cli_check_auth_files(cfg, err, sizeof err) < 0) {
+    if (cli_check_files(cfg, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cfg->source, err);
         cfg_free(cfg);
         return GW_EXIT_USAGE;

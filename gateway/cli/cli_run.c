@@ -16,7 +16,7 @@ int cli_run(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return GW_EXIT_USAGE;
     }
-    if (cli_check_auth_files(cfg, err, sizeof err) < 0) {
+    if (cli_check_files(cfg, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cfg->source, err);
         cfg_free(cfg);
         return GW_EXIT_USAGE;

@@ -332,6 +332,7 @@ typedef enum {
                                         last bytes were not taken in that time) */
     METRICS_CLOSE_PACKET_TIMEOUT,    /* a packet begun was not complete within mqtt.packet_timeout_ms */
     METRICS_CLOSE_MEMORY_LIMIT,      /* it would have passed mqtt.max_partial_bytes */
+    METRICS_CLOSE_TLS_HANDSHAKE,     /* its TLS handshake failed (not TLS, no trusted certificate, ...) */
     METRICS_CLOSE__COUNT
 } metrics_close_t;
 extern const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT];

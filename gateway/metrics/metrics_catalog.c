@@ -238,6 +238,7 @@ const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_WRITE_TIMEOUT] = "write_timeout",
     [METRICS_CLOSE_PACKET_TIMEOUT] = "packet_timeout",
     [METRICS_CLOSE_MEMORY_LIMIT] = "memory_limit",
+    [METRICS_CLOSE_TLS_HANDSHAKE] = "tls_handshake",
 };
 
 const int metrics_http_codes[] = { 200, 400, 401, 404, 405, 408, 413, 431, 500, 503, 505, 0 /* other */ };

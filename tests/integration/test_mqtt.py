@@ -9,7 +9,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tlib.gateway import Gateway, wal_dump, wait_for  # noqa: E402
+from tlib.gateway import BIN, Gateway, wal_dump, wait_for  # noqa: E402
 from tlib import mqttraw as m  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
@@ -345,6 +345,37 @@ class UnmatchedDrop(GatewayCase):
         c.send(m.publish("nowhere/z", "x", qos=1, pid=4))
         self.assertEqual(c.expect(m.PUBACK).packet_id, 4)
         self.assertEqual(self.records("nowhere/z"), [])
+
+
+class Listeners(unittest.TestCase):
+    def test_every_listener_of_mqtt_listeners_serves(self):
+        """mqtt.listeners with two plain entries (IPv4 and IPv6 loopback):
+        each is logged "mqtt listening" with its index and tls=false, and
+        each takes a client whose message is stored."""
+        yaml = CONFIG.replace('  listener: "127.0.0.1:0"\n',
+                              '  listeners:\n    - address: "127.0.0.1:0"\n    - address: "[::1]:0"\n')
+        with Gateway(yaml % {"unmatched": "reject"}) as g:
+            ports = g.mqtt_ports(2)
+            self.assertEqual(g.mqtt_tls(2), {0: False, 1: False})
+            for i, host in ((0, "127.0.0.1"), (1, "::1")):
+                c = m.Raw(ports[i], host=host)
+                c.send(m.connect(f"listener-{i}", version=5))
+                self.assertEqual(c.expect(m.CONNACK).reason(), 0)
+                c.send(m.publish("dev/l/tele", f"via-{i}", qos=1, pid=1, version=5))
+                self.assertEqual(c.expect(m.PUBACK).packet_id, 1)
+                c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+            got = sorted(r["payload"] for r in wal_dump(os.path.join(g.dir, "wal")) if r["mqtt_topic"] == "dev/l/tele")
+            self.assertEqual(got, ["via-0", "via-1"])
+
+    def test_mqtt_listener_with_mqtt_listeners_is_refused(self):
+        yaml = CONFIG.replace('  listener: "127.0.0.1:0"\n',
+                              '  listener: "127.0.0.1:0"\n  listeners:\n    - address: "127.0.0.1:0"\n')
+        g = Gateway(yaml % {"unmatched": "reject"})
+        r = subprocess.run([BIN, "check", "-c", g.config], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("mqtt.listener:", r.stderr)
+        self.assertIn("mqtt.listeners", r.stderr)
 
 
 if __name__ == "__main__":

@@ -92,9 +92,29 @@ class Gateway:
                 return False
         return wait_for(connectable, timeout, what=f"port {port}")
 
-    def mqtt_port(self, timeout=10.0):
-        """The MQTT port the gateway bound (listener may be port 0)."""
-        return self._bound("mqtt listening", timeout)
+    def mqtt_port(self, timeout=10.0, listener=0):
+        """The MQTT port the gateway bound for a listener (mqtt.listener, or
+        mqtt.listeners[listener]; its address may have port 0)."""
+        return self.mqtt_ports(listener + 1, timeout)[listener]
+
+    def mqtt_ports(self, n=1, timeout=10.0):
+        """{listener index: bound port} once n "mqtt listening" lines are in
+        this run's log; mqtt_tls() says which listeners are TLS."""
+        return {i: p for i, (p, _) in self._listeners(n, timeout).items()}
+
+    def mqtt_tls(self, n=1, timeout=10.0):
+        return {i: t for i, (_, t) in self._listeners(n, timeout).items()}
+
+    def _listeners(self, n, timeout):
+        pat = re.compile(r'(?:msg="mqtt listening"|"msg":"mqtt listening").*?addr[=":]+\[?([0-9a-f.:]*?)\]?:(\d+)'
+                         r'"?[ ,]+"?listener"?[=:](\d+)[ ,]+"?tls"?[=:](true|false)')
+
+        def found():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited ({self.proc.returncode}):\n{self.log()}")
+            got = {int(m.group(3)): (int(m.group(2)), m.group(4) == "true") for m in pat.finditer(self.run_log())}
+            return got if len(got) >= n else None
+        return wait_for(found, timeout, what=f"{n} 'mqtt listening' log lines")
 
     def http_port(self, timeout=10.0):
         return self._bound("http listening", timeout)

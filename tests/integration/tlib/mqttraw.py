@@ -3,6 +3,7 @@ broken) and reads the server's answers with deadlines. Real clients (paho,
 mosquitto_pub, libmosquitto) are used for everything a real client can do;
 this is for what they cannot: malformed bytes, exact reason codes, replays."""
 import socket
+import ssl
 import struct
 import time
 
@@ -188,7 +189,7 @@ class Raw:
             self.sock.settimeout(left)
             try:
                 chunk = self.sock.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError):  # TLS: an alert, or the end without close_notify
                 chunk = b""
             if not chunk:
                 return None
@@ -211,3 +212,18 @@ class Raw:
 
     def close(self):
         self.sock.close()
+
+
+class TlsRaw(Raw):
+    """Raw over TLS (python's ssl): ctx says what is verified and with which
+    client certificate; server_hostname is checked against the server's."""
+
+    def __init__(self, port, ctx, host="127.0.0.1", server_hostname="localhost", timeout=5.0, session=None):
+        tcp = socket.create_connection((host, port), timeout=timeout)
+        try:
+            self.sock = ctx.wrap_socket(tcp, server_hostname=server_hostname, session=session)
+        except BaseException:
+            tcp.close()
+            raise
+        self.buf = b""
+        self.timeout = timeout

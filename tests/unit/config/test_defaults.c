@@ -58,6 +58,9 @@ static bool same_field(const cfg__key_t *k, const cfg_t *a, const cfg_t *b, char
     case CFG__MAPPINGS:
         snprintf(why, whylen, "%zu vs %zu mappings", a->mqtt.nmappings, b->mqtt.nmappings);
         return a->mqtt.nmappings == b->mqtt.nmappings;
+    case CFG__LISTENERS:
+        snprintf(why, whylen, "%zu vs %zu listeners", a->mqtt.nlisteners, b->mqtt.nlisteners);
+        return a->mqtt.nlisteners == b->mqtt.nlisteners;
     default:
         snprintf(why, whylen, "type %d not compared", (int)k->type);
         return false;

@@ -15,6 +15,11 @@ static void tick_cb(uv_timer_t *t)
 
 void hb_open(hb_t *h)
 {
+    hb_open_with(h, "");
+}
+
+void hb_open_with(hb_t *h, const char *mqtt_extra)
+{
     memset(h, 0, sizeof *h);
     snprintf(h->dir, sizeof h->dir, "/tmp/tb_broker_XXXXXX");
     cr_assert_not_null(mkdtemp(h->dir));
@@ -22,15 +27,16 @@ void hb_open(hb_t *h)
     h->logfd = open(h->logpath, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0600);
     cr_assert_geq(h->logfd, 0);
     tb_log_setup(TB_LOG_DEBUG, TB_LOG_TEXT, h->logfd);
-    char yaml[1024], err[512];
+    char yaml[4096], err[512];
     snprintf(yaml, sizeof yaml,
              "edge: {edge_name: edge1, cluster_url: \"http://127.0.0.1:1\"}\n"
              "mqtt:\n"
              "  ingestion: {batch_timeout_ms: 5}\n"
+             "%s"
              "  topic_mappings:\n"
              "    - {mqtt_pattern: \"t/#\", danube_topic: /edge1/t}\n"
              "wal: {dir: \"%s/wal\", fsync: never}\n",
-             h->dir);
+             mqtt_extra, h->dir);
     cr_assert_eq(cfg_load_string("test", yaml, strlen(yaml), NULL, &h->cfg, err, sizeof err), 0, "%s", err);
     cr_assert_eq(uv_loop_init(&h->loop), 0);
     uv_timer_init(&h->loop, &h->tick);

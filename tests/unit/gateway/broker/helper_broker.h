@@ -32,6 +32,8 @@ typedef struct hb {
 
 /* A broker over one mapping t/# -> /edge1/t, the log in a new directory. */
 void hb_open(hb_t *h);
+/* The same with more keys under mqtt: (YAML lines indented by two spaces). */
+void hb_open_with(hb_t *h, const char *mqtt_extra);
 /* Drains (waiting until every fake connection was released), closes the log and the broker, asserts the loop closed with nothing left, removes the directory. */
 void hb_close(hb_t *h);
 /* Turns the loop until cond(arg) or timeout_ms; returns the last cond. */

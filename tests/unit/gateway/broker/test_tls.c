@@ -1,0 +1,375 @@
+/*
+ * The TLS transport (tls.c) and its contexts (tls_ctx.c) on a real
+ * listener on 127.0.0.1: a client thread speaks TLS through memory BIOs
+ * over a blocking socket (so it can put several records in one TCP write),
+ * while the test's thread turns the broker's loop until it is done.
+ *
+ * The certificate is made here with OpenSSL (EC P-256, self-signed, CN
+ * and SAN 127.0.0.1) in a directory of the test's own.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "helper_broker.h"
+
+static char certdir[64], cert[128], key[128];
+
+static void make_cert(void)
+{
+    snprintf(certdir, sizeof certdir, "/tmp/tb_tls_XXXXXX");
+    cr_assert_not_null(mkdtemp(certdir));
+    snprintf(cert, sizeof cert, "%s/server.pem", certdir);
+    snprintf(key, sizeof key, "%s/server.key", certdir);
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    cr_assert_not_null(pk);
+    X509 *x = X509_new();
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -60);
+    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+    X509_set_pubkey(x, pk);
+    X509_NAME *n = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"127.0.0.1", -1, -1, 0);
+    X509_set_issuer_name(x, n);
+    X509V3_CTX v3;
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    cr_assert(X509_sign(x, pk, EVP_sha256()) > 0);
+    FILE *f = fopen(cert, "w");
+    PEM_write_X509(f, x);
+    fclose(f);
+    f = fopen(key, "w");
+    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(pk);
+}
+
+static void rm_certs(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", certdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A broker with one TLS listener on 127.0.0.1:0 (and `extra` under mqtt:); its port. */
+static int open_tls(hb_t *h, const char *extra)
+{
+    make_cert();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "  listeners:\n"
+             "    - address: \"127.0.0.1:0\"\n"
+             "      tls: {cert_file: \"%s\", key_file: \"%s\"}\n"
+             "%s",
+             cert, key, extra);
+    hb_open_with(h, yaml);
+    broker_tls_t *t;
+    char err[512];
+    cr_assert_eq(broker_tls_load(h->cfg, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(broker_tls_count(t), 1);
+    broker_set_tls(h->b, t);
+    cr_assert_eq(broker_listen(h->b), 0);
+    const char *addr = broker_listener_addr(h->b, 0);
+    cr_assert_not_null(addr);
+    return atoi(strrchr(addr, ':') + 1);
+}
+
+/* ---- the client (its own thread) --------------------------------------------- */
+
+typedef struct client {
+    int port;
+    bool garbage;          /* send an HTTP request instead of a ClientHello */
+    int publishes;         /* QoS 1 PUBLISHes sent with the CONNECT, each its own record, one TCP write */
+    bool half_close;       /* then shut the socket's sending side at once, and read until the server closes */
+    int fd;
+    SSL *ssl;
+    BIO *rd, *wr;
+    uint8_t in[4096];      /* plaintext read */
+    size_t in_len;
+    bool handshake_ok, closed_by_server;
+    int pubacks;
+    atomic_bool done;
+    char why[256];
+} client_t;
+
+static void flush_out(client_t *k)
+{
+    char buf[16384];
+    int n;
+    while ((n = BIO_read(k->wr, buf, sizeof buf)) > 0)
+        if (send(k->fd, buf, (size_t)n, MSG_NOSIGNAL) != n) /* no cr_assert off the test's thread */
+            snprintf(k->why, sizeof k->why, "send failed");
+}
+
+/* Reads from the socket into the SSL; false at the end of the stream. */
+static bool feed(client_t *k)
+{
+    char buf[16384];
+    ssize_t n = recv(k->fd, buf, sizeof buf, 0);
+    if (n <= 0)
+        return false;
+    BIO_write(k->rd, buf, (int)n);
+    return true;
+}
+
+static void *client_main(void *arg)
+{
+    client_t *k = arg;
+    k->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)k->port) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct timeval tv = { 5, 0 };
+    setsockopt(k->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(k->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        snprintf(k->why, sizeof k->why, "connect failed");
+        goto out;
+    }
+    if (k->garbage) {
+        const char req[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        send(k->fd, req, sizeof req - 1, MSG_NOSIGNAL);
+        char buf[256];
+        while (recv(k->fd, buf, sizeof buf, 0) > 0) {
+        }
+        k->closed_by_server = true;
+        goto out;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx, cert, NULL);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    k->ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx);
+    k->rd = BIO_new(BIO_s_mem());
+    k->wr = BIO_new(BIO_s_mem());
+    SSL_set_bio(k->ssl, k->rd, k->wr);
+    SSL_set_connect_state(k->ssl);
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), "127.0.0.1");
+    for (;;) {
+        int r = SSL_do_handshake(k->ssl);
+        flush_out(k);
+        if (r == 1)
+            break;
+        if (SSL_get_error(k->ssl, r) != SSL_ERROR_WANT_READ || !feed(k)) {
+            snprintf(k->why, sizeof k->why, "handshake: %s", ERR_reason_error_string(ERR_peek_last_error()));
+            goto out;
+        }
+    }
+    k->handshake_ok = true;
+    /* MQTT 3.1.1 CONNECT, client id "tls", then the PUBLISHes: records written together */
+    const uint8_t connect_[] = { 0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 60, 0, 3, 't', 'l', 's' };
+    SSL_write(k->ssl, connect_, sizeof connect_);
+    for (int i = 1; i <= k->publishes; i++) {
+        const uint8_t p[] = { 0x32, 9, 0, 3, 't', '/', 'x', 0, (uint8_t)i, 'h', 'i' };
+        SSL_write(k->ssl, p, sizeof p);
+    }
+    flush_out(k); /* one send: every record in one TCP write */
+    if (k->half_close) {
+        shutdown(k->fd, SHUT_WR);
+        while (feed(k)) {
+        }
+        goto out;
+    }
+    /* CONNACK, then a PUBACK for each */
+    while (k->pubacks < k->publishes || k->in_len < 4) {
+        int n = SSL_read(k->ssl, k->in + k->in_len, (int)(sizeof k->in - k->in_len));
+        if (n > 0) {
+            k->in_len += (size_t)n;
+            k->pubacks = 0;
+            for (size_t i = 4; i + 4 <= k->in_len; i += 4)
+                k->pubacks += k->in[i] == 0x40;
+            continue;
+        }
+        flush_out(k);
+        if (SSL_get_error(k->ssl, n) != SSL_ERROR_WANT_READ || !feed(k)) {
+            snprintf(k->why, sizeof k->why, "read: the stream ended with %d PUBACKs", k->pubacks);
+            goto out;
+        }
+    }
+out:
+    if (k->ssl)
+        SSL_free(k->ssl);
+    close(k->fd);
+    atomic_store(&k->done, true);
+    return NULL;
+}
+
+static bool client_done(void *arg)
+{
+    return atomic_load(&((client_t *)arg)->done);
+}
+
+static void run_client(hb_t *h, client_t *k)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, client_main, k), 0);
+    cr_assert(hb_run_until(h, client_done, k, 10000), "the client did not finish");
+    pthread_join(th, NULL);
+}
+
+typedef struct { hb_t *h; uint64_t n; } count_t;
+static bool handshakes_failed(void *arg)
+{
+    count_t *w = arg;
+    return w->h->b->conn_closed[METRICS_CLOSE_TLS_HANDSHAKE] >= w->n;
+}
+
+/* ---- tests --------------------------------------------------------------------- */
+
+Test(tls, mqtt_over_tls_reaches_the_broker_and_answers)
+{
+    hb_t h;
+    client_t k = { .publishes = 1 };
+    k.port = open_tls(&h, "");
+    run_client(&h, &k);
+    cr_assert(k.handshake_ok, "%s", k.why);
+    cr_assert_eq(k.pubacks, 1, "%s", k.why);
+    cr_assert_eq(memcmp(k.in, "\x20\x02\x00\x00", 4), 0, "a CONNACK first");
+    cr_assert(hb_log_has(&h, "tls=true"), "the listener says it is TLS");
+    hb_close(&h);
+    rm_certs();
+}
+
+Test(tls, records_left_at_a_pause_are_read_when_reading_resumes)
+{
+    /* receive_maximum 1: the broker stops reading after each PUBLISH until
+     * its PUBACK. The client's 5 PUBLISHes came in one TCP write, so the
+     * 4 behind the first are already read from the socket: libuv will never
+     * report them again, and only the transport's own restart answers them. */
+    hb_t h;
+    client_t k = { .publishes = 5 };
+    k.port = open_tls(&h, "  receive_maximum: 1\n");
+    run_client(&h, &k);
+    cr_assert(k.handshake_ok, "%s", k.why);
+    cr_assert_eq(k.pubacks, 5, "%s", k.why);
+    cr_assert_eq(broker_topic(h.b, 0)->received, 5);
+    hb_close(&h); /* asserts partial_bytes went back to 0: the kept ciphertext was given back */
+    rm_certs();
+}
+
+static bool received5(void *arg)
+{
+    return broker_topic(((hb_t *)arg)->b, 0)->received >= 5;
+}
+
+Test(tls, records_before_the_end_of_the_stream_are_read_first)
+{
+    /* The same 5 PUBLISHes, then the client closes its side at once: the
+     * end of the stream must not overtake the records kept at a pause
+     * (every one is received, as over plain TCP, where the kernel keeps
+     * them in order with the FIN). */
+    hb_t h;
+    client_t k = { .publishes = 5, .half_close = true };
+    k.port = open_tls(&h, "  receive_maximum: 1\n");
+    run_client(&h, &k);
+    cr_assert(k.handshake_ok, "%s", k.why);
+    cr_assert(hb_run_until(&h, received5, &h, 5000), "received %llu of 5",
+              (unsigned long long)broker_topic(h.b, 0)->received);
+    hb_close(&h);
+    rm_certs();
+}
+
+Test(tls, garbage_instead_of_a_client_hello_closes_that_connection_counted)
+{
+    hb_t h;
+    client_t bad = { .garbage = true };
+    bad.port = open_tls(&h, "");
+    run_client(&h, &bad);
+    cr_assert(bad.closed_by_server);
+    count_t w = { &h, 1 };
+    cr_assert(hb_run_until(&h, handshakes_failed, &w, 5000));
+    cr_assert(hb_log_has(&h, "TLS handshake failed"));
+    /* the listener still serves */
+    client_t good = { .publishes = 1, .port = bad.port };
+    run_client(&h, &good);
+    cr_assert_eq(good.pubacks, 1, "%s", good.why);
+    cr_assert_eq(h.b->conn_closed[METRICS_CLOSE_TLS_HANDSHAKE], 1);
+    hb_close(&h);
+    rm_certs();
+}
+
+/* broker_tls_load of a listener whose tls mapping is `tls` */
+static int load_tls(const char *tls, char *err, size_t errlen)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "edge: {edge_name: edge1, cluster_url: \"http://127.0.0.1:1\"}\n"
+             "mqtt:\n"
+             "  listeners:\n"
+             "    - address: \"127.0.0.1:0\"\n"
+             "    - address: \"127.0.0.1:0\"\n"
+             "      tls: %s\n"
+             "  topic_mappings:\n"
+             "    - {mqtt_pattern: \"t/#\", danube_topic: /edge1/t}\n",
+             tls);
+    cfg_t *cfg;
+    char cerr[512];
+    cr_assert_eq(cfg_load_string("test.yaml", yaml, strlen(yaml), NULL, &cfg, cerr, sizeof cerr), 0, "%s", cerr);
+    broker_tls_t *t = NULL;
+    int rc = broker_tls_load(cfg, &t, err, errlen);
+    if (rc == 0) {
+        cr_assert_eq(broker_tls_count(t), 1);
+        broker_tls_free(t);
+    } else {
+        cr_assert_null(t);
+    }
+    cfg_free(cfg);
+    return rc;
+}
+
+Test(tls, a_file_that_does_not_load_names_its_key_and_file)
+{
+    make_cert();
+    char tls[512], err[512];
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\"}", cert, key);
+    cr_assert_eq(load_tls(tls, err, sizeof err), 0, "%s", err);
+
+    snprintf(tls, sizeof tls, "{cert_file: \"%s/none.pem\", key_file: \"%s\"}", certdir, key);
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.cert_file (line 5): ") && strstr(err, "/none.pem: cannot open") &&
+                  strstr(err, "No such file"),
+              "%s", err);
+
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\"}", key, key); /* a key is not a certificate */
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.cert_file") && strstr(err, "no certificate could be loaded"), "%s",
+              err);
+
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\"}", cert, cert); /* nor a certificate a key */
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.key_file") && strstr(err, "no private key"), "%s", err);
+
+    /* another key than the certificate's */
+    char other[160];
+    snprintf(other, sizeof other, "%s/other.key", certdir);
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    FILE *f = fopen(other, "w");
+    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    EVP_PKEY_free(pk);
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\"}", cert, other);
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.key_file") && strstr(err, "is not the key of tls.cert_file"), "%s",
+              err);
+
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\", ciphers: \"NOT-A-CIPHER\"}", cert, key);
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.ciphers") && strstr(err, "no cipher matches"), "%s", err);
+
+    snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\", ca_file: \"%s\"}", cert, key, key);
+    cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
+    cr_assert(strstr(err, "mqtt.listeners[1].tls.ca_file"), "%s", err);
+    rm_certs();
+}
