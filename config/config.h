@@ -75,6 +75,7 @@ typedef struct cfg_listener {
         char *ciphers;             /* OpenSSL cipher list (TLS 1.2); "" = OpenSSL's default */
         bool use_identity_as_username; /* the client certificate's CN is the user name */
     } tls;
+    cfg_anon_t allow_anonymous;    /* auto: auth.allow_anonymous */
     int line;                      /* where the entry starts, 1-based */
 } cfg_listener_t;
 

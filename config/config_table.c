@@ -221,6 +221,9 @@ const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping
 const cfg__key_t cfg__listener_keys[] = {
     L("address", CFG__ADDR, address, NULL, 0, 0, NULL, R,
       "Listen address, host:port (IPv6 as [addr]:port)."),
+    L("allow_anonymous", CFG__ENUM, allow_anonymous, "auto", 0, 0, anon_modes, 0,
+      "This listener's choice for a CONNECT without a user name: true, false, or auto (auth.allow_anonymous). "
+      "E.g. a loopback listener for local tools that need none beside an authenticated 8883."),
     L("tls.cert_file", CFG__STR, tls.cert_file, NULL, 1, 4096, NULL, R,
       "With tls: PEM server certificate, optionally followed by its intermediate CAs. Read at start "
       "(a file that does not load is a configuration error) and again on SIGHUP."),

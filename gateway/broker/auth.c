@@ -150,8 +150,11 @@ static void refused(broker_conn_t *c, metrics_refuse_t why, uint8_t reason5, con
     broker__connect_refuse(c, why, reason5, what);
 }
 
-static bool anonymous_allowed(const broker_t *srv)
+static bool anonymous_allowed(const broker_t *srv, const broker_conn_t *c)
 {
+    const cfg_listener_t *l = c->listener ? c->listener->cfg : NULL;
+    if (l && l->allow_anonymous != CFG_ANON_AUTO)
+        return l->allow_anonymous == CFG_ANON_TRUE; /* the listener's own choice */
     switch (srv->auth.allow_anonymous) {
     case CFG_ANON_TRUE: return true;
     case CFG_ANON_FALSE: return false;
@@ -312,9 +315,9 @@ broker_auth_t broker__auth_connect(broker_conn_t *c, const mqtt_packet_t *pkt, c
         return BROKER_AUTH_OK;
     }
     if (!cn->has_username || cn->username.n == 0) { /* an empty user name is none */
-        if (!anonymous_allowed(srv)) {
+        if (!anonymous_allowed(srv, c)) {
             refused(c, METRICS_REFUSE_AUTH_ANONYMOUS, MQTT_RC_NOT_AUTHORIZED,
-                    "no user name, and auth.allow_anonymous is false");
+                    "no user name, and anonymous clients are not allowed (auth.allow_anonymous, or the listener's)");
             return BROKER_AUTH_REFUSED;
         }
         return BROKER_AUTH_OK;

@@ -32,6 +32,7 @@ bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, ch
 {
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
+    c->listener = server->data; /* the broker_listener_t it came in by */
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         c->tp_closed = true;
         uv_close((uv_handle_t *)&c->tcp, on_close);

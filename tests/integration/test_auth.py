@@ -251,6 +251,37 @@ class Passwords(GatewayWithFiles):
         self.assertEqual(r.returncode, 2, "a password on the command line is refused")
 
 
+class PerListener(GatewayWithFiles):
+    def test_each_listener_has_its_own_anonymous_choice(self):
+        """The common case: a loopback listener for local tools with no
+        user name (allow_anonymous: true) beside one that refuses them (its
+        auto follows auth.allow_anonymous, false with a password file)."""
+        g = self.gateway()
+        with open(g.config) as f:
+            text = f.read()
+        with open(g.config, "w") as f:
+            f.write(text.replace('  listener: "127.0.0.1:0"\n', '  listeners:\n'
+                                 '    - {address: "127.0.0.1:0", allow_anonymous: true}\n'
+                                 '    - {address: "127.0.0.1:0"}\n'))
+        with g:
+            ports = g.mqtt_ports(2)
+            local, remote = ports[0], ports[1]
+            for version, code in ((5, 0x87), (4, 5)):
+                rc, c = connack(local, version)
+                self.assertEqual(rc, 0, "the local tools' listener admits no user name")
+                c.close()
+                rc, c = connack(remote, version)
+                self.assertEqual(rc, code, "the other one does not")
+                c.close()
+                rc, c = connack(remote, version, username="alice", password="wonderland")
+                self.assertEqual(rc, 0)
+                c.close()
+                rc, c = connack(local, version, username="alice", password="nope")
+                self.assertNotEqual(rc, 0, "a user name given is still checked there")
+                c.close()
+            self.assertEqual(g.stop(), 0, g.log())
+
+
 class Throttle(GatewayWithFiles):
     def test_refuse_past_max_failures(self):
         """Past auth.max_failures from one address, throttle: refuse answers
