@@ -221,7 +221,6 @@ static void after_cb(uv_work_t *w, int status)
                     MQTT_RC_BAD_USER_NAME_OR_PASSWORD,
                     unknown ? "no such user in auth.password_file" : "wrong password");
         } else {
-            c->authenticated = true;
             broker__connect_admit(c, &pkt);
             if (!c->closing)
                 broker__conn_input_resume(c); /* what it sent after CONNECT, then reads */
@@ -311,7 +310,6 @@ broker_auth_t broker__auth_connect(broker_conn_t *c, const mqtt_packet_t *pkt, c
         /* tls.use_identity_as_username: its verified certificate names it; the CONNECT's user name and
          * password are not looked at (as Mosquitto does), nor throttled: the handshake was the check */
         c->username = tb_strdup(vouched);
-        c->authenticated = true;
         return BROKER_AUTH_OK;
     }
     if (!cn->has_username || cn->username.n == 0) { /* an empty user name is none */

@@ -214,7 +214,6 @@ struct broker_conn {
     char *username;                 /* its CONNECT's user name (NULL: none), for the ACL */
     struct broker_auth_req *auth;   /* its password check in progress (auth.c) */
     const struct broker_listener *listener; /* the one it came in by (its auth choice); NULL in unit tests */
-    bool authenticated;             /* its password was checked */
     char peer[64];
     broker_session_t *session;          /* the client's session (persistent or not) */
     /* MQTT 5 */

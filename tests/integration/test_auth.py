@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib import mqttraw as mr  # noqa: E402
-from tlib.gateway import BIN, Gateway, wait_for, wal_dump  # noqa: E402
+from tlib.gateway import BIN, Gateway, free_port, wait_for, wal_dump  # noqa: E402
 
 ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
@@ -484,15 +485,7 @@ class HttpToken(unittest.TestCase):
         self.assertIn("token:1:", r.stderr)
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def port_open(port):
-    import socket
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
         return True
