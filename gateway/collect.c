@@ -128,7 +128,14 @@ void gw__collect(void *arg, metrics_t *m)
     for (size_t k = 0; k < METRICS_CLOSE__COUNT; k++)
         SET(METRICS_MQTT_CLOSED, k, 0, bs.closed[k]);
     SET(METRICS_UNMATCHED, 0, 0, bs.unmatched);
-    SET(METRICS_PUBLISH_DENIED, 0, 0, bs.publish_denied);
+    for (size_t i = 0; i < r->nmetric_listeners; i++) {
+        if (r->metric_listener[i] < 0)
+            continue;
+        broker_listener_stats_t ls;
+        broker_listener_stats(r->broker, i, &ls);
+        SET(METRICS_PUBLISH_DENIED, (size_t)r->metric_listener[i], 0, ls.publish_denied);
+        SET(METRICS_MQTT_LISTENER_CONNECTIONS, (size_t)r->metric_listener[i], 0, ls.connections);
+    }
     SET(METRICS_SESSIONS_PERSISTENT, 0, 0, bs.sessions_persistent);
     SET(METRICS_SESSIONS_REMEMBERED, 0, 0, bs.sessions_remembered);
     SET(METRICS_WILLS_PENDING, 0, 0, bs.wills_pending);
@@ -197,8 +204,21 @@ void gw__collect(void *arg, metrics_t *m)
     }
 }
 
+static bool listener_tls(void *arg, size_t label)
+{
+    gw__run_t *r = arg;
+    for (size_t i = 0; i < r->nmetric_listeners; i++) {
+        if (r->metric_listener[i] == (int)label) {
+            broker_listener_stats_t ls;
+            broker_listener_stats(r->broker, i, &ls);
+            return ls.tls;
+        }
+    }
+    return false;
+}
+
 void gw__provider(gw__run_t *r, http_provider_t *out)
 {
     *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
-                              .cluster_state = cluster_state };
+                              .cluster_state = cluster_state, .listener_tls = listener_tls };
 }

@@ -98,6 +98,8 @@ typedef struct gw__run {
     gw_repl_t *repl;
     metrics_t *metrics;
     int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
+    int metric_listener[METRICS_MAX_LISTENERS]; /* broker listener index -> metrics listener label index */
+    size_t nmetric_listeners;    /* listeners labelled (once listening) */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     unsigned http_conns;         /* the HTTP endpoint's connection cap (for the descriptor budget) */
     http_service_t *http;        /* the operator's endpoint (reload sets its token) */

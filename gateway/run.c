@@ -168,7 +168,17 @@ static int mqtt_start(gw__app_t *app, void *arg)
         return rc;
     }
     broker_set_tls(r->broker, tls);
-    return broker_listen(r->broker);
+    rc = broker_listen(r->broker);
+    if (rc < 0)
+        return rc;
+    /* labelled by the address each bound: unique, and what clients dial */
+    size_t n = TB_MIN(broker_nlisteners(r->broker), (size_t)METRICS_MAX_LISTENERS);
+    for (size_t i = 0; i < n; i++)
+        r->metric_listener[i] = broker_listener_addr(r->broker, i)
+                                    ? metrics_listener_add(r->metrics, broker_listener_addr(r->broker, i))
+                                    : -1;
+    r->nmetric_listeners = n;
+    return 0;
 }
 
 static void broker_drained(void *arg)

@@ -370,6 +370,8 @@ bool broker__acl_may_write(broker_conn_t *c, const uint8_t *topic, size_t tlen)
     if (!srv->acl || auth_acl_allows(srv->acl, c->username, c->client_id, (const char *)topic, tlen, AUTH_ACL_WRITE))
         return true;
     srv->publish_denied++;
+    if (c->listener)
+        c->listener->publish_denied++;
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))

@@ -133,6 +133,13 @@ int broker_listen(broker_t *b);
  * 0 resolved (borrowed; NULL when it is not listening). */
 size_t broker_nlisteners(const broker_t *b);
 const char *broker_listener_addr(const broker_t *b, size_t i);
+/* Listener i's own counts (zeros past the last). */
+typedef struct broker_listener_stats {
+    bool tls;                    /* its connections speak TLS */
+    uint32_t connections;        /* past CONNECT */
+    uint64_t publish_denied;     /* PUBLISHes and wills auth.acl_file refused */
+} broker_listener_stats_t;
+void broker_listener_stats(const broker_t *b, size_t i, broker_listener_stats_t *out /* OUT */);
 /*
  * Stops accepting, finishes in-flight batches and acks, closes the
  * connections (their wills are stored); then cb(arg), from a later loop

@@ -213,7 +213,7 @@ struct broker_conn {
     char *client_id;
     char *username;                 /* its CONNECT's user name (NULL: none), for the ACL */
     struct broker_auth_req *auth;   /* its password check in progress (auth.c) */
-    const struct broker_listener *listener; /* the one it came in by (its auth choice); NULL in unit tests */
+    struct broker_listener *listener; /* the one it came in by (its auth choice, its counts); NULL in unit tests */
     char peer[64];
     broker_session_t *session;          /* the client's session (persistent or not) */
     /* MQTT 5 */
@@ -285,6 +285,8 @@ typedef struct broker_listener {
     bool inited;                    /* handle initialised: closed with the broker's handles */
     bool listening;
     char bound[80];                 /* the address bound (port 0 resolved) */
+    uint32_t nconnected;            /* its connections past CONNECT */
+    uint64_t publish_denied;        /* PUBLISHes (and wills) of its clients the ACL refused */
 } broker_listener_t;
 
 struct ssl_ctx_st; /* OpenSSL's SSL_CTX and X509: only tls.c and tls_ctx.c include OpenSSL */

@@ -570,6 +570,8 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
     srv->nreleasing++;
     if (c->connected) {
         srv->nconnected--;
+        if (c->listener)
+            c->listener->nconnected--;
         if (c->has_will && !(c->got_disconnect && c->will_suppressed))
             broker__publish_will(srv, c);
         broker__session_detach(srv, c);

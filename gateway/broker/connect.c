@@ -271,6 +271,8 @@ void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
     c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);
     c->connected = true;
     srv->nconnected++;
+    if (c->listener)
+        c->listener->nconnected++;
 
     mqtt_props_t props;
     memset(&props, 0, sizeof props);

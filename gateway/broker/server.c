@@ -323,6 +323,17 @@ const char *broker_listener_addr(const broker_t *srv, size_t i)
     return i < srv->nlisteners && srv->listeners[i].listening ? srv->listeners[i].bound : NULL;
 }
 
+void broker_listener_stats(const broker_t *srv, size_t i, broker_listener_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (i >= srv->nlisteners)
+        return;
+    const broker_listener_t *l = &srv->listeners[i];
+    out->tls = l->tls != NULL;
+    out->connections = l->nconnected;
+    out->publish_denied = l->publish_denied;
+}
+
 uint32_t broker__max_packet(const cfg_t *cfg)
 {
     return cfg->mqtt.max_payload_size + 65536u + 16u;

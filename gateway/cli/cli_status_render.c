@@ -89,12 +89,34 @@ static void header(const json_t *doc, tb_buf_t *out)
     tb_buf_printf(out, "invariant %s\n", json_is_true(inv) ? "ok" : json_is_false(inv) ? "BROKEN" : "?");
 }
 
+/* "listeners 0.0.0.0:1883 2 conns  0.0.0.0:8883 tls 36 conns 4 denied" (none: nothing) */
+static void listeners(const json_t *doc, tb_buf_t *out)
+{
+    const json_t *ls = json_object_get(doc, "listeners");
+    if (!json_is_array(ls) || json_array_size(ls) == 0)
+        return;
+    tb_buf_puts(out, "listeners");
+    size_t i;
+    const json_t *l;
+    json_array_foreach(ls, i, l) {
+        char conns[32];
+        integer(conns, sizeof conns, json_object_get(l, "connections"));
+        tb_buf_printf(out, "  %s%s %s conns", str(json_object_get(l, "listener"), "?"),
+                      json_is_true(json_object_get(l, "tls")) ? " tls" : "", conns);
+        const json_t *denied = json_object_get(l, "publish_denied");
+        if (json_is_integer(denied) && json_integer_value(denied) > 0)
+            tb_buf_printf(out, " %lld denied", (long long)json_integer_value(denied));
+    }
+    tb_buf_puts(out, "\n");
+}
+
 int cli_status_render(const json_t *doc, tb_buf_t *out)
 {
     const json_t *topics = json_object_get(doc, "topics");
     if (!json_is_object(doc) || !json_is_array(topics))
         return TB_EMALFORMED;
     header(doc, out);
+    listeners(doc, out);
     int w = 5; /* "TOPIC" */
     size_t i;
     const json_t *t;

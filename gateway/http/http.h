@@ -197,6 +197,8 @@ typedef struct http_provider {
     http_cluster_state_t (*cluster_state)(void *arg);
     /* `topic` indexes metrics_topics(); NULL: unknown */
     http_topic_state_t (*topic_state)(void *arg, size_t topic);
+    /* `listener` indexes metrics_listeners(): does it speak TLS? NULL: unknown (null in /stats) */
+    bool (*listener_tls)(void *arg, size_t listener);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */

@@ -7,6 +7,7 @@
  *     "ready", "not_ready_reason", "invariant_ok", "unmatched",
  *     "event_loop_lag_seconds", "cluster": {"state", "up"},
  *     "connections": {"mqtt", "http"}, "process": {...},
+ *     "listeners": [ {"listener", "tls", "connections", "publish_denied"} ],
  *     "topics": [ {"topic", "state", "received", "stored", "replicated",
  *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
  *                  ..., "stalled", "invariant_ok"} ] }
@@ -24,7 +25,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "topics", "topic", "state", NULL,
+    "cluster.state", "topics", "topic", "state", "listeners", "listener", "tls", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -83,6 +84,21 @@ static json_t *topic_object(http_service_t *s, size_t t)
     return o;
 }
 
+/* One MQTT listener: the address it bound, whether it speaks TLS, and its metrics. */
+static json_t *listener_object(http_service_t *s, metrics_labels_t *listeners, size_t l)
+{
+    json_t *o = json_pack("{s:s}", "listener", metrics_labels_value(listeners, l));
+    json_object_set_new(o, "tls", s->p.listener_tls ? json_boolean(s->p.listener_tls(s->p.arg, l)) : json_null());
+    for (size_t i = 0; i < METRICS__COUNT; i++) {
+        const metrics_entry_t *e = &metrics_catalog[i];
+        if (e->json && e->l1 == METRICS_L_LISTENER) {
+            json_t *v = metrics_json_value(metrics_fam(s->m, e->id), l, 0);
+            json_object_set_new(o, e->json, v ? v : json_null());
+        }
+    }
+    return o;
+}
+
 json_t *http_stats_json(http_service_t *s)
 {
     metrics_collect(s->m);
@@ -108,9 +124,15 @@ json_t *http_stats_json(http_service_t *s)
 
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
-        if (e->json && e->l1 != METRICS_L_TOPIC)
+        if (e->json && e->l1 != METRICS_L_TOPIC && e->l1 != METRICS_L_LISTENER)
             set_path(root, e->json, entry_value(e, metrics_fam(s->m, e->id), 0));
     }
+
+    json_t *ls = json_array();
+    metrics_labels_t *listeners = metrics_listeners(s->m);
+    for (size_t l = 0; listeners && l < metrics_labels_count(listeners); l++)
+        json_array_append_new(ls, listener_object(s, listeners, l));
+    json_object_set_new(root, "listeners", ls);
 
     json_t *arr = json_array();
     size_t n = metrics_labels_count(metrics_topics(s->m));

@@ -233,6 +233,7 @@ typedef enum {
     METRICS_UNMATCHED,
     METRICS_PUBLISH_DENIED,
     METRICS_MQTT_CONNECTIONS,
+    METRICS_MQTT_LISTENER_CONNECTIONS,
     METRICS_MQTT_ACCEPTED,
     METRICS_MQTT_REFUSED,
     METRICS_MQTT_CLOSED,
@@ -268,14 +269,15 @@ typedef enum {
 /* Which label set a catalog metric draws from. */
 typedef enum {
     METRICS_L_NONE, METRICS_L_TOPIC, METRICS_L_REASON, METRICS_L_CODE, METRICS_L_TIMEOUT, METRICS_L_VERSION,
-    METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L__COUNT
+    METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L__COUNT
 } metrics_label_kind_t;
 
 typedef struct metrics_entry {
     metrics_id_t id;
     metrics_spec_t spec;
     metrics_label_kind_t l1, l2;
-    /* The /stats field: inside each topic object when l1 is METRICS_L_TOPIC,
+    /* The /stats field: inside each topic object when l1 is METRICS_L_TOPIC
+     * (each listener object when METRICS_L_LISTENER),
      * else a path from the root ("process.open_fds"); NULL: not in /stats.
      * A label other than the topic makes the field an object keyed by it. */
     const char *json;
@@ -367,6 +369,12 @@ metrics_family_t *metrics_fam(metrics_t *m, metrics_id_t id);
 metrics_labels_t *metrics_topics(metrics_t *m);
 /* Adds an upstream topic; returns its index, TB_EFULL or TB_EINVALID. */
 int metrics_topic_add(metrics_t *m, const char *topic);
+/* At most this many MQTT listeners (mqtt.listeners' own bound). */
+#define METRICS_MAX_LISTENERS 16
+/* The MQTT listener label set (label "listener": the address it bound). */
+metrics_labels_t *metrics_listeners(metrics_t *m);
+/* Adds a listener by its bound address; returns its index, TB_EFULL or TB_EINVALID. */
+int metrics_listener_add(metrics_t *m, const char *addr);
 
 /*
  * The accounting of one topic: every message routed to it is replicated,

@@ -117,10 +117,13 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "MQTT messages whose topic matched no mapping (refused or dropped, never stored).", METRICS_L_NONE, METRICS_L_NONE,
       "unmatched"),
     C(METRICS_PUBLISH_DENIED, "tributary_mqtt_publish_denied_total",
-      "PUBLISHes (and wills) to a topic auth.acl_file does not let the client write: never stored.", METRICS_L_NONE,
-      METRICS_L_NONE, "publish_denied"),
+      "PUBLISHes (and wills) to a topic auth.acl_file does not let the client write, by the listener the client came "
+      "in by: never stored.", METRICS_L_LISTENER, METRICS_L_NONE, "publish_denied"),
     G(METRICS_MQTT_CONNECTIONS, "tributary_mqtt_connections", "Open MQTT connections (past CONNECT).", 1, METRICS_L_NONE,
       "connections.mqtt", false),
+    G(METRICS_MQTT_LISTENER_CONNECTIONS, "tributary_mqtt_listener_connections",
+      "Open MQTT connections (past CONNECT) by the listener they came in by.", 1, METRICS_L_LISTENER, "connections",
+      false),
     C(METRICS_MQTT_ACCEPTED, "tributary_mqtt_connections_accepted_total", "TCP connections accepted by the MQTT listener.",
       METRICS_L_NONE, METRICS_L_NONE, "connections.mqtt_accepted"),
     C(METRICS_MQTT_REFUSED, "tributary_mqtt_connections_refused_total",
@@ -272,7 +275,8 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
                                       &L[METRICS_L_REFUSE])) < 0 ||
         (rc = metrics_labels_fixed(m, "reason", metrics_mqtt_close_reasons, METRICS_CLOSE__COUNT,
                                       &L[METRICS_L_CLOSE])) < 0 ||
-        (rc = metrics_labels_fixed(m, "reason", metrics_batch_reasons, METRICS_BATCH__COUNT, &L[METRICS_L_BATCH])) < 0)
+        (rc = metrics_labels_fixed(m, "reason", metrics_batch_reasons, METRICS_BATCH__COUNT, &L[METRICS_L_BATCH])) < 0 ||
+        (rc = metrics_labels_bounded(m, "listener", METRICS_MAX_LISTENERS, &L[METRICS_L_LISTENER])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
@@ -302,6 +306,17 @@ int metrics_topic_add(metrics_t *m, const char *topic)
 {
     metrics_labels_t *l = m->catalog_labels[METRICS_L_TOPIC];
     return l ? metrics_labels_add(l, topic) : TB_EINVALID;
+}
+
+metrics_labels_t *metrics_listeners(metrics_t *m)
+{
+    return m->catalog_labels[METRICS_L_LISTENER];
+}
+
+int metrics_listener_add(metrics_t *m, const char *addr)
+{
+    metrics_labels_t *l = m->catalog_labels[METRICS_L_LISTENER];
+    return l ? metrics_labels_add(l, addr) : TB_EINVALID;
 }
 
 bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)

@@ -352,7 +352,8 @@ pattern write t/dev/%c/#
             self.assertEqual(rc, 0)
             c.send(mr.publish("t/bob/x", "denied-4", qos=1, pid=1))
             self.assertEqual(c.closed(), [], "3.1.1 cannot be told: closed, never acknowledged")
-            wait_for(lambda: stats(g)["publish_denied"] == 4, 5, what="denials counted")
+            wait_for(lambda: [(l["listener"], l["publish_denied"]) for l in stats(g)["listeners"]]
+                     == [(f"127.0.0.1:{port}", 4)], 5, what="denials counted, on the listener")
             self.assertIn("denied by auth.acl_file", g.log())
             self.assertEqual(g.stop(), 0, g.log())
             self.assertEqual(len(stored(g, "allowed-")), 3)

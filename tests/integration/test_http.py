@@ -48,7 +48,7 @@ TOPIC_FIELDS = {
 STATS_SCHEMA = {
     "type": "object",
     "required": ["version", "edge", "uptime_seconds", "healthy", "ready", "not_ready_reason", "invariant_ok",
-                 "cluster", "connections", "process", "topics", "wal_limits"],
+                 "cluster", "connections", "process", "topics", "wal_limits", "listeners"],
     "properties": {
         "version": {"type": "string"},
         "uptime_seconds": {"type": "number", "minimum": 0},
@@ -68,6 +68,12 @@ STATS_SCHEMA = {
         "topics": {"type": "array", "items": {
             "type": "object", "required": list(TOPIC_FIELDS),
             "properties": {k: {"type": v} for k, v in TOPIC_FIELDS.items()},
+            "additionalProperties": False}},
+        "listeners": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["listener", "tls", "connections", "publish_denied"],
+            "properties": {"listener": {"type": "string", "pattern": "^127\\.0\\.0\\.1:[0-9]+$"},
+                           "tls": {"type": "boolean"}, "connections": {"type": "integer", "minimum": 0},
+                           "publish_denied": {"type": "integer", "minimum": 0}},
             "additionalProperties": False}},
     },
 }
@@ -220,10 +226,11 @@ class HttpEndpoint(unittest.TestCase):
         lines = r.stdout.splitlines()
         self.assertRegex(lines[0], r"^tributary \d+\.\d+\.\d+  edge e1  up \S+  ready"
                                    r"  healthy  cluster (connecting|unreachable)  mqtt 0  http 1  invariant ok$")
-        self.assertRegex(lines[1], r"^TOPIC +STATE +QUEUED +LAG AGE +DROPPED +REJECTED$")
-        self.assertRegex(lines[2], r"^/e1/telemetry +idle +0 +0\.0s +0 +0$")
-        self.assertRegex(lines[3], r"^/e1/energy +idle +0 +0\.0s +0 +0$")
-        self.assertEqual(len(lines), 4)
+        self.assertRegex(lines[1], r"^listeners  127\.0\.0\.1:\d+ 0 conns$")
+        self.assertRegex(lines[2], r"^TOPIC +STATE +QUEUED +LAG AGE +DROPPED +REJECTED$")
+        self.assertRegex(lines[3], r"^/e1/telemetry +idle +0 +0\.0s +0 +0$")
+        self.assertRegex(lines[4], r"^/e1/energy +idle +0 +0\.0s +0 +0$")
+        self.assertEqual(len(lines), 5)
 
     def test_status_json_is_the_stats_document(self):
         r = run_cli("status", "--json", "--http", self.addr)

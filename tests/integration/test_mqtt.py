@@ -1,12 +1,14 @@
 """The MQTT server against real clients (mosquitto_pub, paho) and raw bytes:
 acks at QoS 0/1/2 on 3.1.1 and 5.0, what lands in the log, refusals,
 limits, sessions, wills, and malformed input that closes one connection only."""
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib.gateway import BIN, Gateway, wal_dump, wait_for  # noqa: E402
@@ -351,18 +353,32 @@ class Listeners(unittest.TestCase):
     def test_every_listener_of_mqtt_listeners_serves(self):
         """mqtt.listeners with two plain entries (IPv4 and IPv6 loopback):
         each is logged "mqtt listening" with its index and tls=false, and
-        each takes a client whose message is stored."""
+        each takes a client whose message is stored; /stats lists each with
+        the address it bound and its own connections."""
         yaml = CONFIG.replace('  listener: "127.0.0.1:0"\n',
                               '  listeners:\n    - address: "127.0.0.1:0"\n    - address: "[::1]:0"\n')
         with Gateway(yaml % {"unmatched": "reject"}) as g:
             ports = g.mqtt_ports(2)
             self.assertEqual(g.mqtt_tls(2), {0: False, 1: False})
+            clients = []
             for i, host in ((0, "127.0.0.1"), (1, "::1")):
                 c = m.Raw(ports[i], host=host)
                 c.send(m.connect(f"listener-{i}", version=5))
                 self.assertEqual(c.expect(m.CONNACK).reason(), 0)
                 c.send(m.publish("dev/l/tele", f"via-{i}", qos=1, pid=1, version=5))
                 self.assertEqual(c.expect(m.PUBACK).packet_id, 1)
+                clients.append(c)
+            c = m.Raw(ports[1], host="::1")
+            c.send(m.connect("listener-1b", version=5))
+            self.assertEqual(c.expect(m.CONNACK).reason(), 0)
+            clients.append(c)
+
+            def listeners():
+                with urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/stats", timeout=5) as r:
+                    return [(x["listener"], x["tls"], x["connections"]) for x in json.load(r)["listeners"]]
+            want = [(f"127.0.0.1:{ports[0]}", False, 1), (f"[::1]:{ports[1]}", False, 2)]
+            wait_for(lambda: listeners() == want, 5, what=f"each listener's connections in /stats: {listeners()}")
+            for c in clients:
                 c.close()
             self.assertEqual(g.stop(), 0, g.log())
             got = sorted(r["payload"] for r in wal_dump(os.path.join(g.dir, "wal")) if r["mqtt_topic"] == "dev/l/tele")

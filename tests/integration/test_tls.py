@@ -448,7 +448,13 @@ class ClientCertificates(unittest.TestCase):
             c.send(mr.publish("t/plc-1/x", "mine-311", qos=1, pid=3))
             self.assertEqual(c.expect(mr.PUBACK).packet_id, 3)
             c.close()
-            wait_for(lambda: stats(g)["publish_denied"] == 1, 5, what="denial counted")
+            # counted by the listener the client came in by: an operator sees which door it was
+            by = lambda: {l["listener"]: (l["tls"], l["publish_denied"]) for l in stats(g)["listeners"]}  # noqa: E731
+            plain, _ = ports(g)
+            want = {f"127.0.0.1:{plain}": (False, 0), f"127.0.0.1:{tls}": (True, 1)}
+            wait_for(lambda: by() == want, 5, what=f"the denial counted on the TLS listener: {by()}")
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/metrics", timeout=5).read().decode()
+            self.assertIn(f'tributary_mqtt_publish_denied_total{{listener="127.0.0.1:{tls}"}} 1\n', metrics)
             self.assertEqual(g.stop(), 0, g.log())
             self.assertEqual(stored(g), ["mine", "mine-311"])
 

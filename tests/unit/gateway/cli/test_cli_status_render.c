@@ -49,6 +49,17 @@ Test(cli_status, view_has_a_header_line_and_one_line_per_topic)
         "/e1/e          idle                0     0.0s         7         0  INVARIANT BROKEN\n");
 }
 
+Test(cli_status, a_line_names_each_listener_its_connections_and_denials)
+{
+    int rc;
+    const char *s = render("{\"topics\":[],\"listeners\":["
+                           "{\"listener\":\"0.0.0.0:1883\",\"tls\":false,\"connections\":2,\"publish_denied\":0},"
+                           "{\"listener\":\"0.0.0.0:8883\",\"tls\":true,\"connections\":36,\"publish_denied\":4}]}",
+                           &rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(s, "\nlisteners  0.0.0.0:1883 2 conns  0.0.0.0:8883 tls 36 conns 4 denied\n"), "%s", s);
+}
+
 Test(cli_status, dropped_column_shows_what_the_log_lost_over_its_life)
 {
     int rc;

@@ -23,6 +23,7 @@ typedef struct fake {
 static void fake_readiness(void *arg, http_readiness_t *out) { *out = ((fake_t *)arg)->r; }
 static http_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
 static http_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
+static bool fake_listener_tls(void *arg, size_t l) { (void)arg; return l == 1; }
 static bool fake_healthy(void *arg, char *why, size_t n)
 {
     fake_t *f = arg;
@@ -51,8 +52,10 @@ static void start_tuned(void (*tune)(http_service_opts_t *o))
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
     metrics_topic_add(M, "/e1/telemetry");
     metrics_topic_add(M, "/e1/energy");
+    metrics_listener_add(M, "0.0.0.0:1883");
+    metrics_listener_add(M, "0.0.0.0:8883");
     metrics_add_collector(M, count_renders, NULL);
-    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic };
+    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls };
     http_service_opts_t o;
     http_service_opts_default(&o);
     o.edge_name = "e1";
@@ -322,6 +325,39 @@ Test(http_endpoints, stats_shows_counts_by_reason_as_objects_keyed_by_reason)
     cr_assert_eq(json_integer_value(json_object_get(retries, "ack_timeout")), 6);
     cr_assert_eq(json_integer_value(json_object_get(retries, "unavailable")), 0);
     json_decref(doc);
+}
+
+static void listeners_on_loop(th_t *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    metrics_set(metrics_fam(M, METRICS_PUBLISH_DENIED), 1, 0, 7);
+    metrics_set(metrics_fam(M, METRICS_MQTT_LISTENER_CONNECTIONS), 0, 0, 3);
+}
+
+Test(http_endpoints, stats_has_one_object_per_listener_with_its_address_tls_and_counts)
+{
+    th_call(&T, listeners_on_loop, NULL);
+    json_t *doc = stats();
+    json_t *ls = json_object_get(doc, "listeners");
+    cr_assert_eq(json_array_size(ls), 2);
+    json_t *plain = json_array_get(ls, 0), *tls = json_array_get(ls, 1);
+    cr_assert_str_eq(json_string_value(json_object_get(plain, "listener")), "0.0.0.0:1883");
+    cr_assert(json_is_false(json_object_get(plain, "tls")));
+    cr_assert_eq(json_integer_value(json_object_get(plain, "connections")), 3);
+    cr_assert_eq(json_integer_value(json_object_get(plain, "publish_denied")), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(tls, "listener")), "0.0.0.0:8883");
+    cr_assert(json_is_true(json_object_get(tls, "tls")));
+    cr_assert_eq(json_integer_value(json_object_get(tls, "publish_denied")), 7);
+    cr_assert_null(json_object_get(doc, "publish_denied"), "by listener only: not also at the root");
+    json_decref(doc);
+    int status;
+    char ctype[128];
+    char *body = get_big("/metrics", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert(strstr(body, "tributary_mqtt_publish_denied_total{listener=\"0.0.0.0:8883\"} 7\n"), "%s", body);
+    cr_assert(strstr(body, "tributary_mqtt_listener_connections{listener=\"0.0.0.0:1883\"} 3\n"));
+    free(body);
 }
 
 Test(http_endpoints, head_on_stats_announces_the_get_length)
