@@ -60,16 +60,6 @@ typedef struct broker_auth_addr {
     uint64_t window_start_ms;
 } broker_auth_addr_t;
 
-static void peer_host(const char *peer, char *out, size_t outlen)
-{
-    const char *end = strrchr(peer, ':');
-    size_t n = end ? (size_t)(end - peer) : strlen(peer);
-    if (n >= outlen)
-        n = outlen - 1;
-    memcpy(out, peer, n);
-    out[n] = '\0';
-}
-
 static uint32_t hash_host(const char *h)
 {
     uint32_t x = 2166136261u; /* FNV-1a */
@@ -87,7 +77,7 @@ static broker_auth_addr_t *addr_entry(broker_t *srv, const broker_conn_t *c, boo
         srv->auth_addrs = tb_calloc(AUTH_TABLE, sizeof *srv->auth_addrs);
     }
     char host[48];
-    peer_host(c->peer, host, sizeof host);
+    broker__addr_host(&c->peer, host, sizeof host);
     uint32_t h = hash_host(host);
     uint64_t now = uv_now(srv->loop);
     broker_auth_addr_t *victim = NULL;
@@ -143,7 +133,7 @@ static void refused(broker_conn_t *c, metrics_refuse_t why, uint8_t reason5, con
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
-        tb_warn("connection refused: authentication", TB_S("peer", c->peer), TB_S("why", what),
+        tb_warn("connection refused: authentication", TB_S("peer", broker__conn_peer(c)), TB_S("why", what),
                 TB_S("reason", metrics_mqtt_refuse_reasons[why]), TB_U("suppressed", skipped));
     if (why != METRICS_REFUSE_AUTH_THROTTLED)
         failed(srv, c);
@@ -376,7 +366,7 @@ bool broker__acl_may_write(broker_conn_t *c, const uint8_t *topic, size_t tlen)
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_warn("PUBLISH denied by auth.acl_file", TB_S("client", c->client_id ? c->client_id : ""),
-                TB_S("user", c->username ? c->username : ""), TB_S("peer", c->peer),
+                TB_S("user", c->username ? c->username : ""), TB_S("peer", broker__conn_peer(c)),
                 TB_U("suppressed", skipped));
     return false;
 }

@@ -41,6 +41,14 @@
 #include "wal/wal.h"
 
 typedef struct broker_conn broker_conn_t;
+
+/* A peer's address, kept in 20 bytes rather than as text (a connection
+ * carries one; broker__conn_peer formats it for the logs). */
+typedef struct broker_addr {
+    uint16_t port;
+    uint8_t family;                 /* 0: unknown, 4, 6 */
+    uint8_t ip[16];
+} broker_addr_t;
 typedef struct broker_session broker_session_t;
 
 /* A client's pace (pace.c): its usual gap between PUBLISHes when it is
@@ -51,9 +59,9 @@ typedef struct broker_pace {
     uint32_t gap_x16;     /* moving average of its free gaps, ms x 16 */
     uint8_t clocked;      /* ack-separated gaps in a row since the last free one */
     uint8_t probe_s;      /* seconds between probes: 1, doubled per failed probe, at most 64 */
-    bool sampled;         /* gap_x16 holds a measurement */
-    bool acked;           /* an ack went to it since last_ms */
-    bool probing;         /* its latest message is waited for idle_flush_max_ms to see if more come */
+    bool sampled : 1;     /* gap_x16 holds a measurement */
+    bool acked : 1;       /* an ack went to it since last_ms */
+    bool probing : 1;     /* its latest message is waited for idle_flush_max_ms to see if more come */
 } broker_pace_t;
 
 /* Per mapping rule: what the router does not know. */
@@ -175,7 +183,7 @@ extern const broker_transport_t broker__tls; /* tls.c */
  * record layer). Its write state is c->tcp_tx. */
 /* Accepts from server into c->tcp, peer = "host:port". false: it failed, and
  * c is released from the close callback (not started: do not touch it). */
-bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, char *peer, size_t peerlen);
+bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, broker_addr_t *peer /* OUT */);
 /* TRANSPORT's write on the socket: at once what the kernel takes, the rest
  * in one uv_write at a time; keeps tx_queued, tx_held, tx_progress_ms. */
 int broker__tcp_send(broker_conn_t *c, const uint8_t *p, size_t n);
@@ -194,56 +202,61 @@ struct broker_conn {
     size_t tx_queued;               /* bytes taken by tp->write, not yet on the socket */
     size_t tx_held;                 /* memory the transport holds for them (buffers, requests) */
     uint64_t tx_progress_ms;        /* loop time the queued bytes last moved */
-    bool tp_closed;                 /* tp->close was called */
-    bool tx_paused;                 /* not read from: its unread replies reached half of max_unread_bytes */
-    bool abort;                     /* close without waiting for queued bytes (the client does not read) */
-    bool listed;                    /* started (broker__conn_start): counted in nconns / nreleasing */
-    bool mem_refused;               /* a read buffer was refused (mqtt.max_partial_bytes) */
     size_t mem;                     /* bytes counted in srv->partial_bytes: partial packet, aliases */
     uint64_t partial_since_ms;      /* loop time the incomplete packet in `in` began */
     broker_t *srv;
     struct broker_conn *prev, *next;    /* server->conns */
-    uint64_t id;
-    int refs;                       /* 1 for the socket (until broker__conn_released) + 1 per message
-                                       in a batch + 1 per write in flight + 1 while dirty */
-    bool closing, connected, reading, got_disconnect, will_suppressed;
-    uint8_t version;                /* 0 until CONNECT, then 4 or 5 (3 is run as 4) */
-    uint16_t keep_alive;            /* seconds; 0 = none */
-    uint64_t last_rx_ms, accepted_ms;
-    char *client_id;
+    /* before CONNECT: when it was accepted (mqtt.connect_timeout_ms); after:
+     * when its latest bytes came (keep alive) */
+    uint64_t last_rx_ms;
+    char *client_id;                /* its own until its session is attached, then the session's */
     char *username;                 /* its CONNECT's user name (NULL: none), for the ACL */
     struct broker_auth_req *auth;   /* its password check in progress (auth.c) */
     struct broker_listener *listener; /* the one it came in by (its auth choice, its counts); NULL in unit tests */
-    char peer[64];
     broker_session_t *session;          /* the client's session (persistent or not) */
-    /* MQTT 5 */
-    uint32_t client_max_packet;     /* the client's Maximum Packet Size (0 = none) */
-    bool request_problem_info;
-    char **aliases;                 /* [topic_alias_maximum + 1] */
-    /* partial input */
-    uint8_t *in;
-    size_t in_len, in_cap;
-    /* acks and replies */
-    broker_pending_t *pend_head, *pend_tail;
+    char **aliases;                 /* MQTT 5: [topic_alias_maximum + 1] */
+    uint8_t *in;                    /* partial input: in_len bytes of in_cap */
+    broker_pending_t *pend_head, *pend_tail; /* acks and replies */
+    broker_pace_t pace;                 /* its PUBLISH pace, for the batches it is in (pace.c) */
+    uint8_t *out;                   /* replies of this loop turn: out_len bytes of out_cap */
+    struct broker_conn *dirty_next;     /* server->dirty: has replies to write this loop turn */
+    struct broker_conn_will *will;  /* its CONNECT's will; NULL: none (most clients: kept apart) */
+    /* 4-byte and smaller fields together, flags as bits: an idle connection
+     * is this struct and little else (docs/MQTT.md, memory per connection) */
+    uint32_t in_len, in_cap;        /* bounded by the largest packet (< 2^29) */
+    uint32_t out_len, out_cap;      /* bounded by mqtt.max_unread_bytes (<= 1 GiB) */
+    int refs;                       /* 1 for the socket (until broker__conn_released) + 1 per message
+                                       in a batch + 1 per write in flight + 1 while dirty */
+    uint32_t client_max_packet;     /* MQTT 5: the client's Maximum Packet Size (0 = none) */
     uint32_t inflight;              /* QoS 1/2 PUBLISHes until PUBACK / PUBCOMP (MQTT 5 receive maximum) */
     uint32_t unanswered;            /* QoS 1/2 PUBLISHes without their PUBACK / PUBREC yet */
-    broker_pace_t pace;                 /* its PUBLISH pace, for the batches it is in (pace.c) */
-    uint8_t *out;
-    size_t out_len, out_cap;
-    struct broker_conn *dirty_next;     /* server->dirty: has replies to write this loop turn */
-    bool dirty;
-    /* will */
-    bool has_will;
-    uint8_t will_qos;
-    bool will_retain;
-    char *will_topic;
-    uint8_t *will_payload;
-    size_t will_len;
-    uint32_t will_delay_s;
-    wal_attr_t *will_attrs;         /* MQTT 5 will properties as attributes */
-    size_t will_nattrs;
-    size_t will_bytes;              /* what its will holds, in srv->will_bytes */
+    broker_addr_t peer;             /* its address (broker__conn_peer: as text) */
+    uint16_t keep_alive;            /* seconds; 0 = none */
+    uint8_t version;                /* 0 until CONNECT, then 4 or 5 (3 is run as 4) */
+    bool tp_closed : 1;             /* tp->close was called */
+    bool tx_paused : 1;             /* not read from: its unread replies reached half of max_unread_bytes */
+    bool abort : 1;                 /* close without waiting for queued bytes (the client does not read) */
+    bool listed : 1;                /* started (broker__conn_start): counted in nconns / nreleasing */
+    bool mem_refused : 1;           /* a read buffer was refused (mqtt.max_partial_bytes) */
+    bool closing : 1, connected : 1, reading : 1, got_disconnect : 1, will_suppressed : 1;
+    bool request_problem_info : 1;  /* MQTT 5 */
+    bool dirty : 1;                 /* in server->dirty */
+    bool client_id_shared : 1;      /* client_id is its session's (attached), not its own copy */
 };
+
+/* A connection's will, from its CONNECT until it is published, moved to the
+ * session (delayed) or dropped. */
+typedef struct broker_conn_will {
+    char *topic;
+    uint8_t *payload;
+    size_t len;
+    wal_attr_t *attrs;              /* MQTT 5 will properties as attributes */
+    size_t nattrs;
+    size_t bytes;                   /* what it holds, in srv->will_bytes */
+    uint32_t delay_s;
+    uint8_t qos;
+    bool retain;
+} broker_conn_will_t;
 
 struct broker_session {
     char *client_id;
@@ -268,6 +281,8 @@ struct broker_session {
     struct broker_session *hnext;       /* hash chain */
 };
 
+#define BROKER_OUT_POOL 64        /* reply buffers kept for reuse between turns... */
+#define BROKER_OUT_POOL_CAP 4096  /* ...each at most this big (256 KiB at most in all) */
 #define BROKER_DEAD_LETTER_TOPIC "$dead-letter"
 #define BROKER_JOURNAL_TOPIC "$sessions"
 
@@ -346,7 +361,6 @@ struct broker {
     uint32_t nreleasing;            /* closed, socket not yet released: still count against max_connections */
     uint64_t partial_bytes;         /* incomplete packets and alias tables of all connections (max_partial_bytes) */
     uint64_t will_bytes;            /* connected clients' wills and delayed ones (max_will_bytes) */
-    uint64_t next_conn_id;
     /* sessions by client id */
     broker_session_t **sess_buckets;
     uint32_t sess_nbuckets, nsessions;
@@ -377,6 +391,10 @@ struct broker {
     size_t scratch_cap;
     uint8_t readbuf[65536];         /* shared read buffer; leftovers go to conn->in */
     bool readbuf_busy;
+    /* reply buffers between turns (conn.c): a connection holds one only
+     * while it has replies to write, so an idle one holds none */
+    struct { uint8_t *p; uint32_t cap; } out_pool[BROKER_OUT_POOL];
+    uint32_t nout_pool;
 };
 
 /*
@@ -449,7 +467,12 @@ uint32_t broker__max_packet(const cfg_t *cfg);
  * socket's, which the transport gives back with broker__conn_released. */
 broker_conn_t *broker__conn_new(broker_t *srv, const broker_transport_t *tp);
 /* Its socket is set up: counts it, lists it, starts reading (unless paused). peer is copied. */
-void broker__conn_start(broker_conn_t *c, const char *peer);
+void broker__conn_start(broker_conn_t *c, const broker_addr_t *peer /* NULL: unknown */);
+/* c's peer as "host:port" ("[v6]:port"; "?" when unknown), for a log line:
+ * one of 4 buffers used in turn (loop thread only; valid for 3 more calls). */
+const char *broker__conn_peer(const broker_conn_t *c);
+/* Its host part alone, into out (>= 48 bytes). */
+void broker__addr_host(const broker_addr_t *a, char *out, size_t outlen);
 /* Where the next bytes read should go: the loop's shared buffer, or c's own
  * behind an incomplete packet. Borrowed until the matching broker__conn_rx. */
 void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf /* OUT */);

@@ -26,6 +26,8 @@
  */
 #include "gateway/broker/broker_int.h"
 
+#include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,16 +47,35 @@ broker_conn_t *broker__conn_new(broker_t *srv, const broker_transport_t *tp)
     broker_conn_t *c = tb_calloc(1, sizeof *c);
     c->srv = srv;
     c->tp = tp;
-    c->id = ++srv->next_conn_id;
     c->refs = 1;
     return c;
 }
 
-void broker__conn_start(broker_conn_t *c, const char *peer)
+void broker__addr_host(const broker_addr_t *a, char *out, size_t outlen)
+{
+    if (a->family == 0 || !inet_ntop(a->family == 6 ? AF_INET6 : AF_INET, a->ip, out, (socklen_t)outlen))
+        snprintf(out, outlen, "?");
+}
+
+const char *broker__conn_peer(const broker_conn_t *c)
+{
+    static char ring[4][64];
+    static unsigned next;
+    char *buf = ring[next++ % 4], host[48];
+    broker__addr_host(&c->peer, host, sizeof host);
+    if (c->peer.family == 0)
+        snprintf(buf, sizeof ring[0], "?");
+    else
+        snprintf(buf, sizeof ring[0], c->peer.family == 6 ? "[%s]:%u" : "%s:%u", host, (unsigned)c->peer.port);
+    return buf;
+}
+
+void broker__conn_start(broker_conn_t *c, const broker_addr_t *peer)
 {
     broker_t *srv = c->srv;
-    snprintf(c->peer, sizeof c->peer, "%s", peer);
-    c->accepted_ms = c->last_rx_ms = uv_now(srv->loop);
+    if (peer)
+        c->peer = *peer;
+    c->last_rx_ms = uv_now(srv->loop); /* accepted: the CONNECT timeout runs from here */
     c->next = srv->conns;
     if (srv->conns) srv->conns->prev = c;
     srv->conns = c;
@@ -68,7 +89,7 @@ void broker__conn_start(broker_conn_t *c, const char *peer)
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("connection refused at accept: mqtt.max_connections sockets are open or closing",
-                    TB_S("peer", c->peer), TB_U("max_connections", srv->max_connections),
+                    TB_S("peer", broker__conn_peer(c)), TB_U("max_connections", srv->max_connections),
                     TB_U("open", srv->nconns), TB_U("closing", srv->nreleasing), TB_U("suppressed", skipped));
         c->abort = true;
         broker__conn_close(c, 0, "max_connections");
@@ -276,7 +297,9 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
     }
     if (nread == 0 || c->closing)
         return;
-    c->last_rx_ms = uv_now(srv->loop);
+    uint64_t now = uv_now(srv->loop);
+    if (c->connected)
+        c->last_rx_ms = now; /* before CONNECT it stays the accept time */
     if (shared) {
         size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
         size_t left = (size_t)nread - used;
@@ -287,7 +310,7 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
             }
             memcpy(c->in, buf->base + used, left);
             c->in_len = left;
-            c->partial_since_ms = c->last_rx_ms; /* a packet has begun: mqtt.packet_timeout_ms */
+            c->partial_since_ms = now; /* a packet has begun: mqtt.packet_timeout_ms */
         }
     } else {
         c->in_len += (size_t)nread;
@@ -347,7 +370,7 @@ void broker__conn_tx_failed(broker_conn_t *c, int err)
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_warn("connection closed: cannot write to it; its unacknowledged messages will be resent by the client",
-                TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+                TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", broker__conn_peer(c)),
                 TB_S("transport", c->tp->name), TB_S("error", tb_strerror(err)), TB_U("suppressed", skipped));
     broker__conn_close(c, 0, "write failed");
 }
@@ -356,8 +379,14 @@ void broker__conn_send(broker_conn_t *c, const uint8_t *p, size_t n)
 {
     if (c->closing)
         return;
+    if (!c->out && c->srv->nout_pool > 0) { /* a buffer another connection gave back */
+        broker_t *srv = c->srv;
+        srv->nout_pool--;
+        c->out = srv->out_pool[srv->nout_pool].p;
+        c->out_cap = srv->out_pool[srv->nout_pool].cap;
+    }
     if (c->out_len + n > c->out_cap) {
-        size_t cap = TB_MAX(c->out_cap * 2, c->out_len + n);
+        size_t cap = TB_MAX((size_t)c->out_cap * 2, c->out_len + n);
         cap = TB_MAX(cap, (size_t)256);
         c->out = tb_realloc(c->out, cap);
         c->out_cap = cap;
@@ -401,11 +430,28 @@ void broker__conn_give_up(broker_conn_t *c, metrics_close_t why, uint8_t reason5
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_warn("connection closed: a limit was reached", TB_S("client", c->client_id ? c->client_id : ""),
-                TB_S("peer", c->peer), TB_S("why", what), TB_S("reason", metrics_mqtt_close_reasons[why]),
+                TB_S("peer", broker__conn_peer(c)), TB_S("why", what), TB_S("reason", metrics_mqtt_close_reasons[why]),
                 TB_U("unread_bytes", c->tx_queued + c->out_len), TB_U("suppressed", skipped));
     /* a client that does not read would not read a goodbye either: its socket goes now */
     c->abort = why == METRICS_CLOSE_UNREAD_LIMIT || why == METRICS_CLOSE_WRITE_TIMEOUT;
     broker__conn_close(c, c->abort ? 0 : reason5, what);
+}
+
+/* Gives c's reply buffer back to the server's pool (a big one, or past the pool's size, is freed). */
+static void out_release(broker_conn_t *c)
+{
+    broker_t *srv = c->srv;
+    if (!c->out)
+        return;
+    if (c->out_cap <= BROKER_OUT_POOL_CAP && srv->nout_pool < BROKER_OUT_POOL) {
+        srv->out_pool[srv->nout_pool].p = c->out;
+        srv->out_pool[srv->nout_pool].cap = c->out_cap;
+        srv->nout_pool++;
+    } else {
+        free(c->out);
+    }
+    c->out = NULL;
+    c->out_cap = 0;
 }
 
 void broker__conn_flush(broker_conn_t *c)
@@ -418,13 +464,9 @@ void broker__conn_flush(broker_conn_t *c)
             broker__conn_give_up(c, METRICS_CLOSE_UNREAD_LIMIT, 0, "it leaves its replies unread (mqtt.max_unread_bytes)");
         return;
     }
-    int rc = c->tp->write(c, c->out, c->out_len);
+    int rc = c->tp->write(c, c->out, c->out_len); /* takes or copies them all */
     c->out_len = 0;
-    if (c->out_cap > 65536) {
-        free(c->out);
-        c->out = NULL;
-        c->out_cap = 0;
-    }
+    out_release(c);
     if (rc < 0) {
         broker__conn_tx_failed(c, rc);
     } else if (!c->closing) {
@@ -560,10 +602,10 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
-            tb_info("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+            tb_info("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", broker__conn_peer(c)),
                     TB_S("reason", why), TB_S("code", mqtt_reason_name(reason)), TB_U("suppressed", skipped));
     } else if (!c->got_disconnect) {
-        tb_debug("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", c->peer),
+        tb_debug("connection closed", TB_S("client", c->client_id ? c->client_id : ""), TB_S("peer", broker__conn_peer(c)),
                  TB_S("reason", why), TB_S("code", "none"));
     }
     list_remove(srv, c);
@@ -572,9 +614,11 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         srv->nconnected--;
         if (c->listener)
             c->listener->nconnected--;
-        if (c->has_will && !(c->got_disconnect && c->will_suppressed))
+        if (c->will && !(c->got_disconnect && c->will_suppressed))
             broker__publish_will(srv, c);
         broker__session_detach(srv, c);
+        if (c->client_id_shared)
+            c->client_id = NULL; /* the session's: it may have gone with the detach */
     }
     if (c->aliases) {
         for (uint32_t i = 0; i <= srv->cfg->mqtt.topic_alias_maximum; i++)
@@ -583,23 +627,25 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
         c->aliases = NULL;
     }
     broker__conn_hold(c, -(int64_t)(c->mem - c->in_cap)); /* the alias table and its topics (in: in_free) */
-    free(c->client_id);
+    if (!c->client_id_shared)
+        free(c->client_id);
     c->client_id = NULL;
     free(c->username);
     c->username = NULL;
     broker__auth_cancel(c); /* a throttle delay ends; a check on the pool finishes unused */
-    free(c->will_topic);
-    free(c->will_payload);
-    for (size_t i = 0; i < c->will_nattrs; i++) {
-        free((void *)c->will_attrs[i].key);
-        free((void *)c->will_attrs[i].val);
+    broker_conn_will_t *w = c->will;
+    if (w) {
+        free(w->topic);
+        free(w->payload);
+        for (size_t i = 0; i < w->nattrs; i++) {
+            free((void *)w->attrs[i].key);
+            free((void *)w->attrs[i].val);
+        }
+        free(w->attrs);
+        srv->will_bytes -= w->bytes;
+        free(w);
+        c->will = NULL;
     }
-    free(c->will_attrs);
-    srv->will_bytes -= c->will_bytes;
-    c->will_bytes = 0;
-    c->will_topic = NULL;
-    c->will_payload = NULL;
-    c->will_attrs = NULL;
     c->tp_closed = true;
     c->tp->close(c); /* the socket's reference goes in broker__conn_released */
     /* pending acks stay until their batches complete; they are then freed unsent */
@@ -611,7 +657,7 @@ void broker__conn_sweep(broker_t *srv, uint64_t now)
     uint32_t timeout = srv->cfg->mqtt.connect_timeout_ms;
     for (broker_conn_t *c = srv->conns, *next; c; c = next) {
         next = c->next;
-        if (!c->connected && now - c->accepted_ms >= timeout) {
+        if (!c->connected && now - c->last_rx_ms >= timeout) {
             srv->conn_closed[METRICS_CLOSE_CONNECT_TIMEOUT]++;
             broker__conn_close(c, 0, "no CONNECT within mqtt.connect_timeout_ms");
             continue;
@@ -626,6 +672,8 @@ void broker__conn_sweep(broker_t *srv, uint64_t now)
                                  "a packet it began did not complete within mqtt.packet_timeout_ms");
             continue;
         }
+        if (c->in && c->in_len == 0)
+            in_free(c); /* an idle connection holds no input buffer either */
         if (c->tx_queued > 0 && now - c->tx_progress_ms >= srv->cfg->mqtt.write_timeout_ms)
             broker__conn_give_up(c, METRICS_CLOSE_WRITE_TIMEOUT, 0,
                                  "its replies made no progress for mqtt.write_timeout_ms (it does not read)");

@@ -78,23 +78,23 @@ static size_t will_size(const mqtt_connect_t *cn, bool v5)
 }
 
 /* MQTT 5 will properties become attributes, the way a PUBLISH's do. */
-static void keep_will_props(broker_conn_t *c, const mqtt_props_t *wp)
+static void keep_will_props(broker_conn_will_t *w, const mqtt_props_t *wp)
 {
     size_t cap = 2 + wp->user.count;
-    c->will_attrs = tb_calloc(cap, sizeof *c->will_attrs);
+    w->attrs = tb_calloc(cap, sizeof *w->attrs);
     size_t n = 0;
     if (MQTT_HAS(wp, MQTT_PROP_CONTENT_TYPE)) {
-        c->will_attrs[n].key = (uint8_t *)tb_strdup("mqtt.content_type");
-        c->will_attrs[n].key_len = strlen("mqtt.content_type");
-        c->will_attrs[n].val = dup_bytes(wp->content_type);
-        c->will_attrs[n].val_len = wp->content_type.n;
+        w->attrs[n].key = (uint8_t *)tb_strdup("mqtt.content_type");
+        w->attrs[n].key_len = strlen("mqtt.content_type");
+        w->attrs[n].val = dup_bytes(wp->content_type);
+        w->attrs[n].val_len = wp->content_type.n;
         n++;
     }
     if (MQTT_HAS(wp, MQTT_PROP_RESPONSE_TOPIC)) {
-        c->will_attrs[n].key = (uint8_t *)tb_strdup("mqtt.response_topic");
-        c->will_attrs[n].key_len = strlen("mqtt.response_topic");
-        c->will_attrs[n].val = dup_bytes(wp->response_topic);
-        c->will_attrs[n].val_len = wp->response_topic.n;
+        w->attrs[n].key = (uint8_t *)tb_strdup("mqtt.response_topic");
+        w->attrs[n].key_len = strlen("mqtt.response_topic");
+        w->attrs[n].val = dup_bytes(wp->response_topic);
+        w->attrs[n].val_len = wp->response_topic.n;
         n++;
     }
     mqtt_iter_t it;
@@ -105,13 +105,13 @@ static void keep_will_props(broker_conn_t *c, const mqtt_props_t *wp)
         memcpy(key, "mqtt.user.", 10);
         memcpy(key + 10, k.p, k.n);
         key[10 + k.n] = '\0';
-        c->will_attrs[n].key = (uint8_t *)key;
-        c->will_attrs[n].key_len = 10 + k.n;
-        c->will_attrs[n].val = dup_bytes(v);
-        c->will_attrs[n].val_len = v.n;
+        w->attrs[n].key = (uint8_t *)key;
+        w->attrs[n].key_len = 10 + k.n;
+        w->attrs[n].val = dup_bytes(v);
+        w->attrs[n].val_len = v.n;
         n++;
     }
-    c->will_nattrs = n;
+    w->nattrs = n;
 }
 
 void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *raw, size_t rawlen)
@@ -131,7 +131,7 @@ void broker__on_connect(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("connection refused: mqtt.max_connections reached",
-                    TB_U("max_connections", srv->max_connections), TB_S("peer", c->peer),
+                    TB_U("max_connections", srv->max_connections), TB_S("peer", broker__conn_peer(c)),
                     TB_U("suppressed", skipped));
         refuse(c, METRICS_REFUSE_MAX_CONNECTIONS, MQTT_RC_QUOTA_EXCEEDED,
                "mqtt.max_connections reached");
@@ -217,23 +217,23 @@ void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("connection refused: the wills held in memory would pass mqtt.max_will_bytes",
                     TB_U("max_will_bytes", srv->cfg->mqtt.max_will_bytes), TB_U("will_bytes", srv->will_bytes),
-                    TB_S("peer", c->peer), TB_U("suppressed", skipped));
+                    TB_S("peer", broker__conn_peer(c)), TB_U("suppressed", skipped));
         refuse(c, METRICS_REFUSE_MAX_WILL_BYTES, MQTT_RC_QUOTA_EXCEEDED, "mqtt.max_will_bytes reached");
         return;
     }
     if (cn->has_will) {
-        c->has_will = true;
-        c->will_bytes = wbytes;
+        broker_conn_will_t *w = c->will = tb_calloc(1, sizeof *w);
+        w->bytes = wbytes;
         srv->will_bytes += wbytes;
-        c->will_qos = cn->will_qos;
-        c->will_retain = cn->will_retain;
-        c->will_topic = tb_strndup((const char *)cn->will_topic.p, cn->will_topic.n);
-        c->will_payload = dup_bytes(cn->will_payload);
-        c->will_len = cn->will_payload.n;
+        w->qos = cn->will_qos;
+        w->retain = cn->will_retain;
+        w->topic = tb_strndup((const char *)cn->will_topic.p, cn->will_topic.n);
+        w->payload = dup_bytes(cn->will_payload);
+        w->len = cn->will_payload.n;
         if (c->version == MQTT_V5) {
             if (MQTT_HAS(&cn->will_props, MQTT_PROP_WILL_DELAY))
-                c->will_delay_s = cn->will_props.will_delay;
-            keep_will_props(c, &cn->will_props);
+                w->delay_s = cn->will_props.will_delay;
+            keep_will_props(w, &cn->will_props);
         }
     }
 
@@ -253,7 +253,7 @@ void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
             uint64_t skipped;
             if (tb_ratelimit(&rl, &skipped))
                 tb_warn("connection refused: mqtt.max_sessions persistent sessions are remembered",
-                        TB_U("max_sessions", srv->cfg->mqtt.max_sessions), TB_S("peer", c->peer),
+                        TB_U("max_sessions", srv->cfg->mqtt.max_sessions), TB_S("peer", broker__conn_peer(c)),
                         TB_U("suppressed", skipped));
             refuse(c, METRICS_REFUSE_MAX_SESSIONS, MQTT_RC_QUOTA_EXCEEDED, "mqtt.max_sessions reached");
             return;
@@ -270,6 +270,7 @@ void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
     bool present = false;
     c->session = broker__session_attach(srv, c, cn->clean_start, expiry, &present);
     c->connected = true;
+    c->last_rx_ms = uv_now(srv->loop); /* its keep alive runs from its CONNECT */
     srv->nconnected++;
     if (c->listener)
         c->listener->nconnected++;
@@ -304,7 +305,7 @@ void broker__connect_admit(broker_conn_t *c, const mqtt_packet_t *pkt)
     int n = mqtt_encode_connack(out, sizeof out, c->version, present, 0, &props);
     if (n > 0)
         broker__conn_send(c, out, (size_t)n);
-    tb_debug("client connected", TB_S("client", c->client_id), TB_S("peer", c->peer),
+    tb_debug("client connected", TB_S("client", c->client_id), TB_S("peer", broker__conn_peer(c)),
              TB_I("version", c->version == MQTT_V5 ? 5 : (cn->protocol_level == MQTT_V31 ? 3 : 4)),
              TB_B("clean", cn->clean_start), TB_B("session_present", present));
 }

@@ -458,6 +458,8 @@ static void handle_closed(uv_handle_t *h)
     free(srv->journal);
     free(srv->rules);
     free(srv->scratch);
+    for (uint32_t i = 0; i < srv->nout_pool; i++)
+        free(srv->out_pool[i].p);
     router_free(srv->router);
     for (uint32_t i = 0; i < srv->nlisteners; i++)
         broker__tls_ctx_unref(srv->listeners[i].tls);

@@ -113,8 +113,8 @@ broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool c
         static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
-            tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", s->conn->peer),
-                    TB_S("new_peer", c->peer), TB_U("suppressed", skipped));
+            tb_info("session taken over", TB_S("client", c->client_id), TB_S("old_peer", broker__conn_peer(s->conn)),
+                    TB_S("new_peer", broker__conn_peer(c)), TB_U("suppressed", skipped));
         broker__conn_close(s->conn, MQTT_RC_SESSION_TAKEN_OVER, "session taken over by a new connection");
         s = broker__session_find(srv, c->client_id); /* a non-persistent one is gone now */
     }
@@ -129,6 +129,11 @@ broker_session_t *broker__session_attach(broker_t *srv, broker_conn_t *c, bool c
         s = broker__session_create(srv, c->client_id);
     }
     s->conn = c;
+    if (c->client_id != s->client_id) { /* one copy of the identifier: the session's (it outlives c's use) */
+        free(c->client_id);
+        c->client_id = s->client_id;
+        c->client_id_shared = true;
+    }
     bool was = s->journaled;
     uint32_t old_expiry = s->expiry_s;
     broker__session_set_persistent(srv, s, expiry_s > 0);

@@ -28,7 +28,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void on_close(uv_handle_t *h);
 
-bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, char *peer, size_t peerlen)
+bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, broker_addr_t *peer)
 {
     uv_tcp_init(srv->loop, &c->tcp);
     c->tcp.data = c;
@@ -39,20 +39,21 @@ bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, ch
         return false;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    peer[0] = '\0';
+    memset(peer, 0, sizeof *peer);
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        char host[48] = "?";
-        int port = 0;
         if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+            peer->family = 6;
+            peer->port = ntohs(a->sin6_port);
+            memcpy(peer->ip, &a->sin6_addr, 16);
+        } else if (ss.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+            peer->family = 4;
+            peer->port = ntohs(a->sin_port);
+            memcpy(peer->ip, &a->sin_addr, 4);
         }
-        snprintf(peer, peerlen, "%s:%d", host, port);
     }
     return true;
 }
@@ -60,9 +61,9 @@ bool broker__tcp_accept(broker_t *srv, uv_stream_t *server, broker_conn_t *c, ch
 static void tcp_accept(broker_t *srv, uv_stream_t *server)
 {
     broker_conn_t *c = broker__conn_new(srv, &broker__tcp);
-    char peer[64];
-    if (broker__tcp_accept(srv, server, c, peer, sizeof peer))
-        broker__conn_start(c, peer);
+    broker_addr_t peer;
+    if (broker__tcp_accept(srv, server, c, &peer))
+        broker__conn_start(c, &peer);
 }
 
 static int tcp_read_start(broker_conn_t *c)
@@ -261,7 +262,7 @@ static void deadline_cb(uv_timer_t *h)
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_warn("closed connection did not take its last bytes within mqtt.write_timeout_ms: socket released",
-                TB_S("peer", c->peer), TB_U("unsent_bytes", c->tx_queued),
+                TB_S("peer", broker__conn_peer(c)), TB_U("unsent_bytes", c->tx_queued),
                 TB_U("write_timeout_ms", c->srv->cfg->mqtt.write_timeout_ms), TB_U("suppressed", skipped));
     close_now(c);
 }

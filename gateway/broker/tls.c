@@ -172,7 +172,7 @@ static void handshake_failed(broker_conn_t *c, const char *why)
     static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
-        tb_warn("TLS handshake failed: connection closed", TB_S("peer", c->peer), TB_S("why", why),
+        tb_warn("TLS handshake failed: connection closed", TB_S("peer", broker__conn_peer(c)), TB_S("why", why),
                 TB_U("suppressed", skipped));
     broker__conn_close(c, 0, "TLS handshake failed");
 }
@@ -268,7 +268,7 @@ static void pump(broker_conn_t *c)
         uint64_t skipped;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("TLS error: connection closed", TB_S("client", c->client_id ? c->client_id : ""),
-                    TB_S("peer", c->peer), TB_S("why", why), TB_U("suppressed", skipped));
+                    TB_S("peer", broker__conn_peer(c)), TB_S("why", why), TB_U("suppressed", skipped));
         broker__conn_close(c, 0, "TLS error");
         return;
     }
@@ -450,8 +450,8 @@ static void tls_accept(broker_t *srv, uv_stream_t *server)
 {
     broker_listener_t *l = server->data;
     broker_conn_t *c = broker__conn_new(srv, &broker__tls);
-    char peer[64];
-    if (!broker__tcp_accept(srv, server, c, peer, sizeof peer))
+    broker_addr_t peer;
+    if (!broker__tcp_accept(srv, server, c, &peer))
         return;
     pthread_once(&method_once, method_init);
     tls_t *t = tb_calloc(1, sizeof *t);
@@ -466,14 +466,14 @@ static void tls_accept(broker_t *srv, uv_stream_t *server)
         ERR_clear_error();
         t->fatal = true;
         c->abort = true;
-        broker__conn_start(c, peer);
+        broker__conn_start(c, &peer);
         broker__conn_close(c, 0, "out of memory for its TLS session"); /* no-op if start closed it */
         return;
     }
     BIO_set_data(b, t);
     SSL_set_bio(t->ssl, b, b); /* one BIO both ways: the SSL owns it */
     SSL_set_accept_state(t->ssl);
-    broker__conn_start(c, peer); /* reads: the ClientHello */
+    broker__conn_start(c, &peer); /* reads: the ClientHello */
 }
 
 static const char *tls_user(const broker_conn_t *c)

@@ -165,12 +165,12 @@ void broker__will_restore(broker_t *srv, broker_session_t *s, uint64_t due_wall_
 void broker__publish_will(broker_t *srv, broker_conn_t *c)
 {
     broker_session_t *s = c->session;
-    uint32_t delay = c->will_delay_s;
+    broker_conn_will_t *cw = c->will;
+    uint32_t delay = cw->delay_s;
     if (s && s->expiry_s < delay)
         delay = s->expiry_s; /* the will goes when the session ends, if sooner */
     if (delay == 0 || !s || srv->draining) {
-        store(srv, c->client_id, c->will_topic, c->will_payload, c->will_len, c->will_qos, c->will_retain,
-              c->will_attrs, c->will_nattrs);
+        store(srv, c->client_id, cw->topic, cw->payload, cw->len, cw->qos, cw->retain, cw->attrs, cw->nattrs);
         return;
     }
     broker__will_cancel(s);
@@ -178,19 +178,19 @@ void broker__publish_will(broker_t *srv, broker_conn_t *c)
     w->srv = srv;
     w->session = s;
     w->client_id = tb_strdup(c->client_id);
-    w->topic = c->will_topic;
-    w->payload = c->will_payload;
-    w->len = c->will_len;
-    w->qos = c->will_qos;
-    w->retain = c->will_retain;
-    w->attrs = c->will_attrs;
-    w->nattrs = c->will_nattrs;
-    w->bytes = c->will_bytes; /* it moves to the session with the will */
-    c->will_bytes = 0;
-    c->will_topic = NULL;
-    c->will_payload = NULL;
-    c->will_attrs = NULL;
-    c->will_nattrs = 0;
+    w->topic = cw->topic;
+    w->payload = cw->payload;
+    w->len = cw->len;
+    w->qos = cw->qos;
+    w->retain = cw->retain;
+    w->attrs = cw->attrs;
+    w->nattrs = cw->nattrs;
+    w->bytes = cw->bytes; /* it moves to the session with the will */
+    cw->bytes = 0;
+    cw->topic = NULL;
+    cw->payload = NULL;
+    cw->attrs = NULL;
+    cw->nattrs = 0;
     w->due_wall_ms = tb_wall_ms() + (uint64_t)delay * 1000u;
     s->will = w;
     broker__journal_will(srv, s); /* sets w->journaled when the session is journaled */

@@ -187,7 +187,7 @@ broker_conn_t *fake_conn(hb_t *h, fake_t *f)
     broker_conn_t *c = broker__conn_new(h->b, &fake_tp);
     c->tp_state = f;
     f->c = c;
-    broker__conn_start(c, "fake:1");
+    broker__conn_start(c, NULL); /* no address: "?" in the logs */
     return c;
 }
 
