@@ -89,6 +89,7 @@ typedef struct broker_topic {
     uint64_t batch_first_ms;     /* loop time of the open batch's first message */
     uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
     uint32_t inflight;           /* batches at the writer */
+    bool journal_dep;            /* its open batch holds a QoS 2 message the journal's open batch says STORED */
 } broker_topic_t;
 
 /* Connection counters (tributary_mqtt_*). */

@@ -76,6 +76,7 @@ typedef struct broker_pending {
     broker_conn_t *conn;     /* whose FIFO this is in (holds a reference) */
     broker_session_t *session; /* QoS 2: the session to update when ready (holds a reference) */
     struct broker_pending *follower; /* a DUP resend on another connection waiting for this one */
+    broker_topic_t *topic;   /* the upstream topic whose batch took the message (NULL: none yet) */
     uint16_t packet_id;
     uint8_t qos;
     uint8_t waits;       /* completions still needed before it is ready */
@@ -345,6 +346,10 @@ struct broker {
      * and the session journal. NULL when not in use. */
     broker_topic_t *dead_letter;
     broker_topic_t *journal;
+    /* topics whose open batch must reach the writer before the journal's
+     * (ingest.c): its STORED records promise what they hold */
+    broker_topic_t **jdeps;
+    size_t njdeps, cap_jdeps;
     uint64_t journal_records;       /* since its checkpoint: compaction trigger */
     bool journal_full;
     bool replaying;                 /* the journal is being replayed: nothing is written to it */              /* its last write was refused by mqtt.max_journal_bytes */

@@ -45,6 +45,19 @@
 
 static void submit(broker_topic_t *t, metrics_batch_t why)
 {
+    broker_t *srv = t->srv;
+    if (t == srv->journal) {
+        /* A STORED record says "this QoS 2 message is in the log": the batch
+         * holding the message goes to the writer first, which writes and
+         * syncs a round's batches in the order they came. Otherwise a kill
+         * between the two left a STORED with no message, and the client's
+         * resend (DUP) was answered as a duplicate: the message lost. */
+        for (size_t i = 0; i < srv->njdeps; i++) {
+            srv->jdeps[i]->journal_dep = false;
+            submit(srv->jdeps[i], METRICS_BATCH_FLUSH);
+        }
+        srv->njdeps = 0;
+    }
     if (!t->batch)
         return;
     t->batches[why]++;
@@ -135,6 +148,17 @@ int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, b
     uint64_t quiet = broker__pace_quiet_ms(can_send ? &c->pace : NULL, now, cfg->mqtt.ingestion.idle_flush_ms, idle_max);
     t->batch_quiet_ms = TB_MAX(t->batch_quiet_ms, now + quiet);
     t->batched++;
+    if (p && t == t->srv->journal && p->topic && p->topic->batch && !p->topic->journal_dep) {
+        broker_t *srv = t->srv; /* this record speaks for a message still in p->topic's open batch */
+        if (srv->njdeps == srv->cap_jdeps) {
+            srv->cap_jdeps = srv->cap_jdeps ? srv->cap_jdeps * 2 : 8;
+            srv->jdeps = tb_realloc(srv->jdeps, srv->cap_jdeps * sizeof *srv->jdeps);
+        }
+        srv->jdeps[srv->njdeps++] = p->topic;
+        p->topic->journal_dep = true;
+    }
+    if (p && t != t->srv->journal)
+        p->topic = t;
     if (p) {
         broker_batch_ctx_t *ctx = t->ctx;
         if (ctx->n == ctx->cap) {

@@ -456,6 +456,7 @@ static void handle_closed(uv_handle_t *h)
     free(srv->topics);
     free(srv->dead_letter);
     free(srv->journal);
+    free(srv->jdeps);
     free(srv->rules);
     free(srv->scratch);
     for (uint32_t i = 0; i < srv->nout_pool; i++)

@@ -344,7 +344,7 @@ typedef enum {
     METRICS_BATCH_FULL,    /* mqtt.ingestion.batch_size messages, or the batch's byte bound */
     METRICS_BATCH_TIMEOUT, /* mqtt.ingestion.batch_timeout_ms after its first message */
     METRICS_BATCH_IDLE,    /* every client in it had gone quiet (idle_flush_ms, or its pace) */
-    METRICS_BATCH_FLUSH,   /* the drain at shutdown, or the session journal's compaction */
+    METRICS_BATCH_FLUSH,   /* the drain at shutdown, the session journal's compaction, or a journal batch that says STORED for its QoS 2 messages */
     METRICS_BATCH__COUNT
 } metrics_batch_t;
 extern const char *const metrics_batch_reasons[METRICS_BATCH__COUNT];
