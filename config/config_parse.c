@@ -403,7 +403,7 @@ static int parse_listener(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_liste
                            in_tls ? " (tls needs cert_file and key_file)" : "");
         }
     }
-    const struct cfg_listener_tls *t = &l->tls;
+    const cfg_tls_t *t = &l->tls;
     char full[256];
     if (!l->has_tls) {
         /* a tls key outside a tls mapping cannot happen: they are only under tls */
