@@ -163,6 +163,12 @@ typedef struct cfg {
         char *listener;
         char *auth_token_file;     /* "" = no token asked for */
         bool auth_probes;          /* /healthz and /readyz ask for it too */
+        /* http.tls: HTTPS on http.listener. has_tls when the file has an
+         * http.tls mapping or the environment sets an http.tls key; then
+         * cert_file and key_file are required (as a listener's). Without
+         * it the strings are "". */
+        bool has_tls;
+        cfg_tls_t tls;
     } http;
     struct {
         uint32_t stall_after_ms;
