@@ -245,6 +245,18 @@ static void linger(http__conn_t *c)
         http__conn_close(c);
 }
 
+/* TLS: after the client's close_notify, a connection with no response
+ * under way has nothing more coming: ours, then closed. */
+static bool tls_peer_gone(http__conn_t *c)
+{
+    if (!c->tls_peer_done || (c->state != HTTP__CONN_READING && c->state != HTTP__CONN_IDLE))
+        return false;
+    tls_stream_close_notify(c->tls);
+    (void)http__tls_flush(c); /* best effort: the socket closes now */
+    http__conn_close(c);
+    return true;
+}
+
 static void next_request(http__conn_t *c)
 {
     /* TLS: what the last read left in the stream was not reported by libuv: read it now */
@@ -259,6 +271,8 @@ static void next_request(http__conn_t *c)
     }
     if (c->in_len > 0)
         process(c); /* a pipelined request may already be complete */
+    if (c->tls)
+        tls_peer_gone(c);
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -330,11 +344,12 @@ static void tls_input(http__conn_t *c, const uint8_t *p, size_t n)
         http__conn_close(c);
         return;
     }
-    if (c->in_len == before)
-        return; /* a step of the handshake, or part of a record */
-    if (c->state == HTTP__CONN_IDLE)
-        wait_for_request(c, HTTP__CONN_READING);
-    process(c);
+    if (c->in_len != before) {
+        if (c->state == HTTP__CONN_IDLE)
+            wait_for_request(c, HTTP__CONN_READING);
+        process(c);
+    } /* else a step of the handshake, or part of a record */
+    tls_peer_gone(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)

@@ -38,6 +38,7 @@ typedef struct http__conn {
     bool close_after;     /* the response being written is the last one */
     tls_stream_t *tls;    /* http.tls: its stream (NULL: plain HTTP) */
     tb_buf_t tx;          /* TLS: records written by the stream, until handed to libuv */
+    bool tls_peer_done;   /* TLS: the client's close_notify came; what came before it is answered, then closed */
 } http__conn_t;
 
 struct http_server {
@@ -97,8 +98,9 @@ bool http__tls_open(http__conn_t *c);
 void http__tls_rxbuf(uv_buf_t *buf /* OUT */);
 /* Runs the stream on the read just fed to it (or on what it kept): the
  * handshake, then plaintext into c->in up to max_head_bytes; keeps what is
- * left and sends what the stream wrote. 0, or negative: close c (a failed
- * handshake, counted and logged; a TLS error; the client's close_notify). */
+ * left and sends what the stream wrote. 0 (the client's close_notify sets
+ * c->tls_peer_done), or negative: close c (a failed handshake, counted and
+ * logged; a TLS error; a write refused). */
 int http__tls_pump(http__conn_t *c);
 /* Sends what the stream wrote outside a response (flights, alerts,
  * close_notify) in a write of its own. 0 or -errno. */

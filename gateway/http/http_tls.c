@@ -149,9 +149,12 @@ int http__tls_pump(http__conn_t *c)
             c->in_len += (size_t)k;
             continue;
         }
-        if (k == TB_EPROTO)
+        if (k == TB_ECLOSED) /* its close_notify: like a FIN after its last request */
+            c->tls_peer_done = true;
+        else if (k < 0) {
             tls_error(c, why);
-        rc = (int)k; /* 0: it needs more; TB_ECLOSED: its close_notify, the end */
+            rc = (int)k;
+        }
         break;
     }
     if (rc == 0)

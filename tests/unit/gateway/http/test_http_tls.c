@@ -295,3 +295,19 @@ Test(http_tls, a_client_hello_on_the_plain_endpoint_gets_400_at_once)
     cl_close(c);
     th_stop(&T);
 }
+
+Test(http_tls, a_request_followed_by_close_notify_is_answered)
+{
+    start(NULL);
+    cl_t *c = open_tls();
+    cl_send(c, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n");
+    SSL_shutdown(c->ssl); /* the client is done sending, as with a FIN after its request */
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0, "what came before the close_notify is answered");
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body, "A");
+    cl_resp_free(&r);
+    cr_assert(cl_eof(c), "then the connection ends");
+    cl_close(c);
+    stop();
+}
