@@ -62,8 +62,10 @@
  * decrypted into the same max_head_bytes buffer; a response is encrypted
  * as a whole and its plaintext freed before it is written, so a
  * connection still holds one response; ciphertext read past what the head
- * buffer takes stays in the stream, at most one read (HTTP__TLS_RX bytes),
- * since reading stops while a response is written. At the cap the 503 is
+ * buffer takes stays in the stream, at most part of a record and one read
+ * (2 x HTTP__TLS_RX bytes): reading stops while a response is written and
+ * once the head buffer is full (431), and what is kept is read first at the
+ * next request. At the cap the 503 is
  * not sent (it would be plain text to a TLS client): the newcomer is closed.
  */
 #ifndef HTTP_HTTP_H

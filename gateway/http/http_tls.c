@@ -8,8 +8,9 @@
  *        fed to the stream in place; the handshake is stepped, then
  *        plaintext is decrypted into c->in, the request head buffer, up
  *        to max_head_bytes. What the head buffer cannot take stays in the
- *        stream (at most one read: reading stops while a response is
- *        written) and is read on the next request (http_conn.c's
+ *        stream (at most part of a record and one read: reading stops
+ *        while a response is written, and once the head buffer is full)
+ *        and is read first at the next request (http_conn.c's
  *        next_request).
  *   out  the stream's records are gathered in c->tx. A response is
  *        encrypted whole into it and written with the connection's one
