@@ -61,20 +61,25 @@ typedef struct cfg_mapping {
     int line;                      /* where the mapping starts, 1-based */
 } cfg_mapping_t;
 
+/* A server's TLS keys: a `tls` mapping of mqtt.listeners[] and http.tls
+ * (the same names, the same meaning; gateway/tls builds the context). */
+typedef struct cfg_tls {
+    char *cert_file;           /* PEM certificate (chain); required with tls */
+    char *key_file;            /* PEM private key of cert_file; required with tls */
+    char *ca_file;             /* PEM CAs client certificates are checked against; "" = none */
+    bool require_client_cert;  /* a client without a certificate ca_file trusts fails the handshake */
+    cfg_tls_version_t min_version;
+    char *ciphers;             /* OpenSSL cipher list (TLS 1.2); "" = OpenSSL's default */
+    bool use_identity_as_username; /* the client certificate's CN is the user name (listeners only:
+                                      HTTP has no user names, http.tls has no such key) */
+} cfg_tls_t;
+
 /* One entry of mqtt.listeners. Without a tls mapping (has_tls false) the
  * tls fields hold their defaults and cert_file/key_file are NULL. */
 typedef struct cfg_listener {
     char *address;                 /* host:port, [v6]:port */
     bool has_tls;                  /* a tls mapping was given */
-    struct cfg_listener_tls {
-        char *cert_file;           /* PEM certificate (chain); required with tls */
-        char *key_file;            /* PEM private key of cert_file; required with tls */
-        char *ca_file;             /* PEM CAs client certificates are checked against; "" = none */
-        bool require_client_cert;  /* a client without a certificate ca_file trusts fails the handshake */
-        cfg_tls_version_t min_version;
-        char *ciphers;             /* OpenSSL cipher list (TLS 1.2); "" = OpenSSL's default */
-        bool use_identity_as_username; /* the client certificate's CN is the user name */
-    } tls;
+    cfg_tls_t tls;
     cfg_anon_t allow_anonymous;    /* auto: auth.allow_anonymous */
     int line;                      /* where the entry starts, 1-based */
 } cfg_listener_t;
@@ -158,6 +163,12 @@ typedef struct cfg {
         char *listener;
         char *auth_token_file;     /* "" = no token asked for */
         bool auth_probes;          /* /healthz and /readyz ask for it too */
+        /* http.tls: HTTPS on http.listener. has_tls when the file has an
+         * http.tls mapping or the environment sets an http.tls key; then
+         * cert_file and key_file are required (as a listener's). Without
+         * it the strings are "". */
+        bool has_tls;
+        cfg_tls_t tls;
     } http;
     struct {
         uint32_t stall_after_ms;

@@ -212,6 +212,15 @@ int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, si
     if (!*cfg->edge.tls.cert_file != !*cfg->edge.tls.key_file)
         return fail(&c, -1, *cfg->edge.tls.cert_file ? "edge.tls.key_file" : "edge.tls.cert_file",
                     "edge.tls.cert_file and edge.tls.key_file go together: give both or neither");
+    if (cfg->http.has_tls) {
+        const cfg_tls_t *t = &cfg->http.tls;
+        if (!*t->cert_file || !*t->key_file)
+            return fail(&c, -1, !*t->cert_file ? "http.tls.cert_file" : "http.tls.key_file",
+                        "required key missing (http.tls needs cert_file and key_file)");
+        if (t->require_client_cert && !*t->ca_file)
+            return fail(&c, -1, "http.tls.require_client_cert",
+                        "needs http.tls.ca_file: the CAs client certificates are checked against");
+    }
     if (cfg->replicator.retry_max_ms < cfg->replicator.retry_initial_ms)
         return fail(&c, -1, "replicator.retry_max_ms", "must be at least replicator.retry_initial_ms (%u)",
                     cfg->replicator.retry_initial_ms);

@@ -166,6 +166,8 @@ void cfg_print(const cfg_t *cfg, FILE *out)
         const cfg__key_t *k = &cfg__keys[i];
         if (strcmp(k->path, "mqtt.listener") == 0 && cfg->mqtt.nlisteners)
             continue; /* mqtt.listeners replaces it (and giving both is an error) */
+        if (strncmp(k->path, "http.tls.", 9) == 0 && !cfg->http.has_tls)
+            continue; /* plain HTTP: an http.tls mapping read back would ask for a certificate */
         /* open the sections this key lives in */
         char path[128];
         snprintf(path, sizeof path, "%s", k->path);

@@ -403,7 +403,7 @@ static int parse_listener(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_liste
                            in_tls ? " (tls needs cert_file and key_file)" : "");
         }
     }
-    const struct cfg_listener_tls *t = &l->tls;
+    const cfg_tls_t *t = &l->tls;
     char full[256];
     if (!l->has_tls) {
         /* a tls key outside a tls mapping cannot happen: they are only under tls */
@@ -513,7 +513,13 @@ static int walk(pctx_t *c, const yaml_node_t *map, const char *prefix)
                     continue; /* "wal:" with nothing under it: all defaults */
                 return fail_at(c, vn, path, "expected a section (a mapping of keys), got %s", node_kind(vn));
             }
+            if (strcmp(path, "http.tls") == 0)
+                c->cfg->http.has_tls = true; /* even empty: then its required keys are missing */
             rc = walk(c, vn, path);
+        } else if (strcmp(path, "http.tls.use_identity_as_username") == 0) {
+            return fail_at(c, kn, path, "the HTTP endpoint has no user names, so this listener key has no "
+                                        "meaning here (its credential is the bearer token, "
+                                        "http.auth_token_file; a client certificate only opens the handshake)");
         } else {
             return unknown_key(c, kn, "", prefix, name, cfg__keys, cfg__nkeys);
         }
@@ -549,6 +555,8 @@ static int apply_env(pctx_t *c)
                 return TB_ECONFIG;
             }
             c->seen[i] = true;
+            if (strncmp(k->path, "http.tls.", 9) == 0)
+                c->cfg->http.has_tls = true; /* as an http.tls mapping in the file would */
         }
     }
     return 0;

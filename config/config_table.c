@@ -184,6 +184,24 @@ const cfg__key_t cfg__keys[] = {
       "\"Authorization: Bearer <token>\". Read again on SIGHUP. Empty: no token."),
     K("http.auth_probes", CFG__BOOL, http.auth_probes, "false", 0, 0, NULL, 0,
       "With http.auth_token_file: /healthz and /readyz ask for the token too (false: probes stay open)."),
+    /* http.tls: the keys of a listener's tls mapping, the same meaning (docs/SECURITY.md) */
+    K("http.tls.cert_file", CFG__STR, http.tls.cert_file, "", 0, 4096, NULL, 0,
+      "With http.tls: the endpoint serves HTTPS only, with this PEM server certificate (optionally followed "
+      "by its intermediate CAs); needs key_file. Read at start (a file that does not load is a "
+      "configuration error) and again on SIGHUP. Without http.tls: plain HTTP."),
+    K("http.tls.key_file", CFG__STR, http.tls.key_file, "", 0, 4096, NULL, 0,
+      "With http.tls: PEM private key of cert_file (unencrypted)."),
+    K("http.tls.ca_file", CFG__STR, http.tls.ca_file, "", 0, 4096, NULL, 0,
+      "PEM CAs that HTTPS client certificates are checked against; a client may then present one, and an "
+      "untrusted one fails the handshake. Empty: no client certificate is asked for."),
+    K("http.tls.require_client_cert", CFG__BOOL, http.tls.require_client_cert, "false", 0, 0, NULL, 0,
+      "An HTTPS client without a certificate that ca_file trusts fails the handshake (needs ca_file); "
+      "probes then need one too."),
+    K("http.tls.min_version", CFG__ENUM, http.tls.min_version, "1.2", 0, 0, tls_versions, 0,
+      "Oldest TLS version the endpoint accepts: 1.2 or 1.3."),
+    K("http.tls.ciphers", CFG__STR, http.tls.ciphers, "", 0, 4096, NULL, 0,
+      "OpenSSL cipher list for TLS 1.2 (`openssl ciphers` syntax); empty: OpenSSL's default. TLS 1.3 "
+      "suites are OpenSSL's."),
 
     K("shutdown_timeout_ms", CFG__MS, shutdown_timeout_ms, "25000", 1000, 600000, NULL, 0,
       "Longest the SIGTERM drain may take before the process exits anyway (the log stays consistent); "

@@ -1,13 +1,14 @@
 /*
  * auth_files.c: the files the broker reads besides edge.yaml:
  * auth.password_file and auth.acl_file (the parsers are gateway/auth), the
- * TLS listeners' certificates and keys (gateway/broker/tls_ctx.c), and the
- * HTTP endpoint's bearer token file. At start a file that does not load is
+ * TLS listeners' certificates and keys (gateway/broker/tls_ctx.c), the
+ * HTTP endpoint's (http.tls, gateway/tls) and its bearer token file. At start a file that does not load is
  * a configuration error that names the key and the file (`tributary check`
  * and `run` exit 2); on SIGHUP (reload.c) the same error keeps the files in
  * force.
  */
 #include "gateway/gateway.h"
+#include "gateway/gateway_int.h"
 #include "gateway/broker/broker.h"
 #include "base/base.h"
 
@@ -81,10 +82,24 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
     return 0;
 }
 
+int gw__http_tls_load(const cfg_t *cfg, tls_ctx_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!cfg->http.has_tls)
+        return 0;
+    /* its own session id context: a session of an MQTT listener does not resume here */
+    return tls_ctx_load(&cfg->http.tls, "http.tls", 0, "tributary-http", out, err, errlen);
+}
+
 int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen)
 {
     broker_tls_t *t;
     int rc = broker_tls_load(cfg, &t, err, errlen);
     broker_tls_free(t);
+    if (rc < 0)
+        return rc;
+    tls_ctx_t *h;
+    rc = gw__http_tls_load(cfg, &h, err, errlen);
+    tls_ctx_unref(h);
     return rc;
 }

@@ -24,6 +24,7 @@
 #include "gateway/broker/broker.h"
 #include "gateway/http/http.h"
 #include "gateway/metrics/metrics.h"
+#include "gateway/tls/tls.h"
 #include "replicator/replicator.h"
 #include "wal/wal.h"
 
@@ -120,11 +121,18 @@ void gw__provider(gw__run_t *r, http_provider_t *out /* OUT */);
  */
 int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_t *max_connections /* OUT */);
 
+/* ---- auth_files.c ----
+ * The HTTP endpoint's TLS context from cfg's http.tls: 0 and *out (NULL
+ * when http.tls is not set), or TB_ECONFIG with err = "http.tls.KEY: FILE:
+ * why". Any thread. */
+int gw__http_tls_load(const cfg_t *cfg, tls_ctx_t **out /* OUT */, char *err, size_t errlen);
+
 /* ---- reload.c ----
  * SIGHUP. Re-reads the configuration file; applies what can change at run
  * time (log level and format, each mapping's validation_policy, auth.*
- * with the password and ACL files read again) and logs every other changed
- * key as needing a restart. An invalid file, or an authentication file
+ * with the password and ACL files read again, the TLS certificates of the
+ * listeners and of the HTTP endpoint) and logs every other changed key as
+ * needing a restart. An invalid file, or an authentication file
  * that does not parse, changes nothing. b may be NULL (before the log service started).
  */
 void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running);

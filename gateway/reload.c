@@ -7,8 +7,10 @@
  * together (a check in flight ends with the old ones), and the TLS
  * listeners' certificates, keys and CAs, read again too and given to new
  * handshakes (established connections keep theirs), with their
- * mqtt.listeners[i].tls.* keys while the listeners stay the same; a file
- * that does not load refuses the whole reload, with its file (and line). Everything else is named
+ * mqtt.listeners[i].tls.* keys while the listeners stay the same, and so
+ * the HTTP endpoint's (http.tls.*, while http.listener and whether it is
+ * TLS stay the same); a file that does not load refuses the whole reload,
+ * with its file (and line). Everything else is named
  * in one log line as needing a restart, so an operator never believes a
  * change took effect when it did not. An invalid file is refused with its
  * error and changes nothing.
@@ -25,6 +27,7 @@ typedef struct {
     broker_t *b;
     const cfg_t *next;
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
+    bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
     char restart[1024];
     size_t restart_len;
     int applied;
@@ -67,6 +70,11 @@ static void on_diff(void *arg, const char *key)
     }
     if (strncmp(key, "auth.", 5) == 0 || strcmp(key, "http.auth_token_file") == 0)
         return; /* applied with the files (gw__reload) */
+    if (r->http_tls_keys && strncmp(key, "http.tls.", 9) == 0) {
+        tb_info("reload: HTTP TLS setting applied to new handshakes", TB_S("key", key));
+        r->applied++;
+        return; /* with the certificate (gw__reload) */
+    }
     if (r->tls_keys && is(key, "mqtt.listeners[", "") && strstr(key, "].tls.")) {
         tb_info("reload: TLS listener setting applied to new handshakes", TB_S("key", key));
         r->applied++;
@@ -92,6 +100,12 @@ static bool same_listeners(const cfg_t *a, const cfg_t *b)
             a->mqtt.listeners[i].has_tls != b->mqtt.listeners[i].has_tls)
             return false;
     return a->mqtt.nlisteners || strcmp(a->mqtt.listener, b->mqtt.listener) == 0;
+}
+
+/* The HTTP endpoint at the same address, TLS or plain as before. */
+static bool same_http(const cfg_t *a, const cfg_t *b)
+{
+    return strcmp(a->http.listener, b->http.listener) == 0 && a->http.has_tls == b->http.has_tls;
 }
 
 static void free_token(char *token)
@@ -145,8 +159,28 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
         cfg_free(next);
         return;
     }
-    if (http)
+    /* The HTTP endpoint's the same way: its http.tls keys apply while it
+     * keeps its address and its TLS, else the running file's are read again. */
+    bool same_h = same_http(running, next);
+    tls_ctx_t *http_tls = NULL;
+    if (gw__http_tls_load(same_h ? next : running, &http_tls, err, sizeof err) < 0) {
+        tb_error("SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in force "
+                 "are kept", TB_S("why", err));
+        broker_tls_free(tls);
+        free_token(token);
+        auth_passwd_unref(pw);
+        auth_acl_unref(acl);
+        cfg_free(next);
+        return;
+    }
+    if (http) {
         http_service_set_token(http, token);
+        if (http_tls) {
+            http_service_set_tls(http, http_tls); /* logs "http TLS certificate reloaded" */
+            http_tls = NULL;
+        }
+    }
+    tls_ctx_unref(http_tls);
     free_token(token);
     if (b) {
         broker_set_tls(b, tls); /* logs each listener's certificate: "mqtt TLS certificate reloaded" */
@@ -161,7 +195,7 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     }
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
-    reload_t r = { .b = b, .next = next, .tls_keys = same };
+    reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h };
     if (b)
         cfg_diff(running, next, on_diff, &r);
     if (r.restart_len)

@@ -2,7 +2,8 @@
  * run.c: gw_run(), the boot sequence. Each phase is logged; the services
  * registered here start in order and drain in reverse (gateway_int.h):
  *
- *   http        /metrics, /stats, /healthz, /readyz  (drains last: probes answer throughout)
+ *   http        /metrics, /stats, /healthz, /readyz, over TLS with http.tls
+ *               (drains last: probes answer throughout)
  *   log         the WAL (recovery), rules and topics (closes after everything that writes
  *               or reads it: the replicator's readers are closed before wal_close)
  *   replicator  RegisterEdge (retried with backoff while the cluster is away), then per
@@ -266,14 +267,27 @@ int gw_run(const cfg_t *cfg)
         gw_repl_free(r.repl);
         return GW_EXIT_USAGE;
     }
+    tls_ctx_t *http_tls;
+    if (gw__http_tls_load(cfg, &http_tls, terr, sizeof terr) < 0) {
+        tb_error("cannot load the HTTP endpoint's TLS certificate", TB_S("why", terr));
+        if (token) {
+            explicit_bzero(token, strlen(token));
+            free(token);
+        }
+        metrics_free(r.metrics);
+        gw_repl_free(r.repl);
+        return GW_EXIT_USAGE;
+    }
     r.http_conns = hopts.http.max_conns;
     http_service_t *http;
     if (http_service_new(&app.loop, &hopts, r.metrics, &provider, &http) < 0) {
         free(token);
+        tls_ctx_unref(http_tls);
         metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;
     }
+    http_service_set_tls(http, http_tls); /* NULL: plain HTTP */
     http_service_set_token(http, token);
     if (token)
         tb_info("http: /metrics and /stats ask for a bearer token", TB_S("file", cfg->http.auth_token_file),

@@ -12,7 +12,11 @@ Run by ctest (test `layout`, tests/CMakeLists.txt) in every build; by hand:
 2. Internal headers stay inside. A header named *_int.h or *_internal.h
    may be included only by files of its own folder and by that folder's
    own unit tests (tests/unit/<the same path>/).
-3. Pure libraries link nothing but base and libc. For each --pure library
+3. libssl stays where the table says. <openssl/ssl.h> is included only by
+   the folders whose row names libssl among its external libraries
+   (gateway/tls for every server, the CLI for its HTTPS client), so TLS
+   has one engine (tests, benchmarks and tools may include it).
+4. Pure libraries link nothing but base and libc. For each --pure library
    (tb_mqtt, tb_router, tb_http_parse), every symbol its objects leave
    undefined must be defined by itself, by base, or by glibc (libc, libm);
    sanitizer and coverage hooks are allowed in instrumented builds. Each
@@ -28,6 +32,7 @@ import subprocess
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+SSL_INCLUDE = re.compile(r'^\s*#\s*include\s+<openssl/ssl\.h>', re.M)
 INTERNAL = re.compile(r"(_int|_internal)\.h$")
 SKIP_DIRS = {"build", ".git", "data", "corpus", "node_modules"}
 SANITIZER = re.compile(r"^(__asan|__ubsan|__lsan|__sanitizer|__msan|__tsan|__sancov|__start___sancov|__stop___sancov)")
@@ -36,26 +41,47 @@ GLIBC = ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
 ALLOWED_NEEDED = re.compile(r"^(libc|libm|libasan|libubsan|libgcc_s|ld-linux[-\w]*)\.so")
 
 
-def rules_from_docs(src):
-    """{folder: set(folders it may include)} from docs/ARCHITECTURE.md's marked table."""
+def table_rows(src):
+    """[(folder, cells)] of docs/ARCHITECTURE.md's marked table."""
     path = os.path.join(src, "docs", "ARCHITECTURE.md")
     text = open(path, encoding="utf-8").read()
     m = re.search(r"<!-- layout-rules -->(.*?)<!-- /layout-rules -->", text, re.S)
     if not m:
         sys.exit(f"{path}: no <!-- layout-rules --> table")
-    rules = {}
+    rows = []
     for line in m.group(1).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) < 4 or not cells[0].startswith("`"):
             continue
-        folder = cells[0].strip("`").rstrip("/")
-        may = set()
-        for tok in re.findall(r"`([^`]+)`", cells[3]):
-            may.add(tok.rstrip("/"))
-        rules[folder] = may
-    if not rules:
+        rows.append((cells[0].strip("`").rstrip("/"), cells))
+    if not rows:
         sys.exit(f"{path}: the layout-rules table has no rows")
-    return rules
+    return rows
+
+
+def rules_from_docs(src):
+    """{folder: set(folders it may include)} from docs/ARCHITECTURE.md's marked table."""
+    return {folder: {tok.rstrip("/") for tok in re.findall(r"`([^`]+)`", cells[3])}
+            for folder, cells in table_rows(src)}
+
+
+def libssl_folders(src):
+    """The folders whose row names libssl among its external libraries."""
+    return {folder for folder, cells in table_rows(src) if len(cells) > 4 and "libssl" in cells[4]}
+
+
+def check_libssl(src, rules, allowed):
+    bad = []
+    folders = list(rules)
+    for path in source_files(src):
+        me = owner(path, folders)
+        if me is None or me in allowed:
+            continue  # tests, bench and tools; the folders the table lets
+        text = open(os.path.join(src, path), encoding="utf-8", errors="replace").read()
+        if SSL_INCLUDE.search(text):
+            bad.append(f"{path}: includes <openssl/ssl.h>, but {me}/'s row of docs/ARCHITECTURE.md's layout "
+                       f"table does not name libssl (server TLS goes through gateway/tls/tls.h)")
+    return bad
 
 
 def source_files(src):
@@ -150,6 +176,7 @@ def main():
     src = os.path.abspath(a.source)
     rules = rules_from_docs(src)
     bad = check_includes(src, rules)
+    bad += check_libssl(src, rules, libssl_folders(src))
     if a.pure:
         if not a.base:
             sys.exit("--pure needs --base")

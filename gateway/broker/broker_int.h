@@ -37,6 +37,7 @@
 #include "gateway/metrics/metrics.h"
 #include "gateway/mqtt/mqtt.h"
 #include "gateway/router/router.h"
+#include "gateway/tls/tls.h"
 #include "schema/schema.h"
 #include "wal/wal.h"
 
@@ -297,32 +298,14 @@ typedef struct broker_listener {
     const char *address;            /* as configured (the configuration's) */
     const cfg_listener_t *cfg;      /* its entry; NULL for mqtt.listener */
     const broker_transport_t *tp;   /* the transport of its connections */
-    struct broker_tls_ctx *tls;     /* tls.c: the context new handshakes use (a reference; NULL: plain) */
+    tls_ctx_t *tls;                 /* tls.c: the context new handshakes use (a reference; NULL: plain) */
+    bool use_identity;              /* with tls: its tls.use_identity_as_username, with that context */
     bool inited;                    /* handle initialised: closed with the broker's handles */
     bool listening;
     char bound[80];                 /* the address bound (port 0 resolved) */
     uint32_t nconnected;            /* its connections past CONNECT */
     uint64_t publish_denied;        /* PUBLISHes (and wills) of its clients the ACL refused */
 } broker_listener_t;
-
-struct ssl_ctx_st; /* OpenSSL's SSL_CTX and X509: only tls.c and tls_ctx.c include OpenSSL */
-struct x509_st;
-
-/* tls_ctx.c: a TLS listener's context, made from its tls keys
- * (broker_tls_load); reference counted: its listener holds one. */
-struct broker_tls_ctx {
-    struct ssl_ctx_st *ctx;         /* the SSL_CTX (each SSL made from it holds it too) */
-    int refs;
-    bool use_identity;              /* tls.use_identity_as_username */
-    bool require_cert;              /* tls.require_client_cert */
-    bool expired;                   /* its certificate's notAfter had passed when loaded */
-    char *cert_file;                /* for logs */
-    char subject[128];              /* its certificate's CN */
-    char not_after[64];
-};
-void broker__tls_ctx_unref(struct broker_tls_ctx *t /* NULL: nothing */);
-/* The CN of x's subject (an X509 *), malloc'd; NULL when it has none (or one with a NUL). */
-char *broker__tls_common_name(struct x509_st *x);
 
 struct broker {
     uv_loop_t *loop;

@@ -463,7 +463,7 @@ static void handle_closed(uv_handle_t *h)
         free(srv->out_pool[i].p);
     router_free(srv->router);
     for (uint32_t i = 0; i < srv->nlisteners; i++)
-        broker__tls_ctx_unref(srv->listeners[i].tls);
+        tls_ctx_unref(srv->listeners[i].tls);
     auth_passwd_unref(srv->passwd);
     auth_acl_unref(srv->acl);
     free(srv->auth_addrs);

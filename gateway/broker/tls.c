@@ -1,34 +1,31 @@
 /*
  * tls.c: the TLS transport (broker_int.h, TRANSPORT): MQTT over TLS on the
- * same libuv TCP handle as tcp.c, OpenSSL 3 in between, its SSL in
- * c->tp_state. conn.c sees the plaintext stream and nothing else.
+ * same libuv TCP handle as tcp.c, a gateway/tls stream in between (its
+ * state in c->tp_state). conn.c sees the plaintext stream and nothing else.
  *
- * DESIGN. OpenSSL never touches the socket: its SSL talks to one BIO of our
- * own (bio_method), whose
- *   read   serves the ciphertext libuv just read (in place, no copy), then
- *          what an earlier read left over (t->left); when both are empty it
- *          says "retry", so SSL_do_handshake / SSL_read return WANT_READ and
- *          the loop goes on: the handshake is non-blocking by construction;
- *   write  hands the records to tcp.c (broker__tcp_send: at once what the
- *          kernel takes, the rest in its one uv_write at a time), so
- *          writing, c->tx_queued / tx_held / tx_progress_ms, the write
- *          timeout and the bounded close are tcp.c's, the same as a plain
- *          connection's: the limits in conn.c hold unchanged. During the
- *          handshake the records of a flight are gathered (t->out) and
- *          sent as one write.
- * So nothing is buffered twice and an idle connection holds no buffer of
- * ours; SSL_MODE_RELEASE_BUFFERS gives OpenSSL's record buffers back too.
+ * DESIGN. The SSL and its BIO are gateway/tls's (tls_stream.c: OpenSSL
+ * never touches the socket; the handshake is non-blocking by
+ * construction; a flight goes out as one write). This file ties a stream
+ * to a connection: each libuv read is fed to it in place (no copy), and
+ * what the SSL writes goes to tcp.c (broker__tcp_send: at once what the
+ * kernel takes, the rest in its one uv_write at a time), so writing,
+ * c->tx_queued / tx_held / tx_progress_ms, the write timeout and the
+ * bounded close are tcp.c's, the same as a plain connection's: the limits
+ * in conn.c hold unchanged. So nothing is buffered twice and an idle
+ * connection holds no buffer of ours; SSL_MODE_RELEASE_BUFFERS gives
+ * OpenSSL's record buffers back too.
  *
  * Reading: each libuv read is decrypted at once into broker__conn_rx_buf's
  * buffer, record by record, while the connection reads. When conn.c stops
  * reading (read_stop: a password check, a full Receive Maximum window,
  * unread replies, backpressure), what is left stays: the rest of that
- * ciphertext in t->left (counted in c->mem, so in mqtt.max_partial_bytes),
- * records already decrypted in the SSL. libuv will not report those bytes
- * again, so read_start schedules them (t->later, a loop turn later: never
- * from inside read_start, which conn.c calls while it is processing). The
- * end of the stream is held (t->eof) until they are read: a client that
- * sends its last PUBLISH and closes at once is answered as on plain TCP.
+ * ciphertext in the stream (tls_stream_keep; counted in c->mem, so in
+ * mqtt.max_partial_bytes), records already decrypted in the SSL. libuv
+ * will not report those bytes again, so read_start schedules them
+ * (t->later, a loop turn later: never from inside read_start, which conn.c
+ * calls while it is processing). The end of the stream is held (t->eof)
+ * until they are read: a client that sends its last PUBLISH and closes at
+ * once is answered as on plain TCP.
  *
  * Timeouts: the connection is started (broker__conn_start) at accept, so
  * mqtt.connect_timeout_ms, swept by conn.c, covers the handshake and the
@@ -40,33 +37,20 @@
  *
  * Closing: a close_notify when the session is sound (not after a fatal
  * error, not when c->abort), then tcp.c's close; the socket's close
- * callback closes t->later, whose callback frees the SSL and releases c.
+ * callback closes t->later, whose callback frees the stream and releases c.
  */
 #include "gateway/broker/broker_int.h"
 
-#include <limits.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct tls {
-    SSL *ssl;
+    tls_stream_t *s;            /* NULL: no memory for it (the connection is aborted) */
     broker_conn_t *c;
     uv_timer_t later;           /* input left at a pause, handled a loop turn after read_start */
-    const uint8_t *in;          /* the ciphertext of the libuv read being handled (NULL outside it) */
-    size_t in_len;
-    tb_buf_t left;              /* ciphertext read and not yet taken by the SSL (at a pause) */
-    size_t left_off;            /* of it, taken already */
-    size_t held;                /* left's bytes counted in c->mem */
-    tb_buf_t out;               /* a handshake flight, sent as one write */
-    int write_err;              /* tcp.c refused a write: the SSL is told it failed */
+    size_t held;                /* the stream's kept ciphertext counted in c->mem */
     int eof;                    /* libuv's end of the stream (UV_EOF or an error), held until what came before is read */
     bool reading;               /* between read_start and read_stop */
-    bool handshake_done;
-    bool fatal;                 /* an SSL error: no close_notify, no more SSL calls */
-    bool closed;                /* tls_close ran: writes are dropped */
     bool use_identity;          /* its listener's use_identity_as_username, when it was accepted */
     char *identity;             /* the client certificate's CN (tls_user), with use_identity */
 } tls_t;
@@ -75,98 +59,16 @@ typedef struct tls {
  * each read is handled before the next is asked for (on_alloc, on_read). */
 static uint8_t rxbuf[65536];
 
-/* ---- the BIO between the SSL and the socket ----------------------------------- */
-
-static int bio_write(BIO *b, const char *p, int n)
+/* The stream's records, to tcp.c. */
+static int send_records(void *arg, const uint8_t *p, size_t n)
 {
-    tls_t *t = BIO_get_data(b);
-    BIO_clear_retry_flags(b);
-    if (n <= 0)
-        return 0;
-    if (t->write_err)
-        return -1;
-    if (t->closed)
-        return n; /* the socket is going: nothing more leaves */
-    if (!t->handshake_done) {
-        tb_buf_append(&t->out, p, (size_t)n); /* sent whole after this step of the handshake */
-        return n;
-    }
-    int rc = broker__tcp_send(t->c, (const uint8_t *)p, (size_t)n);
-    if (rc < 0) {
-        t->write_err = rc;
-        return -1;
-    }
-    return n;
-}
-
-static int bio_read(BIO *b, char *out, int n)
-{
-    tls_t *t = BIO_get_data(b);
-    BIO_clear_retry_flags(b);
-    size_t want = n > 0 ? (size_t)n : 0, got = 0;
-    if (t->left.len > t->left_off) {
-        got = TB_MIN(want, t->left.len - t->left_off);
-        memcpy(out, t->left.data + t->left_off, got);
-        t->left_off += got;
-    }
-    if (got < want && t->in_len > 0) {
-        size_t k = TB_MIN(want - got, t->in_len);
-        memcpy(out + got, t->in, k);
-        t->in += k;
-        t->in_len -= k;
-        got += k;
-    }
-    if (got == 0) {
-        BIO_set_retry_read(b); /* not the end: the next libuv read brings more */
-        return -1;
-    }
-    return (int)got;
-}
-
-static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
-{
-    (void)b;
-    (void)num;
-    (void)ptr;
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0; /* every write is already with tcp.c */
-}
-
-static int bio_create(BIO *b)
-{
-    BIO_set_init(b, 1);
-    return 1;
-}
-
-static BIO_METHOD *method;
-static pthread_once_t method_once = PTHREAD_ONCE_INIT;
-
-static void method_init(void)
-{
-    method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tributary libuv");
-    if (!method || !BIO_meth_set_write(method, bio_write) || !BIO_meth_set_read(method, bio_read) ||
-        !BIO_meth_set_ctrl(method, bio_ctrl) || !BIO_meth_set_create(method, bio_create))
-        abort(); /* out of memory at the first TLS connection */
+    return broker__tcp_send(arg, p, n);
 }
 
 /* ---- handshake --------------------------------------------------------------- */
 
-/* OpenSSL's reason for what just failed on t (the queue cleared). */
-static void why_failed(tls_t *t, char *buf, size_t len)
-{
-    long v = SSL_get_verify_result(t->ssl);
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e ? ERR_reason_error_string(e) : NULL;
-    if (v != X509_V_OK)
-        snprintf(buf, len, "client certificate: %s", X509_verify_cert_error_string(v));
-    else
-        snprintf(buf, len, "%s", r ? r : "the peer closed or reset the connection");
-    ERR_clear_error();
-}
-
 static void handshake_failed(broker_conn_t *c, const char *why)
 {
-    tls_t *t = c->tp_state;
-    t->fatal = true;
     c->srv->conn_closed[METRICS_CLOSE_TLS_HANDSHAKE]++;
     /* a burst a second (an operator fixing certificates reads every reason), then a count */
     static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);
@@ -177,42 +79,27 @@ static void handshake_failed(broker_conn_t *c, const char *why)
     broker__conn_close(c, 0, "TLS handshake failed");
 }
 
-/* Sends what the handshake wrote (one flight, one write). */
-static void send_flight(broker_conn_t *c)
-{
-    tls_t *t = c->tp_state;
-    if (t->out.len == 0)
-        return;
-    int rc = t->closed ? 0 : broker__tcp_send(c, (const uint8_t *)t->out.data, t->out.len);
-    tb_buf_free(&t->out);
-    if (rc < 0 && !c->closing) {
-        t->fatal = true;
-        broker__conn_tx_failed(c, rc);
-    }
-}
-
 /* One step of the handshake. true once it is done (and c may read MQTT). */
 static bool handshake(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
-    ERR_clear_error();
-    int r = SSL_do_handshake(t->ssl);
-    int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(t->ssl, r);
     char why[256];
-    if (r != 1 && e != SSL_ERROR_WANT_READ)
-        why_failed(t, why, sizeof why); /* before anything else runs OpenSSL */
-    send_flight(c); /* the next flight, or the alert that says why not */
-    if (c->closing)
-        return false;
-    if (r != 1) {
-        if (e != SSL_ERROR_WANT_READ)
-            handshake_failed(c, why);
+    int rc = tls_stream_handshake(t->s, why, sizeof why); /* sends the next flight, or the alert that says why not */
+    if (rc < 0 && rc != TB_EPROTO) { /* tcp.c refused the flight */
+        if (!c->closing)
+            broker__conn_tx_failed(c, rc);
         return false;
     }
-    t->handshake_done = true;
-    if (t->use_identity) {
-        X509 *peer = SSL_get0_peer_certificate(t->ssl);
-        t->identity = broker__tls_common_name(peer);
+    if (c->closing)
+        return false;
+    if (rc == TB_EPROTO) {
+        handshake_failed(c, why);
+        return false;
+    }
+    if (rc == 0)
+        return false;
+    if (t->use_identity && !t->identity) {
+        t->identity = tls_stream_peer_cn(t->s);
         if (!t->identity) {
             handshake_failed(c, "its certificate has no Common Name to be its user name "
                                 "(tls.use_identity_as_username)");
@@ -235,7 +122,7 @@ static void rx_end(broker_conn_t *c, ssize_t err)
 static void pump(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
-    if (!t->handshake_done && !handshake(c))
+    if (!tls_stream_established(t->s) && !handshake(c))
         return;
     while (t->reading && !c->tp_closed) {
         uv_buf_t b;
@@ -244,23 +131,19 @@ static void pump(broker_conn_t *c)
             rx_end(c, UV_ENOBUFS); /* conn.c closes it: mqtt.max_partial_bytes */
             return;
         }
-        ERR_clear_error();
-        int k = SSL_read(t->ssl, b.base, (int)TB_MIN(b.len, (size_t)INT_MAX));
+        char why[256];
+        ssize_t k = tls_stream_read(t->s, b.base, b.len, why, sizeof why);
         if (k > 0) {
             broker__conn_rx(c, &b, k);
             continue;
         }
-        int e = SSL_get_error(t->ssl, k);
         broker__conn_rx(c, &b, 0); /* gives the buffer back */
-        if (e == SSL_ERROR_WANT_READ)
+        if (k == 0)
             return;
-        if (e == SSL_ERROR_ZERO_RETURN) { /* its close_notify */
+        if (k == TB_ECLOSED) { /* its close_notify */
             rx_end(c, UV_EOF);
             return;
         }
-        char why[256];
-        why_failed(t, why, sizeof why);
-        t->fatal = true;
         if (c->closing)
             return;
         c->srv->conn_closed[METRICS_CLOSE_MALFORMED]++; /* a record that does not decrypt is garbage */
@@ -280,25 +163,11 @@ static void keep_rest(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
     if (c->tp_closed) {
-        t->in = NULL;
-        t->in_len = 0;
-        return; /* tls_close gave everything back */
+        if (t->s)
+            tls_stream_keep(t->s); /* tls_close gave everything back: drops the read */
+        return;
     }
-    if (t->left_off == t->left.len && t->left.len) {
-        tb_buf_free(&t->left);
-        t->left_off = 0;
-    }
-    if (t->in_len) {
-        if (t->left_off > 0) { /* compact before growing */
-            memmove(t->left.data, t->left.data + t->left_off, t->left.len - t->left_off);
-            t->left.len -= t->left_off;
-            t->left_off = 0;
-        }
-        tb_buf_append(&t->left, t->in, t->in_len);
-        t->in = NULL;
-        t->in_len = 0;
-    }
-    size_t now = t->left.len - t->left_off;
+    size_t now = tls_stream_keep(t->s);
     if (now != t->held) {
         if (!broker__conn_hold(c, (int64_t)now - (int64_t)t->held)) {
             broker__conn_give_up(c, METRICS_CLOSE_MEMORY_LIMIT, MQTT_RC_QUOTA_EXCEEDED,
@@ -318,7 +187,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 
 static bool pending(const tls_t *t)
 {
-    return t->left.len > t->left_off || SSL_has_pending(t->ssl);
+    return t->s && tls_stream_pending(t->s);
 }
 
 /* The end of the stream reaches conn.c after everything that came before
@@ -347,8 +216,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0)
         return;
-    t->in = (const uint8_t *)buf->base;
-    t->in_len = (size_t)nread;
+    tls_stream_feed(t->s, (const uint8_t *)buf->base, (size_t)nread);
     pump(c);
     keep_rest(c);
 }
@@ -390,20 +258,8 @@ static void tls_read_stop(broker_conn_t *c)
 static int tls_write(broker_conn_t *c, const uint8_t *p, size_t n)
 {
     tls_t *t = c->tp_state;
-    if (!t->handshake_done || t->fatal)
-        return t->write_err ? t->write_err : UV_ENOTCONN; /* conn.c writes only after a CONNECT */
-    while (n > 0) {
-        ERR_clear_error();
-        int k = SSL_write(t->ssl, p, (int)TB_MIN(n, (size_t)INT_MAX));
-        if (k <= 0) {
-            t->fatal = true;
-            ERR_clear_error();
-            return t->write_err ? t->write_err : UV_EPROTO;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
+    /* UV_ENOTCONN before the handshake: conn.c writes only after a CONNECT */
+    return t->s ? tls_stream_write(t->s, p, n) : UV_ENOTCONN;
 }
 
 static size_t tls_queued(const broker_conn_t *c)
@@ -415,9 +271,7 @@ static void later_closed(uv_handle_t *h)
 {
     broker_conn_t *c = h->data;
     tls_t *t = c->tp_state;
-    SSL_free(t->ssl); /* and its BIO */
-    tb_buf_free(&t->left);
-    tb_buf_free(&t->out);
+    tls_stream_free(t->s);
     free(t->identity);
     free(t);
     c->tp_state = NULL;
@@ -434,15 +288,12 @@ static void tls_close(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
     uv_timer_stop(&t->later);
-    if (t->handshake_done && !t->fatal && !c->abort) {
-        ERR_clear_error();
-        SSL_shutdown(t->ssl); /* close_notify: the client knows the stream was not cut */
-        ERR_clear_error();
-    }
-    t->closed = true;
-    /* conn.c gave back what c->mem counted (left's bytes with it) before calling close */
-    tb_buf_free(&t->left);
-    t->left_off = t->held = 0;
+    if (t->s && !c->abort)
+        tls_stream_close_notify(t->s); /* when sound: the client knows the stream was not cut */
+    /* conn.c gave back what c->mem counted (the kept ciphertext with it) before calling close */
+    if (t->s)
+        tls_stream_discard(t->s);
+    t->held = 0;
     broker__tcp_close(c, socket_closed);
 }
 
@@ -453,33 +304,26 @@ static void tls_accept(broker_t *srv, uv_stream_t *server)
     broker_addr_t peer;
     if (!broker__tcp_accept(srv, server, c, &peer))
         return;
-    pthread_once(&method_once, method_init);
     tls_t *t = tb_calloc(1, sizeof *t);
     t->c = c;
     c->tp_state = t;
     uv_timer_init(srv->loop, &t->later);
     t->later.data = c;
-    t->use_identity = l->tls->use_identity;
-    t->ssl = SSL_new(l->tls->ctx);
-    BIO *b = t->ssl ? BIO_new(method) : NULL;
-    if (!b) {
-        ERR_clear_error();
-        t->fatal = true;
+    t->use_identity = l->use_identity;
+    t->s = tls_stream_new(l->tls, send_records, c);
+    if (!t->s) {
         c->abort = true;
         broker__conn_start(c, &peer);
         broker__conn_close(c, 0, "out of memory for its TLS session"); /* no-op if start closed it */
         return;
     }
-    BIO_set_data(b, t);
-    SSL_set_bio(t->ssl, b, b); /* one BIO both ways: the SSL owns it */
-    SSL_set_accept_state(t->ssl);
     broker__conn_start(c, &peer); /* reads: the ClientHello */
 }
 
 static const char *tls_user(const broker_conn_t *c)
 {
     const tls_t *t = c->tp_state;
-    return t && t->handshake_done ? t->identity : NULL;
+    return t && t->s && tls_stream_established(t->s) ? t->identity : NULL;
 }
 
 const broker_transport_t broker__tls = {

@@ -7,6 +7,7 @@
 #define CLI_CLI_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "base/base.h"
@@ -52,6 +53,28 @@ int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_
 /* The same with "Authorization: Bearer <token>" (token NULL: none). */
 int cli_http_get_auth(const char *addr, const char *path, const char *token, int timeout_ms, size_t max_body,
                       int *status /* OUT */, tb_buf_t *body /* OUT */);
+
+/* A GET, over HTTPS when the url says https:// or https is set. */
+typedef struct cli_http_req {
+    const char *url;        /* [http://|https://]HOST:PORT[/...] */
+    const char *path;       /* "/stats" */
+    const char *token;      /* "Authorization: Bearer <token>"; NULL: none */
+    bool https;             /* TLS whatever the url says */
+    const char *cafile;     /* HTTPS: the CAs that verify the server (NULL: the system's) */
+    const char *cert_file;  /* HTTPS: a client certificate (NULL: none) */
+    const char *key_file;   /* its key (NULL: in cert_file) */
+    int timeout_ms;         /* the whole exchange */
+    size_t max_body;
+} cli_http_req_t;
+/*
+ * As cli_http_get_auth, and: TB_EPROTO when TLS failed (why: OpenSSL's
+ * reason, or the server certificate's verification error), TB_ECONFIG
+ * with why for a --cafile or --cert that does not load. why may be NULL.
+ */
+int cli_http_fetch(const cli_http_req_t *r, int *status /* OUT */, tb_buf_t *body /* OUT */, char *why,
+                   size_t whylen);
+/* HOST:PORT of url, and whether it says https://. 0 or TB_ECONFIG. */
+int cli_http_url(const char *url, bool *https /* OUT */, char *hostport /* OUT */, size_t len);
 
 /* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
 int cli_status_render(const json_t *stats, tb_buf_t *out);

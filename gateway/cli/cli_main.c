@@ -7,7 +7,7 @@
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--markdown]
  *   tributary wal dump|check --dir DIR ...
- *   tributary status [--http ADDR] [--json]
+ *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
  */
@@ -25,7 +25,7 @@ static const struct {
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--markdown])" },
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
-    { "status", cli_status, "show a running gateway's state from its /stats (--http ADDR, --json)" },
+    { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
 

@@ -1,11 +1,21 @@
 /*
- * cli_status.c: `tributary status [--http ADDR] [--json]`: asks a running
+ * cli_status.c: `tributary status [--http ADDR] [-c FILE] [--cafile FILE]
+ * [--cert FILE --key FILE] [--token-file FILE] [--json]`: asks a running
  * gateway for /stats and prints the terse view (gateway/cli/cli_status_render.c), or
- * the raw document with --json. One 3 s deadline covers the whole request,
- * so a wedged gateway makes the command fail rather than hang.
+ * the raw document with --json. One 3 s deadline covers the whole request
+ * (the TLS handshake included), so a wedged gateway makes the command fail
+ * rather than hang.
  *
- * Exit: 0 the gateway answered; 1 it could not be reached or did not answer
- * with a /stats document (the message says which); 2 bad usage.
+ * HTTP or HTTPS: --http https://HOST:PORT says HTTPS; -c names the
+ * gateway's own edge.yaml, whose http.listener (a wildcard host as
+ * loopback), http.tls (HTTPS when set) and http.auth_token_file are used
+ * unless --http or --token-file say otherwise. The server's certificate is
+ * checked against --cafile, or the system's CAs, and must name the host
+ * connected to.
+ *
+ * Exit: 0 the gateway answered; 1 it could not be reached, TLS failed, or
+ * it did not answer with a /stats document (the message says which); 2 bad
+ * usage (a --cafile or --cert that does not load, a -c file that is not valid).
  */
 #include "gateway/cli/cli.h"
 #include "base/base.h"
@@ -19,49 +29,144 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tributary status [--http HOST:PORT] [--json] [--token-file FILE]\n"
-                 "  --http ADDR  the gateway's http.listener (default %s)\n"
-                 "  --json       print the /stats document as it came\n"
-                 "  --token-file FILE  the bearer token (the gateway's http.auth_token_file)\n",
+    fprintf(out, "usage: tributary status [--http [https://]HOST:PORT] [-c FILE] [--cafile FILE]\n"
+                 "                        [--cert FILE --key FILE] [--token-file FILE] [--json]\n"
+                 "  --http ADDR        the gateway's http.listener (default %s);\n"
+                 "                     https://HOST:PORT when it serves HTTPS (http.tls)\n"
+                 "  -c, --config FILE  the gateway's edge.yaml: its http.listener (0.0.0.0 as 127.0.0.1),\n"
+                 "                     HTTPS when http.tls is set, its http.auth_token_file\n"
+                 "  --cafile FILE      HTTPS: the CA that signed its http.tls.cert_file (default: the system's)\n"
+                 "  --cert FILE, --key FILE  HTTPS: a client certificate (http.tls.require_client_cert)\n"
+                 "  --token-file FILE  the bearer token (the gateway's http.auth_token_file)\n"
+                 "  --json             print the /stats document as it came\n",
             cfg_defaults()->http.listener);
+}
+
+/* An option's value: "--opt VALUE" or "--opt=VALUE"; NULL when argv[*i] is not opt. */
+static const char *opt_value(int argc, char **argv, int *i, const char *opt, bool *missing)
+{
+    size_t n = strlen(opt);
+    if (strncmp(argv[*i], opt, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* A listener address to connect to: a wildcard host (0.0.0.0, [::]) is this machine's loopback. */
+static void connectable(const char *listener, char *out, size_t len)
+{
+    if (strncmp(listener, "0.0.0.0:", 8) == 0)
+        snprintf(out, len, "127.0.0.1:%s", listener + 8);
+    else if (strncmp(listener, "[::]:", 5) == 0)
+        snprintf(out, len, "[::1]:%s", listener + 5);
+    else
+        snprintf(out, len, "%s", listener);
 }
 
 int cli_status(int argc, char **argv)
 {
-    const char *addr = cfg_defaults()->http.listener; /* http.listener's default, from the config table */
+    const char *addr = NULL, *config = NULL, *token_file = NULL;
+    cli_http_req_t req = { .path = "/stats", .timeout_ms = STATUS_TIMEOUT_MS, .max_body = STATUS_MAX_BODY };
     bool raw = false;
-    const char *token_file = NULL;
     for (int i = 1; i < argc; i++) {
+        bool missing = false;
+        const char *v;
         if (strcmp(argv[i], "--json") == 0) {
             raw = true;
-        } else if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
-            token_file = argv[++i];
-        } else if (strcmp(argv[i], "--http") == 0 && i + 1 < argc) {
-            addr = argv[++i];
-        } else if (strncmp(argv[i], "--http=", 7) == 0) {
-            addr = argv[i] + 7;
+        } else if ((v = opt_value(argc, argv, &i, "--token-file", &missing))) {
+            token_file = v;
+        } else if ((v = opt_value(argc, argv, &i, "--http", &missing))) {
+            addr = v;
+        } else if ((v = opt_value(argc, argv, &i, "--config", &missing)) ||
+                   (v = opt_value(argc, argv, &i, "-c", &missing))) {
+            config = v;
+        } else if ((v = opt_value(argc, argv, &i, "--cafile", &missing))) {
+            req.cafile = v;
+        } else if ((v = opt_value(argc, argv, &i, "--cert", &missing))) {
+            req.cert_file = v;
+        } else if ((v = opt_value(argc, argv, &i, "--key", &missing))) {
+            req.key_file = v;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return GW_EXIT_OK;
         } else {
-            fprintf(stderr, "tributary status: unexpected argument \"%s\"\n", argv[i]);
+            if (missing)
+                fprintf(stderr, "tributary status: %s needs a value\n", argv[i]);
+            else
+                fprintf(stderr, "tributary status: unexpected argument \"%s\"\n", argv[i]);
             usage(stderr);
             return GW_EXIT_USAGE;
         }
+    }
+    char from_cfg[300];
+    char *token_path = NULL;
+    if (config) {
+        cfg_t *cfg;
+        char err[1024];
+        if (cfg_load(config, NULL, &cfg, err, sizeof err) < 0) {
+            fprintf(stderr, "tributary status: %s\n", err);
+            return GW_EXIT_USAGE;
+        }
+        connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
+        if (!addr) {
+            addr = from_cfg;
+            req.https = cfg->http.has_tls;
+        }
+        if (!token_file && *cfg->http.auth_token_file)
+            token_path = tb_strdup(cfg->http.auth_token_file);
+        cfg_free(cfg);
+    }
+    if (!addr)
+        addr = cfg_defaults()->http.listener; /* http.listener's default, from the config table */
+    if (!token_file)
+        token_file = token_path;
+    bool https = false;
+    char hostport[300];
+    if (cli_http_url(addr, &https, hostport, sizeof hostport) < 0) {
+        fprintf(stderr, "tributary status: --http %s: bad address, expected [https://]HOST:PORT\n", addr);
+        free(token_path);
+        return GW_EXIT_USAGE;
+    }
+    https = https || req.https;
+    if (!https && (req.cafile || req.cert_file || req.key_file)) {
+        fprintf(stderr, "tributary status: --cafile, --cert and --key are for HTTPS: --http https://%s "
+                        "(or -c with the gateway's http.tls)\n", hostport);
+        free(token_path);
+        return GW_EXIT_USAGE;
+    }
+    if (req.key_file && !req.cert_file) {
+        fprintf(stderr, "tributary status: --key goes with --cert\n");
+        free(token_path);
+        return GW_EXIT_USAGE;
     }
     char *token = NULL;
     if (token_file) {
         cfg_t with = *cfg_defaults(); /* the gateway's own reader of http.auth_token_file */
         with.http.auth_token_file = (char *)token_file;
         char err[1024];
-        if (gw_http_token_load(&with, &token, err, sizeof err) < 0) {
+        int trc = gw_http_token_load(&with, &token, err, sizeof err);
+        free(token_path);
+        if (trc < 0) {
             fprintf(stderr, "tributary status: %s\n", err);
             return GW_EXIT_USAGE;
         }
     }
+    char url[320];
+    snprintf(url, sizeof url, "%s://%s/stats", https ? "https" : "http", hostport);
+    req.url = addr;
+    req.https = https;
+    req.token = token;
     int status;
+    char why[512];
     tb_buf_t body = TB_BUF_INIT;
-    int rc = cli_http_get_auth(addr, "/stats", token, STATUS_TIMEOUT_MS, STATUS_MAX_BODY, &status, &body);
+    int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
     if (token) {
         explicit_bzero(token, strlen(token));
         free(token);
@@ -72,10 +177,24 @@ int cli_status(int argc, char **argv)
         tb_buf_free(&body);
         return GW_EXIT_FAILURE;
     }
+    if (rc == TB_ECONFIG && *why) { /* --cafile or --cert */
+        fprintf(stderr, "tributary status: %s\n", why);
+        tb_buf_free(&body);
+        return GW_EXIT_USAGE;
+    }
+    if (rc == TB_EPROTO) {
+        fprintf(stderr, "tributary status: TLS with the gateway at %s failed: %s\n"
+                        "(is --cafile the CA that signed its http.tls.cert_file, and does that certificate name %s?)\n",
+                url, why, hostport);
+        tb_buf_free(&body);
+        return GW_EXIT_FAILURE;
+    }
     if (rc < 0) {
-        fprintf(stderr, "tributary status: cannot reach the gateway at http://%s/stats: %s\n"
-                        "(is it running? is --http the address of its http.listener?)\n",
-                addr, rc == TB_ECONFIG ? "bad address, expected HOST:PORT" : tb_strerror(rc));
+        fprintf(stderr, "tributary status: cannot reach the gateway at %s: %s\n%s\n", url,
+                rc == TB_ECONFIG ? "bad address, expected HOST:PORT" : tb_strerror(rc),
+                !https && rc == TB_EMALFORMED
+                    ? "(it closed without an HTTP answer: if it has http.tls, --http https://HOST:PORT --cafile FILE)"
+                    : "(is it running? is --http the address of its http.listener?)");
         tb_buf_free(&body);
         return GW_EXIT_FAILURE;
     }
@@ -83,7 +202,7 @@ int cli_status(int argc, char **argv)
     json_t *doc = status == 200 ? json_loadb(tb_buf_str(&body), body.len, 0, &err) : NULL;
     tb_buf_t view = TB_BUF_INIT;
     if (!doc || cli_status_render(doc, &view) < 0) {
-        fprintf(stderr, "tributary status: http://%s/stats answered %d but not with a /stats document\n", addr, status);
+        fprintf(stderr, "tributary status: %s answered %d but not with a /stats document\n", url, status);
         json_decref(doc);
         tb_buf_free(&body);
         tb_buf_free(&view);

@@ -48,6 +48,25 @@
  * one response in memory and pipelined requests wait in the kernel.
  * /metrics and /stats are rendered at most every render_ms [250 ms]
  * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
+ *
+ * TLS (http.tls; http_tls.c). With a context (http_server_set_tls) every
+ * connection is HTTPS, through a gateway/tls stream: the same engine as the
+ * MQTT listeners, fed each libuv read in place. The handshake is
+ * non-blocking and inside the request deadline, which runs from the
+ * accept: a client that stalls mid-handshake is closed when it expires
+ * (counted timeouts{kind="handshake"}; there is no session to send a 408
+ * in). A handshake that fails (plain HTTP, garbage, no trusted client
+ * certificate) closes that connection alone, after OpenSSL's alert
+ * (tls_handshake_failures). Every limit above holds as it is: a handshake
+ * is a connection waiting for its request (evictable); the head is
+ * decrypted into the same max_head_bytes buffer; a response is encrypted
+ * as a whole and its plaintext freed before it is written, so a
+ * connection still holds one response; ciphertext read past what the head
+ * buffer takes stays in the stream, at most part of a record and one read
+ * (2 x HTTP__TLS_RX bytes): reading stops while a response is written and
+ * once the head buffer is full (431), and what is kept is read first at the
+ * next request. At the cap the 503 is
+ * not sent (it would be plain text to a TLS client): the newcomer is closed.
  */
 #ifndef HTTP_HTTP_H
 #define HTTP_HTTP_H
@@ -59,6 +78,7 @@
 #include <uv.h>
 
 #include "gateway/metrics/metrics.h"
+#include "gateway/tls/tls.h"
 
 /* ---- requests (http_parse.c: pure functions, fuzzed) -------------------- */
 
@@ -124,6 +144,7 @@ typedef struct http_stats {
     uint64_t responses;
     uint64_t by_code[16];    /* index metrics_http_code_index(status) */
     uint64_t handler_calls;
+    uint64_t tls_handshake_failures; /* http.tls: handshakes that failed (closed) */
     unsigned conns;          /* open now */
     size_t out_bytes;        /* response bytes waiting for clients now */
     size_t out_high_water;   /* most response bytes ever held for one connection */
@@ -144,6 +165,12 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg
  * TB_ECONFIG; on failure nothing is listening.
  */
 int http_listen(http_server_t *s, const char *addr);
+/*
+ * Serves HTTPS with t (taken over: one reference; NULL: plain HTTP, before
+ * http_listen only). Again on reload: new handshakes use the new context,
+ * established connections keep theirs (their SSL holds its SSL_CTX).
+ */
+void http_server_set_tls(http_server_t *s, tls_ctx_t *t);
 /* "127.0.0.1:9090" / "[::1]:9090" once listening, else "". */
 const char *http_bound(const http_server_t *s);
 void http_get_stats(const http_server_t *s, http_stats_t *out /* OUT */);
@@ -230,6 +257,10 @@ http_server_t *http_service_server(http_service_t *s);
  * ask for (copied; NULL or "": none). Answered 401 without it. At start and
  * on reload. */
 void http_service_set_token(http_service_t *s, const char *token);
+/* http_server_set_tls on the service's server, logged with the
+ * certificate's subject and expiry ("http TLS certificate", "... reloaded";
+ * a warning once it has expired). At start before listening, and on reload. */
+void http_service_set_tls(http_service_t *s, tls_ctx_t *t);
 void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg);
 void http_service_free(http_service_t *s);
 

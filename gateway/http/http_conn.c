@@ -16,6 +16,13 @@
  * While WRITING, reading is stopped: the client's further requests stay in
  * the kernel, and the server holds at most one response per connection.
  * Response buffers are freed in the write callback.
+ *
+ * With http.tls (http_tls.c) the same machine runs over the connection's
+ * TLS stream: reads feed it and plaintext lands in c->in; a response is
+ * encrypted into c->tx and written as one buffer; the final one is
+ * followed by close_notify before the FIN. The handshake happens in
+ * READING: the request deadline, from the accept, covers it, and closes a
+ * connection whose handshake it interrupts (there is no session for a 408).
  */
 #include "gateway/http/http_int.h"
 #include "base/base.h"
@@ -36,6 +43,8 @@ static void close_cb(uv_handle_t *h)
     http_server_t *s = c->srv;
     tb_buf_free(&c->head);
     tb_buf_free(&c->body);
+    tb_buf_free(&c->tx);
+    tls_stream_free(c->tls);
     free(c->in);
     free(c);
     http__released(s);
@@ -81,7 +90,7 @@ void http__conn_accept(http_server_t *s)
     s->stats.conns++;
     http__list_append(s, c);
     c->state = HTTP__CONN_READING;
-    if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) < 0 ||
+    if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&c->tcp) < 0 || (s->tls && !http__tls_open(c)) ||
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
         http__conn_close(c);
         return;
@@ -104,6 +113,7 @@ static void write_cb(uv_write_t *wr, int status)
     c->out_len = 0;
     tb_buf_free(&c->head);
     tb_buf_free(&c->body);
+    tb_buf_free(&c->tx);
     if (c->state == HTTP__CONN_CLOSING)
         return; /* closed while writing (deadline, eviction): UV_ECANCELED */
     if (status < 0)
@@ -124,6 +134,25 @@ static void put_date(tb_buf_t *b)
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
     tb_buf_printf(b, "Date: %s\r\n", date);
+}
+
+/* TLS: the response bufs[0..*n) encrypted into c->tx as one buffer, the
+ * plaintext freed (a connection holds one copy of its response). 0, or
+ * the stream's error (nothing to write then). */
+static int encrypt(http__conn_t *c, uv_buf_t *bufs, unsigned *n)
+{
+    int rc = 0;
+    for (unsigned i = 0; i < *n && rc == 0; i++)
+        rc = tls_stream_write(c->tls, bufs[i].base, bufs[i].len);
+    tb_buf_free(&c->head);
+    tb_buf_free(&c->body);
+    if (rc < 0) {
+        tb_buf_free(&c->tx);
+        return rc;
+    }
+    bufs[0] = uv_buf_init(c->tx.data, (unsigned)c->tx.len);
+    *n = 1;
+    return 0;
 }
 
 /*
@@ -156,7 +185,11 @@ static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *bo
 
     uv_buf_t bufs[2] = { uv_buf_init(h->data, (unsigned)h->len), uv_buf_init(c->body.data, (unsigned)c->body.len) };
     unsigned nbufs = head_only || c->body.len == 0 ? 1 : 2;
-    c->out_len = h->len + (nbufs == 2 ? c->body.len : 0);
+    if (c->tls && encrypt(c, bufs, &nbufs) < 0) {
+        http__conn_close(c);
+        return;
+    }
+    c->out_len = bufs[0].len + (nbufs == 2 ? bufs[1].len : 0);
     s->stats.out_bytes += c->out_len;
     if (c->out_len > s->stats.out_high_water)
         s->stats.out_high_water = c->out_len;
@@ -173,6 +206,7 @@ static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *bo
         c->out_len = 0;
         tb_buf_free(&c->head);
         tb_buf_free(&c->body);
+        tb_buf_free(&c->tx);
         http__conn_close(c);
     }
 }
@@ -199,13 +233,37 @@ static void linger(http__conn_t *c)
     c->state = HTTP__CONN_LINGER;
     set_deadline(c, c->srv->opts.linger_ms);
     c->sd.data = c;
+    if (c->tls) {
+        tls_stream_close_notify(c->tls); /* the client knows the response was not cut */
+        if (http__tls_flush(c) < 0) {
+            http__conn_close(c);
+            return;
+        }
+    }
     if (uv_shutdown(&c->sd, (uv_stream_t *)&c->tcp, shutdown_cb) < 0 ||
         uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0)
         http__conn_close(c);
 }
 
+/* TLS: after the client's close_notify, a connection with no response
+ * under way has nothing more coming: ours, then closed. */
+static bool tls_peer_gone(http__conn_t *c)
+{
+    if (!c->tls_peer_done || (c->state != HTTP__CONN_READING && c->state != HTTP__CONN_IDLE))
+        return false;
+    tls_stream_close_notify(c->tls);
+    (void)http__tls_flush(c); /* best effort: the socket closes now */
+    http__conn_close(c);
+    return true;
+}
+
 static void next_request(http__conn_t *c)
 {
+    /* TLS: what the last read left in the stream was not reported by libuv: read it now */
+    if (c->tls && tls_stream_pending(c->tls) && http__tls_pump(c) < 0) {
+        http__conn_close(c);
+        return;
+    }
     wait_for_request(c, c->in_len > 0 ? HTTP__CONN_READING : HTTP__CONN_IDLE);
     if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) < 0) {
         http__conn_close(c);
@@ -213,6 +271,8 @@ static void next_request(http__conn_t *c)
     }
     if (c->in_len > 0)
         process(c); /* a pipelined request may already be complete */
+    if (c->tls)
+        tls_peer_gone(c);
 }
 
 /* ---- requests ----------------------------------------------------------- */
@@ -238,8 +298,16 @@ static void handle(http__conn_t *c, size_t head_len)
     respond(c, status, ctype, &body, head_only, !keep, minor);
 }
 
+/* A TLS record's first byte (a handshake: a ClientHello) where a request line should be. */
+#define TLS_HANDSHAKE_RECORD 0x16
+
 static void process(http__conn_t *c)
 {
+    if (!c->tls && c->in_len > 0 && (unsigned char)c->in[0] == TLS_HANDSHAKE_RECORD) {
+        /* a TLS client on the plain endpoint: say so now rather than at the request deadline */
+        respond_error(c, 400, "this endpoint speaks plain HTTP, not TLS (http.tls is not set)");
+        return;
+    }
     size_t end = http_head_end(c->in, c->in_len, c->scanned);
     if (end) {
         handle(c, end);
@@ -255,6 +323,10 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     http__conn_t *c = h->data;
     size_t cap = c->srv->opts.max_head_bytes;
     (void)suggested;
+    if (c->tls) {
+        http__tls_rxbuf(buf); /* ciphertext: http__tls_pump decrypts it into c->in */
+        return;
+    }
     if (!c->in)
         c->in = tb_malloc(cap);
     if (c->state == HTTP__CONN_LINGER)
@@ -263,10 +335,26 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init(c->in + c->in_len, (unsigned)(cap - c->in_len));
 }
 
+/* A read of a TLS connection: the handshake, then the plaintext it holds. */
+static void tls_input(http__conn_t *c, const uint8_t *p, size_t n)
+{
+    size_t before = c->in_len;
+    tls_stream_feed(c->tls, p, n);
+    if (http__tls_pump(c) < 0) {
+        http__conn_close(c);
+        return;
+    }
+    if (c->in_len != before) {
+        if (c->state == HTTP__CONN_IDLE)
+            wait_for_request(c, HTTP__CONN_READING);
+        process(c);
+    } /* else a step of the handshake, or part of a record */
+    tls_peer_gone(c);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     http__conn_t *c = st->data;
-    (void)buf;
     if (nread == 0 || c->state == HTTP__CONN_CLOSING)
         return;
     if (nread < 0) { /* EOF, reset: nothing more will come */
@@ -275,6 +363,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->state == HTTP__CONN_LINGER)
         return;
+    if (c->tls) {
+        tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
+        return;
+    }
     if (c->state == HTTP__CONN_IDLE)
         wait_for_request(c, HTTP__CONN_READING);
     c->in_len += (size_t)nread;
@@ -287,6 +379,11 @@ static void timer_cb(uv_timer_t *t)
     http_stats_t *st = &c->srv->stats;
     switch (c->state) {
     case HTTP__CONN_READING:
+        if (c->tls && !tls_stream_established(c->tls)) { /* no session to answer 408 in */
+            st->timeouts[METRICS_HTTP_TIMEOUT_HANDSHAKE]++;
+            http__conn_close(c);
+            break;
+        }
         st->timeouts[METRICS_HTTP_TIMEOUT_REQUEST]++;
         respond_error(c, 408, "request not received in time");
         break;

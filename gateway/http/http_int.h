@@ -10,6 +10,7 @@
  *   LINGER   final response sent, FIN sent, reading and discarding until
  *            EOF so the kernel does not reset the response away; deadline linger
  *   CLOSING  uv_close called on both handles; freed when both callbacks ran
+ * With http.tls the handshake happens in READING (its deadline covers it).
  */
 #ifndef HTTP_HTTP_INT_H
 #define HTTP_HTTP_INT_H
@@ -32,15 +33,19 @@ typedef struct http__conn {
     char *in;             /* request head bytes, srv->opts.max_head_bytes, allocated on first read */
     size_t in_len;
     size_t scanned;       /* http_head_end already searched in[0..scanned) */
-    tb_buf_t head, body;  /* the response being written */
+    tb_buf_t head, body;  /* the response being written (plain) or encrypted (TLS) */
     size_t out_len;
     bool close_after;     /* the response being written is the last one */
+    tls_stream_t *tls;    /* http.tls: its stream (NULL: plain HTTP) */
+    tb_buf_t tx;          /* TLS: records written by the stream, until handed to libuv */
+    bool tls_peer_done;   /* TLS: the client's close_notify came; what came before it is answered, then closed */
 } http__conn_t;
 
 struct http_server {
     uv_loop_t *loop;
     http_opts_t opts;
     uv_tcp_t listener;    /* initialised in http_server_new, closed in http_close */
+    tls_ctx_t *tls;       /* http.tls: the context of new handshakes (a reference; NULL: plain) */
     bool listening;
     bool closing;
     bool listener_closed;
@@ -84,6 +89,22 @@ struct http_service {
 void http__conn_accept(http_server_t *s);
 void http__conn_close(http__conn_t *c);
 void http__conn_drain(http__conn_t *c);
+
+/* http_tls.c: a connection's TLS stream (c->tls), for http_conn.c */
+#define HTTP__TLS_RX 17408 /* bytes of one read: a whole TLS record (16 KiB and its overhead) */
+/* Gives c its stream on srv->tls. false: no memory for it. */
+bool http__tls_open(http__conn_t *c);
+/* Where each read of a TLS connection goes (one buffer for all: read and handled at once). */
+void http__tls_rxbuf(uv_buf_t *buf /* OUT */);
+/* Runs the stream on the read just fed to it (or on what it kept): the
+ * handshake, then plaintext into c->in up to max_head_bytes; keeps what is
+ * left and sends what the stream wrote. 0 (the client's close_notify sets
+ * c->tls_peer_done), or negative: close c (a failed handshake, counted and
+ * logged; a TLS error; a write refused). */
+int http__tls_pump(http__conn_t *c);
+/* Sends what the stream wrote outside a response (flights, alerts,
+ * close_notify) in a write of its own. 0 or -errno. */
+int http__tls_flush(http__conn_t *c);
 
 /* http_endpoints.c: mounts /metrics, /stats, /healthz, /readyz. */
 int http__endpoints_mount(http_service_t *s);

@@ -170,7 +170,8 @@ static void refuse(http_server_t *s)
     s->nalloc++;
     if (uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)t) == 0) {
         uv_buf_t b = uv_buf_init((char *)resp, sizeof resp - 1);
-        (void)uv_try_write((uv_stream_t *)t, &b, 1); /* best effort: a fresh socket has room */
+        if (!s->tls) /* to a TLS client it would be garbage: closed unanswered */
+            (void)uv_try_write((uv_stream_t *)t, &b, 1); /* best effort: a fresh socket has room */
         s->stats.refused++;
     }
     uv_close((uv_handle_t *)t, refused_close_cb);
@@ -281,8 +282,14 @@ int http_listen(http_server_t *s, const char *addr)
     }
     s->listening = true;
     format_bound(s);
-    tb_info("http listening", TB_S("addr", s->bound), TB_U("max_conns", s->opts.max_conns));
+    tb_info("http listening", TB_S("addr", s->bound), TB_U("max_conns", s->opts.max_conns), TB_B("tls", s->tls != NULL));
     return 0;
+}
+
+void http_server_set_tls(http_server_t *s, tls_ctx_t *t)
+{
+    tls_ctx_unref(s->tls); /* connections made with it keep their SSL_CTX */
+    s->tls = t;
 }
 
 const char *http_bound(const http_server_t *s)
@@ -336,5 +343,6 @@ void http_server_free(http_server_t *s)
         return;
     for (size_t i = 0; i < s->nroutes; i++)
         free(s->routes[i].path);
+    tls_ctx_unref(s->tls);
     free(s);
 }

@@ -56,6 +56,23 @@ void http_service_set_token(http_service_t *s, const char *token)
     s->token = token && *token ? tb_strdup(token) : NULL;
 }
 
+void http_service_set_tls(http_service_t *s, tls_ctx_t *t)
+{
+    bool reload = s->srv->tls != NULL;
+    if (t) {
+        tls_ctx_info_t in;
+        tls_ctx_info(t, &in);
+        if (in.expired)
+            tb_warn("http TLS certificate has expired: clients that check it will refuse the handshake",
+                    TB_S("cert_file", in.cert_file), TB_S("subject", in.subject), TB_S("not_after", in.not_after));
+        else
+            tb_info(reload ? "http TLS certificate reloaded" : "http TLS certificate", TB_S("cert_file", in.cert_file),
+                    TB_S("subject", in.subject), TB_S("not_after", in.not_after),
+                    TB_B("client_cert_required", in.require_cert));
+    }
+    http_server_set_tls(s->srv, t);
+}
+
 static void tick_cb(uv_timer_t *t)
 {
     http_service_t *s = t->data;
@@ -113,6 +130,7 @@ static void collect(void *arg, metrics_t *m)
         metrics_set(metrics_fam(m, METRICS_HTTP_REQUESTS), i, 0, (int64_t)st.by_code[i]);
     metrics_set(metrics_fam(m, METRICS_HTTP_REFUSED), 0, 0, (int64_t)st.refused);
     metrics_set(metrics_fam(m, METRICS_HTTP_EVICTED), 0, 0, (int64_t)st.evicted);
+    metrics_set(metrics_fam(m, METRICS_HTTP_TLS_FAILED), 0, 0, (int64_t)st.tls_handshake_failures);
     for (size_t k = 0; k < METRICS_HTTP_TIMEOUT__COUNT; k++)
         metrics_set(metrics_fam(m, METRICS_HTTP_TIMEOUTS), k, 0, (int64_t)st.timeouts[k]);
     metrics_set(metrics_fam(m, METRICS_LOOP_LAG), 0, 0, (int64_t)s->lag_ns);

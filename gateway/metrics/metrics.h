@@ -247,6 +247,7 @@ typedef enum {
     METRICS_HTTP_REFUSED,
     METRICS_HTTP_EVICTED,
     METRICS_HTTP_TIMEOUTS,
+    METRICS_HTTP_TLS_FAILED,
     METRICS_WAL_FSYNC_SECONDS,
     METRICS_WAL_TOPIC_LIMIT,
     METRICS_WAL_TOTAL_LIMIT,
@@ -355,7 +356,13 @@ extern const size_t metrics_nhttp_codes; /* including the trailing "other" */
 size_t metrics_http_code_index(int status);
 
 /* Why an HTTP connection timed out (label "kind"). */
-typedef enum { METRICS_HTTP_TIMEOUT_REQUEST, METRICS_HTTP_TIMEOUT_IDLE, METRICS_HTTP_TIMEOUT_WRITE, METRICS_HTTP_TIMEOUT__COUNT } metrics_http_timeout_t;
+typedef enum {
+    METRICS_HTTP_TIMEOUT_REQUEST,
+    METRICS_HTTP_TIMEOUT_IDLE,
+    METRICS_HTTP_TIMEOUT_WRITE,
+    METRICS_HTTP_TIMEOUT_HANDSHAKE, /* http.tls: the TLS handshake not done within the request deadline */
+    METRICS_HTTP_TIMEOUT__COUNT
+} metrics_http_timeout_t;
 
 /*
  * Registers every catalog metric with a topic label set of capacity

@@ -155,8 +155,11 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "HTTP connections closed to make room for a new one (the longest-waiting idle or incomplete one).",
       METRICS_L_NONE, METRICS_L_NONE, NULL),
     C(METRICS_HTTP_TIMEOUTS, "tributary_http_timeouts_total",
-      "HTTP connections closed by a deadline: request (whole request not received), idle, write.", METRICS_L_TIMEOUT,
-      METRICS_L_NONE, NULL),
+      "HTTP connections closed by a deadline: request (whole request not received), idle, write, handshake "
+      "(http.tls: the TLS handshake not done within the request deadline).", METRICS_L_TIMEOUT, METRICS_L_NONE, NULL),
+    C(METRICS_HTTP_TLS_FAILED, "tributary_http_tls_handshake_failures_total",
+      "HTTPS connections closed because their TLS handshake failed (not TLS, no client certificate http.tls.ca_file "
+      "trusts where one is required, nothing in common).", METRICS_L_NONE, METRICS_L_NONE, NULL),
     [METRICS_WAL_FSYNC_SECONDS] = { METRICS_WAL_FSYNC_SECONDS,
                                  { "tributary_wal_fsync_duration_seconds", METRICS_HISTOGRAM,
                                    "Time one fdatasync of the write-ahead log took.", NS_PER_S, fsync_bounds_ns,
@@ -257,7 +260,7 @@ size_t metrics_http_code_index(int status)
     return metrics_nhttp_codes - 1;
 }
 
-static const char *const timeout_names[METRICS_HTTP_TIMEOUT__COUNT] = { "request", "idle", "write" };
+static const char *const timeout_names[METRICS_HTTP_TIMEOUT__COUNT] = { "request", "idle", "write", "handshake" };
 static const char *const versions[] = { TRIB_VERSION };
 
 int metrics_catalog_register(metrics_t *m, size_t max_topics)

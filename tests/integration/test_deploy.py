@@ -4,7 +4,11 @@ a Kubernetes cluster or a booted systemd (none runs on the build machines).
 
 - The Helm chart's default configuration (values.yaml `config`, rendered
   verbatim into the ConfigMap's edge.yaml) passes `tributary check`: a
-  renamed or removed key breaks the chart, and this says so.
+  renamed or removed key breaks the chart, and this says so. So does its
+  commented http.tls example, filled in with certificates made here; the
+  default stays plain HTTP, and the probes take their scheme from the
+  chart's tributary.httpScheme helper, which follows config.http.tls (read
+  from the templates: no helm here to render them).
 - The container image's runtime stage installs every shared library the
   built binary loads: each library's Debian package is one the
   Containerfile names or one they depend on (apt-cache depends --recurse).
@@ -76,6 +80,45 @@ class HelmChart(unittest.TestCase):
                 yaml.safe_dump(values["config"], f)
             r = subprocess.run([binary(), "check", "-c", path], capture_output=True, text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+    def test_the_http_tls_example_passes_tributary_check_and_the_default_is_plain(self):
+        path = os.path.join(DEPLOY, "helm", "tributary", "values.yaml")
+        with open(path) as f:
+            text = f.read()
+        values = yaml.safe_load(text)
+        self.assertNotIn("tls", values["config"]["http"], "the chart's default endpoint is plain HTTP")
+        m = re.search(r"^\s*#\s+tls: (\{.*\})\s*$", text.split("\n  http:\n", 1)[1], re.M)
+        self.assertIsNotNone(m, "values.yaml has no commented http.tls example under config.http")
+        example = yaml.safe_load(m.group(1))
+        self.assertEqual(set(example), {"cert_file", "key_file"})
+        with tempfile.TemporaryDirectory() as d:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                            "-nodes", "-keyout", "tls.key", "-out", "tls.crt", "-days", "1", "-subj", "/CN=chart"],
+                           check=True, capture_output=True, timeout=60, cwd=d)
+            example = {k: os.path.join(d, os.path.basename(v)) for k, v in example.items()}
+            config = dict(values["config"])
+            config["http"] = dict(config["http"], tls=example)
+            path = os.path.join(d, "edge.yaml")
+            with open(path, "w") as f:
+                yaml.safe_dump(config, f)
+            r = subprocess.run([binary(), "check", "-c", path], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_the_probes_take_their_scheme_from_config_http_tls(self):
+        tpl = os.path.join(DEPLOY, "helm", "tributary", "templates")
+        with open(os.path.join(tpl, "statefulset.yaml")) as f:
+            sts = f.read()
+        with open(os.path.join(tpl, "_helpers.tpl")) as f:
+            helpers = f.read()
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            self.assertRegex(sts, probe + r":\s*\n\s*httpGet: \{path: " + re.escape(path) +
+                             r', port: http, scheme: \{\{ include "tributary.httpScheme" \. \}\}\}')
+        m = re.search(r'define "tributary.httpScheme".*?end -\}\}\s*$', helpers, re.S)
+        self.assertIsNotNone(m)
+        self.assertIn(".Values.config.http", m.group(0))
+        self.assertRegex(m.group(0), r"(?s)if \$http\.tls -\}\}.*HTTPS.*else -\}\}\s*HTTP", "HTTPS with http.tls, else HTTP")
+        self.assertIn("require_client_cert", m.group(0), "the probes cannot present a client certificate")
 
 
 class ContainerImage(unittest.TestCase):

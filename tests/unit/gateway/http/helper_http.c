@@ -8,6 +8,11 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -148,6 +153,79 @@ void th_server(th_t *t, const http_opts_t *opts)
 }
 
 typedef struct {
+    const http_opts_t *opts;
+    tls_ctx_t *tls;
+} tls_args_t;
+
+static void server_tls_fn(th_t *t, void *arg)
+{
+    tls_args_t *a = arg;
+    cr_assert_eq(http_server_new(&t->loop, a->opts, &t->srv), 0);
+    http_server_set_tls(t->srv, a->tls);
+    http_route(t->srv, "/a", route_text, "A");
+    http_route(t->srv, "/b", route_text, "B");
+    http_route(t->srv, "/big", route_big, NULL);
+    cr_assert_eq(http_listen(t->srv, "127.0.0.1:0"), 0);
+    port_from_bound(t, http_bound(t->srv));
+}
+
+void th_server_tls(th_t *t, const http_opts_t *opts, tls_ctx_t *tls)
+{
+    tls_args_t a = { opts, tls };
+    th_call(t, server_tls_fn, &a);
+}
+
+static void set_tls_fn(th_t *t, void *arg)
+{
+    http_server_set_tls(t->srv, arg);
+}
+
+void th_set_tls(th_t *t, tls_ctx_t *tls)
+{
+    th_call(t, set_tls_fn, tls);
+}
+
+void th_make_cert(const char *dir, const char *name, const char *cn, char *cert, char *key)
+{
+    snprintf(cert, 128, "%s/%s.pem", dir, name);
+    snprintf(key, 128, "%s/%s.key", dir, name);
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    cr_assert_not_null(pk);
+    X509 *x = X509_new();
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -60);
+    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+    X509_set_pubkey(x, pk);
+    X509_NAME *n = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+    X509_set_issuer_name(x, n);
+    X509V3_CTX v3;
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, NULL, NULL, 0);
+    X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+    cr_assert(X509_sign(x, pk, EVP_sha256()) > 0);
+    FILE *f = fopen(cert, "w");
+    PEM_write_X509(f, x);
+    fclose(f);
+    f = fopen(key, "w");
+    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(pk);
+}
+
+tls_ctx_t *th_tls_ctx(const char *cert, const char *key)
+{
+    cfg_tls_t k = { .cert_file = (char *)cert, .key_file = (char *)key, .ca_file = "", .ciphers = "" };
+    tls_ctx_t *t = NULL;
+    char err[512];
+    cr_assert_eq(tls_ctx_load(&k, "http.tls", 0, "unit-http", &t, err, sizeof err), 0, "%s", err);
+    return t;
+}
+
+typedef struct {
     const http_service_opts_t *o;
     const http_provider_t *p;
 } svc_args_t;
@@ -242,11 +320,56 @@ cl_t *cl_open(int port, int rcvbuf)
     return c;
 }
 
+cl_t *cl_open_tls(int port, const char *cafile, char *why, size_t whylen)
+{
+    cl_t *c = cl_open(port, 0);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx, cafile, NULL);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL *ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx);
+    SSL_set_fd(ssl, c->fd);
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), "127.0.0.1");
+    if (SSL_connect(ssl) != 1) {
+        unsigned long e = ERR_peek_last_error();
+        snprintf(why, whylen, "%s", e ? ERR_reason_error_string(e) : "closed");
+        ERR_clear_error();
+        SSL_free(ssl);
+        cl_close(c);
+        return NULL;
+    }
+    c->ssl = ssl;
+    return c;
+}
+
+void cl_peer_cn(cl_t *c, char *out, size_t n)
+{
+    out[0] = '\0';
+    X509 *x = c->ssl ? SSL_get0_peer_certificate(c->ssl) : NULL;
+    if (x)
+        X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, out, (int)n);
+}
+
+/* recv(2), or SSL_read over TLS (0 at the end of the stream, close_notify or not). */
+static ssize_t cl_recv(cl_t *c, void *p, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, p, n, 0);
+    int k = SSL_read(c->ssl, p, (int)n);
+    if (k > 0)
+        return k;
+    int e = SSL_get_error(c->ssl, k);
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0) || e == SSL_ERROR_SSL)
+        return 0;
+    return -1;
+}
+
 void cl_sendn(cl_t *c, const void *p, size_t n)
 {
     const char *s = p;
     while (n > 0) {
-        ssize_t w = send(c->fd, s, n, MSG_NOSIGNAL);
+        ssize_t w = c->ssl ? SSL_write(c->ssl, s, (int)n) : send(c->fd, s, n, MSG_NOSIGNAL);
         cr_assert_gt(w, 0, "send: %s", strerror(errno));
         s += w;
         n -= (size_t)w;
@@ -262,7 +385,7 @@ static ssize_t fill(cl_t *c)
 {
     if (c->len == sizeof c->buf)
         return -1;
-    ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+    ssize_t n = cl_recv(c, c->buf + c->len, sizeof c->buf - c->len);
     if (n > 0)
         c->len += (size_t)n;
     return n;
@@ -313,7 +436,7 @@ int cl_read(cl_t *c, cl_resp_t *r, bool head_only)
     memcpy(r->body, c->buf, got);
     consume(c, got);
     while (got < blen) {
-        ssize_t n = recv(c->fd, r->body + got, blen - got, 0);
+        ssize_t n = cl_recv(c, r->body + got, blen - got);
         if (n <= 0) {
             cl_resp_free(r);
             return -1;
@@ -341,6 +464,8 @@ bool cl_eof(cl_t *c)
 
 void cl_close(cl_t *c)
 {
+    if (c->ssl)
+        SSL_free(c->ssl);
     close(c->fd);
     free(c);
 }

@@ -44,6 +44,17 @@ void th_call(th_t *t, th_fn fn, void *arg);
 bool th_wait_until(th_t *t, bool (*cond)(th_t *t, void *arg), void *arg, int timeout_ms);
 /* A server on 127.0.0.1:0 with the test routes (see helper_http.c); opts NULL: defaults. */
 void th_server(th_t *t, const http_opts_t *opts);
+/* The same serving HTTPS with tls (taken over). */
+void th_server_tls(th_t *t, const http_opts_t *opts, tls_ctx_t *tls);
+/* http_server_set_tls on the loop thread (a reload). */
+void th_set_tls(th_t *t, tls_ctx_t *tls);
+
+/* A self-signed EC P-256 certificate for 127.0.0.1 (CN cn, SAN IP:127.0.0.1)
+ * written to dir/name.pem and dir/name.key; the paths in cert and key (128
+ * bytes each). Its own CA: a client trusts it with cafile = cert. */
+void th_make_cert(const char *dir, const char *name, const char *cn, char *cert, char *key);
+/* A context from cert and key (asserted to load). */
+tls_ctx_t *th_tls_ctx(const char *cert, const char *key);
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */
 void th_service(th_t *t, const http_service_opts_t *o, metrics_t *m, const http_provider_t *p);
 http_stats_t th_stats(th_t *t);
@@ -58,6 +69,7 @@ extern size_t th_big_size;
 /* ---- a blocking client ---- */
 typedef struct cl {
     int fd;
+    void *ssl;      /* an OpenSSL SSL over fd (cl_open_tls); NULL: plain */
     char buf[1 << 16];
     size_t len;
 } cl_t;
@@ -71,6 +83,11 @@ typedef struct cl_resp {
 
 /* Connects to 127.0.0.1:port with a receive timeout of 5 s (rcvbuf > 0: SO_RCVBUF before connecting). */
 cl_t *cl_open(int port, int rcvbuf);
+/* Connects and completes a TLS handshake trusting cafile (the server's
+ * name checked as IP 127.0.0.1); NULL when the handshake fails (why says). */
+cl_t *cl_open_tls(int port, const char *cafile, char *why, size_t whylen);
+/* The CN of the certificate the server sent ("" without TLS). */
+void cl_peer_cn(cl_t *c, char *out, size_t n);
 void cl_send(cl_t *c, const char *s);
 void cl_sendn(cl_t *c, const void *p, size_t n);
 /* Reads one response (head_only: a HEAD response, no body). 0, or -1 on EOF/timeout/garbage. */
