@@ -10,7 +10,11 @@ drain's goodbye inside TLS.
 
 Certificates are made by the openssl command in a temp dir (tlib/tls.py's
 Certs): a CA, a server certificate for 127.0.0.1 and localhost (SAN),
-client certificates (CN plc-1; an expired one; one signed by another CA)."""
+client certificates (CN plc-1; an expired one; one signed by another CA).
+
+Not part of the suite's TLS run (TRIB_MQTT_TLS=1, which turns plain
+listeners into TLS ones): this file is about TLS already, and needs its
+plain listener beside the TLS one."""
 import json
 import os
 import shutil
@@ -48,6 +52,8 @@ def make_certs(d):
 
 def setUpModule():
     global CERTS
+    if tls.ENABLED:
+        raise unittest.SkipTest("TRIB_MQTT_TLS=1 would make its plain listener TLS too; this file is TLS already")
     if not shutil.which("openssl"):
         raise unittest.SkipTest("no openssl command")
     CERTS = make_certs(tempfile.mkdtemp(prefix="trib-tls-"))
@@ -131,7 +137,7 @@ def tls_connect(port, version=5, cid="c1", ctx=None, **kw):
 
 
 def plain_connect(port, cid="plain"):
-    c = mr.Raw(port)
+    c = mr.Raw(port, tls=False)
     c.send(mr.connect(cid, version=4))
     c.expect(mr.CONNACK)
     return c
