@@ -5,7 +5,7 @@
  *
  *   loadgen -p PORT -c CONNECTIONS -n MESSAGES -s PAYLOAD_BYTES -q QOS
  *           [-t TOPIC_PREFIX] [-V 311|5] [-w INFLIGHT] [-j THREADS] [-r RATE]
- *           [-u USER -P PASSWORD]
+ *           [-u USER -P PASSWORD] [-C CAFILE]
  *
  * The connections share MESSAGES (each takes the next one when its window
  * has room, so all run out together) and publish to TOPIC_PREFIX/<conn>/tele.
@@ -21,6 +21,8 @@
  * ack_max_ms=.." on stdout; the ack figures are, for QoS 1/2, the time from
  * mosquitto_publish to its PUBACK / PUBCOMP, in 0.1 ms steps (0 for QoS 0).
  * Connections are spread over -j threads, each polling its sockets.
+ * -C: MQTT over TLS, the server's certificate (and its name: -h) checked
+ * against the CAs in CAFILE (the test suite's TLS run, tests/integration/tlib/tls.py).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,7 +55,7 @@ static atomic_uint g_lat[LAT_BUCKETS];
 static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
 static long g_messages = 100000;
 static double g_rate = 0;
-static const char *g_user = NULL, *g_pass = NULL;
+static const char *g_user = NULL, *g_pass = NULL, *g_cafile = NULL;
 static const char *g_prefix = "bench", *g_host = "127.0.0.1";
 static char *g_payload;
 static atomic_long g_acked_total, g_sent_total, g_taken;
@@ -234,7 +236,7 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int ch;
-    while ((ch = getopt(argc, argv, "h:p:c:n:s:q:t:V:w:j:r:u:P:")) != -1) {
+    while ((ch = getopt(argc, argv, "h:p:c:n:s:q:t:V:w:j:r:u:P:C:")) != -1) {
         switch (ch) {
         case 'h': g_host = optarg; break;
         case 'p': g_port = atoi(optarg); break;
@@ -249,9 +251,10 @@ int main(int argc, char **argv)
         case 'r': g_rate = atof(optarg); break;
         case 'u': g_user = optarg; break;
         case 'P': g_pass = optarg; break;
+        case 'C': g_cafile = optarg; break;
         default:
             fprintf(stderr, "usage: loadgen -p PORT -c CONNS -n MSGS -s BYTES -q QOS [-t PREFIX] [-V 311|5] "
-                            "[-w INFLIGHT] [-j THREADS] [-r RATE]\n");
+                            "[-w INFLIGHT] [-j THREADS] [-r RATE] [-u USER -P PASSWORD] [-C CAFILE]\n");
             return 2;
         }
     }
@@ -279,6 +282,10 @@ int main(int argc, char **argv)
         mosquitto_publish_callback_set(c->m, on_publish);
         if (g_user)
             mosquitto_username_pw_set(c->m, g_user, g_pass);
+        if (g_cafile && mosquitto_tls_set(c->m, g_cafile, NULL, NULL, NULL, NULL) != MOSQ_ERR_SUCCESS) {
+            fprintf(stderr, "loadgen: -C %s: not a CA file libmosquitto can use\n", g_cafile);
+            return 2;
+        }
         int rc = mosquitto_connect(c->m, g_host, g_port, 60);
         if (rc != MOSQ_ERR_SUCCESS) {
             fprintf(stderr, "loadgen: connect: %s\n", mosquitto_strerror(rc));

@@ -19,6 +19,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib import mqttraw as mr  # noqa: E402
+from tlib import tls as _tls  # noqa: E402
 from tlib.gateway import BIN, Gateway, free_port, wait_for, wal_dump  # noqa: E402
 
 ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
@@ -74,8 +75,10 @@ def stored(g, needle):
     return [r for r in wal_dump(os.path.join(g.dir, "wal"), "/e1/t") if needle in json.dumps(r)]
 
 
-def mosquitto_pub(port, version, user, password, topic, msg):
-    return subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), "-V", version, "-q", "1",
+def mosquitto_pub(port, version, user, password, topic, msg, tls=None):
+    """tls: None for the gateway's listener (TLS when the suite is), False for Mosquitto's."""
+    return subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(port), *_tls.mosquitto_args(tls),
+                           "-V", version, "-q", "1",
                            "-i", f"pub-{version}", "-u", user, "-P", password, "-t", topic, "-m", msg],
                           capture_output=True, text=True, timeout=30)
 
@@ -132,7 +135,7 @@ class Passwords(GatewayWithFiles):
             for proto in (paho.MQTTv311, paho.MQTTv5):
                 for pw, ok in (("wonderland", True), ("bad", False)):
                     got = []
-                    cl = paho.Client(client_id=f"paho-{proto}-{ok}", protocol=proto)
+                    cl = _tls.paho(paho.Client(client_id=f"paho-{proto}-{ok}", protocol=proto))
                     cl.username_pw_set("alice", pw)
                     cl.on_connect = lambda c, u, f, rc, p=None: got.append(rc)
                     cl.connect("127.0.0.1", port)
@@ -230,8 +233,8 @@ class Passwords(GatewayWithFiles):
                              stderr=subprocess.DEVNULL)
         try:
             wait_for(lambda: port_open(mport), 10, what="mosquitto listening")
-            self.assertEqual(mosquitto_pub(mport, "mqttv311", "dave", "s3cret2", "t/x", "m").returncode, 0)
-            self.assertNotEqual(mosquitto_pub(mport, "mqttv311", "dave", "s3cret", "t/x", "m").returncode, 0)
+            self.assertEqual(mosquitto_pub(mport, "mqttv311", "dave", "s3cret2", "t/x", "m", tls=False).returncode, 0)
+            self.assertNotEqual(mosquitto_pub(mport, "mqttv311", "dave", "s3cret", "t/x", "m", tls=False).returncode, 0)
         finally:
             m.terminate()
             m.wait(10)

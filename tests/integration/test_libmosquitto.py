@@ -8,6 +8,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from tlib import tls  # noqa: E402
 from tlib.gateway import Gateway, wal_dump  # noqa: E402
 
 LOADGEN = os.path.join(os.environ.get("TRIB_BUILD_DIR", "build"), "bench", "loadgen")
@@ -31,7 +32,7 @@ class Libmosquitto(unittest.TestCase):
             for version in ("311", "5"):
                 for qos in (0, 1, 2):
                     r = subprocess.run([LOADGEN, "-p", str(port), "-c", "8", "-n", "2000", "-s", "64",
-                                        "-q", str(qos), "-V", version, "-t", "lg"],
+                                        "-q", str(qos), "-V", version, "-t", "lg", *tls.loadgen_args()],
                                        capture_output=True, text=True, timeout=120)
                     self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                     self.assertIn("acked=2000", r.stdout)

@@ -13,6 +13,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib.gateway import BIN, Gateway, wal_dump, wait_for  # noqa: E402
 from tlib import mqttraw as m  # noqa: E402
+from tlib import tls  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
 
@@ -70,8 +71,8 @@ class GatewayCase(unittest.TestCase):
 
 class Publish(GatewayCase):
     def pub(self, version, qos, topic, payload):
-        r = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "-V", version,
-                            "-q", str(qos), "-t", topic, "-m", payload, "-i", f"mp-{version}-{qos}"],
+        r = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), *tls.mosquitto_args(),
+                            "-V", version, "-q", str(qos), "-t", topic, "-m", payload, "-i", f"mp-{version}-{qos}"],
                            capture_output=True, text=True, timeout=20)
         return r
 
@@ -90,7 +91,7 @@ class Publish(GatewayCase):
 
     def test_paho_publishes_at_every_qos_on_both_versions(self):
         for proto, name in ((paho.MQTTv311, "311"), (paho.MQTTv5, "5")):
-            c = paho.Client(client_id=f"paho-{name}", protocol=proto)
+            c = tls.paho(paho.Client(client_id=f"paho-{name}", protocol=proto))
             c.connect("127.0.0.1", self.port)
             c.loop_start()
             infos = [c.publish(f"dev/paho{name}/tele", f"n{i}", qos=i % 3) for i in range(30)]
@@ -352,14 +353,15 @@ class UnmatchedDrop(GatewayCase):
 class Listeners(unittest.TestCase):
     def test_every_listener_of_mqtt_listeners_serves(self):
         """mqtt.listeners with two plain entries (IPv4 and IPv6 loopback):
-        each is logged "mqtt listening" with its index and tls=false, and
-        each takes a client whose message is stored; /stats lists each with
-        the address it bound and its own connections."""
+        each is logged "mqtt listening" with its index and tls=false (true
+        when the suite runs over TLS), and each takes a client whose message
+        is stored; /stats lists each with the address it bound and its own
+        connections."""
         yaml = CONFIG.replace('  listener: "127.0.0.1:0"\n',
                               '  listeners:\n    - address: "127.0.0.1:0"\n    - address: "[::1]:0"\n')
         with Gateway(yaml % {"unmatched": "reject"}) as g:
             ports = g.mqtt_ports(2)
-            self.assertEqual(g.mqtt_tls(2), {0: False, 1: False})
+            self.assertEqual(g.mqtt_tls(2), {0: tls.ENABLED, 1: tls.ENABLED})
             clients = []
             for i, host in ((0, "127.0.0.1"), (1, "::1")):
                 c = m.Raw(ports[i], host=host)
@@ -376,7 +378,7 @@ class Listeners(unittest.TestCase):
             def listeners():
                 with urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/stats", timeout=5) as r:
                     return [(x["listener"], x["tls"], x["connections"]) for x in json.load(r)["listeners"]]
-            want = [(f"127.0.0.1:{ports[0]}", False, 1), (f"[::1]:{ports[1]}", False, 2)]
+            want = [(f"127.0.0.1:{ports[0]}", tls.ENABLED, 1), (f"[::1]:{ports[1]}", tls.ENABLED, 2)]
             wait_for(lambda: listeners() == want, 5, what=f"each listener's connections in /stats: {listeners()}")
             for c in clients:
                 c.close()

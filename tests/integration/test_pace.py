@@ -23,6 +23,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
+from tlib import tls  # noqa: E402
 from tlib.gateway import Gateway, wait_for  # noqa: E402
 
 LOADGEN = os.path.join(os.environ.get("TRIB_BUILD_DIR", "build"), "bench", "loadgen")
@@ -58,7 +59,7 @@ def run(gw, *args, n):
     """Runs loadgen with QoS 1 on one connection; returns (its figures, messages per batch)."""
     port, hport = gw.mqtt_port(), gw.http_port()
     r = subprocess.run([LOADGEN, "-p", str(port), "-c", "1", "-n", str(n), "-s", "100", "-q", "1", "-t", "lg",
-                        *args], capture_output=True, text=True, timeout=120)
+                        *tls.loadgen_args(), *args], capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise AssertionError(f"loadgen failed: {r.stdout} {r.stderr}\n{gw.log()}")
     figures = {k: float(v) for k, v in (kv.split("=") for kv in r.stdout.split())}

@@ -9,6 +9,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
+from tlib import tls  # noqa: E402
 from tlib.gateway import Gateway, wal_dump, wait_for  # noqa: E402
 
 import paho.mqtt.client as paho  # noqa: E402
@@ -32,7 +33,7 @@ class Publisher(threading.Thread):
         super().__init__(daemon=True)
         self.idx, self.stop = idx, stop
         self.acked_mids, self.sent = set(), {}  # mids stay unique: < 65,535 per client here
-        self.c = paho.Client(client_id=f"load-{idx}", protocol=paho.MQTTv311)
+        self.c = tls.paho(paho.Client(client_id=f"load-{idx}", protocol=paho.MQTTv311))
         self.c.max_inflight_messages_set(100)
         self.c.on_publish = self.on_publish
         self.c.connect("127.0.0.1", port)

@@ -8,9 +8,13 @@ user name for the ACL; session resumption; certificates reloaded at SIGHUP
 while a connection stays; a certificate that does not load is exit 2; the
 drain's goodbye inside TLS.
 
-Certificates are made by the openssl command in a temp dir: a CA, a server
-certificate for 127.0.0.1 and localhost (SAN), client certificates (CN
-plc-1; an expired one; one signed by another CA)."""
+Certificates are made by the openssl command in a temp dir (tlib/tls.py's
+Certs): a CA, a server certificate for 127.0.0.1 and localhost (SAN),
+client certificates (CN plc-1; an expired one; one signed by another CA).
+
+Not part of the suite's TLS run (TRIB_MQTT_TLS=1, which turns plain
+listeners into TLS ones): this file is about TLS already, and needs its
+plain listener beside the TLS one."""
 import json
 import os
 import shutil
@@ -26,54 +30,33 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib import mqttraw as mr  # noqa: E402
+from tlib import tls  # noqa: E402
 from tlib.gateway import BIN, Gateway, wait_for, wal_dump  # noqa: E402
 
 ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
 CERTS = None  # made once (setUpModule)
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60, cwd=cwd)
-
-
-class Certs:
+def make_certs(d):
     """A CA and what it signs, and a second CA nobody trusts, as PEM files in d."""
-
-    def __init__(self, d):
-        self.dir = d
-        for ca in ("ca", "otherca"):
-            openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-days", "2", "-subj", f"/CN=Tributary test {ca}",
-                    cwd=d)
-        self.ca = self.path("ca.pem")
-        self.server_a = self.sign("server-a", "ca", san="IP:127.0.0.1,DNS:localhost")
-        self.server_b = self.sign("server-b", "ca", san="IP:127.0.0.1,DNS:localhost")
-        self.client = self.sign("plc-1", "ca")
-        self.expired = self.sign("plc-old", "ca", days="-1")
-        self.stranger = self.sign("plc-2", "otherca")
-
-    def path(self, name):
-        return os.path.join(self.dir, name)
-
-    def sign(self, cn, ca, san=None, days="2"):
-        """(cert, key) of CN cn signed by ca; days -1 makes it expired already."""
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{cn}.key",
-                "-out", f"{cn}.csr", "-subj", f"/CN={cn}", cwd=self.dir)
-        ext = []
-        if san:
-            with open(self.path(f"{cn}.ext"), "w") as f:
-                f.write(f"subjectAltName={san}\n")
-            ext = ["-extfile", f"{cn}.ext"]
-        openssl("x509", "-req", "-in", f"{cn}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
-                "-out", f"{cn}.pem", "-days", days, *ext, cwd=self.dir)
-        return self.path(f"{cn}.pem"), self.path(f"{cn}.key")
+    c = tls.Certs(d)
+    c.ca = c.make_ca("ca")
+    c.make_ca("otherca")
+    c.server_a = c.sign("server-a", "ca", san="IP:127.0.0.1,DNS:localhost")
+    c.server_b = c.sign("server-b", "ca", san="IP:127.0.0.1,DNS:localhost")
+    c.client = c.sign("plc-1", "ca")
+    c.expired = c.sign("plc-old", "ca", days="-1")
+    c.stranger = c.sign("plc-2", "otherca")
+    return c
 
 
 def setUpModule():
     global CERTS
+    if tls.ENABLED:
+        raise unittest.SkipTest("TRIB_MQTT_TLS=1 would make its plain listener TLS too; this file is TLS already")
     if not shutil.which("openssl"):
         raise unittest.SkipTest("no openssl command")
-    CERTS = Certs(tempfile.mkdtemp(prefix="trib-tls-"))
+    CERTS = make_certs(tempfile.mkdtemp(prefix="trib-tls-"))
 
 
 def tearDownModule():
@@ -154,7 +137,7 @@ def tls_connect(port, version=5, cid="c1", ctx=None, **kw):
 
 
 def plain_connect(port, cid="plain"):
-    c = mr.Raw(port)
+    c = mr.Raw(port, tls=False)
     c.send(mr.connect(cid, version=4))
     c.expect(mr.CONNACK)
     return c

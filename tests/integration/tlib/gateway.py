@@ -9,6 +9,8 @@ import subprocess
 import tempfile
 import time
 
+from tlib import tls
+
 BIN = os.environ.get("TRIBUTARY_BIN", os.path.join(os.environ.get("TRIB_BUILD_DIR", "build"), "tributary"))
 
 
@@ -38,7 +40,8 @@ def run_cli(*args, env=None, timeout=30):
 
 
 class Gateway:
-    """A tributary process with its own config file and data directory."""
+    """A tributary process with its own config file and data directory.
+    With TRIB_MQTT_TLS=1 its plain MQTT listeners are TLS ones (tlib/tls.py)."""
 
     def __init__(self, yaml_text=None, workdir=None, env=None, args=None, preexec_fn=None):
         self.dir = workdir or tempfile.mkdtemp(prefix="trib-it-")
@@ -55,7 +58,18 @@ class Gateway:
         self.log_path = os.path.join(self.dir, "gateway.log")
         self.log_mark = 0  # where the current run's output starts in the log file
 
+    def write_config(self, yaml_text):
+        """Replaces the configuration file (for a SIGHUP), made TLS as start() makes it."""
+        with open(self.config, "w") as f:
+            f.write(tls.tls_config(yaml_text) if tls.ENABLED else yaml_text)
+
     def start(self):
+        if tls.ENABLED and self.config:
+            # the suite over TLS (tlib/tls.py): read here, not in __init__, so that
+            # a test may still edit the file between the two
+            with open(self.config) as f:
+                text = f.read()
+            self.write_config(text)
         cmd = [BIN, "run"] + (["-c", self.config] if self.config else []) + self.args
         self.logf = open(self.log_path, "ab")
         self.log_mark = self.logf.tell()
@@ -113,6 +127,8 @@ class Gateway:
             if self.proc.poll() is not None:
                 raise AssertionError(f"gateway exited ({self.proc.returncode}):\n{self.log()}")
             got = {int(m.group(3)): (int(m.group(2)), m.group(4) == "true") for m in pat.finditer(self.run_log())}
+            if tls.ENABLED and not all(t for _, t in got.values()):
+                raise AssertionError(f"the suite runs over TLS, yet a listener is plain:\n{self.run_log()}")
             return got if len(got) >= n else None
         return wait_for(found, timeout, what=f"{n} 'mqtt listening' log lines")
 

@@ -7,6 +7,8 @@ import ssl
 import struct
 import time
 
+from tlib import tls as _tls
+
 CONNECT, CONNACK, PUBLISH, PUBACK, PUBREC, PUBREL, PUBCOMP = 1, 2, 3, 4, 5, 6, 7
 SUBSCRIBE, SUBACK, UNSUBSCRIBE, UNSUBACK, PINGREQ, PINGRESP, DISCONNECT = 8, 9, 10, 11, 12, 13, 14
 
@@ -161,8 +163,11 @@ def parse_props(b):
 
 
 class Raw:
-    def __init__(self, port, host="127.0.0.1", timeout=5.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    """A client on a socket of its own: TLS (trusting the suite's CA) when tls
+    is True, or when it is None and the suite runs over TLS (tlib/tls.py)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=5.0, tls=None):
+        self.sock = _tls.connect(port, host, timeout, tls)
         self.buf = b""
         self.timeout = timeout
 

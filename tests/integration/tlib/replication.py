@@ -2,7 +2,8 @@
 
     edge_yaml(mock_url, topics, **sections)   an edge.yaml for the real binary
     Publisher(port, topics, rate)             numbered QoS 1 messages from a
-                                              paho client in the background,
+                                              paho client in the background
+                                              (over TLS when the suite is),
                                               remembering which were PUBACKed
     publish_all(port, items)                  a burst, waiting for every PUBACK
     check_topic(records, ...)                 order, gaps and duplicates of what
@@ -16,6 +17,8 @@ import threading
 import time
 
 import paho.mqtt.client as paho
+
+from tlib import tls
 
 
 def edge_yaml(cluster_url, mappings, edge="edge1", replicator=None, extra="", heartbeat_ms=500, token=None,
@@ -48,7 +51,7 @@ class Publisher:
     def __init__(self, port, topic_of, rate=300, client_id="rep-pub", inflight=200):
         self.topic_of = topic_of
         self.rate = rate
-        self.c = paho.Client(client_id=client_id, protocol=paho.MQTTv311)
+        self.c = tls.paho(paho.Client(client_id=client_id, protocol=paho.MQTTv311))
         self.c.max_inflight_messages_set(inflight)
         self.c.max_queued_messages_set(0)
         # paho calls on_publish holding its own mutex, which publish() also takes:
