@@ -107,8 +107,9 @@ def stop(proc, sig=signal.SIGTERM, timeout=60):
 class Server:
     """A started process, its work dir and ports."""
 
-    def __init__(self, name, proc, work, port, http=None):
+    def __init__(self, name, proc, work, port, http=None, tls_port=None):
         self.name, self.proc, self.work, self.port, self.http = name, proc, work, port, http
+        self.tls_port = tls_port
 
     @property
     def pid(self):
@@ -120,21 +121,26 @@ class Server:
 
 
 def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None,
-              max_connections=100000, cpus=None, auth=None):
+              max_connections=100000, cpus=None, auth=None, tls=None):
     """`tributary run` on 127.0.0.1 with two mappings: bench/+/tele (loadgen)
     to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf. replicator and
     ingestion: keys of replicator.* and mqtt.ingestion.* to set;
     max_connections None: the default; cpus: a taskset CPU list for all its threads;
-    auth: keys of auth.* to set."""
+    auth: keys of auth.* to set; tls: keys of a TLS listener's tls.* (cert_file,
+    key_file, ...), which then listens on Server.tls_port beside the plain one."""
     os.makedirs(work, exist_ok=True)
     port, http = free_port(), free_port()
+    tls_port = free_port() if tls else None
+    listen = (f'  listeners:\n    - address: "127.0.0.1:{port}"\n'
+              f'    - {{address: "127.0.0.1:{tls_port}", tls: {json.dumps(tls)}}}' if tls
+              else f'  listener: "127.0.0.1:{port}"')
     rep = {"batch_timeout_ms": 10}
     rep.update(replicator or {})
     with open(os.path.join(work, "edge.yaml"), "w") as f:
         f.write(f"""edge: {{edge_name: bench, cluster_url: "{cluster_url}"}}
 replicator: {json.dumps(rep)}
 mqtt:
-  listener: "127.0.0.1:{port}"
+{listen}
 {"" if max_connections is None else f"  max_connections: {max_connections}"}
   ingestion: {json.dumps(ingestion or {})}
   topic_mappings:
@@ -149,31 +155,40 @@ log: {{level: {log_level}}}
     pin = ["taskset", "-c", cpus] if cpus else []
     p = popen(pin + [os.path.join(build, "tributary"), "run", "-c", os.path.join(work, "edge.yaml")],
                          stdout=log, stderr=log)
-    wait_until(lambda: port_open(port) and port_open(http), 30, "tributary to listen")
-    return Server("tributary", p, work, port, http)
+    wait_until(lambda: port_open(port) and port_open(http) and (not tls or port_open(tls_port)), 30,
+               "tributary to listen")
+    return Server("tributary", p, work, port, http, tls_port)
 
 
-def mosquitto(work, name, port=None, bridge_to=None, unlimited=False, password_file=None):
+def mosquitto(work, name, port=None, bridge_to=None, unlimited=False, password_file=None, tls=None, cpus=None,
+              extra=()):
     """Debian's mosquitto, persistence on. bridge_to: the far broker's port
     (topic # out at QoS 1, the bridge's other settings left at their
     defaults). unlimited: max_queued_messages 0 (no queue limit; the
-    default is 1000, which is what drops a bridge's backlog)."""
+    default is 1000, which is what drops a bridge's backlog). tls: (certfile,
+    keyfile) for a second listener, on Server.tls_port; cpus: a taskset CPU
+    list; extra: more lines of mosquitto.conf."""
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     port = port or free_port()
+    tls_port = free_port() if tls else None
     auth = ["allow_anonymous false", f"password_file {password_file}"] if password_file else ["allow_anonymous true"]
     conf = [f"listener {port} 127.0.0.1", *auth, "persistence true",
             f"persistence_location {d}/", "max_connections -1", "user root"]
     if unlimited:
         conf += ["max_queued_messages 0", "max_inflight_messages 0"]
+    conf += list(extra)
+    if tls:
+        conf += [f"listener {tls_port} 127.0.0.1", f"certfile {tls[0]}", f"keyfile {tls[1]}"]
     if bridge_to:
         conf += ["connection far", f"address 127.0.0.1:{bridge_to}", "topic # out 1"]
     with open(os.path.join(d, "m.conf"), "w") as f:
         f.write("\n".join(conf) + "\n")
     log = open(os.path.join(d, "log"), "ab")
-    p = popen(["mosquitto", "-c", os.path.join(d, "m.conf")], stdout=log, stderr=log)
-    wait_until(lambda: port_open(port), 30, f"mosquitto {name} to listen")
-    return Server(name, p, d, port)
+    pin = ["taskset", "-c", cpus] if cpus else []
+    p = popen(pin + ["mosquitto", "-c", os.path.join(d, "m.conf")], stdout=log, stderr=log)
+    wait_until(lambda: port_open(port) and (not tls or port_open(tls_port)), 30, f"mosquitto {name} to listen")
+    return Server(name, p, d, port, tls_port=tls_port)
 
 
 def subscriber(work, name, port, topic="#"):

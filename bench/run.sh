@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: the long benchmarks, the ones too slow for the test suite.
 #
-#   bench/run.sh [storeforward | compare | all] [--build DIR]   (default: all)
+#   bench/run.sh [storeforward | compare | tls | all] [--build DIR]   (default: all)
 #   ./scripts/dev.sh bench [...]   builds first, then runs this
 #
 #   storeforward  the acceptance scenarios of tests/storeforward/run.sh,
@@ -17,10 +17,14 @@
 #                 with the timeline (.events.jsonl) and the gateway's log.
 #   compare       bench/compare (Tributary beside Mosquitto 2, ~17 minutes);
 #                 table in build/bench/compare.md
+#   tls           bench/bench_tls.py (MQTT over TLS beside Mosquitto 2 with
+#                 the same certificate: ingest and new connections per
+#                 second, ~8 minutes); table in build/bench/tls.md
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
 # shorten or lengthen the scenarios, SF_ONLY=always|bounded runs one of them;
-# COMPARE_ARGS is passed to bench/compare.
+# COMPARE_ARGS is passed to bench/compare, TLS_ARGS to bench/bench_tls.py
+# (TLS_ARGS=--quick: a smoke run of a few seconds).
 # Nothing here passes or fails on time: the scenarios fail only on what the
 # judge counts (missing, uncounted, out of order).
 set -euo pipefail
@@ -30,11 +34,11 @@ WHAT=all
 while [[ $# -gt 0 ]]; do
     case $1 in
         --build) BUILD=$2; shift 2 ;;
-        storeforward|compare|all) WHAT=$1; shift ;;
-        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        storeforward|compare|tls|all) WHAT=$1; shift ;;
+        *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
-for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink; do
+for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes; do
     [[ -x $BUILD/$b ]] || { echo "bench/run.sh: $BUILD/$b not built (./scripts/dev.sh build)" >&2; exit 2; }
 done
 mkdir -p "$BUILD/bench"
@@ -69,5 +73,9 @@ fi
 if [[ $WHAT == compare || $WHAT == all ]]; then
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/compare --build "$BUILD" ${COMPARE_ARGS:-} || rc=1
+fi
+if [[ $WHAT == tls || $WHAT == all ]]; then
+    # shellcheck disable=SC2086
+    /usr/bin/python3 bench/bench_tls.py --build "$BUILD" --out "$BUILD/bench/tls.md" ${TLS_ARGS:-} || rc=1
 fi
 exit $rc

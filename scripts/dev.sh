@@ -7,7 +7,7 @@
 #                           fuzz) and run the whole test suite
 #
 # Steps: deps | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward
-#   bench [storeforward|compare|all]: the long benchmarks (bench/run.sh)
+#   bench [storeforward|compare|tls|all]: the long benchmarks (bench/run.sh)
 #   storeforward: only the long store-and-forward scenarios (bench/run.sh storeforward)
 # Environment: JOBS (default: nproc), FUZZ_SECONDS (default 15 per target).
 set -euo pipefail

