@@ -459,9 +459,9 @@ void broker__conn_flush(broker_conn_t *c)
     if (c->out_len == 0 || c->tp_closed)
         return;
     if (c->tx_held + c->out_len > c->srv->cfg->mqtt.max_unread_bytes) {
-        c->out_len = 0;
-        if (!c->closing)
+        if (!c->closing) /* (its log line counts these replies: they are dropped after it) */
             broker__conn_give_up(c, METRICS_CLOSE_UNREAD_LIMIT, 0, "it leaves its replies unread (mqtt.max_unread_bytes)");
+        c->out_len = 0;
         return;
     }
     int rc = c->tp->write(c, c->out, c->out_len); /* takes or copies them all */

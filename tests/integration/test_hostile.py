@@ -230,6 +230,12 @@ class NonReadingClients(unittest.TestCase):
             for s in socks:
                 s.close()
             self.assertEqual(g.stop(), 0, g.log())
+            # the log says how much was left unread: past the limit (it said 0)
+            held = [json.loads(line)["unread_bytes"] for line in g.log().splitlines()
+                    if '"reason":"unread_limit"' in line and '"unread_bytes"' in line]
+            self.assertTrue(held, "the closes were logged")
+            bound = (4 if tls.ENABLED else 16) * 1024
+            self.assertTrue(all(b > bound for b in held), f"unread_bytes logged {held}, limit {bound}")
 
     def test_a_closed_connection_whose_peer_does_not_read_is_released_within_write_timeout(self):
         """A client that does not read is not read from once its replies

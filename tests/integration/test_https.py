@@ -30,7 +30,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib.gateway import BIN, Gateway, run_cli, wait_for  # noqa: E402
-from test_tls import Certs, client_hello  # noqa: E402  (the same certificates as the MQTT side's tests)
+from test_tls import client_hello, make_certs  # noqa: E402  (the same certificates as the MQTT side's tests)
 import test_tls  # noqa: E402
 
 ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
@@ -42,7 +42,7 @@ def setUpModule():
     global CERTS
     if not shutil.which("openssl"):
         raise unittest.SkipTest("no openssl command")
-    CERTS = Certs(tempfile.mkdtemp(prefix="trib-https-"))
+    CERTS = make_certs(tempfile.mkdtemp(prefix="trib-https-"))
     test_tls.CERTS = CERTS  # client_hello() reads its module's CERTS
 
 
