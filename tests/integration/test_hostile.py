@@ -357,8 +357,10 @@ class PartialPackets(unittest.TestCase):
                     disconnects += 1
             self.assertGreaterEqual(disconnects, 1)
             self.assertLess(disconnects, n, "those under the cap are not disturbed")
-            # 1 MiB holds 4 buffers of 256 KiB (the one for 200 KiB), give or take the alias tables
-            self.assertIn(n - disconnects, (3, 4))
+            # 1 MiB holds 4 buffers of 256 KiB (the one for 200 KiB), give or take the alias tables;
+            # over TLS each also holds the ciphertext read past its last whole record (up to one
+            # 64 KiB read, counted in the same bound: docs/SECURITY.md), so 2 can be all that fit
+            self.assertIn(n - disconnects, (2, 3, 4) if tls.ENABLED else (3, 4))
             wait_for(lambda: closed_count(g, "memory_limit") == disconnects, 5, what="each refusal counted")
             wait_for(lambda: stats(g)["connections"]["mqtt"] == n - disconnects, 5, what="the others connected")
             self.assertIn("mqtt.max_partial_bytes", g.log())
