@@ -26,8 +26,9 @@
  *      Those records are not counted as dropped: their number is unknown
  *      (the log line says so).
  *   5. The next offset is the largest of: the active segment's last record
- *      + 1, the persisted floor, the checkpoint + 1, and the newest segment
- *      name. If that is not where the active segment continues, or the
+ *      + 1, the persisted floor, the checkpoint + 1, the newest segment
+ *      name, and the reservation (meta.reserved: offsets below it may have
+ *      been handed out without reaching the log). If that is not where the active segment continues, or the
  *      active segment is of an older format version (a segment is written
  *      in one version only: padding must not land in a version 1 file), a
  *      new segment starts there.
@@ -212,7 +213,7 @@ int wal__topic_recover(wal_topic_t *t)
     }
 
     wal_meta_t m;
-    int rc = wal__meta_read(io, t->dir, &m);
+    int rc = wal__meta_read(io, t->dir, &m, NULL);
     if (rc == -ENOENT) {
         memset(&m, 0, sizeof m);
     } else if (rc < 0) {
@@ -278,14 +279,19 @@ int wal__topic_recover(wal_topic_t *t)
         }
     }
 
-    /* 5: where offsets continue */
-    uint64_t next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
-    if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && next < prev_next) {
+    /* 5: where offsets continue: past the log, and past every offset the
+     * reservation covers (they may have been handed out from memory) */
+    uint64_t disk_next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
+    uint64_t next = TB_MAX(disk_next, m.reserved);
+    if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && disk_next < prev_next) {
         /* acknowledged after write(2), then lost to a failed fdatasync */
-        m.lost += prev_next - next;
+        m.lost += prev_next - disk_next;
         tb_error("wal: acknowledged messages lost to an fdatasync failure", TB_S("topic", t->name),
-                 TB_U("first_offset", next), TB_U("count", prev_next - next));
+                 TB_U("first_offset", disk_next), TB_U("count", prev_next - disk_next));
     }
+    if (next > disk_next && !repairing)
+        tb_info("wal: offsets continue past the reservation", TB_S("topic", t->name),
+                TB_U("log_next_offset", disk_next), TB_U("next_offset", next));
     if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS)
         next = TB_MAX(next, prev_next); /* they may have been read: never reuse */
     /* a segment is written in one format version: an older active one is
@@ -351,6 +357,8 @@ int wal__topic_recover(wal_topic_t *t)
     atomic_store(&t->dropped, m.dropped);
     atomic_store(&t->lost, m.lost);
     atomic_store(&t->quarantined, m.quarantined);
+    atomic_store(&t->dropped_age, m.dropped_age);
+    atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
     atomic_store_explicit(&t->readable_end, next, memory_order_release);
     pthread_mutex_lock(&t->acct_mu);

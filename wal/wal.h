@@ -350,6 +350,9 @@ typedef struct wal_topic_stats {
     uint64_t dropped_total;   /* deleted by a bound (or quarantined) before being acked; persistent */
     uint64_t lost_total;      /* acked in INTERVAL/NEVER mode, then lost to an fdatasync error; persistent */
     uint64_t quarantined_segments; /* persistent */
+    uint64_t dropped_age_total; /* dropped for being older than the topic's max_age; persistent
+                                   (meta version 2; nothing in wal/ counts it yet) */
+    uint64_t reserved;        /* the durable offset reservation (OFFSET RESERVATION; 0: none) */
     uint64_t write_errors;    /* failed writes and syncs since open */
     wal_topic_state_t state;
     int last_error;
@@ -548,10 +551,13 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
 /*
  * Verifies every header and record CRC under dir and prints one JSON object
  * per topic: first/last offset, records, bytes (all of the segment files),
- * padding_bytes (of those, in padding records), segments, dropped,
- * checkpoint, corrupt segments (including quarantined ones) and the torn
- * tail bytes of the active segment. Returns 0 when nothing is corrupt,
- * 1 when something is, or a negative error.
+ * padding_bytes (of those, in padding records), segments, from the meta
+ * file checkpoint, dropped, lost, dropped_age, reserved and meta_version
+ * (0 when absent or unreadable) beside meta ("ok", "absent", "corrupt",
+ * "unsupported": a newer version), corrupt segments (including
+ * quarantined ones) and the torn tail bytes of the active segment. Returns
+ * 0 when nothing is corrupt, 1 when something is (an unreadable meta file
+ * included), or a negative error.
  */
 int wal_check(const char *dir, FILE *out);
 

@@ -100,6 +100,8 @@ struct wal_topic {
     _Atomic uint64_t read_floor;  /* a bound deleted and counted (persisted) everything below: readers skip it */
     _Atomic uint64_t lost;
     _Atomic uint64_t quarantined;
+    _Atomic uint64_t dropped_age; /* meta.dropped_age as persisted */
+    _Atomic uint64_t reserved;    /* meta.reserved as persisted (OFFSET RESERVATION in wal.h) */
     _Atomic uint64_t write_errors;
     _Atomic int state;
     _Atomic int last_error;
@@ -186,8 +188,9 @@ void wal__topic_free(wal_topic_t *t);
 void wal__topic_register(wal_t *w, wal_topic_t *t);
 /* Atomically replaces the topic's meta file with m; on success t->meta = *m. */
 int wal__meta_write(wal_topic_t *t, const wal_meta_t *m);
-/* Reads the meta file: 0 (found), -ENOENT (absent) or TB_ECORRUPT. */
-int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */);
+/* Reads the meta file: 0 (found), -ENOENT (absent), TB_EUNSUPPORTED (a newer
+ * version) or TB_ECORRUPT; *version is the file's (0 unless found). */
+int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */, unsigned *version /* OUT, or NULL */);
 void wal__topic_set_failed(wal_topic_t *t, int rc);
 
 /* ---- segment.c ------------------------------------------------------------ */
