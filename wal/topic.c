@@ -137,6 +137,10 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->quarantined, 0);
     atomic_init(&t->dropped_age, 0);
     atomic_init(&t->reserved, 0);
+    atomic_init(&t->res_used, 0);
+    atomic_init(&t->res_pending, false);
+    atomic_init(&t->hole_from, 0);
+    atomic_init(&t->hole_to, 0);
     atomic_init(&t->write_errors, 0);
     atomic_init(&t->state, WAL_TOPIC_OK);
     atomic_init(&t->last_error, 0);
@@ -306,6 +310,11 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     out->quarantined_segments = atomic_load(&t->quarantined);
     out->dropped_age_total = atomic_load(&t->dropped_age);
     out->reserved = atomic_load(&t->reserved);
+    uint64_t hole_to = atomic_load(&t->hole_to);
+    if (hole_to > out->checkpoint + 1) { /* until the checkpoint passes it */
+        out->hole_from = atomic_load(&t->hole_from);
+        out->hole_to = hole_to;
+    }
     out->write_errors = atomic_load(&t->write_errors);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);

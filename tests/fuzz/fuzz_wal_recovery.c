@@ -22,8 +22,9 @@
  * at an offset above everything read, and returns it intact. When the meta
  * file is valid (decoded here independently of the library), the topic
  * shows its counters and the batch's offset is above its checkpoint and at
- * or above its floor and its reservation. After a clean close the log
- * reopens and continues after that batch.
+ * or above its floor and its reservation. After a clean close the meta
+ * file holds no reservation (nothing was handed out beyond the log) and
+ * the log reopens exactly after that batch: no jump, nothing reused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -294,13 +295,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (meta.valid && (!after.valid || after.checkpoint < meta.checkpoint || after.dropped_age != meta.dropped_age ||
                        after.dropped < meta.dropped || after.lost < meta.lost))
         FAIL("the meta file lost what it held");
+    if (after.valid && after.reserved != 0)
+        FAIL("a clean close kept a reservation nothing needs");
 
     /* a clean close: the log reopens and goes on after the batch */
     if (wal_open(&o, &w) != 0 || !(t = wal_topic_find(w, "/f/t")))
         FAIL("reopen after a clean close");
     wal_topic_stats(t, &st);
-    if (st.next_offset <= off)
-        FAIL("offsets went backwards across a clean close");
+    if (st.next_offset != off + 1)
+        FAIL("a clean close moved the next offset (backwards, or a needless jump)");
     if (wal_close(w) != 0)
         FAIL("close after reopen");
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
