@@ -208,32 +208,62 @@ bool wal_record_attr_next(const wal_record_t *r, size_t *pos, wal_attr_t *out)
 
 /* ---- meta ------------------------------------------------------------------ */
 
-void wal__meta_encode(uint8_t out[WAL_META_SIZE], const wal_meta_t *m)
+unsigned wal__meta_version(const wal_meta_t *m)
 {
-    memset(out, 0, WAL_META_SIZE);
+    return m->reserved == 0 && m->dropped_age == 0 ? 1u : 2u;
+}
+
+size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m)
+{
+    unsigned version = wal__meta_version(m);
+    size_t size = version == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE;
+    memset(out, 0, size);
     memcpy(out, WAL_META_MAGIC, 4);
-    wal__st16(out + 4, 1);
-    wal__st16(out + 6, WAL_META_SIZE);
+    wal__st16(out + 4, (uint16_t)version);
+    wal__st16(out + 6, (uint16_t)size);
     wal__st64(out + 8, m->floor);
     wal__st64(out + 16, m->checkpoint);
     wal__st64(out + 24, m->dropped);
     wal__st64(out + 32, m->quarantined);
     wal__st64(out + 40, m->lost);
-    wal__st32(out + 60, wal__crc32c(0, out, 60));
+    if (version == 2) {
+        wal__st64(out + 48, m->reserved);
+        wal__st64(out + 56, m->dropped_age);
+    }
+    wal__st32(out + size - 4, wal__crc32c(0, out, size - 4));
+    return size;
 }
 
-int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m)
+int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m, unsigned *version)
 {
     memset(m, 0, sizeof *m);
-    if (n != WAL_META_SIZE || memcmp(in, WAL_META_MAGIC, 4) != 0 ||
-        wal__ld32(in + 60) != wal__crc32c(0, in, 60))
+    if (version)
+        *version = 0;
+    /* the framing every version shares first, so that an unknown version is
+     * told apart from damage: magic, size = the file's length, crc last */
+    if (n < 12 || n > WAL_META_READ_MAX || memcmp(in, WAL_META_MAGIC, 4) != 0 || wal__ld16(in + 6) != n ||
+        wal__ld32(in + n - 4) != wal__crc32c(0, in, n - 4))
         return TB_ECORRUPT;
-    if (wal__ld16(in + 4) != 1 || wal__ld16(in + 6) != WAL_META_SIZE)
+    uint16_t v = wal__ld16(in + 4);
+    if (v < 1 || v > WAL_META_VERSION)
         return TB_EUNSUPPORTED;
-    m->floor = wal__ld64(in + 8);
-    m->checkpoint = wal__ld64(in + 16);
-    m->dropped = wal__ld64(in + 24);
-    m->quarantined = wal__ld64(in + 32);
-    m->lost = wal__ld64(in + 40);
+    if (n != (v == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE))
+        return TB_ECORRUPT;
+    wal_meta_t d = {
+        .floor = wal__ld64(in + 8),
+        .checkpoint = wal__ld64(in + 16),
+        .dropped = wal__ld64(in + 24),
+        .quarantined = wal__ld64(in + 32),
+        .lost = wal__ld64(in + 40),
+    };
+    if (v >= 2) {
+        d.reserved = wal__ld64(in + 48);
+        d.dropped_age = wal__ld64(in + 56);
+    }
+    if (d.floor > WAL_OFFSET_MAX || d.checkpoint > WAL_OFFSET_MAX || d.reserved > WAL_OFFSET_MAX)
+        return TB_ECORRUPT;
+    *m = d;
+    if (version)
+        *version = v;
     return 0;
 }

@@ -26,11 +26,14 @@
  *      Those records are not counted as dropped: their number is unknown
  *      (the log line says so).
  *   5. The next offset is the largest of: the active segment's last record
- *      + 1, the persisted floor, the checkpoint + 1, and the newest segment
- *      name. If that is not where the active segment continues, or the
- *      active segment is of an older format version (a segment is written
- *      in one version only: padding must not land in a version 1 file), a
- *      new segment starts there.
+ *      + 1, the persisted floor, the checkpoint + 1, the newest segment
+ *      name, and the reservation (meta.reserved: offsets below it may have
+ *      been handed out without reaching the log; those between the log's
+ *      end and it hold no record, and when nothing on disk is above the
+ *      checkpoint, the checkpoint moves over them). If that is not where
+ *      the active segment continues, or the active segment is of an older
+ *      format version (a segment is written in one version only: padding
+ *      must not land in a version 1 file), a new segment starts there.
  *   6. The active segment is fdatasync()ed, so that after recovery the synced
  *      end is the end of the log (a kill -9 leaves written but unsynced data
  *      in the page cache; it is made durable before anyone reads it).
@@ -212,7 +215,7 @@ int wal__topic_recover(wal_topic_t *t)
     }
 
     wal_meta_t m;
-    int rc = wal__meta_read(io, t->dir, &m);
+    int rc = wal__meta_read(io, t->dir, &m, NULL);
     if (rc == -ENOENT) {
         memset(&m, 0, sizeof m);
     } else if (rc < 0) {
@@ -278,13 +281,33 @@ int wal__topic_recover(wal_topic_t *t)
         }
     }
 
-    /* 5: where offsets continue */
-    uint64_t next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
-    if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && next < prev_next) {
+    /* 5: where offsets continue: past the log, and past every offset the
+     * reservation covers (they may have been handed out from memory) */
+    uint64_t disk_next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
+    uint64_t next = TB_MAX(disk_next, m.reserved);
+    if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && disk_next < prev_next) {
         /* acknowledged after write(2), then lost to a failed fdatasync */
-        m.lost += prev_next - next;
+        m.lost += prev_next - disk_next;
         tb_error("wal: acknowledged messages lost to an fdatasync failure", TB_S("topic", t->name),
-                 TB_U("first_offset", next), TB_U("count", prev_next - next));
+                 TB_U("first_offset", disk_next), TB_U("count", prev_next - disk_next));
+    }
+    if (next > disk_next && !repairing) {
+        /* [disk_next, next) holds no record. With nothing on disk above the
+         * checkpoint there is nothing to replicate before it either: the
+         * checkpoint moves over it (in memory; the next checkpoint write
+         * persists it), so readers start past it and the lag is not a span.
+         * Behind a backlog it stays a hole until the checkpoint passes it. */
+        bool trailing = disk_next == ck + 1;
+        if (trailing) {
+            ck = next - 1;
+            atomic_store(&t->ck_req, ck);
+        } else {
+            atomic_store(&t->hole_from, disk_next);
+            atomic_store(&t->hole_to, next);
+        }
+        tb_info("wal: offsets continue past the reservation", TB_S("topic", t->name),
+                TB_U("log_next_offset", disk_next), TB_U("next_offset", next),
+                TB_S("hole", trailing ? "acknowledged" : "behind a backlog"), TB_U("checkpoint", ck));
     }
     if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS)
         next = TB_MAX(next, prev_next); /* they may have been read: never reuse */
@@ -351,6 +374,8 @@ int wal__topic_recover(wal_topic_t *t)
     atomic_store(&t->dropped, m.dropped);
     atomic_store(&t->lost, m.lost);
     atomic_store(&t->quarantined, m.quarantined);
+    atomic_store(&t->dropped_age, m.dropped_age);
+    atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
     atomic_store_explicit(&t->readable_end, next, memory_order_release);
     pthread_mutex_lock(&t->acct_mu);

@@ -285,7 +285,8 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
         *corrupt = true;
     }
     wal_meta_t m;
-    int mrc = wal__meta_read(wal_io_posix(), dir, &m);
+    unsigned mver;
+    int mrc = wal__meta_read(wal_io_posix(), dir, &m, &mver);
     if (mrc < 0 && mrc != -ENOENT)
         *corrupt = true;
     json_t *o = json_object();
@@ -299,7 +300,13 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
     json_object_set_new(o, "checkpoint", json_integer((json_int_t)m.checkpoint));
     json_object_set_new(o, "dropped", json_integer((json_int_t)m.dropped));
     json_object_set_new(o, "lost", json_integer((json_int_t)m.lost));
-    json_object_set_new(o, "meta", json_string(mrc == 0 ? "ok" : mrc == -ENOENT ? "absent" : "corrupt"));
+    json_object_set_new(o, "dropped_age", json_integer((json_int_t)m.dropped_age));
+    json_object_set_new(o, "reserved", json_integer((json_int_t)m.reserved));
+    json_object_set_new(o, "meta", json_string(mrc == 0                 ? "ok"
+                                               : mrc == -ENOENT         ? "absent"
+                                               : mrc == TB_EUNSUPPORTED ? "unsupported"
+                                                                        : "corrupt"));
+    json_object_set_new(o, "meta_version", json_integer(mver));
     json_object_set_new(o, "corrupt_segments", corrupt_list);
     json_object_set_new(o, "torn_tail_bytes", json_integer((json_int_t)torn));
     if (rc < 0)

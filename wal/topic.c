@@ -135,6 +135,12 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->dropped, 0);
     atomic_init(&t->lost, 0);
     atomic_init(&t->quarantined, 0);
+    atomic_init(&t->dropped_age, 0);
+    atomic_init(&t->reserved, 0);
+    atomic_init(&t->res_used, 0);
+    atomic_init(&t->res_pending, false);
+    atomic_init(&t->hole_from, 0);
+    atomic_init(&t->hole_to, 0);
     atomic_init(&t->write_errors, 0);
     atomic_init(&t->state, WAL_TOPIC_OK);
     atomic_init(&t->last_error, 0);
@@ -183,11 +189,11 @@ void wal__topic_register(wal_t *w, wal_topic_t *t)
 
 int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
 {
-    uint8_t buf[WAL_META_SIZE];
-    wal__meta_encode(buf, m);
+    uint8_t buf[WAL_META_MAX];
+    size_t n = wal__meta_encode(buf, m);
     char *path = tb_asprintf("%s/meta", t->dir);
     const wal_io_t *io = t->w->io;
-    int rc = io->write_atomic(io->ctx, path, buf, sizeof buf);
+    int rc = io->write_atomic(io->ctx, path, buf, n);
     free(path);
     if (rc < 0) {
         tb_warn("wal: cannot persist topic meta", TB_S("topic", t->name), TB_ERR(rc));
@@ -197,23 +203,27 @@ int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
     atomic_store(&t->dropped, m->dropped);
     atomic_store(&t->lost, m->lost);
     atomic_store(&t->quarantined, m->quarantined);
+    atomic_store(&t->dropped_age, m->dropped_age);
+    atomic_store(&t->reserved, m->reserved);
     return 0;
 }
 
-int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m)
+int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m, unsigned *version)
 {
     memset(m, 0, sizeof *m);
+    if (version)
+        *version = 0;
     char *path = tb_asprintf("%s/meta", dir);
     int fd = io->open(io->ctx, path, O_RDONLY, 0);
     free(path);
     if (fd < 0)
         return fd;
-    uint8_t buf[WAL_META_SIZE + 1];
-    ssize_t n = wal__pread_full(io, fd, buf, sizeof buf, 0);
+    uint8_t *buf = tb_malloc(WAL_META_READ_MAX + 1);
+    ssize_t n = wal__pread_full(io, fd, buf, WAL_META_READ_MAX + 1, 0);
     io->close(io->ctx, fd);
-    if (n < 0)
-        return (int)n;
-    return wal__meta_decode(buf, (size_t)n, m);
+    int rc = n < 0 ? (int)n : wal__meta_decode(buf, (size_t)n, m, version);
+    free(buf);
+    return rc;
 }
 
 void wal__topic_set_failed(wal_topic_t *t, int rc)
@@ -298,6 +308,13 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     out->dropped_total = atomic_load(&t->dropped);
     out->lost_total = atomic_load(&t->lost);
     out->quarantined_segments = atomic_load(&t->quarantined);
+    out->dropped_age_total = atomic_load(&t->dropped_age);
+    out->reserved = atomic_load(&t->reserved);
+    uint64_t hole_to = atomic_load(&t->hole_to);
+    if (hole_to > out->checkpoint + 1) { /* until the checkpoint passes it */
+        out->hole_from = atomic_load(&t->hole_from);
+        out->hole_to = hole_to;
+    }
     out->write_errors = atomic_load(&t->write_errors);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);

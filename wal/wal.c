@@ -28,6 +28,7 @@ void wal_opts_default(wal_opts_t *o)
     o->fsync_interval_ms = 1000;
     o->retry_ms = 1000;
     o->checkpoint_flush_ms = 5000;
+    o->reserve_span = WAL_RESERVE_SPAN_DEFAULT;
 }
 
 int wal_fsync_parse(const char *s, wal_fsync_t *out)
@@ -71,6 +72,8 @@ static int check_opts(const wal_opts_t *o)
         why = "wal.fsync_interval_ms must be > 0";
     else if (o->pad_align > WAL_PAD_MAX || (o->pad_align & (o->pad_align - 1)) != 0)
         why = "pad_align must be 0, or a power of two up to 64 KiB";
+    else if (o->reserve_span < 2 || o->reserve_span > (1ull << 40))
+        why = "reserve_span must be 2 .. 2^40";
     if (why) {
         tb_error("wal: bad configuration", TB_S("reason", why));
         return TB_ECONFIG;
@@ -273,6 +276,13 @@ int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes)
      * bytes are the writer's, and no batch sees half of the change */
     wal_req_t req = { .item.kind = WAL_ITEM_OWN_BOUND, .topic = t, .max_bytes = max_bytes };
     return request(w, &req);
+}
+
+int wal__request_reserve(wal_topic_t *t, uint64_t end)
+{
+    /* on the writer thread, in FIFO order: the meta file is the writer's */
+    wal_req_t req = { .item.kind = WAL_ITEM_RESERVE, .topic = t, .end = end };
+    return request(t->w, &req);
 }
 
 void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg)

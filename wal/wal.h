@@ -8,7 +8,9 @@
  *     is in the log to the durability wal.fsync names;
  *   - order: per topic, offsets are contiguous in submission order, and
  *     completions for a topic arrive in submission order;
- *   - offsets never go backwards, across clean and unclean restarts;
+ *   - offsets never go backwards, across clean and unclean restarts, and an
+ *     offset handed out beyond the log under a reservation is never given
+ *     to another message (OFFSET RESERVATION);
  *   - the disk stays bounded (per topic and in total), and every message
  *     deleted before the cluster acknowledged it is counted, persistently;
  *   - a flash card is not worn out: one write(2) per batch, one fdatasync
@@ -165,6 +167,8 @@ int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
 /* The policy's name as wal_overflow_parse reads it; "?" out of range. */
 const char *wal_overflow_name(wal_overflow_t p);
 
+#define WAL_RESERVE_SPAN_DEFAULT (1ull << 24)
+
 typedef struct wal_opts {
     const char *dir;              /* wal.dir: root directory (created if missing) */
     uint64_t segment_bytes;       /* wal.segment_bytes: 16 MiB. A segment is sealed
@@ -188,6 +192,9 @@ typedef struct wal_opts {
     bool verify_on_open;          /* false: check every CRC of sealed segments at open
                                      (slow on big logs); otherwise sealed segments are
                                      verified by readers as they go, and by wal_check */
+    uint64_t reserve_span;        /* WAL_RESERVE_SPAN_DEFAULT (2^24): offsets one reservation
+                                     write covers (OFFSET RESERVATION); 2 .. 2^40. Not in the
+                                     config file */
     uint32_t pad_align;           /* 0: ALWAYS mode ends a synced write on a page boundary
                                      when worth it (wal/pad.c), pages being the page size or
                                      wal.dir's st_blksize, whichever is larger (<= 64 KiB).
@@ -310,6 +317,70 @@ wal_overflow_t wal_topic_overflow(const wal_topic_t *t);
 int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes);
 
 /*
+ * OFFSET RESERVATION: for offsets handed to readers before their records are
+ * in the log (memory-first durability, issue 16: a message held in memory
+ * while the cluster confirms it). Nothing in the gateway uses it yet.
+ *
+ * The rule: an offset that is not in the log may be handed out (to a reader,
+ * so to the cluster) only below wal_topic_reserved(t), the topic's durable
+ * reservation. The writer persists it in the topic's meta file (version 2,
+ * field reserved: atomic replace, synced) before wal_topic_reserved reports
+ * it, and recovery continues offsets at or above it. So after a SIGKILL or a
+ * power loss, even with none of those offsets on disk, the next offset is
+ * above every offset ever handed out: the cluster, which skips batches at or
+ * below the highest offset it stored, never drops a new message for an
+ * offset reused.
+ *
+ * Cost: one meta write (80 bytes; one atomic replace, 4 KiB of write_bytes
+ * on ext4: docs/WAL.md) per reserve_span offsets handed out. The caller
+ * declares what it is about to hand out with wal_topic_reserve(t, end);
+ * when the reservation is less than reserve_span / 2 ahead of end (or
+ * behind it), the writer raises it by reserve_span in one meta write, off
+ * the caller's path. The reservation stays 1/2 to 3/2 span ahead, so a kill
+ * skips at most 1.5 x reserve_span offsets (harmless: the cluster needs
+ * order, not contiguity).
+ *
+ * A clean close (wal_close) lowers the reservation to min(the highest end
+ * declared, reserved), and clears it when that is at or below the log's
+ * end, so a clean restart continues where the log ends (or just past the
+ * offsets handed out and never written) instead of jumping a span. The
+ * meta file is then version 1 again unless dropped_age is set.
+ *
+ * Offsets handed out beyond the log are the caller's: the log's own next
+ * offset does not move for them, so the caller must not submit batches to t
+ * while it holds such offsets (the memory tier will hand its counter back
+ * to the writer when it spills). After a kill, recovery starts a new segment
+ * at the reservation; the offsets between the log's end and it have no
+ * record. When nothing on disk is above the checkpoint, the checkpoint moves
+ * over them at once (in memory; persisted with the next checkpoint write),
+ * so readers start past them; behind a backlog they are a hole that a
+ * reader reports as WAL_GAP and wal_topic_stats as hole_from/hole_to.
+ */
+enum { WAL_RESERVE_PENDING = 1 }; /* wal_topic_reserve: not covered yet */
+
+/*
+ * Declares that offsets below end are about to be handed out beyond the
+ * log, and asks the writer to raise the reservation when it is due. Any
+ * thread; never blocks (an atomic max and one load; the writer is woken at
+ * most once per raise). Returns 0 when every offset below end is covered
+ * (they may be handed out), WAL_RESERVE_PENDING when not yet (hand out
+ * none of those not covered; call again, or wal_topic_reserve_wait), or
+ * TB_EINVALID for end > 2^62.
+ */
+int wal_topic_reserve(wal_topic_t *t, uint64_t end);
+/*
+ * The same, then waits until the reservation covers end, raising it now
+ * (one meta write) if it is due, even while the writer backs off after a
+ * failed write. Any thread but the writer. Returns 0, the meta write's
+ * error (the reservation is unchanged; the writer tries again every
+ * retry_ms), TB_EINVALID, or TB_ECLOSED once wal_close started.
+ */
+int wal_topic_reserve_wait(wal_topic_t *t, uint64_t end);
+/* The durable reservation: offsets below it may be handed out beyond the
+ * log (0: none). One atomic load, any thread. */
+uint64_t wal_topic_reserved(const wal_topic_t *t);
+
+/*
  * The readable end: records with offset < this value may be read (see
  * DURABILITY above). One atomic load; poll it, or retry a reader that
  * returned WAL_END when it moves.
@@ -350,6 +421,13 @@ typedef struct wal_topic_stats {
     uint64_t dropped_total;   /* deleted by a bound (or quarantined) before being acked; persistent */
     uint64_t lost_total;      /* acked in INTERVAL/NEVER mode, then lost to an fdatasync error; persistent */
     uint64_t quarantined_segments; /* persistent */
+    uint64_t dropped_age_total; /* dropped for being older than the topic's max_age; persistent
+                                   (meta version 2; nothing in wal/ counts it yet) */
+    uint64_t reserved;        /* the durable offset reservation (OFFSET RESERVATION; 0: none) */
+    uint64_t hole_from;       /* [hole_from, hole_to): offsets with no record that the last open
+                                 skipped for a reservation, behind records not yet acknowledged;
+                                 reported while the checkpoint is below hole_to - 1 (0, 0: none) */
+    uint64_t hole_to;
     uint64_t write_errors;    /* failed writes and syncs since open */
     wal_topic_state_t state;
     int last_error;
@@ -548,10 +626,13 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
 /*
  * Verifies every header and record CRC under dir and prints one JSON object
  * per topic: first/last offset, records, bytes (all of the segment files),
- * padding_bytes (of those, in padding records), segments, dropped,
- * checkpoint, corrupt segments (including quarantined ones) and the torn
- * tail bytes of the active segment. Returns 0 when nothing is corrupt,
- * 1 when something is, or a negative error.
+ * padding_bytes (of those, in padding records), segments, from the meta
+ * file checkpoint, dropped, lost, dropped_age, reserved and meta_version
+ * (0 when absent or unreadable) beside meta ("ok", "absent", "corrupt",
+ * "unsupported": a newer version), corrupt segments (including
+ * quarantined ones) and the torn tail bytes of the active segment. Returns
+ * 0 when nothing is corrupt, 1 when something is (an unreadable meta file
+ * included), or a negative error.
  */
 int wal_check(const char *dir, FILE *out);
 

@@ -170,18 +170,59 @@
  *   - meta is replaced with write-temp, fdatasync, rename, fsync-directory:
  *     after a crash it is either the old or the new version, whole.
  *
- * META FILE (64 bytes)
+ * META FILE (version 1: 64 bytes; version 2: 80 bytes). The meta file has
+ * a version of its own, WAL_META_VERSION, apart from the segments'; a change
+ * to it bumps that one (and adds golden files: tests/data/wal/meta-v*.bin).
  *
  *    0   4  magic     "TBWM"
- *    4   2  version   1
- *    6   2  size      64
+ *    4   2  version   1 or 2
+ *    6   2  size      64 (version 1) or 80 (version 2): the file's length
  *    8   8  floor     every offset below it was deleted (or never existed)
  *   16   8  checkpoint  highest offset acknowledged by the cluster (0: none)
  *   24   8  dropped   messages deleted before the cluster acknowledged them
  *   32   8  quarantined  segments set aside as corrupt
  *   40   8  lost      acknowledged messages lost to an fdatasync() failure
+ *  version 1:
  *   48  12  zero
  *   60   4  crc       CRC32C of bytes 0..59
+ *  version 2:
+ *   48   8  reserved  offsets below it may have been given to a reader
+ *                     without being in the log (0: none); the next offset
+ *                     after any restart is at or above it (OFFSET RESERVATION)
+ *   56   8  dropped_age  messages dropped for being older than their topic's
+ *                     max_age (0: none)
+ *   64  12  zero
+ *   76   4  crc       CRC32C of bytes 0..75
+ *
+ * Every version frames the file the same way: the magic, the size field
+ * equal to the file's length, the crc in the last 4 bytes over all before
+ * it. A file so framed with a version other than 1 or 2 is TB_EUNSUPPORTED
+ * (a newer build's); otherwise it is valid when its size is that of its
+ * version and floor, checkpoint and reserved are at most WAL_OFFSET_MAX
+ * (2^62: no log gets there, and offsets computed from them cannot wrap),
+ * else TB_ECORRUPT. The zero bytes are written as zeros and not checked.
+ * Recovery treats an invalid meta file as absent (logged).
+ *
+ * Which version is written: version 1 while reserved and dropped_age are
+ * both 0, else version 2. So a log that never reserved offsets nor dropped a
+ * message for its age keeps a file every older build reads, and a gateway
+ * can be downgraded across this change (an older build takes a version 2
+ * file for corrupt: it would restart replication at the oldest record on
+ * disk, which the cluster skips, and restart the counters). A clean close
+ * clears a reservation that nothing needs any more (wal.h, OFFSET
+ * RESERVATION), so after a clean stop the file is version 1 again unless
+ * dropped_age is set.
+ *
+ * OFFSET RESERVATION. Offsets may be handed to readers before their records
+ * are in the log (memory-first durability: held in memory while the cluster
+ * confirms). Each such offset is first covered by a durable reservation:
+ * reserved is raised in the meta file (atomic replace, synced) before any
+ * offset below it is handed out, once per reserve_span offsets. Recovery
+ * continues at the largest of the log's own next offset and reserved, so
+ * after a kill or a power loss no offset the cluster may have seen is given
+ * to another message. reserved never goes down while offsets below it may
+ * have been handed out; a clean close lowers it to what was really handed
+ * out (0 when every such offset is below the log's end).
  */
 #ifndef WAL_FORMAT_H
 #define WAL_FORMAT_H
@@ -199,7 +240,12 @@
 #define WAL_REC_HEAD 28u
 #define WAL_REC_SCHEMA 12u
 #define WAL_REC_ATTR_HEAD 4u
-#define WAL_META_SIZE 64u
+#define WAL_META_VERSION 2u      /* the newest meta version; 1 is still read and written (META FILE) */
+#define WAL_META_V1_SIZE 64u
+#define WAL_META_V2_SIZE 80u
+#define WAL_META_MAX WAL_META_V2_SIZE
+#define WAL_META_READ_MAX 4096u     /* meta files are read up to this, so a newer version is told from damage */
+#define WAL_OFFSET_MAX (1ull << 62) /* no valid meta names an offset above it */
 #define WAL_RECORD_MAX (64u * 1024u * 1024u)
 #define WAL_PAD_MAX (64u * 1024u)   /* the longest padding record, and the largest alignment */
 
@@ -309,9 +355,18 @@ typedef struct wal_meta {
     uint64_t dropped;
     uint64_t quarantined;
     uint64_t lost;
+    uint64_t reserved;     /* version 2 (0 when read from version 1) */
+    uint64_t dropped_age;  /* version 2 (0 when read from version 1) */
 } wal_meta_t;
 
-void wal__meta_encode(uint8_t out[WAL_META_SIZE], const wal_meta_t *m);
-int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m /* OUT */);
+/* The version wal__meta_encode writes for m: 1 while reserved and
+ * dropped_age are 0, else 2. */
+unsigned wal__meta_version(const wal_meta_t *m);
+/* Encodes m at out; returns the file's size (WAL_META_V1_SIZE or _V2_SIZE). */
+size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m);
+/* Decodes a whole meta file of n bytes. Returns 0 and fills *m (and
+ * *version, if not NULL: the file's version), TB_EUNSUPPORTED for an unknown
+ * version, or TB_ECORRUPT; on error *m is zeroed. */
+int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m /* OUT */, unsigned *version /* OUT */);
 
 #endif

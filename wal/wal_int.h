@@ -22,7 +22,7 @@
 
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
-enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND };
+enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -40,7 +40,7 @@ struct wal_batch {
     wal_completion_t c;
 };
 
-/* A request to the writer. OPEN, SYNC and OWN_BOUND are waited on (done
+/* A request to the writer. OPEN, SYNC, OWN_BOUND and RESERVE are waited on (done
  * under w->mu, w->req_cond broadcast); QUARANTINE is fire-and-forget (writer
  * frees it). */
 typedef struct wal_req {
@@ -48,10 +48,11 @@ typedef struct wal_req {
     int rc;
     bool done;
     const char *name;      /* OPEN */
-    wal_topic_t *topic;    /* OPEN result; QUARANTINE and OWN_BOUND target */
+    wal_topic_t *topic;    /* OPEN result; QUARANTINE, OWN_BOUND and RESERVE target */
     uint64_t base;         /* QUARANTINE: segment */
     uint64_t bad_offset;   /* QUARANTINE: first offset that failed */
     uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
+    uint64_t end;          /* RESERVE: offsets below it must be covered */
 } wal_req_t;
 
 /* ---- segments and topics ------------------------------------------------- */
@@ -87,6 +88,7 @@ struct wal_topic {
     uint64_t probe_bytes;         /* a retry must first be able to write this much */
     wal_meta_t meta;              /* as persisted */
     uint64_t ck_persist_at_ms;    /* earliest time the next checkpoint write may happen */
+    uint64_t res_retry_at_ms;     /* a reservation write failed: try again then (0: none) */
 
     /* [A] */
     _Atomic uint64_t readable_end;
@@ -100,6 +102,14 @@ struct wal_topic {
     _Atomic uint64_t read_floor;  /* a bound deleted and counted (persisted) everything below: readers skip it */
     _Atomic uint64_t lost;
     _Atomic uint64_t quarantined;
+    _Atomic uint64_t dropped_age; /* meta.dropped_age as persisted */
+    _Atomic uint64_t reserved;    /* meta.reserved as persisted (OFFSET RESERVATION in wal.h): set
+                                   * only after the meta write returned (reserve.c) */
+    _Atomic uint64_t res_used;    /* the highest end declared by wal_topic_reserve (0: none) */
+    _Atomic bool res_pending;     /* a raise was asked for since the writer last looked */
+    _Atomic uint64_t hole_from;   /* [hole_from, hole_to): offsets recovery skipped for the
+                                   * reservation, with records above the checkpoint before them */
+    _Atomic uint64_t hole_to;
     _Atomic uint64_t write_errors;
     _Atomic int state;
     _Atomic int last_error;
@@ -186,8 +196,9 @@ void wal__topic_free(wal_topic_t *t);
 void wal__topic_register(wal_t *w, wal_topic_t *t);
 /* Atomically replaces the topic's meta file with m; on success t->meta = *m. */
 int wal__meta_write(wal_topic_t *t, const wal_meta_t *m);
-/* Reads the meta file: 0 (found), -ENOENT (absent) or TB_ECORRUPT. */
-int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */);
+/* Reads the meta file: 0 (found), -ENOENT (absent), TB_EUNSUPPORTED (a newer
+ * version) or TB_ECORRUPT; *version is the file's (0 unless found). */
+int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */, unsigned *version /* OUT, or NULL */);
 void wal__topic_set_failed(wal_topic_t *t, int rc);
 
 /* ---- segment.c ------------------------------------------------------------ */
@@ -289,6 +300,20 @@ void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset);
  * next_base) to m->dropped. Does not persist m; the caller does. */
 int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint64_t first_bad,
                          wal_meta_t *m);
+
+/* ---- reserve.c: the offset reservation ------------------------------------- */
+
+/* Raises t's durable reservation if the declared end (res_used) came within
+ * half a span of it: one meta write, t->reserved published after it
+ * (writer thread). force: even while backing off after a failed write.
+ * Returns 0 or the write's error (retried after retry_ms). */
+int wal__reserve_apply(wal_topic_t *t, bool force);
+/* At a clean close (writer thread): lowers the reservation to what is still
+ * needed (0 when everything handed out is below the log's end). Returns 0
+ * or the meta write's error (the reservation then stays as it was). */
+int wal__reserve_release(wal_topic_t *t);
+/* wal.c: queues a RESERVE request for t and waits for it. */
+int wal__request_reserve(wal_topic_t *t, uint64_t end);
 
 /* ---- overflow.c: the policies at a bound ------------------------------------ */
 

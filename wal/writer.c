@@ -12,12 +12,14 @@
  *               place in the batch buffer) and write the whole batch with
  *               one pwrite (two if a rotation splits it)
  *       request: topic open, sync barrier (ends the round first),
- *               quarantine, own bound (takes the topic out of the total)
+ *               quarantine, own bound (takes the topic out of the total),
+ *               offset reservation (one meta write: reserve.c)
  *   ALWAYS: fdatasync each file written in the round once, after ending
  *           its data on a page boundary with a padding record when that
  *           saves writing the last page again (pad.c)
  *   post every completion of the round, in order, to the done list
- *   housekeeping: INTERVAL syncs, retries of failed topics, checkpoints
+ *   housekeeping: INTERVAL syncs, retries of failed topics, offset
+ *           reservations asked for (reserve.c), checkpoints
  *
  * So however many batches arrive while an fdatasync is running, the next
  * round covers them all with one more fdatasync per topic.
@@ -427,6 +429,8 @@ static int sync_all(wal_t *w, bool closing)
     int first = sync_dirty(w);
     for (size_t i = 0; i < w->ntopics; i++) {
         int rc = wal__checkpoint_apply(w->topics[i], true);
+        if (rc == 0 && closing)
+            rc = wal__reserve_release(w->topics[i]); /* a clean restart need not jump */
         if (rc < 0 && !first)
             first = rc;
     }
@@ -447,6 +451,9 @@ static void housekeeping(wal_t *w)
         wal_topic_t *t = w->topics[i];
         if (atomic_load(&t->state) == WAL_TOPIC_FAILED)
             try_repair(t, now);
+        /* before the checkpoint: someone may be waiting for the reservation */
+        if (atomic_load(&t->res_pending) || (t->res_retry_at_ms && now >= t->res_retry_at_ms))
+            wal__reserve_apply(t, false);
         if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
             wal__checkpoint_apply(t, false);
     }
@@ -463,6 +470,8 @@ static uint64_t next_deadline(wal_t *w)
             dl = TB_MIN(dl, t->retry_at_ms);
         if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
             dl = TB_MIN(dl, t->ck_persist_at_ms);
+        if (t->res_retry_at_ms)
+            dl = TB_MIN(dl, t->res_retry_at_ms);
     }
     return dl;
 }
@@ -543,6 +552,9 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
     case WAL_ITEM_OWN_BOUND:
         wal__own_bound_apply(req->topic, req->max_bytes);
         req_done(w, req, 0);
+        break;
+    case WAL_ITEM_RESERVE:
+        req_done(w, req, wal__reserve_apply(req->topic, true));
         break;
     }
 }

@@ -2,18 +2,29 @@
 /*
  * fuzz_wal_recovery.c: recovery must survive any segment file.
  *
- * Input: byte 0 is a mode, the rest is the bytes of one segment file.
+ * Input: byte 0 is a mode, the rest is the bytes of one segment file,
+ * after the topic's meta file when bit 4 says so.
  *   bit 0  the file is sealed: a valid empty segment follows it
  *   bit 1  verify_on_open (sealed segments are CRC-checked at open)
  *   bit 2  fix the header CRC, so the fuzzer gets past it
  *   bit 3  fix every record CRC along the length chain, so it explores the
  *          layout checks behind the checksum
- * The file is named after the base offset in its header (bytes 8..15).
+ *   bit 4  a meta file comes first: byte 1 is its length L, the next L
+ *          bytes are the file (wal_format.h "META FILE")
+ *   bit 5  fix the meta file's framing: its size field set to L and its
+ *          CRC (the last 4 bytes) recomputed, so the fuzzer reaches the
+ *          version and the fields
+ * The segment file is named after the base offset in its header (bytes 8..15).
  *
  * Checked, for every input: recovery never crashes (ASan/UBSan); every
  * record a reader returns passes an independent bitwise CRC32C with the
  * file's salt, and offsets only go up; the recovered log accepts a batch,
- * at an offset above everything read, and returns it intact.
+ * at an offset above everything read, and returns it intact. When the meta
+ * file is valid (decoded here independently of the library), the topic
+ * shows its counters and the batch's offset is above its checkpoint and at
+ * or above its floor and its reservation. After a clean close the meta
+ * file holds no reservation (nothing was handed out beyond the log) and
+ * the log reopens exactly after that batch: no jump, nothing reused.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -100,6 +111,46 @@ static void write_file(const char *path, const uint8_t *p, size_t n)
     fclose(f);
 }
 
+/* The meta file as wal_format.h specifies it, decoded without the library. */
+typedef struct meta {
+    bool valid;
+    unsigned version;
+    uint64_t floor, checkpoint, dropped, quarantined, lost, reserved, dropped_age;
+} meta_t;
+
+static meta_t meta_parse(const uint8_t *p, size_t n)
+{
+    meta_t m = { 0 };
+    if (n < 12 || memcmp(p, "TBWM", 4) != 0 || (p[6] | p[7] << 8) != (int)n || ld32(p + n - 4) != crc32c(0, p, n - 4))
+        return m;
+    m.version = (unsigned)(p[4] | p[5] << 8);
+    if (!((m.version == 1 && n == 64) || (m.version == 2 && n == 80)))
+        return m;
+    m.floor = ld64(p + 8);
+    m.checkpoint = ld64(p + 16);
+    m.dropped = ld64(p + 24);
+    m.quarantined = ld64(p + 32);
+    m.lost = ld64(p + 40);
+    if (m.version == 2) {
+        m.reserved = ld64(p + 48);
+        m.dropped_age = ld64(p + 56);
+    }
+    m.valid = m.floor <= (1ull << 62) && m.checkpoint <= (1ull << 62) && m.reserved <= (1ull << 62);
+    return m;
+}
+
+static meta_t meta_file(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/meta", dir);
+    uint8_t buf[4097];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    return meta_parse(buf, n);
+}
+
 /* Applies the CRC fix-ups of mode bits 2 and 3 in place. */
 static void fixups(uint8_t *seg, size_t n, uint8_t mode)
 {
@@ -129,9 +180,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     init_once();
     uint8_t mode = data[0];
-    size_t n = size - 1;
+    const uint8_t *in = data + 1;
+    size_t n = size - 1, meta_len = 0;
+    uint8_t meta_buf[256];
+    if (mode & 16) {
+        meta_len = n ? TB_MIN((size_t)in[0], n - 1) : 0;
+        memcpy(meta_buf, in + 1, meta_len);
+        in += n ? 1 + meta_len : 0;
+        n -= n ? 1 + meta_len : 0;
+        if ((mode & 32) && meta_len >= 12) {
+            meta_buf[6] = (uint8_t)meta_len;
+            meta_buf[7] = 0;
+            st32(meta_buf + meta_len - 4, crc32c(0, meta_buf, meta_len - 4));
+        }
+    }
+    meta_t meta = meta_parse(meta_buf, meta_len);
     uint8_t *seg = malloc(n ? n : 1);
-    memcpy(seg, data + 1, n);
+    memcpy(seg, in, n);
     fixups(seg, n, mode);
     uint64_t base = n >= 16 ? ld64(seg + 8) : 1;
     if (base == 0 || base > (1ull << 62))
@@ -143,6 +208,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(path, sizeof path, "%s/wal", root);
     mkdir(path, 0755);
     mkdir(dir, 0755);
+    if (mode & 16) {
+        snprintf(path, sizeof path, "%s/meta", dir);
+        write_file(path, meta_buf, meta_len);
+    }
     snprintf(path, sizeof path, "%s/%020llu.seg", dir, (unsigned long long)base);
     write_file(path, seg, n);
     if (mode & 1) {
@@ -168,6 +237,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wal_topic_t *t = wal_topic_find(w, "/f/t");
     if (!t)
         FAIL("topic not recovered");
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    if (meta.valid) {
+        if (st.reserved != meta.reserved || st.dropped_age_total != meta.dropped_age || st.lost_total < meta.lost ||
+            st.dropped_total < meta.dropped || st.quarantined_segments < meta.quarantined)
+            FAIL("the topic does not show the meta file's counters");
+        if (st.checkpoint < meta.checkpoint || st.next_offset <= meta.checkpoint || st.next_offset < meta.floor ||
+            st.next_offset < meta.reserved)
+            FAIL("offsets continue below what the meta file says");
+    }
 
     /* every record returned passes an independent CRC with the file's salt */
     wal_reader_t *r;
@@ -203,7 +282,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("append after recovery failed");
     uint64_t off = wal_batch_completion(done)->first_offset;
     wal_batch_free(done);
-    if (off <= last)
+    if (off <= last || off < st.next_offset)
         FAIL("offset went backwards");
     wal_reader_seek(r, off);
     wal_record_t rec;
@@ -212,6 +291,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wal_reader_close(r);
     if (wal_close(w) != 0)
         FAIL("close");
+    meta_t after = meta_file(dir);
+    if (meta.valid && (!after.valid || after.checkpoint < meta.checkpoint || after.dropped_age != meta.dropped_age ||
+                       after.dropped < meta.dropped || after.lost < meta.lost))
+        FAIL("the meta file lost what it held");
+    if (after.valid && after.reserved != 0)
+        FAIL("a clean close kept a reservation nothing needs");
+
+    /* a clean close: the log reopens and goes on after the batch */
+    if (wal_open(&o, &w) != 0 || !(t = wal_topic_find(w, "/f/t")))
+        FAIL("reopen after a clean close");
+    wal_topic_stats(t, &st);
+    if (st.next_offset != off + 1)
+        FAIL("a clean close moved the next offset (backwards, or a needless jump)");
+    if (wal_close(w) != 0)
+        FAIL("close after reopen");
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     free(seg);
     return 0;

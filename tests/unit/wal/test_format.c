@@ -304,15 +304,96 @@ Test(format, new_segment_headers_carry_the_current_version)
     cr_assert_eq(g.version, WAL_FORMAT_VERSION);
 }
 
-Test(format, meta_round_trips)
+Test(format, meta_round_trips_in_version_1_while_the_new_fields_are_zero)
 {
     wal_meta_t m = { .floor = 10, .checkpoint = 20, .dropped = 30, .quarantined = 2, .lost = 1 }, g;
-    uint8_t b[WAL_META_SIZE];
-    wal__meta_encode(b, &m);
-    cr_assert_eq(wal__meta_decode(b, sizeof b, &g), 0);
+    uint8_t b[WAL_META_MAX];
+    unsigned v;
+    cr_assert_eq(wal__meta_version(&m), 1);
+    size_t n = wal__meta_encode(b, &m);
+    cr_assert_eq(n, WAL_META_V1_SIZE);
+    cr_assert(wal__ld16(b + 4) == 1 && wal__ld16(b + 6) == 64);
+    cr_assert_eq(wal__meta_decode(b, n, &g, &v), 0);
+    cr_assert_eq(v, 1);
     cr_assert_eq(memcmp(&m, &g, sizeof m), 0);
     b[9] ^= 1;
-    cr_assert_eq(wal__meta_decode(b, sizeof b, &g), TB_ECORRUPT);
+    cr_assert_eq(wal__meta_decode(b, n, &g, &v), TB_ECORRUPT);
+    cr_assert_eq(v, 0);
+}
+
+Test(format, meta_round_trips_in_version_2_when_a_new_field_is_set)
+{
+    const wal_meta_t ms[] = {
+        { .floor = 10, .checkpoint = 20, .dropped = 30, .quarantined = 2, .lost = 1, .reserved = 1ull << 40 },
+        { .floor = 10, .checkpoint = 20, .dropped = 30, .quarantined = 2, .lost = 1, .dropped_age = 99 },
+        { .floor = 1, .reserved = WAL_OFFSET_MAX, .dropped_age = UINT64_MAX },
+    };
+    for (size_t i = 0; i < TB_ARRAY_LEN(ms); i++) {
+        wal_meta_t g;
+        uint8_t b[WAL_META_MAX];
+        unsigned v;
+        cr_assert_eq(wal__meta_version(&ms[i]), 2);
+        size_t n = wal__meta_encode(b, &ms[i]);
+        cr_assert_eq(n, WAL_META_V2_SIZE);
+        cr_assert(wal__ld16(b + 4) == 2 && wal__ld16(b + 6) == 80);
+        cr_assert_eq(wal__meta_decode(b, n, &g, &v), 0, "case %zu", i);
+        cr_assert_eq(v, 2);
+        cr_assert_eq(memcmp(&ms[i], &g, sizeof g), 0, "case %zu", i);
+        for (size_t k = 0; k < n; k++) { /* every byte is covered by the CRC or the framing */
+            b[k] ^= 0x40;
+            cr_assert_neq(wal__meta_decode(b, n, &g, NULL), 0, "case %zu byte %zu", i, k);
+            b[k] ^= 0x40;
+        }
+    }
+}
+
+/* A framed meta file (magic, size, CRC right) of n bytes claiming version v. */
+static size_t framed_meta(uint8_t *b, size_t n, uint16_t v, const wal_meta_t *m)
+{
+    memset(b, 0, n);
+    memcpy(b, WAL_META_MAGIC, 4);
+    wal__st16(b + 4, v);
+    wal__st16(b + 6, (uint16_t)n);
+    wal__st64(b + 8, m->floor);
+    wal__st64(b + 16, m->checkpoint);
+    if (n >= 64)
+        wal__st64(b + 48, m->reserved);
+    wal__st32(b + n - 4, wal__crc32c(0, b, n - 4));
+    return n;
+}
+
+Test(format, meta_of_a_newer_version_is_unsupported_and_damage_is_corrupt)
+{
+    uint8_t b[128];
+    wal_meta_t m = { .floor = 1, .checkpoint = 5 }, g;
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 96, 3, &m), &g, NULL), TB_EUNSUPPORTED, "a newer build's file");
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 80, 0, &m), &g, NULL), TB_EUNSUPPORTED);
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 80, 1, &m), &g, NULL), TB_ECORRUPT, "version 1 is 64 bytes");
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 64, 2, &m), &g, NULL), TB_ECORRUPT, "version 2 is 80 bytes");
+    size_t n = framed_meta(b, 80, 2, &m);
+    cr_assert_eq(wal__meta_decode(b, n, &g, NULL), 0);
+    cr_assert_eq(wal__meta_decode(b, n - 1, &g, NULL), TB_ECORRUPT, "a short read");
+    cr_assert_eq(wal__meta_decode(b, 0, &g, NULL), TB_ECORRUPT);
+    memcpy(b, "TBWX", 4);
+    cr_assert_eq(wal__meta_decode(b, n, &g, NULL), TB_ECORRUPT);
+}
+
+Test(format, meta_naming_an_offset_past_the_maximum_is_corrupt)
+{
+    uint8_t b[WAL_META_MAX];
+    wal_meta_t g;
+    const wal_meta_t bad[] = {
+        { .floor = WAL_OFFSET_MAX + 1 },
+        { .checkpoint = UINT64_MAX },
+        { .reserved = WAL_OFFSET_MAX + 1 },
+    };
+    for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
+        size_t n = wal__meta_encode(b, &bad[i]);
+        cr_assert_eq(wal__meta_decode(b, n, &g, NULL), TB_ECORRUPT, "case %zu", i);
+        cr_assert_eq(g.checkpoint, 0, "nothing decoded on error");
+    }
+    wal_meta_t ok = { .floor = WAL_OFFSET_MAX, .checkpoint = WAL_OFFSET_MAX, .reserved = WAL_OFFSET_MAX };
+    cr_assert_eq(wal__meta_decode(b, wal__meta_encode(b, &ok), &g, NULL), 0);
 }
 
 Test(format, topic_directory_names_round_trip)

@@ -243,3 +243,51 @@ Test(check, reports_what_the_writer_persisted)
     cr_assert(jint(j, "checkpoint") == 4 && jint(j, "records") == 10 && jint(j, "dropped") == 0);
     json_decref(j);
 }
+
+static void install_meta(const char *topic_dir, const char *name)
+{
+    char *src = data(name);
+    char *cmd = tb_asprintf("mkdir -p %s/%s && cp %s %s/%s/meta", h.wal_dir, topic_dir, src, h.wal_dir, topic_dir);
+    cr_assert_eq(system(cmd), 0);
+    free(cmd);
+    free(src);
+}
+
+Test(check, prints_the_meta_files_version_reservation_and_age_drops)
+{
+    install("+edge1+golden", "v2/features.seg", 1);
+    install_meta("+edge1+golden", "meta/v2.bin");
+    int rc;
+    json_t *j = check_json(&rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "meta")), "ok");
+    cr_assert_eq(jint(j, "meta_version"), 2);
+    cr_assert_eq(jint(j, "reserved"), 1000);
+    cr_assert_eq(jint(j, "dropped_age"), 7);
+    cr_assert(jint(j, "checkpoint") == 3 && jint(j, "dropped") == 4 && jint(j, "lost") == 6);
+    json_decref(j);
+}
+
+Test(check, version_1_meta_prints_zero_for_the_new_fields)
+{
+    install("+edge1+golden", "v2/features.seg", 1);
+    install_meta("+edge1+golden", "meta/v1.bin");
+    int rc;
+    json_t *j = check_json(&rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_eq(jint(j, "meta_version"), 1);
+    cr_assert(jint(j, "reserved") == 0 && jint(j, "dropped_age") == 0 && jint(j, "checkpoint") == 3);
+    json_decref(j);
+}
+
+Test(check, meta_of_a_newer_version_is_unsupported_and_fails_the_check)
+{
+    install("+edge1+golden", "v2/features.seg", 1);
+    install_meta("+edge1+golden", "meta/v3.bin");
+    int rc;
+    json_t *j = check_json(&rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "meta")), "unsupported");
+    cr_assert_eq(jint(j, "meta_version"), 0);
+    json_decref(j);
+}
