@@ -9,8 +9,9 @@
  *   - order: per topic, offsets are contiguous in submission order, and
  *     completions for a topic arrive in submission order;
  *   - offsets never go backwards, across clean and unclean restarts;
- *   - the disk stays bounded (per topic and in total), and every message
- *     deleted before the cluster acknowledged it is counted, persistently;
+ *   - the disk stays bounded (per topic and in total), a floor of free
+ *     space is left to the rest of the system, and every message deleted
+ *     before the cluster acknowledged it is counted, persistently;
  *   - a flash card is not worn out: one write(2) per batch, one fdatasync
  *     per group of batches, small record heads (wal_format.h).
  *
@@ -118,6 +119,12 @@ typedef struct wal_io {
     int (*write_atomic)(void *ctx, const char *path, const void *data, size_t len);
     int (*random)(void *ctx, void *buf, size_t n); /* default: getrandom */
     uint64_t (*now_ms)(void *ctx);                 /* default: tb_wall_ms */
+    /* The file system holding path: *avail, the bytes an unprivileged
+     * process may still write there (statvfs f_bavail x f_frsize), and
+     * *total, its size (f_blocks x f_frsize). Default: statvfs(3). NULL, or
+     * an error: the free space is unknown and the floor (min_free_bytes) is
+     * off until a later call works. */
+    int (*statvfs)(void *ctx, const char *path, uint64_t *avail /* OUT */, uint64_t *total /* OUT */);
 } wal_io_t;
 
 /* The POSIX table (ctx unused). */
@@ -133,16 +140,20 @@ const char *wal_fsync_name(wal_fsync_t m);
 
 /*
  * OVERFLOW: what a topic does when a write would take it past its bound
- * (max_topic_bytes, or its own bound: wal_topic_set_own_bound) or the WAL
- * past max_total_bytes. The policy of the topic being written decides
- * (wal/overflow.c holds every case):
+ * (max_topic_bytes, or its own bound: wal_topic_set_own_bound), the WAL
+ * past max_total_bytes, or the free space of the file system below the
+ * floor (min_free_bytes: see wal_space; topics with an own bound are
+ * exempt). The policy of the topic being written decides (wal/overflow.c
+ * holds every case):
  *   DROP_OLDEST  delete the topic's oldest sealed segments (for the total
- *                bound, the oldest sealed segment across all topics inside
- *                it; never one of a topic with an own bound), even if
- *                not replicated, counting every unacknowledged message deleted
- *                in dropped_total; when only active segments are left and
- *                the bound still refuses, the batch completes with TB_EFULL
- *                and the topic stays OK.
+ *                bound and the floor, the oldest sealed segment across all
+ *                topics inside the total; never one of a topic with an own
+ *                bound), even if not replicated, counting every
+ *                unacknowledged message deleted in dropped_total; at the
+ *                floor, checkpoints not applied yet are applied first, so
+ *                acknowledged segments go before anything else. When only
+ *                active segments are left and the bound still refuses, the
+ *                batch completes with TB_EFULL and the topic stays OK.
  *   REFUSE       delete nothing that is not acknowledged: apply the topic's
  *                checkpoint if it moved (the segments wholly at or below it
  *                go, as they would at the next checkpoint flush), and if the
@@ -179,6 +190,14 @@ typedef struct wal_opts {
                                      each open starts every topic with this). Not in the
                                      config file yet */
     uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
+    uint64_t min_free_bytes;      /* wal.min_free_bytes given as bytes: 0 */
+    uint32_t min_free_permille;   /* wal.min_free_bytes given as N%, in tenths of a percent: 0,
+                                     at most 500. The FREE-SPACE FLOOR is the
+                                     larger of the two, of the file system holding dir (see
+                                     wal_space); 0 and 0 turn it off */
+    uint32_t space_check_ms;      /* 1000: how often the writer reads the free space (statvfs);
+                                     also after it deletes segments, after a write fails for want
+                                     of space, and at wal_sync. Not in the config file */
     uint32_t retry_ms;            /* 1000: how often a failed topic retries */
     uint32_t checkpoint_flush_ms; /* 5000: checkpoints reach disk at most this often
                                      (and at close). Each write costs a fresh 4 KiB page
@@ -402,6 +421,30 @@ typedef struct wal_fsync_hist {
 } wal_fsync_hist_t;
 
 void wal_fsync_hist(wal_t *w, wal_fsync_hist_t *out /* OUT */);
+
+/*
+ * FREE SPACE. The file system holding the log may be shared (an SD card
+ * with the OS and other programs): below the floor, the larger of
+ * min_free_bytes and min_free_permille of its size, the log behaves as at
+ * max_total_bytes (every topic's overflow policy acts: drop_oldest deletes
+ * the oldest sealed segments across topics, a refusing policy refuses),
+ * and it recovers on its own when space returns; a topic with an own bound
+ * (the session journal) is exempt. The writer's estimate: a statvfs
+ * reading (at open, every space_check_ms, after it deleted segments, after
+ * a write failed for want of space, at wal_sync), less what the log grew
+ * by since. A deletion counts as freed at once; a segment a reader still
+ * has open returns its blocks when the reader leaves it (the next reading
+ * shows it), so at most one segment per reader goes more than needed.
+ * Any thread.
+ */
+typedef struct wal_space {
+    bool known;              /* statvfs read the file system (else the floor is off) */
+    uint64_t free_bytes;     /* the estimate (statvfs f_bavail, less what the log wrote since) */
+    uint64_t fs_bytes;       /* the file system's size */
+    uint64_t min_free_bytes; /* the floor in bytes (0: off) */
+    uint64_t readings;       /* statvfs calls that worked */
+} wal_space_t;
+void wal_space(wal_t *w, wal_space_t *out /* OUT */);
 /* The smallest bucket upper bound (us) at or below which a fraction q of samples lie. */
 uint64_t wal_fsync_hist_quantile(const wal_fsync_hist_t *h, double q);
 
