@@ -37,6 +37,13 @@ typedef enum { CFG_ANON_AUTO, CFG_ANON_TRUE, CFG_ANON_FALSE } cfg_anon_t;
 typedef enum { CFG_THROTTLE_DELAY, CFG_THROTTLE_REFUSE } cfg_throttle_t;
 typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
 
+/* A value of type "bytes or %": a size ("64MiB") or a share of a file system
+ * ("2%", "0.5%"): one of the two fields is set, the other 0. */
+typedef struct cfg_space {
+    uint64_t bytes;
+    uint32_t permille; /* tenths of a percent: "2%" is 20 */
+} cfg_space_t;
+
 typedef struct cfg_attr {
     char *name;   /* attribute name */
     char *ref;    /* "$1", "$2", ... or "$#" */
@@ -144,6 +151,7 @@ typedef struct cfg {
         uint64_t max_total_bytes;
         cfg_fsync_t fsync;
         uint32_t fsync_interval_ms;
+        cfg_space_t min_free_bytes; /* below it the log behaves as full */
     } wal;
     struct cfg_auth {
         char *password_file;       /* "" = none: user names are not checked */

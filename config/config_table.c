@@ -154,6 +154,11 @@ const cfg__key_t cfg__keys[] = {
       "fsync_interval_ms; never: leave syncing to the OS."),
     K("wal.fsync_interval_ms", CFG__MS, wal.fsync_interval_ms, "1000", 1, 600000, NULL, 0,
       "Sync period for wal.fsync: interval (the power-loss window)."),
+    K("wal.min_free_bytes", CFG__SPACE, wal.min_free_bytes, "2%", 0, 1ull << 50, NULL, 0,
+      "Free space to leave on the file system holding wal.dir, in bytes (64MiB) or as a share of its size "
+      "(2%, 0.5%; at most 50%), for the OS and other programs sharing it: below it the log behaves as at "
+      "max_total_bytes (the oldest segments are dropped and counted; the session journal is exempt) and takes "
+      "writes again by itself once space returns. 0: off."),
 
     K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, 0,
       "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "
@@ -260,6 +265,7 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__CAPVALS: return "map of lists";
     case CFG__MAPPINGS: return "list";
     case CFG__LISTENERS: return "list";
+    case CFG__SPACE: return "bytes or %";
     }
     return "?";
 }
@@ -272,6 +278,7 @@ static size_t field_size(const cfg__key_t *k)
     case CFG__U32: case CFG__MS: return sizeof(uint32_t);
     case CFG__U64: case CFG__BYTES: return sizeof(uint64_t);
     case CFG__ENUM: return sizeof(int);
+    case CFG__SPACE: return sizeof(cfg_space_t);
     default: return 0; /* lists: not a scalar field */
     }
 }

@@ -63,6 +63,8 @@ static int log_start(gw__app_t *app, void *arg)
     o.max_total_bytes = cfg->wal.max_total_bytes;
     o.fsync = (wal_fsync_t)cfg->wal.fsync;
     o.fsync_interval_ms = cfg->wal.fsync_interval_ms;
+    o.min_free_bytes = cfg->wal.min_free_bytes.bytes;
+    o.min_free_permille = cfg->wal.min_free_bytes.permille;
     o.checkpoint_flush_ms = cfg->replicator.checkpoint_interval_ms;
     o.notify = broker_wal_notify;
     o.notify_arg = r->broker;

@@ -27,7 +27,7 @@ void wal_opts_default(wal_opts_t *o)
     o->overflow = WAL_OVERFLOW_DROP_OLDEST;
     o->fsync_interval_ms = 1000;
     o->min_free_bytes = 0;
-    o->min_free_permille = 0;
+    o->min_free_permille = 20; /* 2% of the file system */
     o->space_check_ms = 1000;
     o->retry_ms = 1000;
     o->checkpoint_flush_ms = 5000;

@@ -191,8 +191,8 @@ typedef struct wal_opts {
                                      config file yet */
     uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
     uint64_t min_free_bytes;      /* wal.min_free_bytes given as bytes: 0 */
-    uint32_t min_free_permille;   /* wal.min_free_bytes given as N%, in tenths of a percent: 0,
-                                     at most 500. The FREE-SPACE FLOOR is the
+    uint32_t min_free_permille;   /* wal.min_free_bytes given as N%, in tenths of a percent: 20
+                                     (2%, the default), at most 500. The FREE-SPACE FLOOR is the
                                      larger of the two, of the file system holding dir (see
                                      wal_space); 0 and 0 turn it off */
     uint32_t space_check_ms;      /* 1000: how often the writer reads the free space (statvfs);

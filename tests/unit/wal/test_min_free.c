@@ -137,6 +137,15 @@ Test(min_free, the_floor_is_the_larger_of_the_bytes_and_the_percentage_of_the_fi
     }
 }
 
+Test(min_free, the_default_floor_is_two_percent)
+{
+    wal_opts_t o;
+    wal_opts_default(&o);
+    cr_assert_eq(o.min_free_bytes, 0);
+    cr_assert_eq(o.min_free_permille, 20);
+    cr_assert_eq(o.space_check_ms, 1000);
+}
+
 Test(min_free, wal_open_refuses_a_percentage_over_half_of_the_file_system)
 {
     h.o.min_free_permille = 501;
