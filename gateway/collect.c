@@ -188,6 +188,12 @@ void gw__collect(void *arg, metrics_t *m)
         }
     }
     if (r->wal) {
+        wal_space_t sp;
+        wal_space(r->wal, &sp);
+        if (sp.known) {
+            SET(METRICS_WAL_FREE_BYTES, 0, 0, sp.free_bytes);
+            SET(METRICS_WAL_MIN_FREE, 0, 0, sp.min_free_bytes);
+        }
         wal_fsync_hist_t h;
         wal_fsync_hist(r->wal, &h);
         metrics_family_t *f = metrics_fam(m, METRICS_WAL_FSYNC_SECONDS);

@@ -168,6 +168,12 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_WAL_TOTAL_LIMIT, "tributary_wal_total_limit_bytes",
       "Disk bound of the whole log (wal.max_total_bytes); past it the oldest segment overall is dropped.", 1,
       METRICS_L_NONE, "wal_limits.total_bytes", false),
+    G(METRICS_WAL_FREE_BYTES, "tributary_wal_free_bytes",
+      "Free bytes on the file system holding wal.dir, as the log's writer last estimated them (a statvfs reading "
+      "every second, less what the log wrote since).", 1, METRICS_L_NONE, "wal_limits.free_bytes", false),
+    G(METRICS_WAL_MIN_FREE, "tributary_wal_min_free_bytes",
+      "The free-space floor (wal.min_free_bytes, in bytes): below it the log behaves as full; 0 when off.", 1,
+      METRICS_L_NONE, "wal_limits.min_free_bytes", false),
     G(METRICS_CLUSTER_UP, "tributary_cluster_up", "1 when the replication stream to the cluster is established.", 1,
       METRICS_L_NONE, "cluster.up", true),
     G(METRICS_READY, "tributary_ready", "1 when /readyz answers 200.", 1, METRICS_L_NONE, "ready", true),
