@@ -33,11 +33,21 @@
  *       moved and the writer has not applied it yet (it does so at most
  *       every checkpoint_flush_ms), apply it now: the segments wholly at or
  *       below it go, as they would a few seconds later anyway. Then, if the
- *       topic's bound (its own bound, if it has one) or, for a topic inside
- *       the total, the total bound still has no room, no room.
+ *       topic's bound (its own bound, if it has one) has no room, no room;
+ *       for a topic inside the total, if the total bound or the floor has
+ *       none, apply every topic's moved checkpoint the same way (other
+ *       topics' acknowledged segments cost nothing to delete) and ask again.
  *   (b) TB_EFULL, with a warning at most once a minute (the same rate
  *       limit: refuse never drops) naming the bound that is full; the topic
- *       stays OK. Its space comes back only as its checkpoint moves.
+ *       stays OK. Its space comes back only as checkpoints move (or, at the
+ *       floor, as the file system's free space returns).
+ *
+ * drop_newest, a data topic's choice (mqtt.topic_mappings[].on_full):
+ *   refuse's (a) and (b). The two are one policy under two names: refuse
+ *   is what the journal is given, drop_newest what an operator chooses, and
+ *   the warnings name which (the broker counts both as "full").
+ *
+ * Every refusal of (b) is marked refused_at_bound in the completion.
  *
  * ADDING A POLICY: a member in wal_overflow_t (wal.h, before __COUNT, with
  * its paragraph under OVERFLOW), its name in names[] below, and one case in
@@ -55,6 +65,7 @@
 static const char *const names[] = {
     [WAL_OVERFLOW_DROP_OLDEST] = "drop_oldest",
     [WAL_OVERFLOW_REFUSE] = "refuse",
+    [WAL_OVERFLOW_DROP_NEWEST] = "drop_newest",
 };
 _Static_assert(TB_ARRAY_LEN(names) == WAL_OVERFLOW__COUNT, "every overflow policy has a name");
 
@@ -125,6 +136,11 @@ static int refuse_room(wal_t *w, wal_topic_t *t, uint64_t need)
     int rc;
     if (atomic_load(&t->ck_req) > t->meta.checkpoint && (rc = wal__checkpoint_apply(t, true)) < 0)
         return rc;
+    if (wal__room(t, need))
+        return 0;
+    if (atomic_load(&t->own_bound) || t->bytes + need > wal__topic_max(t))
+        return WAL_NO_ROOM; /* its own bound: only its own checkpoint frees it */
+    wal__checkpoints_apply_all(w);
     return wal__room(t, need) ? 0 : WAL_NO_ROOM;
 }
 
@@ -163,6 +179,7 @@ int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t
     case WAL_OVERFLOW_DROP_OLDEST:
         return drop_oldest(w, t, need);
     case WAL_OVERFLOW_REFUSE:
+    case WAL_OVERFLOW_DROP_NEWEST:
         return refuse_room(w, t, need);
     case WAL_OVERFLOW__COUNT:
         break;
@@ -185,6 +202,7 @@ int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t ne
         }
         return TB_EFULL;
     case WAL_OVERFLOW_REFUSE:
+    case WAL_OVERFLOW_DROP_NEWEST:
         return refuse_batch(w, t, p, need);
     case WAL_OVERFLOW__COUNT:
         break;

@@ -156,22 +156,32 @@ const char *wal_fsync_name(wal_fsync_t m);
  *                batch completes with TB_EFULL and the topic stays OK.
  *   REFUSE       delete nothing that is not acknowledged: apply the topic's
  *                checkpoint if it moved (the segments wholly at or below it
- *                go, as they would at the next checkpoint flush), and if the
- *                bound still has no room, the batch completes with TB_EFULL
- *                and the topic stays OK (a warning at most once a minute
- *                names the bound). Space comes back only as the checkpoint
- *                moves. For a log that must not lose a record to a bound,
- *                such as the broker's session journal: see
- *                wal_topic_set_own_bound.
+ *                go, as they would at the next checkpoint flush), and, for
+ *                the total bound and the floor, every topic's that moved;
+ *                if the bound still has no room, the batch completes with
+ *                TB_EFULL and the topic stays OK (a warning at most once a
+ *                minute names the bound). Space comes back only as
+ *                checkpoints move (or, at the floor, as space returns). For
+ *                a log that must not lose a record to a bound, such as the
+ *                broker's session journal: see wal_topic_set_own_bound.
+ *   DROP_NEWEST  the same for a data topic, by its configuration name
+ *                (mqtt.topic_mappings[].on_full): what is stored stays
+ *                until the cluster acknowledges it, and new batches are
+ *                refused while the bound is full.
+ * A refused batch's completion has refused_at_bound set, so a caller tells
+ * a bound (the topic OK, nothing tried on disk) from a failed disk, which
+ * TB_EFULL alone does not (a failed topic answers TB_EFULL too).
  * Members are numbered from 0, DROP_OLDEST first, so zeroed options mean it.
+ * A policy that waits for room (block) would be one more member here.
  */
 typedef enum {
     WAL_OVERFLOW_DROP_OLDEST = 0,
     WAL_OVERFLOW_REFUSE = 1,
+    WAL_OVERFLOW_DROP_NEWEST = 2,
     WAL_OVERFLOW__COUNT
 } wal_overflow_t;
 
-/* Parses "drop_oldest" | "refuse"; returns 0, or TB_ECONFIG (*out untouched). */
+/* Parses "drop_oldest" | "refuse" | "drop_newest"; returns 0, or TB_ECONFIG (*out untouched). */
 int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
 /* The policy's name as wal_overflow_parse reads it; "?" out of range. */
 const char *wal_overflow_name(wal_overflow_t p);
@@ -510,6 +520,9 @@ typedef struct wal_completion {
     int rc;                /* 0, or why nothing of the batch is stored */
     uint64_t first_offset; /* offsets first_offset .. first_offset + count - 1 */
     uint32_t count;
+    bool refused_at_bound; /* rc is the topic's overflow policy refusing at a bound (see
+                              OVERFLOW): nothing was written and the topic is OK; false for
+                              every other error (a failed topic, a failed write, closing) */
     void *user;            /* as given to wal_submit */
     wal_topic_t *topic;
 } wal_completion_t;

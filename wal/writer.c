@@ -296,6 +296,7 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
     b->c.topic = t;
     b->c.count = b->count;
     b->c.first_offset = 0;
+    b->c.refused_at_bound = false;
     round_add(r, b);
     if (b->count == 0) {
         b->c.rc = 0;
@@ -314,6 +315,7 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
     int rc = wal__make_room(w, t, policy, need);
     if (rc == WAL_NO_ROOM) {
         b->c.rc = wal__overflow_refuse(w, t, policy, need);
+        b->c.refused_at_bound = true;
         return;
     }
     if (rc < 0) {

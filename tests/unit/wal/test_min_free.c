@@ -187,6 +187,9 @@ Test(min_free, a_write_that_fails_for_want_of_space_reads_the_free_space_again)
     crashio_fail_writes(c, -ENOSPC, 0);
     cr_assert_eq(th_append(&h, t, 0, PER_BATCH, PAYLOAD), -ENOSPC);
     cr_assert_gt(crashio_statvfs_calls(c), calls);
+    cr_assert_not(h.done[h.ndone - 1].refused_at_bound, "a failed disk is no bound");
+    cr_assert_eq(th_append(&h, t, 0, PER_BATCH, PAYLOAD), TB_EFULL, "the failed topic answers fast");
+    cr_assert_not(h.done[h.ndone - 1].refused_at_bound, "and that is no bound either");
 }
 
 Test(min_free, without_a_reading_the_floor_is_off)
@@ -281,6 +284,7 @@ Test(min_free, drop_oldest_refuses_at_the_floor_with_only_active_segments_left_a
     set_free(FLOOR - 1000);
     cr_assert_eq(wal_sync(h.w), 0);
     cr_assert_eq(th_append(&h, t, 0, PER_BATCH, PAYLOAD), TB_EFULL);
+    cr_assert(h.done[h.ndone - 1].refused_at_bound, "the floor is a bound");
     cr_assert_eq(th_append(&h, t, 0, PER_BATCH, PAYLOAD), TB_EFULL, "and again: nothing changed");
     wal_topic_stats_t st = stats(t);
     cr_assert_eq(st.state, WAL_TOPIC_OK, "a bound, not a failure");
@@ -297,18 +301,19 @@ Test(min_free, drop_oldest_refuses_at_the_floor_with_only_active_segments_left_a
 
 /* ---- refuse --------------------------------------------------------------------- */
 
-Test(min_free, refuse_at_the_floor_deletes_nothing_and_takes_writes_again_when_space_returns)
+static void refusing_policy_at_the_floor(wal_overflow_t policy)
 {
     h.o.space_check_ms = 20;
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = open_topic("/e/t");
-    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_REFUSE), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, policy), 0);
     uint64_t seq = 0;
     fill(t, 4, &seq);
     cr_assert_gt(stats(t).segments, 1, "sealed segments drop_oldest would take");
     set_free(FLOOR + 3000);
     cr_assert_eq(wal_sync(h.w), 0);
     cr_assert_gt(fill_until_refused(t, &seq, 20), 0, "what fits above the floor is taken");
+    cr_assert(h.done[h.ndone - 1].refused_at_bound, "the floor is a bound");
     cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), TB_EFULL);
     wal_topic_stats_t st = stats(t);
     cr_assert_eq(st.state, WAL_TOPIC_OK);
@@ -325,6 +330,16 @@ Test(min_free, refuse_at_the_floor_deletes_nothing_and_takes_writes_again_when_s
     int gaps;
     cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 256, &gaps), (long)seq);
     cr_assert_eq(gaps, 0);
+}
+
+Test(min_free, refuse_at_the_floor_deletes_nothing_and_takes_writes_again_when_space_returns)
+{
+    refusing_policy_at_the_floor(WAL_OVERFLOW_REFUSE);
+}
+
+Test(min_free, drop_newest_at_the_floor_deletes_nothing_and_takes_writes_again_when_space_returns)
+{
+    refusing_policy_at_the_floor(WAL_OVERFLOW_DROP_NEWEST);
 }
 
 /* ---- the session journal ---------------------------------------------------------- */
