@@ -71,6 +71,7 @@ static const int reject_label[BROKER_REJ__COUNT] = {
     [BROKER_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
     [BROKER_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
     [BROKER_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
+    [BROKER_REJ_FULL] = METRICS_REJECT_FULL,
 };
 
 #define SET(id, i1, i2, v) metrics_set(metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))

@@ -49,6 +49,8 @@ typedef enum {
     BROKER_REJ_NOT_READY,     /* enforce mapping whose schema is not resolved */
     BROKER_REJ_TOO_LARGE,     /* payload over mqtt.max_payload_size */
     BROKER_REJ_QUOTA,         /* the topic's log failed (disk full, I/O error) */
+    BROKER_REJ_FULL,          /* a disk bound refused it (the log is fine): the topic's on_full, or the
+                                 free-space floor, with nothing left to drop */
     BROKER_REJ__COUNT
 } broker_reject_t;
 const char *broker_reject_name(broker_reject_t r);

@@ -296,6 +296,7 @@ typedef enum {
     METRICS_REJECT_SCHEMA_UNAVAILABLE, /* enforce, but the schema is not in the registry cache */
     METRICS_REJECT_PAYLOAD_TOO_LARGE,  /* over mqtt.max_payload_size (or too many attributes) */
     METRICS_REJECT_WAL_UNAVAILABLE,    /* the topic's log refused the append (failed fsync, disk) */
+    METRICS_REJECT_FULL,               /* a disk bound refused it: on_full drop_newest, or nothing left to drop */
     METRICS_REJECT__COUNT
 } metrics_reject_t;
 extern const char *const metrics_reject_reasons[METRICS_REJECT__COUNT];

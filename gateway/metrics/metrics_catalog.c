@@ -209,6 +209,7 @@ const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
     [METRICS_REJECT_SCHEMA_UNAVAILABLE] = "schema_unavailable",
     [METRICS_REJECT_PAYLOAD_TOO_LARGE] = "payload_too_large",
     [METRICS_REJECT_WAL_UNAVAILABLE] = "wal_unavailable",
+    [METRICS_REJECT_FULL] = "full",
 };
 
 /* the names rep_retry_name() gives (a unit test checks they agree) */

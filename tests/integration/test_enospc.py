@@ -197,6 +197,8 @@ class DiskFull(unittest.TestCase):
         payload, cls.v311_full_reason = v311.publish()
         cls.v311_full_after = v311.c.closed()      # packets, if any, before the close
         cls.refused.append(payload)
+        cls.rejected_full = wait_for(lambda: (lambda r: r if sum(r.values()) >= len(cls.refused) else None)(
+            topic_stats(hport)["rejected"]), 5 * SLOW, what="/stats to count the refusals")
         # refusals ask the log to retry; once one retry has run and failed, still not ready
         cls.gw.wait_log("wal: retry failed, topic still refusing messages", 10 * SLOW)
         cls.readyz_after_retry = http_get(hport, "/readyz")
@@ -232,6 +234,10 @@ class DiskFull(unittest.TestCase):
     def test_mqtt311_connection_is_closed_without_an_ack(self):
         self.assertIsNone(self.v311_full_reason)
         self.assertEqual(self.v311_full_after, [])
+
+    def test_refusals_of_a_full_disk_are_counted_as_wal_unavailable_not_full(self):
+        self.assertEqual(self.rejected_full["wal_unavailable"], len(self.refused), self.rejected_full)
+        self.assertEqual(self.rejected_full["full"], 0)
 
     def test_readyz_says_the_log_is_not_writable_while_full(self):
         status, body = self.readyz_full
@@ -448,8 +454,9 @@ class BelowTheFloor(FloorScenario, unittest.TestCase):
         self.assertNotEqual(self.stats_below["state"], "failed")
         self.assertEqual(self.stats_below["wal_write_errors"], 0)
 
-    def test_every_refusal_is_counted(self):
-        self.assertEqual(sum(self.stats_below["rejected"].values()), 4, self.stats_below["rejected"])
+    def test_every_refusal_is_counted_as_a_full_bound_not_a_failed_disk(self):
+        self.assertEqual(self.stats_below["rejected"]["full"], 4, self.stats_below["rejected"])
+        self.assertEqual(self.stats_below["rejected"]["wal_unavailable"], 0)
 
     def test_writes_are_taken_again_once_space_returns(self):
         self.assertEqual([r for _, r in self.accepted], [0] * 3)
