@@ -36,6 +36,11 @@ typedef enum { CFG_UNMATCHED_REJECT, CFG_UNMATCHED_DROP } cfg_unmatched_t;
 typedef enum { CFG_ANON_AUTO, CFG_ANON_TRUE, CFG_ANON_FALSE } cfg_anon_t;
 typedef enum { CFG_THROTTLE_DELAY, CFG_THROTTLE_REFUSE } cfg_throttle_t;
 typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
+/* mqtt.topic_mappings[].on_full: what the topic's log does at a disk bound.
+ * The broker turns each into the WAL's policy (gateway/broker/server.c, a
+ * switch the compiler holds to every member: a new one, block, cannot be
+ * forgotten there). */
+typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST } cfg_on_full_t;
 
 /* A value of type "bytes or %": a size ("64MiB") or a share of a file system
  * ("2%", "0.5%"): one of the two fields is set, the other 0. */
@@ -61,6 +66,7 @@ typedef struct cfg_mapping {
     char *schema_subject;          /* NULL when absent */
     cfg_policy_t validation_policy;
     cfg_encoding_t encoding;       /* Avro payload encoding */
+    cfg_on_full_t on_full;         /* at a disk bound; every mapping of one upstream topic agrees */
     cfg_attr_t *attrs;
     size_t nattrs;
     cfg_capvals_t *capvals;

@@ -81,6 +81,11 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
     return 0;
 }
 
+int gw_topics_check(const cfg_t *cfg, char *err, size_t errlen)
+{
+    return broker_check_config(cfg, err, errlen);
+}
+
 int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen)
 {
     broker_tls_t *t;

@@ -92,7 +92,8 @@ static int log_start(gw__app_t *app, void *arg)
         r->metric_topic[i] = metrics_topic_add(r->metrics, t->name);
         tb_info("topic", TB_S("topic", t->name), TB_U("next_offset", st.next_offset),
                 TB_U("checkpoint", st.checkpoint), TB_U("bytes", st.bytes), TB_U("dropped_total", st.dropped_total),
-                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""));
+                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""),
+                TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))));
     }
     return 0;
 }

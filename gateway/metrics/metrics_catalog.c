@@ -163,10 +163,12 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
                                    TB_ARRAY_LEN(fsync_bounds_ns) },
                                  METRICS_L_NONE, METRICS_L_NONE, NULL, false },
     G(METRICS_WAL_TOPIC_LIMIT, "tributary_wal_topic_limit_bytes",
-      "Disk bound of each topic's log (wal.max_topic_bytes); past it the oldest segment is dropped.", 1, METRICS_L_NONE,
+      "Disk bound of each topic's log (wal.max_topic_bytes); past it its on_full acts: drop_oldest drops the oldest "
+      "segment, drop_newest refuses new messages.", 1, METRICS_L_NONE,
       "wal_limits.topic_bytes", false),
     G(METRICS_WAL_TOTAL_LIMIT, "tributary_wal_total_limit_bytes",
-      "Disk bound of the whole log (wal.max_total_bytes); past it the oldest segment overall is dropped.", 1,
+      "Disk bound of the whole log (wal.max_total_bytes); past it the writing topic's on_full acts: drop_oldest "
+      "drops the oldest segment overall, drop_newest refuses new messages.", 1,
       METRICS_L_NONE, "wal_limits.total_bytes", false),
     G(METRICS_WAL_FREE_BYTES, "tributary_wal_free_bytes",
       "Free bytes on the file system holding wal.dir, as the log's writer last estimated them (a statvfs reading "

@@ -236,6 +236,20 @@ Test(config, min_free_bytes_prints_as_it_reads)
     }
 }
 
+Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
+{
+    char *y = cat(HEAD, "    - mqtt_pattern: c/+\n      danube_topic: /e1/u\n      on_full: drop_newest\n");
+    cfg_t *c = load(y, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].on_full, CFG_ON_FULL_DROP_OLDEST);
+    cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_DROP_NEWEST);
+    cfg_free(c);
+    free(y);
+    y = cat(HEAD, "      on_full: block\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].on_full:", "expected one of drop_oldest, drop_newest");
+    free(y);
+}
+
 Test(config, duplicate_yaml_key)
 {
     char *y = cat(HEAD, "wal:\n  fsync: never\n  fsync: always\n");
