@@ -32,7 +32,10 @@ the last ones set 1 MiB on a 4 MiB tmpfs:
     retry (the writer reads the free space every second);
   - with drop_oldest (the default) and room to make, the oldest segments
     are deleted to stay above the floor: every message acknowledged, the
-    deleted ones counted as dropped, the file system never far below it.
+    deleted ones counted as dropped, the file system never far below it;
+  - with on_full: drop_newest the same room is filled and then new
+    messages are refused (0x97, counted full), nothing stored deleted, and
+    taken again once the other program's file goes.
 
 Each scenario runs once (setUpClass); each test asserts one claim over it.
 """
@@ -77,7 +80,7 @@ mqtt:
   listener: "127.0.0.1:0"
   ingestion: {batch_timeout_ms: 5}
   topic_mappings:
-    - {mqtt_pattern: "full/+", danube_topic: /e1/full}
+    - {mqtt_pattern: "full/+", danube_topic: /e1/full%(mapping_extra)s}
 wal: {dir: %(wal)s, fsync: always, segment_bytes: 64KiB, min_free_bytes: 1MiB}
 http: {listener: "127.0.0.1:0"}
 """
@@ -388,7 +391,7 @@ class FloorScenario:
         cls.gw = None
         try:
             cls.wal = os.path.join(cls.mnt, "wal")
-            cls.gw = Gateway(FLOOR_CONFIG % {"wal": cls.wal}).start()
+            cls.gw = Gateway(FLOOR_CONFIG % {"wal": cls.wal, "mapping_extra": cls.mapping_extra}).start()
             cls.mport, cls.hport = cls.gw.mqtt_port(), cls.gw.http_port()
             wait_for(lambda: http_get(cls.hport, "/readyz")[0] == 200, 10 * SLOW, what="ready at start")
             cls.scenario()
@@ -515,6 +518,57 @@ class DropOldestAtTheFloor(FloorScenario, unittest.TestCase):
     def test_nothing_failed(self):
         self.assertEqual(self.stats["wal_write_errors"], 0)
         self.assertTrue(self.stats["invariant_ok"], self.stats)
+
+    def test_the_gateway_stops_cleanly(self):
+        self.assertEqual(self.exit_code, 0, self.log[-3000:])
+
+
+class DropNewestAtTheFloor(FloorScenario, unittest.TestCase):
+    """The same room above the floor for a drop_newest topic: it fills, then
+    refuses, deleting nothing, and takes messages again when space returns."""
+    mapping_extra = ", on_full: drop_newest"
+
+    @classmethod
+    def scenario(cls):
+        ballast = fill_to(cls.mnt, FLOOR + 5 * SEGMENT)
+        wait_for(lambda: wal_limits(cls.hport)["free_bytes"] < FLOOR + 6 * SEGMENT, 5 * SLOW,
+                 what="/stats to show the ballast")
+        pub = Publisher(cls.mport, "dev", 5)
+        cls.acked, cls.reasons = [], []
+        for _ in range(15 * SEGMENT // PAYLOAD):
+            payload, reason = pub.publish()
+            cls.reasons.append(reason)
+            if reason == 0:
+                cls.acked.append(payload)
+            elif len(cls.reasons) - len(cls.acked) >= 3:
+                break
+        cls.lowest_free = fs_free(cls.mnt)
+        cls.stats_full = wait_for(lambda: (lambda t: t if t["rejected"]["full"] >= 3 else None)(
+            topic_stats(cls.hport)), 5 * SLOW, what="/stats to count the refusals")
+        os.unlink(ballast)
+        wait_for(lambda: wal_limits(cls.hport)["free_bytes"] > FLOOR + (1 << 20), 5 * SLOW,
+                 what="/stats to show the space back")
+        payload, cls.after_reason = pub.publish()
+        cls.acked.append(payload)
+        pub.c.close()
+
+    def test_it_fills_the_room_above_the_floor_then_refuses(self):
+        n = len(self.acked) - 1
+        self.assertGreater(n * PAYLOAD, 3 * SEGMENT, "most of the five segments of room were used")
+        self.assertEqual(self.reasons[n:], [0x97] * 3)
+
+    def test_nothing_stored_is_deleted_and_every_refusal_is_counted_full(self):
+        t = self.stats_full
+        self.assertEqual((t["dropped"], t["wal_dropped_total"]), (0, 0))
+        self.assertEqual((t["rejected"]["full"], t["rejected"]["wal_unavailable"]), (3, 0))
+        self.assertNotEqual(t["state"], "failed")
+
+    def test_the_file_system_stays_near_the_floor(self):
+        self.assertGreater(self.lowest_free, FLOOR - 16 * 4096)
+
+    def test_it_takes_messages_again_once_space_returns(self):
+        self.assertEqual(self.after_reason, 0)
+        self.assertEqual([r["payload"] for r in self.records], self.acked)
 
     def test_the_gateway_stops_cleanly(self):
         self.assertEqual(self.exit_code, 0, self.log[-3000:])
