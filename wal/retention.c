@@ -183,7 +183,12 @@ void wal__checkpoints_apply_all(wal_t *w)
 {
     for (size_t i = 0; i < w->ntopics; i++) {
         wal_topic_t *t = w->topics[i];
-        if (!own_bound(t) && t->fd >= 0 && atomic_load(&t->ck_req) > t->meta.checkpoint)
+        if (own_bound(t) || t->fd < 0 || t->nsegs < 2)
+            continue;
+        uint64_t ck = atomic_load(&t->ck_req);
+        /* only where a segment would go: a meta write that frees nothing is wear for nothing,
+         * and at a bound this runs for every batch */
+        if (ck > t->meta.checkpoint && t->segs[1].base <= ck + 1)
             wal__checkpoint_apply(t, true); /* best effort: a failure only leaves the segments */
     }
 }

@@ -432,6 +432,9 @@ typedef struct wal_fsync_hist {
 
 void wal_fsync_hist(wal_t *w, wal_fsync_hist_t *out /* OUT */);
 
+/* The smallest bucket upper bound (us) at or below which a fraction q of samples lie. */
+uint64_t wal_fsync_hist_quantile(const wal_fsync_hist_t *h, double q);
+
 /*
  * FREE SPACE. The file system holding the log may be shared (an SD card
  * with the OS and other programs): below the floor, the larger of
@@ -455,8 +458,6 @@ typedef struct wal_space {
     uint64_t readings;       /* statvfs calls that worked */
 } wal_space_t;
 void wal_space(wal_t *w, wal_space_t *out /* OUT */);
-/* The smallest bucket upper bound (us) at or below which a fraction q of samples lie. */
-uint64_t wal_fsync_hist_quantile(const wal_fsync_hist_t *h, double q);
 
 /* ---- batches (event-loop thread) ------------------------------------------ */
 

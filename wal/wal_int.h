@@ -284,8 +284,9 @@ bool wal__room(const wal_topic_t *t, uint64_t need);
  * floor and the free bytes left), for the refusal's warning. */
 const char *wal__full_bound(const wal_topic_t *t, uint64_t need, uint64_t *max /* OUT */, uint64_t *used /* OUT */);
 /* Applies every checkpoint that moved and is not persisted yet, of the
- * topics inside the total bound (their acknowledged segments go): what the
- * floor frees before it deletes anything unacknowledged. Best effort. */
+ * topics inside the total bound, where that deletes a segment (their
+ * acknowledged segments go): what the floor and a refusing policy free
+ * before anything unacknowledged. Best effort. */
 void wal__checkpoints_apply_all(wal_t *w);
 /* Applies wal_topic_set_own_bound (writer thread): takes t's bytes out of
  * the total the first time, sets the bound and the REFUSE policy. */
