@@ -36,6 +36,18 @@ typedef enum { CFG_UNMATCHED_REJECT, CFG_UNMATCHED_DROP } cfg_unmatched_t;
 typedef enum { CFG_ANON_AUTO, CFG_ANON_TRUE, CFG_ANON_FALSE } cfg_anon_t;
 typedef enum { CFG_THROTTLE_DELAY, CFG_THROTTLE_REFUSE } cfg_throttle_t;
 typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
+/* mqtt.topic_mappings[].on_full: what the topic's log does at a disk bound.
+ * The broker turns each into the WAL's policy (gateway/broker/server.c, a
+ * switch the compiler holds to every member: a new one, block, cannot be
+ * forgotten there). */
+typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST } cfg_on_full_t;
+
+/* A value of type "bytes or %": a size ("64MiB") or a share of a file system
+ * ("2%", "0.5%"): one of the two fields is set, the other 0. */
+typedef struct cfg_space {
+    uint64_t bytes;
+    uint32_t permille; /* tenths of a percent: "2%" is 20 */
+} cfg_space_t;
 
 typedef struct cfg_attr {
     char *name;   /* attribute name */
@@ -54,6 +66,7 @@ typedef struct cfg_mapping {
     char *schema_subject;          /* NULL when absent */
     cfg_policy_t validation_policy;
     cfg_encoding_t encoding;       /* Avro payload encoding */
+    cfg_on_full_t on_full;         /* at a disk bound; every mapping of one upstream topic agrees */
     cfg_attr_t *attrs;
     size_t nattrs;
     cfg_capvals_t *capvals;
@@ -149,6 +162,7 @@ typedef struct cfg {
         uint64_t max_total_bytes;
         cfg_fsync_t fsync;
         uint32_t fsync_interval_ms;
+        cfg_space_t min_free_bytes; /* below it the log behaves as full */
     } wal;
     struct cfg_auth {
         char *password_file;       /* "" = none: user names are not checked */

@@ -33,6 +33,10 @@ static void bounds(const cfg__key_t *k, char *out, size_t n)
     case CFG__LISTENERS:
         snprintf(out, n, "%llu..%llu items", (unsigned long long)k->min, (unsigned long long)k->max);
         break;
+    case CFG__SPACE:
+        snprintf(out, n, "%llu..%llu or 0%%..%u%%", (unsigned long long)k->min, (unsigned long long)k->max,
+                 CFG__SPACE_MAX_PERMILLE / 10);
+        break;
     default:
         break;
     }
@@ -100,6 +104,16 @@ static void print_value(FILE *out, const cfg__key_t *k, const void *base)
     case CFG__U32: case CFG__MS: fprintf(out, "%" PRIu32, *(const uint32_t *)field); break;
     case CFG__U64: case CFG__BYTES: fprintf(out, "%" PRIu64, *(const uint64_t *)field); break;
     case CFG__ENUM: fputs(k->enums[*(const int *)field], out); break;
+    case CFG__SPACE: {
+        const cfg_space_t *v = (const cfg_space_t *)field;
+        if (v->permille % 10)
+            fprintf(out, "\"%" PRIu32 ".%" PRIu32 "%%\"", v->permille / 10, v->permille % 10);
+        else if (v->permille)
+            fprintf(out, "\"%" PRIu32 "%%\"", v->permille / 10);
+        else
+            fprintf(out, "%" PRIu64, v->bytes);
+        break;
+    }
     default: break;
     }
 }

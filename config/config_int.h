@@ -18,7 +18,11 @@ typedef enum {
     CFG__CAPVALS,  /* cfg_capvals_t list (mapping only) */
     CFG__MAPPINGS, /* cfg_mapping_t list */
     CFG__LISTENERS, /* cfg_listener_t list */
+    CFG__SPACE,    /* cfg_space_t; "bytes or %": 64MiB (min..max bytes) or 2% (one decimal, 0%..50%) */
 } cfg__type_t;
+
+/* The largest share of a file system a CFG__SPACE value may name, in tenths of a percent. */
+#define CFG__SPACE_MAX_PERMILLE 500u
 
 enum {
     CFG__F_SECRET   = 1 << 0, /* masked in output, never logged */

@@ -33,6 +33,7 @@ static const char *const log_formats[] = { "text", "json", NULL };
 static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 static const char *const tls_versions[] = { "1.2", "1.3", NULL };
+static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", NULL }; /* cfg_on_full_t */
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
@@ -146,14 +147,21 @@ const cfg__key_t cfg__keys[] = {
     K("wal.segment_bytes", CFG__BYTES, wal.segment_bytes, "16MiB", 4096, 1ull << 32, NULL, 0,
       "Size at which a topic's active segment is sealed and a new one started."),
     K("wal.max_topic_bytes", CFG__BYTES, wal.max_topic_bytes, "1GiB", 8192, 1ull << 50, NULL, 0,
-      "Disk bound per topic; past it the oldest segment is dropped (and counted)."),
+      "Disk bound per topic; past it the oldest segment is dropped (and counted), or new messages are refused "
+      "(on_full: drop_newest)."),
     K("wal.max_total_bytes", CFG__BYTES, wal.max_total_bytes, "4GiB", 8192, 1ull << 50, NULL, 0,
-      "Disk bound for the whole log; past it the oldest segment overall is dropped (and counted)."),
+      "Disk bound for the whole log; past it the oldest segment overall is dropped (and counted), or the "
+      "writing topic's new messages are refused (on_full: drop_newest)."),
     K("wal.fsync", CFG__ENUM, wal.fsync, "always", 0, 0, fsync_modes, 0,
       "always: fdatasync before acks (group commit); interval: ack after write, sync every "
       "fsync_interval_ms; never: leave syncing to the OS."),
     K("wal.fsync_interval_ms", CFG__MS, wal.fsync_interval_ms, "1000", 1, 600000, NULL, 0,
       "Sync period for wal.fsync: interval (the power-loss window)."),
+    K("wal.min_free_bytes", CFG__SPACE, wal.min_free_bytes, "2%", 0, 1ull << 50, NULL, 0,
+      "Free space to leave on the file system holding wal.dir, in bytes (64MiB) or as a share of its size "
+      "(2%, 0.5%; at most 50%), for the OS and other programs sharing it: below it the log behaves as at "
+      "max_total_bytes (each mapping's on_full acts; the session journal is exempt) and takes writes again by "
+      "itself once space returns. 0: off."),
 
     K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, 0,
       "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "
@@ -233,6 +241,12 @@ const cfg__key_t cfg__mapping_keys[] = {
       "Map of capture to its allowed values; required for each capture used in a danube_topic template."),
     M("encoding", CFG__ENUM, encoding, "binary", 0, 0, encodings, 0,
       "Avro payload encoding: binary (raw datum) or json."),
+    M("on_full", CFG__ENUM, on_full, "drop_oldest", 0, 0, on_full_modes, 0,
+      "What the topic's log does at a disk bound (wal.max_topic_bytes, wal.max_total_bytes, wal.min_free_bytes). "
+      "drop_oldest: delete its oldest messages, replicated or not (counted as dropped), to take the new ones; "
+      "drop_newest: keep what is stored until the cluster acknowledges it and refuse new messages meanwhile "
+      "(MQTT 5 0x97, 3.1.1 QoS 1/2 closed, QoS 0 dropped; counted as rejected, reason full). Every mapping of "
+      "one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 
@@ -278,6 +292,7 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__CAPVALS: return "map of lists";
     case CFG__MAPPINGS: return "list";
     case CFG__LISTENERS: return "list";
+    case CFG__SPACE: return "bytes or %";
     }
     return "?";
 }
@@ -290,6 +305,7 @@ static size_t field_size(const cfg__key_t *k)
     case CFG__U32: case CFG__MS: return sizeof(uint32_t);
     case CFG__U64: case CFG__BYTES: return sizeof(uint64_t);
     case CFG__ENUM: return sizeof(int);
+    case CFG__SPACE: return sizeof(cfg_space_t);
     default: return 0; /* lists: not a scalar field */
     }
 }

@@ -63,6 +63,52 @@ static int parse_u64(const char *s, bool allow_suffix, uint64_t *out, char *msg,
     return 0;
 }
 
+/* "N%" or "N.D%" (one decimal), in tenths of a percent. Returns 1 when s is
+ * no percentage at all (so it is read as a size), 0, or TB_ECONFIG. */
+static int parse_percent(const char *s, uint32_t *permille, char *msg, size_t msglen)
+{
+    const char *p = s;
+    while (isspace((unsigned char)*p)) p++;
+    const char *pct = strchr(p, '%');
+    if (!pct)
+        return 1;
+    uint64_t whole = 0, tenth = 0;
+    const char *q = p;
+    if (!isdigit((unsigned char)*q))
+        goto bad;
+    while (isdigit((unsigned char)*q)) {
+        whole = whole * 10 + (uint64_t)(*q++ - '0');
+        if (whole > 100)
+            goto range;
+    }
+    if (*q == '.') {
+        q++;
+        if (!isdigit((unsigned char)*q))
+            goto bad;
+        tenth = (uint64_t)(*q++ - '0');
+        if (isdigit((unsigned char)*q)) {
+            snprintf(msg, msglen, "\"%s\": a percentage takes at most one decimal (0.5%%)", s);
+            return TB_ECONFIG;
+        }
+    }
+    while (isspace((unsigned char)*q)) q++;
+    if (q != pct)
+        goto bad;
+    for (q = pct + 1; isspace((unsigned char)*q); q++) {}
+    if (*q)
+        goto bad;
+    if (whole * 10 + tenth > CFG__SPACE_MAX_PERMILLE)
+        goto range;
+    *permille = (uint32_t)(whole * 10 + tenth);
+    return 0;
+bad:
+    snprintf(msg, msglen, "expected a size (64MiB) or a percentage (2%%, 0.5%%), got \"%s\"", s);
+    return TB_ECONFIG;
+range:
+    snprintf(msg, msglen, "percentage out of range: \"%s\" is not within 0%%..%u%%", s, CFG__SPACE_MAX_PERMILLE / 10);
+    return TB_ECONFIG;
+}
+
 static int check_addr(const char *s, char *msg, size_t msglen)
 {
     const char *colon;
@@ -158,6 +204,27 @@ int cfg__set_scalar(const cfg__key_t *k, void *base, const char *s, char *msg, s
         if (k->type == CFG__U32 || k->type == CFG__MS) *(uint32_t *)field = (uint32_t)v;
         else *(uint64_t *)field = v;
         return 0;
+    case CFG__SPACE: {
+        uint32_t permille = 0;
+        int rc = parse_percent(s, &permille, msg, msglen);
+        if (rc < 0)
+            return rc;
+        if (rc == 0) {
+            *(cfg_space_t *)field = (cfg_space_t){ .bytes = 0, .permille = permille };
+            return 0;
+        }
+        if (parse_u64(s, true, &v, msg, msglen) < 0) {
+            snprintf(msg, msglen, "expected a size (64MiB) or a percentage (2%%, 0.5%%), got \"%s\"", s);
+            return TB_ECONFIG;
+        }
+        if (v < k->min || v > k->max) {
+            snprintf(msg, msglen, "bytes out of range: %llu is not within %llu..%llu", (unsigned long long)v,
+                     (unsigned long long)k->min, (unsigned long long)k->max);
+            return TB_ECONFIG;
+        }
+        *(cfg_space_t *)field = (cfg_space_t){ .bytes = v, .permille = 0 };
+        return 0;
+    }
     case CFG__ENUM:
         for (int i = 0; k->enums[i]; i++) {
             if (strcmp(s, k->enums[i]) == 0) {

@@ -91,6 +91,11 @@ int gw__http_tls_load(const cfg_t *cfg, tls_ctx_t **out, char *err, size_t errle
     return tls_ctx_load(&cfg->http.tls, "http.tls", 0, "tributary-http", out, err, errlen);
 }
 
+int gw_topics_check(const cfg_t *cfg, char *err, size_t errlen)
+{
+    return broker_check_config(cfg, err, errlen);
+}
+
 int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen)
 {
     broker_tls_t *t;

@@ -71,6 +71,7 @@ static const int reject_label[BROKER_REJ__COUNT] = {
     [BROKER_REJ_NOT_READY] = METRICS_REJECT_SCHEMA_UNAVAILABLE,
     [BROKER_REJ_TOO_LARGE] = METRICS_REJECT_PAYLOAD_TOO_LARGE,
     [BROKER_REJ_QUOTA] = METRICS_REJECT_WAL_UNAVAILABLE,
+    [BROKER_REJ_FULL] = METRICS_REJECT_FULL,
 };
 
 #define SET(id, i1, i2, v) metrics_set(metrics_fam(m, (id)), (i1), (i2), (int64_t)(v))
@@ -188,6 +189,12 @@ void gw__collect(void *arg, metrics_t *m)
         }
     }
     if (r->wal) {
+        wal_space_t sp;
+        wal_space(r->wal, &sp);
+        if (sp.known) {
+            SET(METRICS_WAL_FREE_BYTES, 0, 0, sp.free_bytes);
+            SET(METRICS_WAL_MIN_FREE, 0, 0, sp.min_free_bytes);
+        }
         wal_fsync_hist_t h;
         wal_fsync_hist(r->wal, &h);
         metrics_family_t *f = metrics_fam(m, METRICS_WAL_FSYNC_SECONDS);

@@ -30,6 +30,10 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
  * (malloc'd; NULL when not set), 0; or TB_ECONFIG with err naming the file. */
 int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
 
+/* The mapping rules that need the router's topics (broker_check_config):
+ * 0, or TB_ECONFIG with err = "mqtt.topic_mappings[i].KEY (line N): why". */
+int gw_topics_check(const cfg_t *cfg, char *err, size_t errlen);
+
 /* Loads the certificate, key and CAs of every TLS listener of cfg and of
  * the HTTP endpoint (http.tls), and frees them: 0, or TB_ECONFIG with err =
  * "mqtt.listeners[i].tls.KEY (line N): FILE: why" / "http.tls.KEY: FILE: why". */

@@ -64,6 +64,8 @@ static int log_start(gw__app_t *app, void *arg)
     o.max_total_bytes = cfg->wal.max_total_bytes;
     o.fsync = (wal_fsync_t)cfg->wal.fsync;
     o.fsync_interval_ms = cfg->wal.fsync_interval_ms;
+    o.min_free_bytes = cfg->wal.min_free_bytes.bytes;
+    o.min_free_permille = cfg->wal.min_free_bytes.permille;
     o.checkpoint_flush_ms = cfg->replicator.checkpoint_interval_ms;
     o.notify = broker_wal_notify;
     o.notify_arg = r->broker;
@@ -91,7 +93,8 @@ static int log_start(gw__app_t *app, void *arg)
         r->metric_topic[i] = metrics_topic_add(r->metrics, t->name);
         tb_info("topic", TB_S("topic", t->name), TB_U("next_offset", st.next_offset),
                 TB_U("checkpoint", st.checkpoint), TB_U("bytes", st.bytes), TB_U("dropped_total", st.dropped_total),
-                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""));
+                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""),
+                TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))));
     }
     return 0;
 }

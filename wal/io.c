@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static int px_open(void *ctx, const char *path, int flags, mode_t mode)
@@ -121,6 +122,21 @@ static uint64_t px_now_ms(void *ctx)
     return tb_wall_ms();
 }
 
+static int px_statvfs(void *ctx, const char *path, uint64_t *avail, uint64_t *total)
+{
+    struct statvfs st;
+    int r;
+    do
+        r = statvfs(path, &st);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -errno;
+    uint64_t unit = st.f_frsize ? st.f_frsize : st.f_bsize;
+    *avail = (uint64_t)st.f_bavail * unit;
+    *total = (uint64_t)st.f_blocks * unit;
+    return 0;
+}
+
 static const wal_io_t posix_io = {
     .ctx = NULL,
     .open = px_open,
@@ -137,6 +153,7 @@ static const wal_io_t posix_io = {
     .write_atomic = px_write_atomic,
     .random = px_random,
     .now_ms = px_now_ms,
+    .statvfs = px_statvfs,
 };
 
 const wal_io_t *wal_io_posix(void)

@@ -5,11 +5,14 @@
  *
  * retention.c checks the bounds and owns the mechanism (deleting a sealed
  * segment, counting its unacknowledged records, persisting the count before
- * the unlink). When a write would pass max_topic_bytes or max_total_bytes it
- * asks the writing topic's policy, here, to (a) make room; when the policy
- * makes none, writer.c asks it (b) how to refuse the batch. Both are a switch
- * over wal_overflow_t, and the writer reads the topic's policy once per
- * batch, so a batch is handled by one policy even if it is changed meanwhile.
+ * the unlink). When a write would pass max_topic_bytes or max_total_bytes,
+ * or take the file system's free space below the floor (min_free_bytes,
+ * space.c), it asks the writing topic's policy, here, to (a) make room;
+ * when the policy makes none, writer.c asks it (b) how to refuse the batch.
+ * Both are a switch over wal_overflow_t, and the writer reads the topic's
+ * policy once per batch, so a batch is handled by one policy even if it is
+ * changed meanwhile. The floor is a bound like the total: a topic inside
+ * the total is held to both, a topic with an own bound to neither.
  *
  * drop_oldest, the default:
  *   (a) delete the topic's oldest sealed segments until its bound has room;
@@ -17,21 +20,34 @@
  *       bound, delete the oldest sealed segment across all topics inside it
  *       (by creation time; never one of a topic with an own bound) until it
  *       has room; if every such topic holds only its active segment, no
- *       room. A topic with an own bound is outside the total: only the
- *       first step applies to it.
+ *       room. Then the same for the floor, after first applying the
+ *       checkpoints that moved and are not persisted yet (acknowledged
+ *       segments go before anything unacknowledged; at the total bound they
+ *       go at the next checkpoint flush anyway). A topic with an own bound
+ *       is outside the total and the floor: only the first step applies.
  *   (b) TB_EFULL, with a warning at most once a minute (the topic's drop
- *       rate limit); the topic stays OK.
+ *       rate limit) naming the bound; the topic stays OK.
  *
  * refuse, for a log that must lose nothing to a bound (the session journal):
  *   (a) delete nothing that is not acknowledged. If the topic's checkpoint
  *       moved and the writer has not applied it yet (it does so at most
  *       every checkpoint_flush_ms), apply it now: the segments wholly at or
  *       below it go, as they would a few seconds later anyway. Then, if the
- *       topic's bound (its own bound, if it has one) or, for a topic inside
- *       the total, the total bound still has no room, no room.
+ *       topic's bound (its own bound, if it has one) has no room, no room;
+ *       for a topic inside the total, if the total bound or the floor has
+ *       none, apply every topic's moved checkpoint the same way (other
+ *       topics' acknowledged segments cost nothing to delete) and ask again.
  *   (b) TB_EFULL, with a warning at most once a minute (the same rate
  *       limit: refuse never drops) naming the bound that is full; the topic
- *       stays OK. Its space comes back only as its checkpoint moves.
+ *       stays OK. Its space comes back only as checkpoints move (or, at the
+ *       floor, as the file system's free space returns).
+ *
+ * drop_newest, a data topic's choice (mqtt.topic_mappings[].on_full):
+ *   refuse's (a) and (b). The two are one policy under two names: refuse
+ *   is what the journal is given, drop_newest what an operator chooses, and
+ *   the warnings name which (the broker counts both as "full").
+ *
+ * Every refusal of (b) is marked refused_at_bound in the completion.
  *
  * ADDING A POLICY: a member in wal_overflow_t (wal.h, before __COUNT, with
  * its paragraph under OVERFLOW), its name in names[] below, and one case in
@@ -49,6 +65,7 @@
 static const char *const names[] = {
     [WAL_OVERFLOW_DROP_OLDEST] = "drop_oldest",
     [WAL_OVERFLOW_REFUSE] = "refuse",
+    [WAL_OVERFLOW_DROP_NEWEST] = "drop_newest",
 };
 _Static_assert(TB_ARRAY_LEN(names) == WAL_OVERFLOW__COUNT, "every overflow policy has a name");
 
@@ -100,6 +117,16 @@ static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
         if ((rc = wal__drop_oldest_segment(v)) < 0)
             return rc;
     }
+    if (wal__space_room(w, need))
+        return 0;
+    wal__checkpoints_apply_all(w); /* acknowledged data first */
+    while (!wal__space_room(w, need)) {
+        wal_topic_t *v = wal__oldest_sealed(w);
+        if (!v)
+            return WAL_NO_ROOM;
+        if ((rc = wal__drop_oldest_segment(v)) < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -109,34 +136,33 @@ static int refuse_room(wal_t *w, wal_topic_t *t, uint64_t need)
     int rc;
     if (atomic_load(&t->ck_req) > t->meta.checkpoint && (rc = wal__checkpoint_apply(t, true)) < 0)
         return rc;
+    if (wal__room(t, need))
+        return 0;
+    if (atomic_load(&t->own_bound) || t->bytes + need > wal__topic_max(t))
+        return WAL_NO_ROOM; /* its own bound: only its own checkpoint frees it */
+    wal__checkpoints_apply_all(w);
     return wal__room(t, need) ? 0 : WAL_NO_ROOM;
 }
 
-static uint64_t room(uint64_t max, uint64_t used)
+/* refuse's (b): the warning names the bound that refused (wal__full_bound:
+ * for the floor, max_bytes is the floor and bytes the free space left). */
+static int refuse_batch(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)
 {
-    return max > used ? max - used : 0;
-}
-
-/* refuse's (b): the warning names the bound that refused: a topic with an
- * own bound has only that one; otherwise the one with the least room left
- * (every bound was asked for the same bytes, so that one refused). */
-static int refuse_batch(wal_t *w, wal_topic_t *t)
-{
-    const char *bound = "max_topic_bytes";
-    uint64_t max = wal__topic_max(t), used = t->bytes;
-    if (atomic_load(&t->own_bound)) {
-        bound = "own_bound";
-    } else if (room(w->o.max_total_bytes, w->total_bytes) < room(max, used)) {
-        bound = "max_total_bytes";
-        max = w->o.max_total_bytes;
-        used = w->total_bytes;
-    }
-    uint64_t suppressed;
-    if (tb_ratelimit(&t->drop_rl, &suppressed))
+    (void)w;
+    uint64_t max, used, suppressed;
+    const char *bound = wal__full_bound(t, need, &max, &used);
+    if (!tb_ratelimit(&t->drop_rl, &suppressed))
+        return TB_EFULL;
+    if (strcmp(bound, "min_free_bytes") == 0)
+        tb_warn("wal: free space below wal.min_free_bytes; refusing batch, deleting nothing "
+                "(writes are taken again when space returns)",
+                TB_S("topic", t->name), TB_S("policy", names[p]), TB_S("bound", bound), TB_U("min_free_bytes", max),
+                TB_U("free_bytes", used), TB_U("suppressed", suppressed));
+    else
         tb_warn("wal: bound full of unacknowledged messages; refusing batch, deleting nothing "
                 "(space returns as the checkpoint moves)",
-                TB_S("topic", t->name), TB_S("bound", bound), TB_U("max_bytes", max), TB_U("bytes", used),
-                TB_U("checkpoint", t->meta.checkpoint), TB_U("suppressed", suppressed));
+                TB_S("topic", t->name), TB_S("policy", names[p]), TB_S("bound", bound), TB_U("max_bytes", max),
+                TB_U("bytes", used), TB_U("checkpoint", t->meta.checkpoint), TB_U("suppressed", suppressed));
     return TB_EFULL;
 }
 
@@ -153,6 +179,7 @@ int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t
     case WAL_OVERFLOW_DROP_OLDEST:
         return drop_oldest(w, t, need);
     case WAL_OVERFLOW_REFUSE:
+    case WAL_OVERFLOW_DROP_NEWEST:
         return refuse_room(w, t, need);
     case WAL_OVERFLOW__COUNT:
         break;
@@ -160,18 +187,23 @@ int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t
     bad_policy(t, p);
 }
 
-int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p)
+int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need)
 {
-    uint64_t suppressed;
+    uint64_t suppressed, max, used;
     switch (p) {
     case WAL_OVERFLOW_DROP_OLDEST:
-        if (tb_ratelimit(&t->drop_rl, &suppressed))
-            tb_warn("wal: total bound reached with only active segments left; refusing batch",
-                    TB_S("topic", t->name), TB_U("max_total_bytes", w->o.max_total_bytes),
-                    TB_U("suppressed", suppressed));
+        if (tb_ratelimit(&t->drop_rl, &suppressed)) {
+            const char *bound = wal__full_bound(t, need, &max, &used);
+            tb_warn(strcmp(bound, "min_free_bytes") == 0
+                        ? "wal: free space below wal.min_free_bytes with only active segments left; refusing batch"
+                        : "wal: bound reached with only active segments left; refusing batch",
+                    TB_S("topic", t->name), TB_S("bound", bound), TB_U("max_bytes", max), TB_U("bytes", used),
+                    TB_U("max_total_bytes", w->o.max_total_bytes), TB_U("suppressed", suppressed));
+        }
         return TB_EFULL;
     case WAL_OVERFLOW_REFUSE:
-        return refuse_batch(w, t);
+    case WAL_OVERFLOW_DROP_NEWEST:
+        return refuse_batch(w, t, p, need);
     case WAL_OVERFLOW__COUNT:
         break;
     }

@@ -3,11 +3,12 @@
  *
  * Three reasons to delete or set aside a sealed segment, never the active one:
  *   - checkpoint: every record in it is at or below the cluster's checkpoint;
- *   - bound: a write would take the topic past max_topic_bytes or the WAL
- *     past max_total_bytes, and the topic's overflow policy (overflow.c)
- *     makes room; with drop_oldest the oldest sealed segment goes first
- *     (for the total bound, the oldest by creation time across all topics),
- *     even if not replicated;
+ *   - bound: a write would take the topic past max_topic_bytes, the WAL
+ *     past max_total_bytes, or the file system's free space below the floor
+ *     (min_free_bytes, space.c), and the topic's overflow policy
+ *     (overflow.c) makes room; with drop_oldest the oldest sealed segment
+ *     goes first (for the total bound and the floor, the oldest by creation
+ *     time across all topics), even if not replicated;
  *   - corruption: a reader found a bad record in it (quarantine).
  *
  * Counting: records above the checkpoint that leave the disk are added to
@@ -26,8 +27,9 @@
  *
  * A topic with an own bound (wal_topic_set_own_bound: the broker's session
  * journal) is outside the total: its bytes are not in total_bytes, its
- * bound is its own max_bytes, and the total bound never picks its
- * segments. Its policy is refuse, so only its checkpoint deletes them.
+ * bound is its own max_bytes, the free-space floor does not hold it, and
+ * neither bound ever picks its segments. Its policy is refuse, so only its
+ * checkpoint deletes them.
  *
  * This file is the mechanism (how a segment leaves and is counted) and the
  * check of the bounds; which segments leave at a bound, or whether the batch
@@ -95,6 +97,7 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     t->nsegs -= n;
     pthread_mutex_unlock(&t->mu);
     wal__topic_bytes_set(t, t->bytes - freed);
+    wal__space_soon(w); /* counted as freed now; the next housekeeping reads what really is */
     uint64_t suppressed;
     if (dropped > 0 && tb_ratelimit(&t->drop_rl, &suppressed))
         tb_warn("wal: bound reached, dropping oldest messages not yet replicated", TB_S("topic", t->name),
@@ -130,6 +133,11 @@ void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes)
     wal_t *w = t->w;
     if (!own_bound(t))
         w->total_bytes = w->total_bytes - t->bytes + bytes;
+    /* every topic's bytes are on the file system: the free-space estimate follows them */
+    if (bytes >= t->bytes)
+        atomic_fetch_add(&w->all_bytes, bytes - t->bytes);
+    else
+        atomic_fetch_sub(&w->all_bytes, t->bytes - bytes);
     t->bytes = bytes;
 }
 
@@ -144,7 +152,45 @@ bool wal__room(const wal_topic_t *t, uint64_t need)
     const wal_t *w = t->w;
     if (t->bytes + need > wal__topic_max(t))
         return false;
-    return own_bound(t) || w->total_bytes + need <= w->o.max_total_bytes;
+    if (own_bound(t))
+        return true; /* outside the total bound and the free-space floor */
+    return w->total_bytes + need <= w->o.max_total_bytes && wal__space_room(w, need);
+}
+
+const char *wal__full_bound(const wal_topic_t *t, uint64_t need, uint64_t *max, uint64_t *used)
+{
+    const wal_t *w = t->w;
+    *max = wal__topic_max(t);
+    *used = t->bytes;
+    if (own_bound(t))
+        return "own_bound";
+    if (t->bytes + need > *max)
+        return "max_topic_bytes";
+    if (w->total_bytes + need > w->o.max_total_bytes) {
+        *max = w->o.max_total_bytes;
+        *used = w->total_bytes;
+        return "max_total_bytes";
+    }
+    if (!wal__space_room(w, need)) {
+        *max = atomic_load(&((wal_t *)w)->sp_floor); /* the floor, and the free bytes left */
+        *used = wal__space_free(w);
+        return "min_free_bytes";
+    }
+    return "max_topic_bytes"; /* room now (a checkpoint moved meanwhile): name the topic's own */
+}
+
+void wal__checkpoints_apply_all(wal_t *w)
+{
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        if (own_bound(t) || t->fd < 0 || t->nsegs < 2)
+            continue;
+        uint64_t ck = atomic_load(&t->ck_req);
+        /* only where a segment would go: a meta write that frees nothing is wear for nothing,
+         * and at a bound this runs for every batch */
+        if (ck > t->meta.checkpoint && t->segs[1].base <= ck + 1)
+            wal__checkpoint_apply(t, true); /* best effort: a failure only leaves the segments */
+    }
 }
 
 void wal__own_bound_apply(wal_topic_t *t, uint64_t max_bytes)

@@ -26,6 +26,9 @@ void wal_opts_default(wal_opts_t *o)
     o->fsync = WAL_FSYNC_ALWAYS;
     o->overflow = WAL_OVERFLOW_DROP_OLDEST;
     o->fsync_interval_ms = 1000;
+    o->min_free_bytes = 0;
+    o->min_free_permille = 20; /* 2% of the file system */
+    o->space_check_ms = 1000;
     o->retry_ms = 1000;
     o->checkpoint_flush_ms = 5000;
     o->reserve_span = WAL_RESERVE_SPAN_DEFAULT;
@@ -70,6 +73,10 @@ static int check_opts(const wal_opts_t *o)
         why = "overflow is not a wal_overflow_t policy";
     else if (o->fsync == WAL_FSYNC_INTERVAL && o->fsync_interval_ms == 0)
         why = "wal.fsync_interval_ms must be > 0";
+    else if (o->min_free_permille > 500)
+        why = "wal.min_free_bytes as a percentage must be 0% .. 50%";
+    else if (o->space_check_ms == 0)
+        why = "space_check_ms must be > 0";
     else if (o->pad_align > WAL_PAD_MAX || (o->pad_align & (o->pad_align - 1)) != 0)
         why = "pad_align must be 0, or a power of two up to 64 KiB";
     else if (o->reserve_span < 2 || o->reserve_span > (1ull << 40))
@@ -150,6 +157,8 @@ static void free_wal(wal_t *w)
     pthread_cond_destroy(&w->req_cond);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->topics_mu);
+    pthread_mutex_destroy(&w->sp_rl.mu);
+    pthread_mutex_destroy(&w->sp_err_rl.mu);
     free(w->pad_buf);
     free(w->dir);
     free(w);
@@ -177,18 +186,26 @@ int wal_open(const wal_opts_t *opts, wal_t **out)
     pthread_cond_init(&w->req_cond, NULL);
     tb_mbox_init(&w->done, opts->notify, opts->notify_arg);
     w->last_interval_sync_ms = tb_mono_ms();
+    w->sp_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
+    pthread_mutex_init(&w->sp_rl.mu, NULL);
+    w->sp_err_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
+    pthread_mutex_init(&w->sp_err_rl.mu, NULL);
 
     if ((rc = tb_mkdir_p(w->dir, 0755)) < 0 || (rc = lock_dir(w)) < 0 || (rc = open_topics(w)) < 0)
         goto fail;
+    wal__space_refresh(w); /* after recovery: the reading includes what the log holds */
     w->pad_align = opts->pad_align ? opts->pad_align : wal__pad_align(w->dir);
     if (w->pad_align > 1)
         w->pad_buf = tb_malloc(w->pad_align);
     if ((rc = -pthread_create(&w->thread, NULL, wal__writer_main, w)) < 0)
         goto fail;
     w->thread_started = true;
+    wal_space_t sp;
+    wal_space(w, &sp);
     tb_info("wal: open", TB_S("dir", w->dir), TB_U("topics", w->ntopics), TB_S("fsync", wal_fsync_name(w->o.fsync)),
             TB_U("total_bytes", w->total_bytes), TB_S("crc32c", wal__crc32c_impl()),
-            TB_U("pad_align", w->o.fsync == WAL_FSYNC_ALWAYS ? w->pad_align : 1));
+            TB_U("pad_align", w->o.fsync == WAL_FSYNC_ALWAYS ? w->pad_align : 1), TB_B("free_known", sp.known),
+            TB_U("free_bytes", sp.free_bytes), TB_U("min_free_bytes", sp.min_free_bytes));
     *out = w;
     return 0;
 fail:

@@ -11,8 +11,9 @@
  *   - offsets never go backwards, across clean and unclean restarts, and an
  *     offset handed out beyond the log under a reservation is never given
  *     to another message (OFFSET RESERVATION);
- *   - the disk stays bounded (per topic and in total), and every message
- *     deleted before the cluster acknowledged it is counted, persistently;
+ *   - the disk stays bounded (per topic and in total), a floor of free
+ *     space is left to the rest of the system, and every message deleted
+ *     before the cluster acknowledged it is counted, persistently;
  *   - a flash card is not worn out: one write(2) per batch, one fdatasync
  *     per group of batches, small record heads (wal_format.h).
  *
@@ -120,6 +121,12 @@ typedef struct wal_io {
     int (*write_atomic)(void *ctx, const char *path, const void *data, size_t len);
     int (*random)(void *ctx, void *buf, size_t n); /* default: getrandom */
     uint64_t (*now_ms)(void *ctx);                 /* default: tb_wall_ms */
+    /* The file system holding path: *avail, the bytes an unprivileged
+     * process may still write there (statvfs f_bavail x f_frsize), and
+     * *total, its size (f_blocks x f_frsize). Default: statvfs(3). NULL, or
+     * an error: the free space is unknown and the floor (min_free_bytes) is
+     * off until a later call works. */
+    int (*statvfs)(void *ctx, const char *path, uint64_t *avail /* OUT */, uint64_t *total /* OUT */);
 } wal_io_t;
 
 /* The POSIX table (ctx unused). */
@@ -135,34 +142,48 @@ const char *wal_fsync_name(wal_fsync_t m);
 
 /*
  * OVERFLOW: what a topic does when a write would take it past its bound
- * (max_topic_bytes, or its own bound: wal_topic_set_own_bound) or the WAL
- * past max_total_bytes. The policy of the topic being written decides
- * (wal/overflow.c holds every case):
+ * (max_topic_bytes, or its own bound: wal_topic_set_own_bound), the WAL
+ * past max_total_bytes, or the free space of the file system below the
+ * floor (min_free_bytes: see wal_space; topics with an own bound are
+ * exempt). The policy of the topic being written decides (wal/overflow.c
+ * holds every case):
  *   DROP_OLDEST  delete the topic's oldest sealed segments (for the total
- *                bound, the oldest sealed segment across all topics inside
- *                it; never one of a topic with an own bound), even if
- *                not replicated, counting every unacknowledged message deleted
- *                in dropped_total; when only active segments are left and
- *                the bound still refuses, the batch completes with TB_EFULL
- *                and the topic stays OK.
+ *                bound and the floor, the oldest sealed segment across all
+ *                topics inside the total; never one of a topic with an own
+ *                bound), even if not replicated, counting every
+ *                unacknowledged message deleted in dropped_total; at the
+ *                floor, checkpoints not applied yet are applied first, so
+ *                acknowledged segments go before anything else. When only
+ *                active segments are left and the bound still refuses, the
+ *                batch completes with TB_EFULL and the topic stays OK.
  *   REFUSE       delete nothing that is not acknowledged: apply the topic's
  *                checkpoint if it moved (the segments wholly at or below it
- *                go, as they would at the next checkpoint flush), and if the
- *                bound still has no room, the batch completes with TB_EFULL
- *                and the topic stays OK (a warning at most once a minute
- *                names the bound). Space comes back only as the checkpoint
- *                moves. For a log that must not lose a record to a bound,
- *                such as the broker's session journal: see
- *                wal_topic_set_own_bound.
+ *                go, as they would at the next checkpoint flush), and, for
+ *                the total bound and the floor, every topic's that moved;
+ *                if the bound still has no room, the batch completes with
+ *                TB_EFULL and the topic stays OK (a warning at most once a
+ *                minute names the bound). Space comes back only as
+ *                checkpoints move (or, at the floor, as space returns). For
+ *                a log that must not lose a record to a bound, such as the
+ *                broker's session journal: see wal_topic_set_own_bound.
+ *   DROP_NEWEST  the same for a data topic, by its configuration name
+ *                (mqtt.topic_mappings[].on_full): what is stored stays
+ *                until the cluster acknowledges it, and new batches are
+ *                refused while the bound is full.
+ * A refused batch's completion has refused_at_bound set, so a caller tells
+ * a bound (the topic OK, nothing tried on disk) from a failed disk, which
+ * TB_EFULL alone does not (a failed topic answers TB_EFULL too).
  * Members are numbered from 0, DROP_OLDEST first, so zeroed options mean it.
+ * A policy that waits for room (block) would be one more member here.
  */
 typedef enum {
     WAL_OVERFLOW_DROP_OLDEST = 0,
     WAL_OVERFLOW_REFUSE = 1,
+    WAL_OVERFLOW_DROP_NEWEST = 2,
     WAL_OVERFLOW__COUNT
 } wal_overflow_t;
 
-/* Parses "drop_oldest" | "refuse"; returns 0, or TB_ECONFIG (*out untouched). */
+/* Parses "drop_oldest" | "refuse" | "drop_newest"; returns 0, or TB_ECONFIG (*out untouched). */
 int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
 /* The policy's name as wal_overflow_parse reads it; "?" out of range. */
 const char *wal_overflow_name(wal_overflow_t p);
@@ -183,6 +204,14 @@ typedef struct wal_opts {
                                      each open starts every topic with this). Not in the
                                      config file yet */
     uint32_t fsync_interval_ms;   /* wal.fsync_interval_ms: 1000 (INTERVAL only) */
+    uint64_t min_free_bytes;      /* wal.min_free_bytes given as bytes: 0 */
+    uint32_t min_free_permille;   /* wal.min_free_bytes given as N%, in tenths of a percent: 20
+                                     (2%, the default), at most 500. The FREE-SPACE FLOOR is the
+                                     larger of the two, of the file system holding dir (see
+                                     wal_space); 0 and 0 turn it off */
+    uint32_t space_check_ms;      /* 1000: how often the writer reads the free space (statvfs);
+                                     also after it deletes segments, after a write fails for want
+                                     of space, and at wal_sync. Not in the config file */
     uint32_t retry_ms;            /* 1000: how often a failed topic retries */
     uint32_t checkpoint_flush_ms; /* 5000: checkpoints reach disk at most this often
                                      (and at close). Each write costs a fresh 4 KiB page
@@ -480,8 +509,33 @@ typedef struct wal_fsync_hist {
 } wal_fsync_hist_t;
 
 void wal_fsync_hist(wal_t *w, wal_fsync_hist_t *out /* OUT */);
+
 /* The smallest bucket upper bound (us) at or below which a fraction q of samples lie. */
 uint64_t wal_fsync_hist_quantile(const wal_fsync_hist_t *h, double q);
+
+/*
+ * FREE SPACE. The file system holding the log may be shared (an SD card
+ * with the OS and other programs): below the floor, the larger of
+ * min_free_bytes and min_free_permille of its size, the log behaves as at
+ * max_total_bytes (every topic's overflow policy acts: drop_oldest deletes
+ * the oldest sealed segments across topics, a refusing policy refuses),
+ * and it recovers on its own when space returns; a topic with an own bound
+ * (the session journal) is exempt. The writer's estimate: a statvfs
+ * reading (at open, every space_check_ms, after it deleted segments, after
+ * a write failed for want of space, at wal_sync), less what the log grew
+ * by since. A deletion counts as freed at once; a segment a reader still
+ * has open returns its blocks when the reader leaves it (the next reading
+ * shows it), so at most one segment per reader goes more than needed.
+ * Any thread.
+ */
+typedef struct wal_space {
+    bool known;              /* statvfs read the file system (else the floor is off) */
+    uint64_t free_bytes;     /* the estimate (statvfs f_bavail, less what the log wrote since) */
+    uint64_t fs_bytes;       /* the file system's size */
+    uint64_t min_free_bytes; /* the floor in bytes (0: off) */
+    uint64_t readings;       /* statvfs calls that worked */
+} wal_space_t;
+void wal_space(wal_t *w, wal_space_t *out /* OUT */);
 
 /* ---- batches (event-loop thread) ------------------------------------------ */
 
@@ -545,6 +599,9 @@ typedef struct wal_completion {
     int rc;                /* 0, or why nothing of the batch is stored */
     uint64_t first_offset; /* offsets first_offset .. first_offset + count - 1 */
     uint32_t count;
+    bool refused_at_bound; /* rc is the topic's overflow policy refusing at a bound (see
+                              OVERFLOW): nothing was written and the topic is OK; false for
+                              every other error (a failed topic, a failed write, closing) */
     void *user;            /* as given to wal_submit */
     wal_topic_t *topic;
 } wal_completion_t;

@@ -160,6 +160,21 @@ struct wal {
     uint8_t *pad_buf;             /* pad_align bytes for the padding record (NULL if 1) */
     int close_rc;
 
+    /* free space (space.c). [A]: any thread reads them (wal_space); only
+     * the writer (or wal_open before it starts) writes them. */
+    _Atomic uint64_t all_bytes;   /* sum of every topic's bytes, own bounds included */
+    _Atomic uint64_t sp_avail;    /* the last statvfs reading: bytes free */
+    _Atomic uint64_t sp_base;     /* all_bytes at that reading */
+    _Atomic uint64_t sp_total;    /* the file system's size */
+    _Atomic uint64_t sp_floor;    /* the floor in bytes, 0: off (resolved at each reading) */
+    _Atomic uint64_t sp_readings; /* readings that worked */
+    _Atomic bool sp_known;        /* a reading worked */
+    uint64_t sp_next_ms;          /* [W] when the next periodic reading is due (0: now) */
+    bool sp_short;                /* [W] below the floor at the last reading */
+    bool sp_short_logged;         /* [W] and that was logged: the way back above is too */
+    tb_ratelimit_t sp_rl;         /* "below the floor": at most once a minute */
+    tb_ratelimit_t sp_err_rl;     /* "cannot read the free space": at most once a minute */
+
     /* fdatasync histogram [A] */
     _Atomic uint64_t h_buckets[WAL_FSYNC_HIST_BUCKETS];
     _Atomic uint64_t h_count, h_sum_us, h_max_us;
@@ -272,8 +287,18 @@ void wal__topic_bytes_set(wal_topic_t *t, uint64_t bytes);
 /* t's bound: its own bound if it has one, else max_topic_bytes. */
 uint64_t wal__topic_max(const wal_topic_t *t);
 /* Whether need more bytes in t fit its bound and, unless t has an own
- * bound, the total bound. */
+ * bound, the total bound and the free-space floor (space.c). */
 bool wal__room(const wal_topic_t *t, uint64_t need);
+/* Which bound has no room for need more bytes in t, by its configuration
+ * name ("max_topic_bytes", "own_bound", "max_total_bytes",
+ * "min_free_bytes"), with its size and what it holds (for the floor: the
+ * floor and the free bytes left), for the refusal's warning. */
+const char *wal__full_bound(const wal_topic_t *t, uint64_t need, uint64_t *max /* OUT */, uint64_t *used /* OUT */);
+/* Applies every checkpoint that moved and is not persisted yet, of the
+ * topics inside the total bound, where that deletes a segment (their
+ * acknowledged segments go): what the floor and a refusing policy free
+ * before anything unacknowledged. Best effort. */
+void wal__checkpoints_apply_all(wal_t *w);
 /* Applies wal_topic_set_own_bound (writer thread): takes t's bytes out of
  * the total the first time, sets the bound and the REFUSE policy. */
 void wal__own_bound_apply(wal_topic_t *t, uint64_t max_bytes);
@@ -315,15 +340,34 @@ int wal__reserve_release(wal_topic_t *t);
 /* wal.c: queues a RESERVE request for t and waits for it. */
 int wal__request_reserve(wal_topic_t *t, uint64_t end);
 
+/* ---- space.c: the free-space floor ---------------------------------------- */
+
+/* Reads the free space now (statvfs through the io seam) and resolves the
+ * floor; logs when the log goes below the floor or back above it. Writer
+ * thread (or wal_open before it starts). */
+void wal__space_refresh(wal_t *w);
+/* Housekeeping: reads the free space when a reading is due. */
+void wal__space_due(wal_t *w, uint64_t now_ms);
+/* After segments were deleted: the next housekeeping reads the free space. */
+void wal__space_soon(wal_t *w);
+/* When the next periodic reading is due (UINT64_MAX: never: no statvfs). */
+uint64_t wal__space_deadline(const wal_t *w);
+/* The estimate of free bytes (UINT64_MAX while unknown). */
+uint64_t wal__space_free(const wal_t *w);
+/* Whether need more bytes leave the free space at or above the floor
+ * (always, while it is off or unknown). */
+bool wal__space_room(const wal_t *w, uint64_t need);
+
 /* ---- overflow.c: the policies at a bound ------------------------------------ */
 
 /* (a) Policy p's way to make room for need more bytes in t when a bound
  * would be passed (writer thread; called by wal__make_room). Returns 0,
  * WAL_NO_ROOM, or -errno. */
 int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need);
-/* (b) Policy p's refusal of a batch of t it could not make room for: logs
- * (rate-limited) and returns the batch's completion code. Writer thread. */
-int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p);
+/* (b) Policy p's refusal of a batch of t (of need bytes) it could not make
+ * room for: logs (rate-limited, naming the bound) and returns the batch's
+ * completion code. Writer thread. */
+int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t need);
 
 /* ---- writer.c ------------------------------------------------------------- */
 

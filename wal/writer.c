@@ -19,7 +19,8 @@
  *           saves writing the last page again (pad.c)
  *   post every completion of the round, in order, to the done list
  *   housekeeping: INTERVAL syncs, retries of failed topics, offset
- *           reservations asked for (reserve.c), checkpoints
+ *           reservations asked for (reserve.c), checkpoints, the
+ *           free-space reading when due (space.c)
  *
  * So however many batches arrive while an fdatasync is running, the next
  * round covers them all with one more fdatasync per topic.
@@ -229,6 +230,8 @@ undo:
         t->needs_repair = true;
     }
     t->wpos = old_wpos;
+    if (disk_full(rc))
+        wal__space_refresh(w); /* the estimate was wrong: someone else took the space */
     atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release); /* its offsets will be reused */
     t->probe_bytes = b->len + WAL_SEG_HDR_SIZE; /* what a retry must be able to write */
     if (sync_err)
@@ -295,6 +298,7 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
     b->c.topic = t;
     b->c.count = b->count;
     b->c.first_offset = 0;
+    b->c.refused_at_bound = false;
     round_add(r, b);
     if (b->count == 0) {
         b->c.rc = 0;
@@ -309,9 +313,11 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
     }
     /* one policy for the whole batch, even if wal_topic_set_overflow runs now */
     wal_overflow_t policy = wal_topic_overflow(t);
-    int rc = wal__make_room(w, t, policy, b->len + WAL_SEG_HDR_SIZE);
+    uint64_t need = b->len + WAL_SEG_HDR_SIZE;
+    int rc = wal__make_room(w, t, policy, need);
     if (rc == WAL_NO_ROOM) {
-        b->c.rc = wal__overflow_refuse(w, t, policy);
+        b->c.rc = wal__overflow_refuse(w, t, policy, need);
+        b->c.refused_at_bound = true;
         return;
     }
     if (rc < 0) {
@@ -434,6 +440,8 @@ static int sync_all(wal_t *w, bool closing)
         if (rc < 0 && !first)
             first = rc;
     }
+    if (!closing)
+        wal__space_refresh(w); /* a barrier: what wal_space says after it is a fresh reading */
     for (size_t i = 0; i < w->ntopics && !first; i++)
         if (atomic_load(&w->topics[i]->state) == WAL_TOPIC_FAILED)
             first = failfast_rc(w->topics[i]);
@@ -457,11 +465,12 @@ static void housekeeping(wal_t *w)
         if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
             wal__checkpoint_apply(t, false);
     }
+    wal__space_due(w, tb_mono_ms()); /* last: after what the checkpoints deleted */
 }
 
 static uint64_t next_deadline(wal_t *w)
 {
-    uint64_t dl = UINT64_MAX;
+    uint64_t dl = wal__space_deadline(w);
     for (size_t i = 0; i < w->ntopics; i++) {
         wal_topic_t *t = w->topics[i];
         if (w->o.fsync == WAL_FSYNC_INTERVAL && t->dirty)

@@ -49,6 +49,8 @@ typedef enum {
     BROKER_REJ_NOT_READY,     /* enforce mapping whose schema is not resolved */
     BROKER_REJ_TOO_LARGE,     /* payload over mqtt.max_payload_size */
     BROKER_REJ_QUOTA,         /* the topic's log failed (disk full, I/O error) */
+    BROKER_REJ_FULL,          /* a disk bound refused it (the log is fine): the topic's on_full, or the
+                                 free-space floor, with nothing left to drop */
     BROKER_REJ__COUNT
 } broker_reject_t;
 const char *broker_reject_name(broker_reject_t r);
@@ -67,6 +69,7 @@ typedef struct broker_topic {
     wal_topic_t *wal;
     char *schema_subject;        /* its mappings' schema_subject; NULL: raw bytes */
     cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
+    cfg_on_full_t on_full;       /* its mappings' on_full (they must agree): its log's overflow policy */
     /* the schema block (written by the replication glue) */
     sch_validator_t *validator;  /* NULL until resolved (or on compile failure); owned */
     bool has_schema;
@@ -123,6 +126,13 @@ void broker_wal_notify(void *broker);
  * is the configuration); then drain (nothing to wait for) and close.
  */
 int broker_init(broker_t *b, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen);
+/*
+ * The rules broker_init holds the configuration to beyond config/'s own
+ * (they need the router's topics): the mappings of one upstream topic
+ * agree on schema_subject and on_full. Opens nothing. 0, or TB_ECONFIG
+ * with err = "mqtt.topic_mappings[i].KEY (line N): why". Any thread.
+ */
+int broker_check_config(const cfg_t *cfg, char *err, size_t errlen);
 /*
  * Opens every listener: mqtt.listeners, or mqtt.listener alone; each is
  * logged "mqtt listening" with its bound address (addr), its index

@@ -191,6 +191,15 @@ void broker__ingest_completions(broker_t *srv)
                 srv->on_stored(srv->on_stored_arg, t->id); /* new records are readable: wake the outputs */
         } else if (t == srv->dead_letter) {
             tb_error("dead-letter log write failed: refused payloads not kept", TB_ERR(done->rc));
+        } else if (done->refused_at_bound) {
+            /* a bound, not a broken disk: the log says which bound (wal/overflow.c) */
+            t->rejected[BROKER_REJ_FULL] += wal_batch_count(b);
+            static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+            uint64_t skipped;
+            if (tb_ratelimit(&rl, &skipped))
+                tb_warn("a disk bound refuses messages: none acknowledged (MQTT 5 0x97; 3.1.1 QoS 1/2 closed)",
+                        TB_S("topic", t->name), TB_U("messages", wal_batch_count(b)),
+                        TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))), TB_U("suppressed", skipped));
         } else {
             t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
@@ -204,7 +213,7 @@ void broker__ingest_completions(broker_t *srv)
             broker_conn_t *c = p->conn;
             if (done->rc != 0) {
                 /* not stored (or, for the dead-letter log, not kept): never say it was */
-                broker__refuse(c, p, done->rc == TB_EFULL ? BROKER_REFUSE_QUOTA : BROKER_REFUSE_LOG_UNAVAILABLE);
+                broker__refuse(c, p, done->refused_at_bound ? BROKER_REFUSE_QUOTA : BROKER_REFUSE_LOG_UNAVAILABLE);
                 p->qos2_record = false;
             }
             p->waits--;

@@ -19,7 +19,8 @@
 
 const char *broker_reject_name(broker_reject_t r)
 {
-    static const char *const names[] = { "unmatched", "invalid_schema", "not_ready", "too_large", "quota" };
+    static const char *const names[] = { "unmatched", "invalid_schema", "not_ready", "too_large", "quota", "full" };
+    _Static_assert(sizeof names / sizeof names[0] == BROKER_REJ__COUNT, "every reject reason has a name");
     return (unsigned)r < BROKER_REJ__COUNT ? names[r] : "?";
 }
 

@@ -12,6 +12,8 @@
  */
 #include "gateway/broker/broker_int.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +30,31 @@ static void free_specs(router_spec_t *specs, size_t n)
     free(specs);
 }
 
-static int build_router(broker_t *srv, char *err, size_t errlen)
+/* How the configuration's errors are worded: in the log of `run` with the
+ * file and line first ("edge.yaml:6: key: why"), for `tributary check`
+ * (broker_check_config), which names the file itself, as "key (line 6):
+ * why" like the TLS files' errors. */
+static void cfg_error(const cfg_t *cfg, bool for_check, int line, const char *key, char *err, size_t errlen,
+                      const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static void cfg_error(const cfg_t *cfg, bool for_check, int line, const char *key, char *err, size_t errlen,
+                      const char *fmt, ...)
+{
+    char why[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (for_check && line)
+        snprintf(err, errlen, "%s (line %d): %s", key, line, why);
+    else if (for_check)
+        snprintf(err, errlen, "%s: %s", key, why);
+    else if (line)
+        snprintf(err, errlen, "%s:%d: %s: %s", cfg->source, line, key, why);
+    else
+        snprintf(err, errlen, "%s: %s: %s", cfg->source, key, why);
+}
+
+static int build_router(broker_t *srv, bool for_check, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n = cfg->mqtt.nmappings;
@@ -48,7 +74,7 @@ static int build_router(broker_t *srv, char *err, size_t errlen)
     int rc = router_compile(specs, n, &srv->router, why, sizeof why);
     free_specs(specs, n);
     if (rc < 0)
-        snprintf(err, errlen, "%s: mqtt.topic_mappings: %s", cfg->source, why);
+        cfg_error(cfg, for_check, 0, "mqtt.topic_mappings", err, errlen, "%s", why);
     return rc;
 }
 
@@ -73,7 +99,55 @@ int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out)
     return wal_topic_open(srv->wal, t->name, &t->wal);
 }
 
-static int build_topics(broker_t *srv, char *err, size_t errlen)
+/* A mapping's on_full as the WAL's overflow policy. No default: a new
+ * member of cfg_on_full_t (block) fails the build here until it has one. */
+static wal_overflow_t overflow_of(cfg_on_full_t f)
+{
+    switch (f) {
+    case CFG_ON_FULL_DROP_OLDEST: return WAL_OVERFLOW_DROP_OLDEST;
+    case CFG_ON_FULL_DROP_NEWEST: return WAL_OVERFLOW_DROP_NEWEST;
+    }
+    return WAL_OVERFLOW_DROP_OLDEST; /* out of range: the parser never gives one */
+}
+
+static const char *on_full_name(cfg_on_full_t f)
+{
+    return wal_overflow_name(overflow_of(f));
+}
+
+/* Every mapping of one upstream topic gives it the same on_full: its log has
+ * one policy, and which mapping's would win is not ours to guess. The first
+ * mapping of a topic sets it (*first: its index + 1); a later one that
+ * differs is an error naming the file, its line and the key. */
+static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, size_t *first, size_t r, char *err,
+                         size_t errlen)
+{
+    const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
+    if (!*first) {
+        t->on_full = m->on_full;
+        *first = r + 1;
+        return 0;
+    }
+    if (t->on_full == m->on_full)
+        return 0;
+    const cfg_mapping_t *f = &cfg->mqtt.mappings[*first - 1];
+    char key[64];
+    snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].on_full", r);
+    cfg_error(cfg, for_check, m->line, key, err, errlen,
+              "%s, but topic %s already has on_full %s from mqtt.topic_mappings[%zu] (line %d); every mapping of "
+              "one upstream topic must say the same",
+              on_full_name(m->on_full), t->name, on_full_name(t->on_full), *first - 1, f->line);
+    return TB_ECONFIG;
+}
+
+/*
+ * The upstream topics and the rules, from the configuration and the
+ * router: each topic's schema subject, encoding and on_full from its
+ * mappings, which must agree. Touches no loop and no log, so `tributary
+ * check` runs it too (broker_check_config). srv->topics is allocated even
+ * when a rule fails.
+ */
+static int settle_topics(broker_t *srv, bool for_check, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
     size_t n;
@@ -87,9 +161,8 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
         t->name = tb_strdup(names[i]);
         t->id = (uint32_t)i;
         t->srv = srv;
-        uv_timer_init(srv->loop, &t->timer);
-        t->timer.data = t;
     }
+    size_t *on_full_from = tb_calloc(n ? n : 1, sizeof *on_full_from);
     for (size_t r = 0; r < srv->nrules; r++) {
         const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
         srv->rules[r] = (broker_rule_t){ m, m->validation_policy };
@@ -97,12 +170,18 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
         const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
         for (size_t k = 0; k < nt; k++) {
             broker_topic_t *t = &srv->topics[ids[k]];
+            if (agree_on_full(cfg, for_check, t, &on_full_from[ids[k]], r, err, errlen) < 0) {
+                free(on_full_from);
+                return TB_ECONFIG;
+            }
             const char *subj = m->schema_subject;
             if (t->schema_subject && subj && strcmp(t->schema_subject, subj) != 0) {
-                snprintf(err, errlen,
-                         "%s:%d: mqtt.topic_mappings[%zu].schema_subject: topic %s already has schema subject "
-                         "\"%s\" from an earlier mapping; one topic has one schema",
-                         cfg->source, m->line, r, t->name, t->schema_subject);
+                char key[64];
+                snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].schema_subject", r);
+                cfg_error(cfg, for_check, m->line, key, err, errlen,
+                          "topic %s already has schema subject \"%s\" from an earlier mapping; one topic has one "
+                          "schema", t->name, t->schema_subject);
+                free(on_full_from);
                 return TB_ECONFIG;
             }
             if (subj && !t->schema_subject)
@@ -111,20 +190,37 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
                 t->encoding = m->encoding;
         }
     }
+    free(on_full_from);
+    return 0;
+}
+
+static int build_topics(broker_t *srv, char *err, size_t errlen)
+{
+    const cfg_t *cfg = srv->cfg;
+    int rc = settle_topics(srv, false, err, errlen);
+    for (size_t i = 0; i < srv->ntopics; i++) { /* every topic's timer is closed by broker_close */
+        uv_timer_init(srv->loop, &srv->topics[i].timer);
+        srv->topics[i].timer.data = &srv->topics[i];
+    }
+    if (rc < 0)
+        return rc;
+    size_t n = srv->ntopics;
     if (cfg->mqtt.dead_letter) {
-        int rc = broker__local_open(srv, BROKER_DEAD_LETTER_TOPIC, &srv->dead_letter);
+        rc = broker__local_open(srv, BROKER_DEAD_LETTER_TOPIC, &srv->dead_letter);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
             return rc;
         }
     }
-    int jrc = broker__journal_open(srv, err, errlen);
-    if (jrc < 0)
-        return jrc;
+    if ((rc = broker__journal_open(srv, err, errlen)) < 0)
+        return rc;
     for (size_t i = 0; i < n; i++) {
-        int rc = wal_topic_open(srv->wal, srv->topics[i].name, &srv->topics[i].wal);
+        broker_topic_t *t = &srv->topics[i];
+        rc = wal_topic_open(srv->wal, t->name, &t->wal);
+        if (rc == 0)
+            rc = wal_topic_set_overflow(t->wal, overflow_of(t->on_full)); /* not persisted: every start */
         if (rc < 0) {
-            snprintf(err, errlen, "cannot open the log of topic %s: %s", srv->topics[i].name, tb_strerror(rc));
+            snprintf(err, errlen, "cannot open the log of topic %s: %s", t->name, tb_strerror(rc));
             return rc;
         }
     }
@@ -136,9 +232,27 @@ int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t e
     srv->cfg = cfg;
     srv->max_connections = cfg->mqtt.max_connections;
     srv->wal = wal;
-    int rc = build_router(srv, err, errlen);
+    int rc = build_router(srv, false, err, errlen);
     if (rc == 0)
         rc = build_topics(srv, err, errlen);
+    return rc;
+}
+
+int broker_check_config(const cfg_t *cfg, char *err, size_t errlen)
+{
+    broker_t *srv = tb_calloc(1, sizeof *srv);
+    srv->cfg = cfg;
+    int rc = build_router(srv, true, err, errlen);
+    if (rc == 0)
+        rc = settle_topics(srv, true, err, errlen);
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        free(srv->topics[i].name);
+        free(srv->topics[i].schema_subject);
+    }
+    free(srv->topics);
+    free(srv->rules);
+    router_free(srv->router);
+    free(srv);
     return rc;
 }
 

@@ -48,6 +48,8 @@ int cli_check_files(const cfg_t *cfg, char *err, size_t errlen)
         explicit_bzero(token, strlen(token));
         free(token);
     }
+    if (gw_topics_check(cfg, err, errlen) < 0)
+        return -1;
     return gw_tls_check(cfg, err, errlen) < 0 ? -1 : 0;
 }
 

@@ -251,6 +251,8 @@ typedef enum {
     METRICS_WAL_FSYNC_SECONDS,
     METRICS_WAL_TOPIC_LIMIT,
     METRICS_WAL_TOTAL_LIMIT,
+    METRICS_WAL_FREE_BYTES,
+    METRICS_WAL_MIN_FREE,
     METRICS_CLUSTER_UP,
     METRICS_READY,
     METRICS_LOOP_LAG,
@@ -295,6 +297,7 @@ typedef enum {
     METRICS_REJECT_SCHEMA_UNAVAILABLE, /* enforce, but the schema is not in the registry cache */
     METRICS_REJECT_PAYLOAD_TOO_LARGE,  /* over mqtt.max_payload_size (or too many attributes) */
     METRICS_REJECT_WAL_UNAVAILABLE,    /* the topic's log refused the append (failed fsync, disk) */
+    METRICS_REJECT_FULL,               /* a disk bound refused it: on_full drop_newest, or nothing left to drop */
     METRICS_REJECT__COUNT
 } metrics_reject_t;
 extern const char *const metrics_reject_reasons[METRICS_REJECT__COUNT];

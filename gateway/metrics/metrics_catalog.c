@@ -166,11 +166,19 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
                                    TB_ARRAY_LEN(fsync_bounds_ns) },
                                  METRICS_L_NONE, METRICS_L_NONE, NULL, false },
     G(METRICS_WAL_TOPIC_LIMIT, "tributary_wal_topic_limit_bytes",
-      "Disk bound of each topic's log (wal.max_topic_bytes); past it the oldest segment is dropped.", 1, METRICS_L_NONE,
+      "Disk bound of each topic's log (wal.max_topic_bytes); past it its on_full acts: drop_oldest drops the oldest "
+      "segment, drop_newest refuses new messages.", 1, METRICS_L_NONE,
       "wal_limits.topic_bytes", false),
     G(METRICS_WAL_TOTAL_LIMIT, "tributary_wal_total_limit_bytes",
-      "Disk bound of the whole log (wal.max_total_bytes); past it the oldest segment overall is dropped.", 1,
+      "Disk bound of the whole log (wal.max_total_bytes); past it the writing topic's on_full acts: drop_oldest "
+      "drops the oldest segment overall, drop_newest refuses new messages.", 1,
       METRICS_L_NONE, "wal_limits.total_bytes", false),
+    G(METRICS_WAL_FREE_BYTES, "tributary_wal_free_bytes",
+      "Free bytes on the file system holding wal.dir, as the log's writer last estimated them (a statvfs reading "
+      "every second, less what the log wrote since).", 1, METRICS_L_NONE, "wal_limits.free_bytes", false),
+    G(METRICS_WAL_MIN_FREE, "tributary_wal_min_free_bytes",
+      "The free-space floor (wal.min_free_bytes, in bytes): below it the log behaves as full; 0 when off.", 1,
+      METRICS_L_NONE, "wal_limits.min_free_bytes", false),
     G(METRICS_CLUSTER_UP, "tributary_cluster_up", "1 when the replication stream to the cluster is established.", 1,
       METRICS_L_NONE, "cluster.up", true),
     G(METRICS_READY, "tributary_ready", "1 when /readyz answers 200.", 1, METRICS_L_NONE, "ready", true),
@@ -206,6 +214,7 @@ const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
     [METRICS_REJECT_SCHEMA_UNAVAILABLE] = "schema_unavailable",
     [METRICS_REJECT_PAYLOAD_TOO_LARGE] = "payload_too_large",
     [METRICS_REJECT_WAL_UNAVAILABLE] = "wal_unavailable",
+    [METRICS_REJECT_FULL] = "full",
 };
 
 /* the names rep_retry_name() gives (a unit test checks they agree) */

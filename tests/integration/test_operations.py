@@ -178,7 +178,7 @@ class Accounting(unittest.TestCase):
         self.assertEqual((tele["received"], tele["stored"], tele["replicated"], tele["queued"], tele["dropped"]),
                          (310, 300, 300, 0, 0))
         self.assertEqual(tele["rejected"], {"schema_invalid": 7, "schema_unavailable": 0, "payload_too_large": 3,
-                                            "wal_unavailable": 0})
+                                            "wal_unavailable": 0, "full": 0})
         self.assertEqual((raw["received"], raw["stored"], raw["replicated"], sum(raw["rejected"].values())),
                          (200, 200, 200, 0))
         for t in (tele, raw):

@@ -164,6 +164,92 @@ Test(config, byte_sizes_accept_suffixes)
     free(y);
 }
 
+Test(config, min_free_bytes_takes_a_size_or_a_share_of_the_file_system)
+{
+    static const struct { const char *text; uint64_t bytes; uint32_t permille; } ok[] = {
+        { "64MiB", 64u << 20, 0 }, { "2%", 0, 20 }, { "0.5%", 0, 5 }, { "\"12.5 %\"", 0, 125 },
+        { "50%", 0, 500 },         { "0", 0, 0 },   { "0%", 0, 0 },  { "1048576", 1u << 20, 0 },
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *tail = tb_asprintf("wal:\n  min_free_bytes: %s\n", ok[i].text);
+        char *y = cat(HEAD, tail);
+        cfg_t *c = load(y, NULL);
+        cr_assert_not_null(c, "%s: %s", ok[i].text, err);
+        cr_assert_eq(c->wal.min_free_bytes.bytes, ok[i].bytes, "%s", ok[i].text);
+        cr_assert_eq(c->wal.min_free_bytes.permille, ok[i].permille, "%s", ok[i].text);
+        cfg_free(c);
+        free(y);
+        free(tail);
+    }
+    char *const env[] = { "TRIBUTARY_WAL_MIN_FREE_BYTES=10%", NULL };
+    cfg_t *c = load(HEAD, env);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->wal.min_free_bytes.permille, 100);
+    cfg_free(c);
+}
+
+Test(config, min_free_bytes_errors_name_the_key_and_what_was_expected)
+{
+    static const struct { const char *text, *why; } bad[] = {
+        { "60%", "not within 0%..50%" },
+        { "2.25%", "at most one decimal" },
+        { "2x%", "a size (64MiB) or a percentage" },
+        { "lots", "a size (64MiB) or a percentage" },
+        { "%", "a size (64MiB) or a percentage" },
+        { "5%%", "a size (64MiB) or a percentage" },
+        { "2EiB", "a size (64MiB) or a percentage" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *tail = tb_asprintf("wal:\n  min_free_bytes: \"%s\"\n", bad[i].text);
+        char *y = cat(HEAD, tail);
+        expect_error(y, "test.yaml:9:19: wal.min_free_bytes:", bad[i].why);
+        free(y);
+        free(tail);
+    }
+}
+
+Test(config, min_free_bytes_prints_as_it_reads)
+{
+    static const char *const texts[] = { "0.5%", "2%", "64MiB" };
+    static const char *const printed[] = { "min_free_bytes: \"0.5%\"\n", "min_free_bytes: \"2%\"\n",
+                                           "min_free_bytes: 67108864\n" };
+    for (size_t i = 0; i < 3; i++) {
+        char *tail = tb_asprintf("wal:\n  min_free_bytes: %s\n", texts[i]);
+        char *y = cat(HEAD, tail);
+        cfg_t *c = load(y, NULL);
+        cr_assert_not_null(c, "%s", err);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        cfg_print(c, f);
+        fclose(f);
+        cr_assert(strstr(buf, printed[i]), "%s printed as:\n%s", texts[i], buf);
+        cfg_t *again = load(buf, NULL);
+        cr_assert_not_null(again, "%s", err);
+        cr_assert_eq(again->wal.min_free_bytes.bytes, c->wal.min_free_bytes.bytes);
+        cr_assert_eq(again->wal.min_free_bytes.permille, c->wal.min_free_bytes.permille);
+        cfg_free(again);
+        cfg_free(c);
+        free(buf);
+        free(y);
+        free(tail);
+    }
+}
+
+Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
+{
+    char *y = cat(HEAD, "    - mqtt_pattern: c/+\n      danube_topic: /e1/u\n      on_full: drop_newest\n");
+    cfg_t *c = load(y, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].on_full, CFG_ON_FULL_DROP_OLDEST);
+    cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_DROP_NEWEST);
+    cfg_free(c);
+    free(y);
+    y = cat(HEAD, "      on_full: block\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].on_full:", "expected one of drop_oldest, drop_newest");
+    free(y);
+}
+
 Test(config, duplicate_yaml_key)
 {
     char *y = cat(HEAD, "wal:\n  fsync: never\n  fsync: always\n");
@@ -440,7 +526,7 @@ Test(config, diff_names_each_changed_key)
 {
     char *a = cat(HEAD, "log:\n  level: info\n");
     char *b = cat(HEAD, "      validation_policy: none\n      schema_subject: s\nlog:\n  level: debug\n"
-                        "wal:\n  fsync: never\n");
+                        "wal:\n  fsync: never\n  min_free_bytes: 1%\n");
     cfg_t *ca = load(a, NULL);
     cr_assert_not_null(ca, "%s", err);
     char *const env[] = { "TRIBUTARY_EDGE_TOKEN=new-secret", NULL };
@@ -448,11 +534,12 @@ Test(config, diff_names_each_changed_key)
     cr_assert_not_null(cb, "%s", err);
     ndiffs = 0;
     cfg_diff(ca, cb, collect_diff, NULL);
-    cr_assert_eq(ndiffs, 4);
+    cr_assert_eq(ndiffs, 5);
     cr_assert_str_eq(diffs[0], "edge.token");
     cr_assert_str_eq(diffs[1], "mqtt.topic_mappings[0].schema_subject");
     cr_assert_str_eq(diffs[2], "wal.fsync");
-    cr_assert_str_eq(diffs[3], "log.level");
+    cr_assert_str_eq(diffs[3], "wal.min_free_bytes");
+    cr_assert_str_eq(diffs[4], "log.level");
     ndiffs = 0;
     cfg_diff(ca, ca, collect_diff, NULL);
     cr_assert_eq(ndiffs, 0);

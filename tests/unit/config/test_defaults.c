@@ -55,6 +55,12 @@ static bool same_field(const cfg__key_t *k, const cfg_t *a, const cfg_t *b, char
     case CFG__ENUM:
         snprintf(why, whylen, "%d vs %d", *(const int *)fa, *(const int *)fb);
         return *(const int *)fa == *(const int *)fb;
+    case CFG__SPACE: {
+        const cfg_space_t *sa = (const cfg_space_t *)fa, *sb = (const cfg_space_t *)fb;
+        snprintf(why, whylen, "%llu/%u vs %llu/%u", (unsigned long long)sa->bytes, sa->permille,
+                 (unsigned long long)sb->bytes, sb->permille);
+        return sa->bytes == sb->bytes && sa->permille == sb->permille;
+    }
     case CFG__MAPPINGS:
         snprintf(why, whylen, "%zu vs %zu mappings", a->mqtt.nmappings, b->mqtt.nmappings);
         return a->mqtt.nmappings == b->mqtt.nmappings;
@@ -126,6 +132,8 @@ Test(defaults, hold_the_table_text_as_typed_values)
     cr_assert_eq(d->replicator.max_inflight_batches, 4);         /* integer */
     cr_assert_eq(d->wal.fsync, CFG_FSYNC_ALWAYS);                /* enum */
     cr_assert_eq(d->mqtt.dead_letter, false);                    /* bool */
+    cr_assert_eq(d->wal.min_free_bytes.permille, 20);            /* bytes or %, "2%" */
+    cr_assert_eq(d->wal.min_free_bytes.bytes, 0);
 }
 
 Test(defaults, ignore_environment_overrides)

@@ -44,6 +44,12 @@ Test(wal_defaults, fsync_interval_ms_is_wal_fsync_interval_ms)
     cr_assert_eq(wal_defaults().fsync_interval_ms, cfg_defaults()->wal.fsync_interval_ms);
 }
 
+Test(wal_defaults, min_free_is_wal_min_free_bytes)
+{
+    cr_assert_eq(wal_defaults().min_free_bytes, cfg_defaults()->wal.min_free_bytes.bytes);
+    cr_assert_eq(wal_defaults().min_free_permille, cfg_defaults()->wal.min_free_bytes.permille);
+}
+
 Test(wal_defaults, checkpoint_flush_ms_is_replicator_checkpoint_interval_ms)
 {
     cr_assert_eq(wal_defaults().checkpoint_flush_ms, cfg_defaults()->replicator.checkpoint_interval_ms);

@@ -9,6 +9,7 @@
  */
 #include "helper_crashio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -56,6 +57,8 @@ struct crashio {
     int sync_err, sync_err_n;
     bool gate, blocked;
     unsigned stash_seq;
+    uint64_t fs_total, fs_other;  /* crashio_space: 0 = the real file system */
+    int statvfs_err, statvfs_calls;
 };
 
 static unsigned rnd(crashio_t *c)
@@ -531,6 +534,55 @@ static uint64_t cx_now_ms(void *ctx)
     return tb_wall_ms();
 }
 
+/* Bytes of the regular files under path (three levels: the WAL's root, its
+ * topic directories, their files), stashed unlinks left out. */
+static uint64_t du(const char *path, int depth)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strstr(e->d_name, ".crashio-"))
+            continue;
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) < 0)
+            continue;
+        if (S_ISREG(st.st_mode))
+            sum += (uint64_t)st.st_size;
+        else if (S_ISDIR(st.st_mode) && depth < 3)
+            sum += du(p, depth + 1);
+    }
+    closedir(d);
+    return sum;
+}
+
+static uint64_t fake_free(crashio_t *c, const char *path)
+{
+    uint64_t used = c->fs_other + du(path, 1);
+    return used < c->fs_total ? c->fs_total - used : 0;
+}
+
+static int cx_statvfs(void *ctx, const char *path, uint64_t *avail, uint64_t *total)
+{
+    crashio_t *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    c->statvfs_calls++;
+    int rc = c->statvfs_err;
+    uint64_t ft = c->fs_total;
+    if (rc == 0 && ft) {
+        *avail = fake_free(c, path);
+        *total = ft;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc == 0 && !ft)
+        rc = wal_io_posix()->statvfs(NULL, path, avail, total);
+    return rc;
+}
+
 crashio_t *crashio_new(unsigned seed)
 {
     crashio_t *c = calloc(1, sizeof *c);
@@ -543,7 +595,7 @@ crashio_t *crashio_new(unsigned seed)
         .ctx = c, .open = cx_open, .close = cx_close, .pread = cx_pread, .pwrite = cx_pwrite,
         .fdatasync = cx_fdatasync, .ftruncate = cx_ftruncate, .fsize = cx_fsize, .rename = cx_rename,
         .unlink = cx_unlink, .mkdir = cx_mkdir, .fsync_dir = cx_fsync_dir, .write_atomic = cx_write_atomic,
-        .random = cx_random, .now_ms = cx_now_ms,
+        .random = cx_random, .now_ms = cx_now_ms, .statvfs = cx_statvfs,
     };
     return c;
 }
@@ -631,6 +683,37 @@ void crashio_fail_syncs(crashio_t *c, int err, int n)
     c->sync_err = err;
     c->sync_err_n = n;
     pthread_mutex_unlock(&c->mu);
+}
+
+void crashio_space(crashio_t *c, uint64_t total, uint64_t other)
+{
+    pthread_mutex_lock(&c->mu);
+    c->fs_total = total;
+    c->fs_other = other;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void crashio_statvfs_error(crashio_t *c, int err)
+{
+    pthread_mutex_lock(&c->mu);
+    c->statvfs_err = err;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int crashio_statvfs_calls(crashio_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int n = c->statvfs_calls;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+uint64_t crashio_space_free(crashio_t *c, const char *dir)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t f = fake_free(c, dir);
+    pthread_mutex_unlock(&c->mu);
+    return f;
 }
 
 void crashio_gate(crashio_t *c, bool closed)

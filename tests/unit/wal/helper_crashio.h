@@ -51,6 +51,18 @@ void crashio_fail_writes(crashio_t *c, int err, uint64_t allow);
  * crashio_pending_bytes keeps counting them until then. */
 void crashio_fail_syncs(crashio_t *c, int err, int n);
 
+/* statvfs: the real file system's until crashio_space fakes one of
+ * `total` bytes of which `other` are taken by other programs: free is then
+ * total - other - the bytes of the files under the directory asked about
+ * (their sizes; a file unlinked but not yet made durable does not count,
+ * its blocks being free), never below 0. total 0: the real one again. */
+void crashio_space(crashio_t *c, uint64_t total, uint64_t other);
+/* statvfs fails with err from now on (-ENOSYS: "cannot tell"); 0: works. */
+void crashio_statvfs_error(crashio_t *c, int err);
+/* statvfs calls so far, and what the faked file system has free now. */
+int crashio_statvfs_calls(crashio_t *c);
+uint64_t crashio_space_free(crashio_t *c, const char *dir);
+
 /* While closed, data fdatasyncs block. wait_blocked returns once one is
  * blocked at the gate (false after a 10 s deadline). */
 void crashio_gate(crashio_t *c, bool closed);

@@ -6,7 +6,9 @@
  * the policy set on every topic, and the two must agree in every figure
  * (and each figure must be what retention.* expects of drop_oldest).
  * Then refuse at each bound: nothing deleted, TB_EFULL, the topic OK, and
- * writes accepted again once the checkpoint moves.
+ * writes accepted again once the checkpoint moves; drop_newest, the same
+ * policy under a data topic's name, likewise; and every refusal at a bound,
+ * and only such a refusal, marked refused_at_bound in its completion.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -32,6 +34,7 @@ Test(overflow, every_policy_name_parses_back_to_its_policy)
     }
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_OLDEST), "drop_oldest");
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_REFUSE), "refuse");
+    cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_NEWEST), "drop_newest");
     wal_overflow_t p = WAL_OVERFLOW__COUNT;
     cr_assert_eq(wal_overflow_parse("refuse", &p), 0);
     cr_assert_eq(p, WAL_OVERFLOW_REFUSE);
@@ -39,8 +42,8 @@ Test(overflow, every_policy_name_parses_back_to_its_policy)
 
 Test(overflow, an_unknown_name_is_refused_and_leaves_the_output_alone)
 {
-    static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop_newest", "block",
-                                     "REFUSE", "refuse ", "refused" };
+    static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop-newest", "DROP_NEWEST",
+                                     "drop_newest ", "block", "REFUSE", "refuse ", "refused" };
     for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
         wal_overflow_t p = WAL_OVERFLOW__COUNT;
         cr_assert_eq(wal_overflow_parse(bad[i], &p), TB_ECONFIG, "\"%s\"", bad[i]);
@@ -97,6 +100,7 @@ Test(overflow, the_setter_refuses_a_policy_out_of_range_and_keeps_the_old_one)
 typedef struct outcome {
     wal_topic_stats_t st[3];
     int rcs[MAX_RCS];
+    bool at_bound[MAX_RCS]; /* the completion's refused_at_bound */
     size_t nrcs;
 } outcome_t;
 
@@ -119,6 +123,7 @@ static int run_append(run_t *r, wal_topic_t *t, uint64_t *seq)
 {
     int rc = th_append(&r->h, t, *seq, PER_BATCH, PAYLOAD);
     cr_assert_lt(r->out.nrcs, MAX_RCS);
+    r->out.at_bound[r->out.nrcs] = r->h.done[r->h.ndone - 1].refused_at_bound;
     r->out.rcs[r->out.nrcs++] = rc;
     if (rc == 0)
         *seq += PER_BATCH;
@@ -146,8 +151,10 @@ static void run_end(run_t *r, wal_topic_t **ts, size_t n)
 static void assert_same(const outcome_t *a, const outcome_t *b, size_t ntopics)
 {
     cr_assert_eq(a->nrcs, b->nrcs);
-    for (size_t i = 0; i < a->nrcs; i++)
+    for (size_t i = 0; i < a->nrcs; i++) {
         cr_assert_eq(a->rcs[i], b->rcs[i], "batch %zu", i);
+        cr_assert_eq(a->at_bound[i], b->at_bound[i], "batch %zu", i);
+    }
     for (size_t i = 0; i < ntopics; i++) {
         const wal_topic_stats_t *x = &a->st[i], *y = &b->st[i];
         cr_assert_eq(x->bytes, y->bytes, "topic %zu", i);
@@ -355,4 +362,111 @@ Test(overflow, refuse_at_the_total_bound_deletes_no_other_topic)
     cr_assert_eq(b1.dropped_total, 0);
     cr_assert_eq(b1.state, WAL_TOPIC_OK);
     cr_assert_leq(a1.bytes + b1.bytes, 24576);
+}
+
+/* ---- drop_newest ------------------------------------------------------------ */
+
+/* The completion of the last batch th_append waited for. */
+static const wal_completion_t *last_done(th_t *th)
+{
+    cr_assert_gt(th->ndone, 0);
+    return &th->done[th->ndone - 1];
+}
+
+Test(overflow, drop_newest_at_the_topic_bound_refuses_new_batches_and_keeps_what_is_stored)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    cr_assert_eq(wal_topic_overflow(t), WAL_OVERFLOW_DROP_NEWEST);
+    uint64_t seq = 0;
+    cr_assert_gt(fill_until_refused(&h, t, &seq, 40), 0);
+    cr_assert(last_done(&h)->refused_at_bound, "a refusal at a bound says so");
+    cr_assert_eq(last_done(&h)->first_offset, 0);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), TB_EFULL, "and again: nothing changed");
+    wal_topic_stats_t st = stats_of(t);
+    cr_assert_eq(st.state, WAL_TOPIC_OK, "a refusal is not a failure");
+    cr_assert_eq(st.dropped_total, 0, "nothing stored was dropped");
+    cr_assert_eq(st.oldest_offset, 1);
+    cr_assert_eq(st.next_offset, seq + 1, "the refused batches took no offsets");
+    cr_assert_leq(st.bytes, 16384);
+    uint64_t seqs[512];
+    int gaps;
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 512, &gaps), (long)seq, "the oldest messages are all there");
+    cr_assert_eq(gaps, 0);
+    for (uint64_t i = 0; i < seq; i++)
+        cr_assert_eq(seqs[i], i);
+    /* the cluster acknowledges: room again */
+    cr_assert_eq(wal_checkpoint(t, wal_topic_readable_end(t) - 1), 0);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0, "accepted again");
+    cr_assert_not(last_done(&h)->refused_at_bound);
+    cr_assert_eq(stats_of(t).dropped_total, 0);
+}
+
+Test(overflow, drop_newest_at_the_total_bound_deletes_no_other_topics_unacknowledged_data)
+{
+    h.o.max_total_bytes = 24576; /* six segments for all topics */
+    h.o.checkpoint_flush_ms = 60000;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *a, *b, *c;
+    cr_assert_eq(wal_topic_open(h.w, "/e/a", &a), 0);
+    cr_assert_eq(wal_topic_open(h.w, "/e/b", &b), 0);
+    uint64_t sa = 0, sb = 0, sc = 0;
+    for (int i = 0; i < 5; i++, sa += PER_BATCH)
+        cr_assert_eq(th_append(&h, a, sa, PER_BATCH, PAYLOAD), 0);
+    for (int i = 0; i < 1; i++, sb += PER_BATCH)
+        cr_assert_eq(th_append(&h, b, sb, PER_BATCH, PAYLOAD), 0);
+    cr_assert_eq(wal_checkpoint(b, 1), 0);
+    cr_assert_eq(wal_sync(h.w), 0); /* b's next checkpoint waits the minute */
+    for (int i = 0; i < 5; i++, sb += PER_BATCH)
+        cr_assert_eq(th_append(&h, b, sb, PER_BATCH, PAYLOAD), 0);
+    cr_assert_eq(wal_checkpoint(b, wal_topic_readable_end(b) - 1), 0); /* acknowledged, not yet applied */
+    wal_topic_stats_t a0 = stats_of(a), b0 = stats_of(b);
+    cr_assert_gt(a0.segments, 1);
+    cr_assert_gt(b0.segments, 1);
+    cr_assert_eq(wal_topic_open(h.w, "/e/c", &c), 0);
+    cr_assert_eq(wal_topic_set_overflow(c, WAL_OVERFLOW_DROP_NEWEST), 0);
+    fill_until_refused(&h, c, &sc, 40);
+    cr_assert(last_done(&h)->refused_at_bound);
+    wal_topic_stats_t a1 = stats_of(a), b1 = stats_of(b), c1 = stats_of(c);
+    cr_assert_eq(a1.segments, a0.segments, "a's unacknowledged segments are all there");
+    cr_assert_eq(a1.dropped_total, 0);
+    cr_assert_eq(b1.segments, 1, "b's acknowledged ones went first: they cost nothing");
+    cr_assert_eq(b1.dropped_total, 0);
+    cr_assert_eq(c1.dropped_total, 0);
+    cr_assert_eq(c1.state, WAL_TOPIC_OK);
+    cr_assert_gt(c1.next_offset, 1, "c took what fitted");
+    cr_assert_leq(a1.bytes + b1.bytes + c1.bytes, 24576);
+}
+
+Test(overflow, the_policy_can_change_between_batches)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    uint64_t seq = 0;
+    fill_until_refused(&h, t, &seq, 40);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_OLDEST), 0);
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0, "drop_oldest makes room");
+    cr_assert_gt(stats_of(t).dropped_total, 0);
+    uint64_t dropped = stats_of(t).dropped_total;
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    seq += PER_BATCH;
+    cr_assert_leq(fill_until_refused(&h, t, &seq, 40), 3, "what the deleted segment freed, then refused again");
+    cr_assert_eq(stats_of(t).dropped_total, dropped, "and nothing more dropped");
+}
+
+Test(overflow, drop_oldest_refusing_with_only_active_segments_left_is_a_refusal_at_a_bound)
+{
+    static run_t r;
+    only_active_left(&r, false); /* its last two batches were refused */
+    size_t n = r.out.nrcs;
+    cr_assert(r.out.at_bound[n - 1]);
+    cr_assert(r.out.at_bound[n - 2]);
+    for (size_t i = 0; i + 2 < n; i++)
+        cr_assert_not(r.out.at_bound[i], "batch %zu was stored", i);
 }

@@ -20,6 +20,13 @@ void hb_open(hb_t *h)
 
 void hb_open_with(hb_t *h, const char *mqtt_extra)
 {
+    char err[512];
+    int rc = hb_open_mappings(h, mqtt_extra, "    - {mqtt_pattern: \"t/#\", danube_topic: /edge1/t}\n", err, sizeof err);
+    cr_assert_eq(rc, 0, "%s", err);
+}
+
+int hb_open_mappings(hb_t *h, const char *mqtt_extra, const char *mappings, char *err, size_t errlen)
+{
     memset(h, 0, sizeof *h);
     snprintf(h->dir, sizeof h->dir, "/tmp/tb_broker_XXXXXX");
     cr_assert_not_null(mkdtemp(h->dir));
@@ -27,17 +34,17 @@ void hb_open_with(hb_t *h, const char *mqtt_extra)
     h->logfd = open(h->logpath, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND, 0600);
     cr_assert_geq(h->logfd, 0);
     tb_log_setup(TB_LOG_DEBUG, TB_LOG_TEXT, h->logfd);
-    char yaml[4096], err[512];
+    char yaml[8192];
     snprintf(yaml, sizeof yaml,
              "edge: {edge_name: edge1, cluster_url: \"http://127.0.0.1:1\"}\n"
              "mqtt:\n"
              "  ingestion: {batch_timeout_ms: 5}\n"
              "%s"
              "  topic_mappings:\n"
-             "    - {mqtt_pattern: \"t/#\", danube_topic: /edge1/t}\n"
+             "%s"
              "wal: {dir: \"%s/wal\", fsync: never}\n",
-             mqtt_extra, h->dir);
-    cr_assert_eq(cfg_load_string("test", yaml, strlen(yaml), NULL, &h->cfg, err, sizeof err), 0, "%s", err);
+             mqtt_extra, mappings, h->dir);
+    cr_assert_eq(cfg_load_string("test", yaml, strlen(yaml), NULL, &h->cfg, err, errlen), 0, "%s", err);
     cr_assert_eq(uv_loop_init(&h->loop), 0);
     uv_timer_init(&h->loop, &h->tick);
     cr_assert_eq(broker_new(&h->loop, &h->b), 0);
@@ -48,7 +55,7 @@ void hb_open_with(hb_t *h, const char *mqtt_extra)
     o.notify = broker_wal_notify;
     o.notify_arg = h->b;
     cr_assert_eq(wal_open(&o, &h->wal), 0);
-    cr_assert_eq(broker_init(h->b, h->cfg, h->wal, err, sizeof err), 0, "%s", err);
+    return broker_init(h->b, h->cfg, h->wal, err, errlen);
 }
 
 bool hb_run_until(hb_t *h, bool (*cond)(void *arg), void *arg, int timeout_ms)

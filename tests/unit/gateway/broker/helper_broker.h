@@ -34,6 +34,10 @@ typedef struct hb {
 void hb_open(hb_t *h);
 /* The same with more keys under mqtt: (YAML lines indented by two spaces). */
 void hb_open_with(hb_t *h, const char *mqtt_extra);
+/* The same with mappings of the test's own (YAML list items indented by
+ * four spaces, each "- {...}"; the edge is edge1); returns broker_init's
+ * rc and message. hb_close closes it whatever the rc. */
+int hb_open_mappings(hb_t *h, const char *mqtt_extra, const char *mappings, char *err, size_t errlen);
 /* Drains (waiting until every fake connection was released), closes the log and the broker, asserts the loop closed with nothing left, removes the directory. */
 void hb_close(hb_t *h);
 /* Turns the loop until cond(arg) or timeout_ms; returns the last cond. */
