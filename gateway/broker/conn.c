@@ -129,6 +129,20 @@ static void in_free(broker_conn_t *c)
     c->in_cap = 0;
 }
 
+/* The whole length of the packet whose first n bytes are at p (fixed header
+ * included), or 0 while its length is not yet there (or is malformed: the
+ * decoder says so when it sees it). */
+static size_t packet_len(const uint8_t *p, size_t n)
+{
+    size_t rem = 0;
+    for (size_t i = 1; i < n && i <= 4; i++) {
+        rem |= (size_t)(p[i] & 0x7f) << (7 * (i - 1));
+        if (!(p[i] & 0x80))
+            return 1 + i + rem;
+    }
+    return 0;
+}
+
 void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf)
 {
     broker_t *srv = c->srv;
@@ -137,8 +151,17 @@ void broker__conn_rx_buf(broker_conn_t *c, uv_buf_t *buf)
         *buf = uv_buf_init((char *)srv->readbuf, sizeof srv->readbuf);
         return;
     }
-    /* An incomplete packet is waiting: read straight behind it. */
-    if (c->in_cap - c->in_len < 4096 && !in_grow(c, c->in_cap ? c->in_cap * 2 : 16384)) {
+    /* An incomplete packet is waiting: read straight behind it, into room
+     * for the whole packet once its length is known (a doubling buffer held
+     * up to twice that: a 256 KiB packet kept 256 to 512 KiB, depending on
+     * how the first bytes came), else doubling. */
+    size_t whole = packet_len(c->in, c->in_len);
+    if (whole > c->in_cap && whole <= broker__max_packet(srv->cfg)) {
+        if (!in_grow(c, whole)) {
+            *buf = uv_buf_init(NULL, 0); /* the transport reports UV_ENOBUFS: closed in broker__conn_rx */
+            return;
+        }
+    } else if (c->in_cap - c->in_len < 4096 && !in_grow(c, c->in_cap ? (size_t)c->in_cap * 2 : 16384)) {
         *buf = uv_buf_init(NULL, 0); /* the transport reports UV_ENOBUFS: closed in broker__conn_rx */
         return;
     }
@@ -304,7 +327,9 @@ void broker__conn_rx(broker_conn_t *c, const uv_buf_t *buf, ssize_t nread)
         size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
         size_t left = (size_t)nread - used;
         if (left > 0 && !c->closing) {
-            if (c->in_cap < left && !in_grow(c, TB_MAX(left, (size_t)16384))) {
+            size_t whole = packet_len((const uint8_t *)buf->base + used, left);
+            size_t want = whole > left && whole <= broker__max_packet(srv->cfg) ? whole : TB_MAX(left, (size_t)16384);
+            if (c->in_cap < left && !in_grow(c, want)) {
                 memory_refused(c);
                 return;
             }
