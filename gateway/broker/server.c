@@ -100,12 +100,13 @@ int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out)
 }
 
 /* A mapping's on_full as the WAL's overflow policy. No default: a new
- * member of cfg_on_full_t (block) fails the build here until it has one. */
+ * member of cfg_on_full_t fails the build here until it has one. */
 static wal_overflow_t overflow_of(cfg_on_full_t f)
 {
     switch (f) {
     case CFG_ON_FULL_DROP_OLDEST: return WAL_OVERFLOW_DROP_OLDEST;
     case CFG_ON_FULL_DROP_NEWEST: return WAL_OVERFLOW_DROP_NEWEST;
+    case CFG_ON_FULL_BLOCK: return WAL_OVERFLOW_BLOCK;
     }
     return WAL_OVERFLOW_DROP_OLDEST; /* out of range: the parser never gives one */
 }
@@ -564,6 +565,7 @@ static void handle_closed(uv_handle_t *h)
         }
         if (t->validator)
             sch_validator_unref(t->validator);
+        free(t->waiters);
         free(t->name);
         free(t->schema_subject);
     }
