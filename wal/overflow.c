@@ -112,6 +112,12 @@ bool wal_topic_blocked(const wal_topic_t *t)
     return atomic_load(&((wal_topic_t *)t)->blocked);
 }
 
+void wal_topic_release_held(wal_topic_t *t)
+{
+    atomic_store(&t->release_held, true);
+    wal__kick(t->w);
+}
+
 /* drop_oldest's (a): see the file header. */
 static int drop_oldest(wal_t *w, wal_topic_t *t, uint64_t need)
 {

@@ -334,6 +334,12 @@ wal_overflow_t wal_topic_overflow(const wal_topic_t *t);
  * posted, so a caller that saw true sees a completion of t after it turned
  * false (any thread). */
 bool wal_topic_blocked(const wal_topic_t *t);
+/* Gives up waiting for room, for good: the batches t holds complete with
+ * TB_ECLOSED (never written, refused_at_bound false), in order, at the
+ * writer's next wake, through wal_take_done as usual, and so does every
+ * later batch that would be held. For a shutdown that must not wait for
+ * the cluster (any thread). */
+void wal_topic_release_held(wal_topic_t *t);
 
 /*
  * OWN BOUND. Gives t a disk bound of its own, max_bytes, outside

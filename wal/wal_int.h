@@ -117,6 +117,7 @@ struct wal_topic {
     _Atomic bool retry_now;
     _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
     _Atomic bool blocked;         /* held_head != NULL (wal_topic_blocked); the writer sets it */
+    _Atomic bool release_held;    /* wal_topic_release_held asked: hold nothing more (TB_ECLOSED) */
     _Atomic uint64_t own_bound;   /* 0, or wal_topic_set_own_bound's max_bytes: the topic is then
                                    * outside the total bound (total_bytes leaves it out) and never
                                    * the total bound's victim. Written by the writer only */

@@ -337,6 +337,10 @@ static bool process_batch(wal_t *w, wal_batch_t *b)
     int rc = wal__make_room(w, t, policy, need);
     if (rc == WAL_NO_ROOM) {
         rc = wal__overflow_refuse(w, t, policy, need);
+        if (rc == WAL_HOLD && atomic_load(&t->release_held)) {
+            b->c.rc = TB_ECLOSED; /* wal_topic_release_held: no more waiting */
+            return false;
+        }
         if (rc == WAL_HOLD) {
             hold(t, b);
             return true;
@@ -432,21 +436,23 @@ static void flush_round(wal_t *w, round_t *r)
  * of its own (one sync per topic, as for new batches); those that fit are
  * written and completed, the rest (from the first that does not fit on) held
  * again in order. A topic that holds nothing more is unblocked before the
- * completions are posted (wal_topic_blocked's promise). closing: what is
- * still held completes with TB_ECLOSED instead.
+ * completions are posted (wal_topic_blocked's promise). closing, or the
+ * topic's wal_topic_release_held: what is still held completes with
+ * TB_ECLOSED instead.
  */
 static void retry_held(wal_t *w, bool closing)
 {
     round_t r = { 0 };
     for (size_t i = 0; i < w->ntopics; i++) {
         wal_topic_t *t = w->topics[i];
+        bool give_up = closing || atomic_load(&t->release_held);
         wal_batch_t *b = t->held_head;
         if (!b)
             continue;
         t->held_head = t->held_tail = NULL;
         while (b) {
             wal_batch_t *next = b->round_next;
-            if (closing) {
+            if (give_up) {
                 b->c.rc = TB_ECLOSED;
                 round_add(&r, b);
             } else if (!process_batch(w, b)) {

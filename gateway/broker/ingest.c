@@ -271,6 +271,12 @@ void broker__ingest_completions(broker_t *srv)
                 tb_warn("a disk bound refuses messages: none acknowledged (MQTT 5 0x97; 3.1.1 QoS 1/2 closed)",
                         TB_S("topic", t->name), TB_U("messages", wal_batch_count(b)),
                         TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))), TB_U("suppressed", skipped));
+        } else if (done->rc == TB_ECLOSED && srv->draining && t->on_full == CFG_ON_FULL_BLOCK) {
+            /* broker_drain gave up waiting for room: never written, never acknowledged */
+            t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
+            tb_info("shutting down: messages waiting for room (on_full: block) not taken, none acknowledged "
+                    "(QoS 1/2 are resent by their clients)",
+                    TB_S("topic", t->name), TB_U("messages", wal_batch_count(b)));
         } else {
             t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);

@@ -540,6 +540,12 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     for (broker_conn_t *c = srv->conns; c; c = c->next)
         broker__conn_pause(c);
     flush_all(srv);
+    /* on_full block: what waits for room is not acknowledged, and the
+     * cluster may never make room; refuse it (QoS 1/2 are resent after the
+     * restart) rather than wait out shutdown_timeout_ms */
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (srv->topics[i].on_full == CFG_ON_FULL_BLOCK)
+            wal_topic_release_held(srv->topics[i].wal);
     broker__check_drained(srv);
 }
 

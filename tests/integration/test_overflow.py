@@ -339,6 +339,32 @@ class BlockAtTheBound(unittest.TestCase):
         self.assertEqual(self.exit_code, 0, self.log[-3000:])
 
 
+class StopWhileBlocked(unittest.TestCase):
+    """A stop does not wait for room that may never come: what waits was
+    never acknowledged, so the gateway refuses it and exits cleanly (QoS 1/2
+    are resent after the restart)."""
+
+    def test_sigterm_while_blocked_exits_cleanly_without_waiting_for_room(self):
+        with MockCluster(fault="unavailable") as mc:
+            yaml = edge_yaml(mc.grpc_url, [{"mqtt_pattern": "blk/+", "danube_topic": BLK, "on_full": "block"}],
+                             wal=WAL, extra="shutdown_timeout_ms: 30000\n")
+            with Gateway(yaml) as gw:
+                flood = Flooder(gw.mqtt_port())
+                flood.start()
+                try:
+                    t = wait_for(lambda: (lambda t: t if t["blocked"] else None)(topics(gw.http_port())[BLK]),
+                                 20 * SLOW, what="the flooded topic to block")
+                finally:
+                    flood.stop.set()
+                    flood.join(10 * SLOW)
+                code = gw.stop(timeout=20 * SLOW)  # far less than shutdown_timeout_ms
+                log = gw.log()
+        self.assertEqual(code, 0, log[-3000:])
+        self.assertIn("shutting down: messages waiting for room (on_full: block) not taken", log)
+        self.assertNotIn("shutdown took too long", log)
+        self.assertEqual(t["dropped"], 0)
+
+
 class MappingsThatDisagree(unittest.TestCase):
     YAML = edge_yaml("http://127.0.0.1:1", [
         {"mqtt_pattern": "a/+", "danube_topic": "/edge1/t", "on_full": "drop_newest"},

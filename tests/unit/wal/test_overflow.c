@@ -598,3 +598,26 @@ Test(overflow, block_changed_to_drop_newest_refuses_the_held_batches_at_the_next
     cr_assert_not(wal_topic_blocked(t));
     cr_assert_eq(stats_of(t).next_offset, held_from);
 }
+
+Test(overflow, block_release_held_completes_the_held_batches_eclosed_in_order_and_holds_nothing_more)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    uint64_t held_from;
+    uint64_t seq = block_at_bound(t, 2, &held_from);
+    size_t before = h.ndone;
+    wal_topic_release_held(t);
+    cr_assert(th_wait(&h, before + 2), "the held batches come back");
+    for (int i = 0; i < 2; i++) {
+        const wal_completion_t *c = &h.done[before + (size_t)i];
+        cr_assert_eq(c->rc, TB_ECLOSED, "batch %d", i);
+        cr_assert_not(c->refused_at_bound);
+        cr_assert_eq((uint64_t)(uintptr_t)c->user, seq + (uint64_t)i * PER_BATCH, "in order");
+    }
+    cr_assert_not(wal_topic_blocked(t));
+    cr_assert_eq(th_append(&h, t, seq + 2 * PER_BATCH, PER_BATCH, PAYLOAD), TB_ECLOSED, "nothing is held any more");
+    cr_assert_not(wal_topic_blocked(t));
+    cr_assert_eq(stats_of(t).next_offset, held_from, "nothing of them was written");
+}

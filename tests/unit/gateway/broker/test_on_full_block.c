@@ -152,3 +152,32 @@ Test(on_full_block, a_publisher_of_a_blocked_topic_is_not_read_another_topics_is
     fake_free(&fa);
     fake_free(&fb);
 }
+
+Test(on_full_block, a_drain_does_not_wait_for_room_the_waiting_messages_are_refused_unacknowledged)
+{
+    hb_wal_tune = small_log;
+    hb_t h;
+    char err[512];
+    int rc = hb_open_mappings(&h, "", "    - {mqtt_pattern: \"a/#\", danube_topic: /edge1/a, on_full: block}\n"
+                                      "    - {mqtt_pattern: \"b/#\", danube_topic: /edge1/b}\n",
+                              err, sizeof err);
+    hb_wal_tune = NULL;
+    cr_assert_eq(rc, 0, "%s", err);
+    ctx_t x = { .a = broker__topic(h.b, "/edge1/a"), .b = broker__topic(h.b, "/edge1/b") };
+    fake_t fa;
+    fake_conn(&h, &fa);
+    x.fa = &fa;
+    fake_send(&fa, CONNECT_A, sizeof CONNECT_A);
+    cr_assert(hb_run_until(&h, connacked, &fa, 3000));
+    static uint8_t chunk[PER_CHUNK * (PAYLOAD + 8)];
+    size_t n = qos0_chunk(chunk);
+    for (int chunks = 0; !fa.c->blocked && chunks < 100; chunks++) {
+        fake_send(&fa, chunk, n);
+        cr_assert(hb_run_until(&h, settled_or_blocked, &x, 3000));
+    }
+    cr_assert(fa.c->blocked);
+    uint64_t t0 = tb_mono_ms();
+    hb_close(&h); /* drains: asserts it finished, every connection released */
+    cr_assert_lt(tb_mono_ms() - t0, 4000, "the drain did not wait for room");
+    fake_free(&fa);
+}
