@@ -40,7 +40,7 @@ typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
  * The broker turns each into the WAL's policy (gateway/broker/server.c, a
  * switch the compiler holds to every member: a new one, block, cannot be
  * forgotten there). */
-typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST } cfg_on_full_t;
+typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST, CFG_ON_FULL_BLOCK } cfg_on_full_t;
 
 /* A value of type "bytes or %": a size ("64MiB") or a share of a file system
  * ("2%", "0.5%"): one of the two fields is set, the other 0. */

@@ -33,7 +33,7 @@ static const char *const log_formats[] = { "text", "json", NULL };
 static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 static const char *const tls_versions[] = { "1.2", "1.3", NULL };
-static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", NULL }; /* cfg_on_full_t */
+static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", "block", NULL }; /* cfg_on_full_t */
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
@@ -148,10 +148,10 @@ const cfg__key_t cfg__keys[] = {
       "Size at which a topic's active segment is sealed and a new one started."),
     K("wal.max_topic_bytes", CFG__BYTES, wal.max_topic_bytes, "1GiB", 8192, 1ull << 50, NULL, 0,
       "Disk bound per topic; past it the oldest segment is dropped (and counted), or new messages are refused "
-      "(on_full: drop_newest)."),
+      "(on_full: drop_newest) or wait, their publishers not read (on_full: block)."),
     K("wal.max_total_bytes", CFG__BYTES, wal.max_total_bytes, "4GiB", 8192, 1ull << 50, NULL, 0,
       "Disk bound for the whole log; past it the oldest segment overall is dropped (and counted), or the "
-      "writing topic's new messages are refused (on_full: drop_newest)."),
+      "writing topic's new messages are refused (on_full: drop_newest) or wait (on_full: block)."),
     K("wal.fsync", CFG__ENUM, wal.fsync, "always", 0, 0, fsync_modes, 0,
       "always: fdatasync before acks (group commit); interval: ack after write, sync every "
       "fsync_interval_ms; never: leave syncing to the OS."),
@@ -245,8 +245,10 @@ const cfg__key_t cfg__mapping_keys[] = {
       "What the topic's log does at a disk bound (wal.max_topic_bytes, wal.max_total_bytes, wal.min_free_bytes). "
       "drop_oldest: delete its oldest messages, replicated or not (counted as dropped), to take the new ones; "
       "drop_newest: keep what is stored until the cluster acknowledges it and refuse new messages meanwhile "
-      "(MQTT 5 0x97, 3.1.1 QoS 1/2 closed, QoS 0 dropped; counted as rejected, reason full). Every mapping of "
-      "one danube_topic must say the same."),
+      "(MQTT 5 0x97, 3.1.1 QoS 1/2 closed, QoS 0 dropped; counted as rejected, reason full); "
+      "block: keep what is stored, hold the new messages unwritten and unacknowledged, and stop reading the "
+      "connections that publish to the topic until the cluster's acknowledgements (or free space) make room; "
+      "nothing is dropped, other topics' publishers go on. Every mapping of one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 

@@ -47,15 +47,23 @@
  *   is what the journal is given, drop_newest what an operator chooses, and
  *   the warnings name which (the broker counts both as "full").
  *
- * Every refusal of (b) is marked refused_at_bound in the completion.
+ * block, a data topic's choice too:
+ *   (a) refuse's. (b) no refusal: WAL_HOLD, with a warning at most once a
+ *   minute naming the bound; the writer holds the batch, unwritten and
+ *   without offsets, behind any the topic holds already, and tries them
+ *   again, oldest first, each time it wakes (writer.c). The topic's
+ *   publishers are not read meanwhile (the broker asks wal_topic_blocked).
+ *
+ * Every refusal of (b) is marked refused_at_bound in the completion (a held
+ * batch has none until it is written).
  *
  * ADDING A POLICY: a member in wal_overflow_t (wal.h, before __COUNT, with
  * its paragraph under OVERFLOW), its name in names[] below, and one case in
  * each switch here. Nothing else in wal/ changes: the compiler (-Wswitch)
  * points at each switch that lacks the case, and the build fails if a name
  * is missing. A policy that refuses rather than deletes returns WAL_NO_ROOM
- * from (a) and its completion code from (b); one that waits (block) needs
- * the caller to tell its refusal apart, so give it its own code in (b).
+ * from (a) and its completion code from (b); one that waits returns
+ * WAL_HOLD from (b), as block does.
  */
 #include "wal/wal_int.h"
 
@@ -66,6 +74,7 @@ static const char *const names[] = {
     [WAL_OVERFLOW_DROP_OLDEST] = "drop_oldest",
     [WAL_OVERFLOW_REFUSE] = "refuse",
     [WAL_OVERFLOW_DROP_NEWEST] = "drop_newest",
+    [WAL_OVERFLOW_BLOCK] = "block",
 };
 _Static_assert(TB_ARRAY_LEN(names) == WAL_OVERFLOW__COUNT, "every overflow policy has a name");
 
@@ -96,6 +105,17 @@ int wal_topic_set_overflow(wal_topic_t *t, wal_overflow_t p)
 wal_overflow_t wal_topic_overflow(const wal_topic_t *t)
 {
     return (wal_overflow_t)atomic_load(&((wal_topic_t *)t)->overflow);
+}
+
+bool wal_topic_blocked(const wal_topic_t *t)
+{
+    return atomic_load(&((wal_topic_t *)t)->blocked);
+}
+
+void wal_topic_release_held(wal_topic_t *t)
+{
+    atomic_store(&t->release_held, true);
+    wal__kick(t->w);
 }
 
 /* drop_oldest's (a): see the file header. */
@@ -166,6 +186,19 @@ static int refuse_batch(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t nee
     return TB_EFULL;
 }
 
+/* block's (b): the batch waits (see the file header). */
+static int hold_batch(wal_topic_t *t, uint64_t need)
+{
+    uint64_t max, used, suppressed;
+    const char *bound = wal__full_bound(t, need, &max, &used);
+    if (tb_ratelimit(&t->drop_rl, &suppressed))
+        tb_warn("wal: bound full of unacknowledged messages; holding batches and not reading the topic's "
+                "publishers until there is room (on_full: block)",
+                TB_S("topic", t->name), TB_S("bound", bound), TB_U("max_bytes", max), TB_U("bytes", used),
+                TB_U("checkpoint", t->meta.checkpoint), TB_U("suppressed", suppressed));
+    return WAL_HOLD;
+}
+
 /* A value no entry point lets in (wal_open and the setter check the range). */
 static _Noreturn void bad_policy(const wal_topic_t *t, wal_overflow_t p)
 {
@@ -180,6 +213,7 @@ int wal__overflow_make_room(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t
         return drop_oldest(w, t, need);
     case WAL_OVERFLOW_REFUSE:
     case WAL_OVERFLOW_DROP_NEWEST:
+    case WAL_OVERFLOW_BLOCK:
         return refuse_room(w, t, need);
     case WAL_OVERFLOW__COUNT:
         break;
@@ -204,6 +238,8 @@ int wal__overflow_refuse(wal_t *w, wal_topic_t *t, wal_overflow_t p, uint64_t ne
     case WAL_OVERFLOW_REFUSE:
     case WAL_OVERFLOW_DROP_NEWEST:
         return refuse_batch(w, t, p, need);
+    case WAL_OVERFLOW_BLOCK:
+        return hold_batch(t, need);
     case WAL_OVERFLOW__COUNT:
         break;
     }

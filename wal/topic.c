@@ -146,6 +146,8 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->last_error, 0);
     atomic_init(&t->retry_now, false);
     atomic_init(&t->overflow, (int)w->o.overflow);
+    atomic_init(&t->blocked, false);
+    atomic_init(&t->release_held, false);
     atomic_init(&t->own_bound, 0);
     t->drop_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     pthread_mutex_init(&t->drop_rl.mu, NULL);

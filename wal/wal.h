@@ -170,20 +170,34 @@ const char *wal_fsync_name(wal_fsync_t m);
  *                (mqtt.topic_mappings[].on_full): what is stored stays
  *                until the cluster acknowledges it, and new batches are
  *                refused while the bound is full.
+ *   BLOCK        DROP_NEWEST's room-making (delete nothing unacknowledged),
+ *                but a batch that finds no room is not refused: the writer
+ *                HOLDS it, unwritten and without offsets, in the topic's
+ *                FIFO of held batches, and every later batch of the topic
+ *                queues behind it (order kept). Each time the writer wakes
+ *                (a moved checkpoint wakes it; the free-space reading is
+ *                periodic) it tries the held batches again, oldest first,
+ *                and writes and completes those that now fit. While any is
+ *                held, wal_topic_blocked() says so: the broker stops reading
+ *                the topic's publishers until it is false again. Held
+ *                batches complete with TB_ECLOSED at wal_close, and fail
+ *                fast like any other batch if the topic fails. If the policy
+ *                is changed away from BLOCK, the held batches are tried
+ *                under the new policy at the next wake.
  * A refused batch's completion has refused_at_bound set, so a caller tells
  * a bound (the topic OK, nothing tried on disk) from a failed disk, which
  * TB_EFULL alone does not (a failed topic answers TB_EFULL too).
  * Members are numbered from 0, DROP_OLDEST first, so zeroed options mean it.
- * A policy that waits for room (block) would be one more member here.
  */
 typedef enum {
     WAL_OVERFLOW_DROP_OLDEST = 0,
     WAL_OVERFLOW_REFUSE = 1,
     WAL_OVERFLOW_DROP_NEWEST = 2,
+    WAL_OVERFLOW_BLOCK = 3,
     WAL_OVERFLOW__COUNT
 } wal_overflow_t;
 
-/* Parses "drop_oldest" | "refuse" | "drop_newest"; returns 0, or TB_ECONFIG (*out untouched). */
+/* Parses "drop_oldest" | "refuse" | "drop_newest" | "block"; returns 0, or TB_ECONFIG (*out untouched). */
 int wal_overflow_parse(const char *s, wal_overflow_t *out /* OUT */);
 /* The policy's name as wal_overflow_parse reads it; "?" out of range. */
 const char *wal_overflow_name(wal_overflow_t p);
@@ -315,6 +329,17 @@ void wal_topic_retry(wal_topic_t *t);
 int wal_topic_set_overflow(wal_topic_t *t, wal_overflow_t p);
 /* t's overflow policy (any thread). */
 wal_overflow_t wal_topic_overflow(const wal_topic_t *t);
+/* True while the writer holds batches of t for room (BLOCK, see OVERFLOW).
+ * It turns false before the completions of the last held batches are
+ * posted, so a caller that saw true sees a completion of t after it turned
+ * false (any thread). */
+bool wal_topic_blocked(const wal_topic_t *t);
+/* Gives up waiting for room, for good: the batches t holds complete with
+ * TB_ECLOSED (never written, refused_at_bound false), in order, at the
+ * writer's next wake, through wal_take_done as usual, and so does every
+ * later batch that would be held. For a shutdown that must not wait for
+ * the cluster (any thread). */
+void wal_topic_release_held(wal_topic_t *t);
 
 /*
  * OWN BOUND. Gives t a disk bound of its own, max_bytes, outside

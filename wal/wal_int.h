@@ -82,6 +82,7 @@ struct wal_topic {
     bool dirty;                   /* written since the last fdatasync */
     bool touched;                 /* written in the current group-commit round */
     int round_sync_rc;            /* fdatasync result of this round */
+    wal_batch_t *held_head, *held_tail; /* BLOCK: batches waiting for room, in order (round_next) */
     bool needs_repair;            /* on-disk state unknown: re-run recovery first */
     bool rewrite_unsynced;        /* an fdatasync failed with acked data after spos */
     uint64_t retry_at_ms;
@@ -115,6 +116,8 @@ struct wal_topic {
     _Atomic int last_error;
     _Atomic bool retry_now;
     _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
+    _Atomic bool blocked;         /* held_head != NULL (wal_topic_blocked); the writer sets it */
+    _Atomic bool release_held;    /* wal_topic_release_held asked: hold nothing more (TB_ECLOSED) */
     _Atomic uint64_t own_bound;   /* 0, or wal_topic_set_own_bound's max_bytes: the topic is then
                                    * outside the total bound (total_bytes leaves it out) and never
                                    * the total bound's victim. Written by the writer only */
@@ -278,6 +281,9 @@ int wal__topic_recover(wal_topic_t *t);
 /* wal__make_room's answer when the policy made no room: the batch is refused
  * (wal__overflow_refuse says with what); positive, so never an errno. */
 enum { WAL_NO_ROOM = 1 };
+/* wal__overflow_refuse's answer for a policy that waits (BLOCK): the writer
+ * holds the batch and tries it again when it next wakes (writer.c). */
+enum { WAL_HOLD = 2 };
 
 /* Sets t->bytes (writer thread) and moves the WAL's total_bytes by the same
  * amount, unless t has an own bound (outside the total). Every change of a

@@ -21,6 +21,8 @@
  *   housekeeping: INTERVAL syncs, retries of failed topics, offset
  *           reservations asked for (reserve.c), checkpoints, the
  *           free-space reading when due (space.c)
+ *   held batches (on_full block: overflow.c): tried again, oldest first,
+ *           in a round of their own, after what housekeeping freed
  *
  * So however many batches arrive while an fdatasync is running, the next
  * round covers them all with one more fdatasync per topic.
@@ -292,43 +294,70 @@ static void try_repair(wal_topic_t *t, uint64_t now)
     wal__publish(t);
 }
 
-static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
+/* BLOCK: b waits, unwritten and without offsets, behind what t holds already. */
+static void hold(wal_topic_t *t, wal_batch_t *b)
+{
+    b->round_next = NULL;
+    if (t->held_tail)
+        t->held_tail->round_next = b;
+    else
+        t->held_head = b;
+    t->held_tail = b;
+    atomic_store(&t->blocked, true);
+}
+
+/* Writes b, or completes it with an error, or holds it (BLOCK: returns true;
+ * it is then in no round). A batch of a topic that holds batches is held
+ * behind them, so the topic's batches complete in the order they came. */
+static bool process_batch(wal_t *w, wal_batch_t *b)
 {
     wal_topic_t *t = b->t;
     b->c.topic = t;
     b->c.count = b->count;
     b->c.first_offset = 0;
     b->c.refused_at_bound = false;
-    round_add(r, b);
+    if (t->held_head) {
+        hold(t, b);
+        return true;
+    }
     if (b->count == 0) {
         b->c.rc = 0;
         b->c.first_offset = t->next;
-        return;
+        return false;
     }
     if (atomic_load(&t->state) == WAL_TOPIC_FAILED && t->round_sync_rc == 0)
         try_repair(t, tb_mono_ms());
     if (atomic_load(&t->state) == WAL_TOPIC_FAILED) {
         b->c.rc = failfast_rc(t);
-        return;
+        return false;
     }
     /* one policy for the whole batch, even if wal_topic_set_overflow runs now */
     wal_overflow_t policy = wal_topic_overflow(t);
     uint64_t need = b->len + WAL_SEG_HDR_SIZE;
     int rc = wal__make_room(w, t, policy, need);
     if (rc == WAL_NO_ROOM) {
-        b->c.rc = wal__overflow_refuse(w, t, policy, need);
+        rc = wal__overflow_refuse(w, t, policy, need);
+        if (rc == WAL_HOLD && atomic_load(&t->release_held)) {
+            b->c.rc = TB_ECLOSED; /* wal_topic_release_held: no more waiting */
+            return false;
+        }
+        if (rc == WAL_HOLD) {
+            hold(t, b);
+            return true;
+        }
+        b->c.rc = rc;
         b->c.refused_at_bound = true;
-        return;
+        return false;
     }
     if (rc < 0) {
         wal__topic_set_failed(t, rc);
         b->c.rc = rc;
-        return;
+        return false;
     }
     uint64_t first = t->next;
     if ((rc = append(w, t, b)) < 0) {
         b->c.rc = rc;
-        return;
+        return false;
     }
     b->c.rc = 0;
     b->c.first_offset = first;
@@ -337,7 +366,9 @@ static void process_batch(wal_t *w, round_t *r, wal_batch_t *b)
     atomic_store(&t->next_pub, t->next);
     if (w->o.fsync == WAL_FSYNC_NEVER)
         wal__publish(t);
+    return false;
 }
+
 
 /*
  * ALWAYS, before the round's fdatasync of t: appends a padding record up to
@@ -398,6 +429,41 @@ static void flush_round(wal_t *w, round_t *r)
         b = next;
     }
     r->head = r->tail = NULL;
+}
+
+/*
+ * BLOCK: tries every held batch again, each topic's oldest first, in a round
+ * of its own (one sync per topic, as for new batches); those that fit are
+ * written and completed, the rest (from the first that does not fit on) held
+ * again in order. A topic that holds nothing more is unblocked before the
+ * completions are posted (wal_topic_blocked's promise). closing, or the
+ * topic's wal_topic_release_held: what is still held completes with
+ * TB_ECLOSED instead.
+ */
+static void retry_held(wal_t *w, bool closing)
+{
+    round_t r = { 0 };
+    for (size_t i = 0; i < w->ntopics; i++) {
+        wal_topic_t *t = w->topics[i];
+        bool give_up = closing || atomic_load(&t->release_held);
+        wal_batch_t *b = t->held_head;
+        if (!b)
+            continue;
+        t->held_head = t->held_tail = NULL;
+        while (b) {
+            wal_batch_t *next = b->round_next;
+            if (give_up) {
+                b->c.rc = TB_ECLOSED;
+                round_add(&r, b);
+            } else if (!process_batch(w, b)) {
+                round_add(&r, b);
+            }
+            b = next;
+        }
+        if (!t->held_head)
+            atomic_store(&t->blocked, false);
+    }
+    flush_round(w, &r);
 }
 
 /* fdatasyncs every topic with unsynced data; returns the first error. */
@@ -538,7 +604,9 @@ int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
 static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
 {
     if (it->kind == WAL_ITEM_BATCH) {
-        process_batch(w, r, TB_CONTAINER_OF(it, wal_batch_t, item));
+        wal_batch_t *b = TB_CONTAINER_OF(it, wal_batch_t, item);
+        if (!process_batch(w, b))
+            round_add(r, b);
         return;
     }
     wal_req_t *req = TB_CONTAINER_OF(it, wal_req_t, item);
@@ -603,12 +671,14 @@ void *wal__writer_main(void *arg)
         }
         flush_round(w, &r);
         housekeeping(w);
+        retry_held(w, false); /* after the checkpoints housekeeping applied */
 
         if (stopping) {
             pthread_mutex_lock(&w->mu);
             bool empty = w->q_head == NULL;
             pthread_mutex_unlock(&w->mu);
             if (empty) {
+                retry_held(w, true);
                 w->close_rc = sync_all(w, true);
                 break;
             }

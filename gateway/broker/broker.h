@@ -93,6 +93,9 @@ typedef struct broker_topic {
     uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
     uint32_t inflight;           /* batches at the writer */
     bool journal_dep;            /* its open batch holds a QoS 2 message the journal's open batch says STORED */
+    uint32_t nwaiters, cap_waiters;
+    struct broker_conn **waiters; /* on_full block: connections not read until its log has room (ingest.c) */
+    uint64_t blocked_pauses;     /* times a publisher of it was paused so (on_full block) */
 } broker_topic_t;
 
 /* Connection counters (tributary_mqtt_*). */

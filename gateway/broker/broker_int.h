@@ -244,6 +244,8 @@ struct broker_conn {
     bool request_problem_info : 1;  /* MQTT 5 */
     bool dirty : 1;                 /* in server->dirty */
     bool client_id_shared : 1;      /* client_id is its session's (attached), not its own copy */
+    bool blocked : 1;               /* on_full block: it published to a topic whose log waits for room;
+                                       neither read nor processed until that topic's waiters wake (ingest.c) */
 };
 
 /* A connection's will, from its CONNECT until it is published, moved to the
@@ -562,6 +564,12 @@ typedef struct broker_msg {
 int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, broker_pending_t *p);
 /* Submits t's open batch now (METRICS_BATCH_FLUSH), if any. */
 void broker__ingest_flush(broker_topic_t *t);
+/* on_full block: c just published to t, whose log holds batches for room
+ * (wal_topic_blocked): c is neither read nor processed further until the
+ * log has written them (broker__ingest_completions wakes it). */
+void broker__ingest_block(broker_topic_t *t, broker_conn_t *c);
+/* c (blocked) is closing: no topic wakes it any more. */
+void broker__ingest_forget(broker_conn_t *c);
 /* Takes every completed batch from the WAL: marks its pending acks, drains
  * their connections, drops the batch's references, frees the batch. */
 void broker__ingest_completions(broker_t *srv);

@@ -268,7 +268,7 @@ static bool dispatch(broker_conn_t *c, const mqtt_packet_t *pkt, const uint8_t *
 static size_t process(broker_conn_t *c, const uint8_t *buf, size_t len)
 {
     size_t used = 0;
-    while (used < len && !c->closing && !c->auth) {
+    while (used < len && !c->closing && !c->auth && !c->blocked) {
         mqtt_packet_t pkt;
         mqtt_diag_t diag;
         int rc = mqtt_decode(buf + used, len - used, c->version, broker__max_packet(c->srv->cfg), &pkt, &diag);
@@ -370,7 +370,8 @@ void broker__conn_tx_progress(broker_conn_t *c)
 
 void broker__conn_resume(broker_conn_t *c)
 {
-    if (c->closing || c->reading || c->tx_paused || c->auth || c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
+    if (c->closing || c->reading || c->tx_paused || c->auth || c->blocked ||
+        c->unanswered >= c->srv->cfg->mqtt.receive_maximum)
         return;
     if (c->tp->read_start(c) == 0)
         c->reading = true;
@@ -622,6 +623,8 @@ void broker__conn_close(broker_conn_t *c, uint8_t reason, const char *why)
     c->closing = true;
     broker__conn_flush(c);
     broker__conn_pause(c);
+    if (c->blocked)
+        broker__ingest_forget(c);
     if (reason >= 0x80) {
         /* one per connection is an attacker's amplifier: a burst per second, then a count */
         static tb_ratelimit_t rl = TB_RATELIMIT_BURST_INIT(1000, BROKER_CONN_LOG_BURST);

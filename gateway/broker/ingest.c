@@ -32,6 +32,17 @@
  * the messages in its hands from those in the log without asking the
  * writer thread, whose offsets run ahead of the completions.
  *
+ * on_full block: when a topic's log holds batches for room
+ * (wal_topic_blocked), a connection that publishes to it is not read or
+ * processed after that PUBLISH (broker__ingest_block: what it sent already
+ * stays in its input buffer, within mqtt.max_partial_bytes), and waits in
+ * the topic's waiters. The log turns unblocked before it posts the held
+ * batches' completions, so after a batch of completions every topic that
+ * has waiters and is no longer blocked wakes them (their input is
+ * processed, their socket read again). Connections that publish only to
+ * other topics are never paused, so a flood to a blocked topic stops at
+ * one PUBLISH per flooding connection and cannot starve them.
+ *
  * A batch context keeps, per message with a pending ack, the connection
  * (one reference each) and the pending entry. A completed batch of an
  * upstream topic also tells whoever reads its log (broker_on_stored: the
@@ -174,6 +185,66 @@ int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, b
     return 0;
 }
 
+void broker__ingest_block(broker_topic_t *t, broker_conn_t *c)
+{
+    if (c->blocked || c->closing)
+        return;
+    if (t->nwaiters == t->cap_waiters) {
+        t->cap_waiters = t->cap_waiters ? t->cap_waiters * 2 : 8;
+        t->waiters = tb_realloc(t->waiters, t->cap_waiters * sizeof *t->waiters);
+    }
+    t->waiters[t->nwaiters++] = c;
+    t->blocked_pauses++;
+    c->blocked = true;
+    broker__conn_pause(c);
+    static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
+    uint64_t skipped;
+    if (tb_ratelimit(&rl, &skipped))
+        tb_info("the topic's log is full (on_full: block): not reading its publishers until there is room",
+                TB_S("topic", t->name), TB_S("client", c->client_id ? c->client_id : ""),
+                TB_U("waiting", t->nwaiters), TB_U("suppressed", skipped));
+}
+
+static void forget_in(broker_topic_t *t, broker_conn_t *c)
+{
+    for (uint32_t i = 0; i < t->nwaiters; i++)
+        if (t->waiters[i] == c) {
+            t->waiters[i] = t->waiters[--t->nwaiters];
+            return;
+        }
+}
+
+void broker__ingest_forget(broker_conn_t *c)
+{
+    broker_t *srv = c->srv;
+    for (size_t i = 0; i < srv->ntopics; i++)
+        forget_in(&srv->topics[i], c);
+    c->blocked = false;
+}
+
+/* t's log has room again: its waiters are processed and read again. A
+ * waiter may publish to t again at once and wait anew (the array is taken
+ * first). */
+static void wake(broker_topic_t *t)
+{
+    broker_conn_t **w = t->waiters;
+    uint32_t n = t->nwaiters;
+    t->waiters = NULL;
+    t->nwaiters = t->cap_waiters = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        w[i]->blocked = false;
+        w[i]->refs++; /* one waiter's input must not free another */
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        broker_conn_t *c = w[i];
+        if (!c->closing && !c->blocked)
+            broker__conn_input_resume(c);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        broker__conn_unref(w[i]);
+    free(w);
+}
+
 void broker__ingest_completions(broker_t *srv)
 {
     for (wal_batch_t *b = wal_take_done(srv->wal), *next; b; b = next) {
@@ -200,6 +271,12 @@ void broker__ingest_completions(broker_t *srv)
                 tb_warn("a disk bound refuses messages: none acknowledged (MQTT 5 0x97; 3.1.1 QoS 1/2 closed)",
                         TB_S("topic", t->name), TB_U("messages", wal_batch_count(b)),
                         TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))), TB_U("suppressed", skipped));
+        } else if (done->rc == TB_ECLOSED && srv->draining && t->on_full == CFG_ON_FULL_BLOCK) {
+            /* broker_drain gave up waiting for room: never written, never acknowledged */
+            t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
+            tb_info("shutting down: messages waiting for room (on_full: block) not taken, none acknowledged "
+                    "(QoS 1/2 are resent by their clients)",
+                    TB_S("topic", t->name), TB_U("messages", wal_batch_count(b)));
         } else {
             t->rejected[BROKER_REJ_QUOTA] += wal_batch_count(b);
             static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
@@ -238,5 +315,10 @@ void broker__ingest_completions(broker_t *srv)
         free(ctx->p);
         free(ctx);
         wal_batch_free(b);
+    }
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        broker_topic_t *t = &srv->topics[i];
+        if (t->nwaiters && !wal_topic_blocked(t->wal))
+            wake(t);
     }
 }

@@ -210,6 +210,8 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
         broker__refuse(c, p, BROKER_REFUSE_LOG_UNAVAILABLE); /* the topic's log is failed or refuses */
         return;
     }
+    if (wal_topic_blocked(t->wal))
+        broker__ingest_block(t, c); /* on_full block: read no more of it until the log has room */
     if (p)
         p->qos2_record = pub->qos == 2;
 }

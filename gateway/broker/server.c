@@ -100,12 +100,13 @@ int broker__local_open(broker_t *srv, const char *name, broker_topic_t **out)
 }
 
 /* A mapping's on_full as the WAL's overflow policy. No default: a new
- * member of cfg_on_full_t (block) fails the build here until it has one. */
+ * member of cfg_on_full_t fails the build here until it has one. */
 static wal_overflow_t overflow_of(cfg_on_full_t f)
 {
     switch (f) {
     case CFG_ON_FULL_DROP_OLDEST: return WAL_OVERFLOW_DROP_OLDEST;
     case CFG_ON_FULL_DROP_NEWEST: return WAL_OVERFLOW_DROP_NEWEST;
+    case CFG_ON_FULL_BLOCK: return WAL_OVERFLOW_BLOCK;
     }
     return WAL_OVERFLOW_DROP_OLDEST; /* out of range: the parser never gives one */
 }
@@ -539,6 +540,12 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     for (broker_conn_t *c = srv->conns; c; c = c->next)
         broker__conn_pause(c);
     flush_all(srv);
+    /* on_full block: what waits for room is not acknowledged, and the
+     * cluster may never make room; refuse it (QoS 1/2 are resent after the
+     * restart) rather than wait out shutdown_timeout_ms */
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (srv->topics[i].on_full == CFG_ON_FULL_BLOCK)
+            wal_topic_release_held(srv->topics[i].wal);
     broker__check_drained(srv);
 }
 
@@ -564,6 +571,7 @@ static void handle_closed(uv_handle_t *h)
         }
         if (t->validator)
             sch_validator_unref(t->validator);
+        free(t->waiters);
         free(t->name);
         free(t->schema_subject);
     }

@@ -73,6 +73,12 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_TOPIC_STALLED, "tributary_topic_stalled",
       "1 when messages are waiting and no acknowledgement has moved them for health.stall_after_ms.", 1,
       METRICS_L_TOPIC, "stalled", true),
+    G(METRICS_TOPIC_BLOCKED, "tributary_topic_blocked",
+      "1 while the topic's log holds messages for room at a disk bound (on_full: block) and its publishers are not "
+      "read.", 1, METRICS_L_TOPIC, "blocked", true),
+    C(METRICS_BLOCKED_PAUSES, "tributary_blocked_pauses_total",
+      "Times a connection was paused after publishing to the topic while its log was blocked (on_full: block).",
+      METRICS_L_TOPIC, METRICS_L_NONE, "blocked_pauses"),
     G(METRICS_NO_PROGRESS, "tributary_replication_no_progress_seconds",
       "While messages wait: time since the cluster's acknowledgements last moved the topic (or since they began "
       "to wait); 0 when none wait.", MS_PER_S, METRICS_L_TOPIC, "no_progress_seconds", false),

@@ -18,13 +18,24 @@ is acknowledged and every bound is full of unreplicated messages:
   - /edge1/roll, on_full: drop_oldest (the default). The same load is
     acknowledged throughout: the oldest segments go, counted as dropped.
 
+A third topic, /edge1/blk with on_full: block, is flooded with QoS 0 by one
+connection until its bound is full: the gateway stops reading that
+connection (and a QoS 1 publisher of the same topic gets no PUBACK yet),
+while a QoS 1 publisher of another topic (/edge1/oth) keeps getting its
+PUBACKs. When the mock cluster comes back and acknowledges, room returns:
+the waiting PUBACK comes, the flood is read again, and the cluster holds
+every message of the flood in order, the acknowledged QoS 1 one, and every
+acknowledged message of the other topic; nothing dropped, nothing refused.
+
 A second gateway whose two mappings of one topic disagree on on_full
 does not start (exit 2), naming the file, the line and the key.
 Every wait has a deadline; nothing sleeps in place of a condition.
 """
 import json
 import os
+import socket
 import sys
+import threading
 import unittest
 import urllib.error
 import urllib.request
@@ -197,6 +208,161 @@ class OnFullAtTheBound(unittest.TestCase):
 
     def test_the_gateway_stops_cleanly(self):
         self.assertEqual(self.exit_code, 0, self.log[-3000:])
+
+
+BLK, OTH = "/edge1/blk", "/edge1/oth"
+
+
+class Flooder(threading.Thread):
+    """QoS 0 PUBLISHes to blk/d as fast as the socket takes them, until stopped.
+    whole: how many were handed to the socket entirely (the last, cut off by
+    the stop, is not counted: the gateway drops an incomplete packet)."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.c = m.Raw(port, timeout=10 * SLOW, tls=False)
+        self.c.send(m.connect("flood", version=5))
+        assert self.c.expect(m.CONNACK).reason() == 0
+        self.stop = threading.Event()
+        self.whole = 0
+        self.error = None
+
+    @staticmethod
+    def payload(i):
+        return f"flood:{i:07d}:" + "q" * PAYLOAD
+
+    def run(self):
+        sock = self.c.sock
+        sock.settimeout(0.05)  # to look at the stop flag while the gateway does not read
+        pending = b""
+        try:
+            while not self.stop.is_set():
+                if not pending:
+                    pending = m.publish("blk/d", self.payload(self.whole + 1), qos=0, version=5)
+                try:
+                    pending = pending[sock.send(pending):]
+                except socket.timeout:
+                    continue
+                if not pending:
+                    self.whole += 1
+        except OSError as e:
+            self.error = e
+        finally:
+            sock.close()
+
+
+class BlockAtTheBound(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with MockCluster(fault="unavailable") as mc:
+            cls.mc = mc
+            yaml = edge_yaml(mc.grpc_url, [
+                {"mqtt_pattern": "blk/+", "danube_topic": BLK, "on_full": "block"},
+                {"mqtt_pattern": "oth/+", "danube_topic": OTH},
+            ], replicator={"retry_initial_ms": 50, "retry_max_ms": 200}, wal=WAL)
+            with Gateway(yaml) as gw:
+                cls.scenario(gw.mqtt_port(), gw.http_port())
+                cls.exit_code = gw.stop()
+                cls.log = gw.log()
+
+    @classmethod
+    def scenario(cls, mport, hport):
+        flood = Flooder(mport)
+        flood.start()
+        try:
+            cls.blocked = wait_for(lambda: (lambda t: t if t["blocked"] else None)(topics(hport)[BLK]),
+                                   20 * SLOW, what="the flooded topic to block at its bound")
+            # a QoS 1 publisher of the blocked topic: its PUBLISH waits for room
+            q1 = Client(mport, "q1", 5)
+            cls.q1_payload = q1.payload()
+            q1.c.send(m.publish("blk/d", cls.q1_payload, qos=1, pid=1, version=5))
+            # another topic's QoS 1 publisher goes on meanwhile
+            other = Client(mport, "other", 5)
+            cls.other = [other.publish("oth/d") for _ in range(BOUND // PAYLOAD // 2)]  # within its bound
+            cls.during = topics(hport)[BLK]
+
+            cls.mc.control.fault("normal")  # the cluster is back: its acks free room
+            ack = q1.c.read(timeout=30 * SLOW)
+            cls.q1_ack = (ack.type, ack.packet_id, ack.reason(5))
+            cls.resumed = wait_for(
+                lambda: (lambda t: t if t["received"] > cls.during["received"] + 20 else None)(topics(hport)[BLK]),
+                30 * SLOW, what="the flood to be read again")
+        finally:
+            flood.stop.set()
+            flood.join(10 * SLOW)
+        cls.flood_error, cls.flood_whole = flood.error, flood.whole
+        want = flood.whole + 1  # and q1's
+        cls.end = wait_for(lambda: (lambda t: t if t["received"] == want and t["stored"] == want else None)(
+            topics(hport)[BLK]), 30 * SLOW, what="every whole flood message to be stored")
+        wait_until(lambda: len(cls.mc.store_records(BLK)) >= want, 60 * SLOW,
+                   "the cluster to hold every message of the blocked topic")
+        cls.stored_blk = [r["payload"] for r in cls.mc.store_records(BLK)]
+        cls.stored_oth = [r["payload"] for r in cls.mc.store_records(OTH)]
+        q1.c.close()
+        other.c.close()
+        sys.stderr.write(f"overflow: block: {cls.during['received']} read before the pause, "
+                         f"{flood.whole} flooded in all, {len(cls.other)} acked on the other topic meanwhile\n")
+
+    def test_the_flooded_topic_blocks_at_its_bound_refusing_and_dropping_nothing(self):
+        t = self.blocked
+        self.assertTrue(t["blocked"])
+        self.assertEqual(t["rejected"]["full"], 0, t)
+        self.assertEqual(t["dropped"], 0, t)
+        self.assertGreaterEqual(self.during["blocked_pauses"], 1, self.during)
+
+    def test_the_paused_publishers_are_not_read_while_it_is_blocked(self):
+        self.assertTrue(self.during["blocked"], self.during)
+        self.assertEqual(self.during["stored"], self.blocked["stored"], "nothing more written while blocked")
+        self.assertLess(self.during["received"], self.flood_whole)
+
+    def test_another_topics_qos1_publisher_keeps_getting_its_pubacks(self):
+        self.assertEqual({r for _, r in self.other}, {0})
+        self.assertEqual(self.stored_oth, [p for p, _ in self.other])
+
+    def test_the_waiting_puback_comes_once_the_cluster_frees_room(self):
+        self.assertEqual(self.q1_ack, (m.PUBACK, 1, 0))
+        self.assertIn(self.q1_payload, self.stored_blk)
+
+    def test_the_cluster_holds_the_whole_flood_in_order_nothing_dropped(self):
+        self.assertIsNone(self.flood_error)
+        flood = [p for p in self.stored_blk if p.startswith("flood:")]
+        self.assertEqual(len(flood), self.flood_whole)
+        self.assertEqual(flood, [Flooder.payload(i) for i in range(1, self.flood_whole + 1)])
+        self.assertEqual(len(self.stored_blk), self.flood_whole + 1)
+        t = self.end
+        self.assertEqual((t["dropped"], t["wal_dropped_total"], t["rejected"]["full"]), (0, 0, 0), t)
+        self.assertTrue(t["invariant_ok"], t)
+        self.assertFalse(t["blocked"], t)
+
+    def test_the_block_is_logged_and_the_gateway_stops_cleanly(self):
+        self.assertIn("on_full: block", self.log)
+        self.assertEqual(self.exit_code, 0, self.log[-3000:])
+
+
+class StopWhileBlocked(unittest.TestCase):
+    """A stop does not wait for room that may never come: what waits was
+    never acknowledged, so the gateway refuses it and exits cleanly (QoS 1/2
+    are resent after the restart)."""
+
+    def test_sigterm_while_blocked_exits_cleanly_without_waiting_for_room(self):
+        with MockCluster(fault="unavailable") as mc:
+            yaml = edge_yaml(mc.grpc_url, [{"mqtt_pattern": "blk/+", "danube_topic": BLK, "on_full": "block"}],
+                             wal=WAL, extra="shutdown_timeout_ms: 30000\n")
+            with Gateway(yaml) as gw:
+                flood = Flooder(gw.mqtt_port())
+                flood.start()
+                try:
+                    t = wait_for(lambda: (lambda t: t if t["blocked"] else None)(topics(gw.http_port())[BLK]),
+                                 20 * SLOW, what="the flooded topic to block")
+                finally:
+                    flood.stop.set()
+                    flood.join(10 * SLOW)
+                code = gw.stop(timeout=20 * SLOW)  # far less than shutdown_timeout_ms
+                log = gw.log()
+        self.assertEqual(code, 0, log[-3000:])
+        self.assertIn("shutting down: messages waiting for room (on_full: block) not taken", log)
+        self.assertNotIn("shutdown took too long", log)
+        self.assertEqual(t["dropped"], 0)
 
 
 class MappingsThatDisagree(unittest.TestCase):

@@ -245,8 +245,14 @@ Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
     cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_DROP_NEWEST);
     cfg_free(c);
     free(y);
-    y = cat(HEAD, "      on_full: block\n");
-    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].on_full:", "expected one of drop_oldest, drop_newest");
+    y = cat(HEAD, "    - mqtt_pattern: d/+\n      danube_topic: /e1/v\n      on_full: block\n");
+    c = load(y, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_BLOCK);
+    cfg_free(c);
+    free(y);
+    y = cat(HEAD, "      on_full: blocking\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].on_full:", "expected one of drop_oldest, drop_newest, block");
     free(y);
 }
 

@@ -44,7 +44,7 @@ void th_init(th_t *h, wal_fsync_t mode)
     tb_log_set_level(getenv("WAL_TEST_LOG") ? TB_LOG_DEBUG : TB_LOG_OFF);
 }
 
-static void collect(th_t *h)
+void th_collect(th_t *h)
 {
     wal_batch_t *b = wal_take_done(h->w);
     while (b) {
@@ -70,7 +70,7 @@ int th_close(th_t *h)
         return 0;
     wal_t *w = h->w;
     /* completions posted during close are freed by wal_close; take what is there */
-    collect(h);
+    th_collect(h);
     int rc = wal_close(w);
     h->w = NULL;
     return rc;
@@ -135,7 +135,7 @@ bool th_wait(th_t *h, size_t n)
     for (;;) {
         uint64_t seen = h->wakes;
         pthread_mutex_unlock(&h->mu);
-        collect(h);
+        th_collect(h);
         pthread_mutex_lock(&h->mu);
         if (h->ndone >= n)
             break;
@@ -146,7 +146,7 @@ bool th_wait(th_t *h, size_t n)
             break;
     }
     pthread_mutex_unlock(&h->mu);
-    collect(h);
+    th_collect(h);
     return h->ndone >= n;
 }
 

@@ -49,6 +49,8 @@ const wal_msg_t *th_msg(th_msgbuf_t *mb, uint64_t seq, size_t payload_len);
 
 /* Submits one batch of n messages seq0 .. seq0+n-1 (user = (void*)seq0). */
 void th_submit(th_t *h, wal_topic_t *t, uint64_t seq0, uint32_t n, size_t payload_len);
+/* Collects the completions there are now (no waiting). */
+void th_collect(th_t *h);
 /* Waits (10 s deadline) until at least n completions were collected. */
 bool th_wait(th_t *h, size_t n);
 /* Polls cond(arg) every millisecond until true or 10 s pass: for state

@@ -342,6 +342,40 @@ Test(min_free, drop_newest_at_the_floor_deletes_nothing_and_takes_writes_again_w
     refusing_policy_at_the_floor(WAL_OVERFLOW_DROP_NEWEST);
 }
 
+static bool blocked(void *arg) { return wal_topic_blocked(arg); }
+
+Test(min_free, block_at_the_floor_holds_the_batch_and_writes_it_on_its_own_when_space_returns)
+{
+    h.o.space_check_ms = 20;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic("/e/t");
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_BLOCK), 0);
+    set_free(FLOOR - 1000);
+    cr_assert_eq(wal_sync(h.w), 0);
+    size_t before = h.ndone;
+    th_submit(&h, t, 0, PER_BATCH, PAYLOAD);
+    th_submit(&h, t, PER_BATCH, PER_BATCH, PAYLOAD);
+    cr_assert(th_wait_until(blocked, t), "held at the floor");
+    cr_assert_eq(wal_sync(h.w), 0);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, before, "neither written nor refused");
+    cr_assert_eq(stats(t).next_offset, 1, "no offsets taken");
+    /* another program frees space: only the periodic reading sees it, and the held batches go */
+    set_free(FLOOR + (100u << 10));
+    cr_assert(th_wait(&h, before + 2), "written once the space returned, with no call from the caller");
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(h.done[before + (size_t)i].rc, 0);
+        cr_assert_eq(h.done[before + (size_t)i].first_offset, 1 + (uint64_t)i * PER_BATCH, "in order");
+    }
+    cr_assert_not(wal_topic_blocked(t));
+    uint64_t seqs[64];
+    int gaps;
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 64, &gaps), 2 * PER_BATCH);
+    cr_assert_eq(gaps, 0);
+    for (int i = 0; i < 2 * PER_BATCH; i++)
+        cr_assert_eq(seqs[i], (uint64_t)i);
+}
+
 /* ---- the session journal ---------------------------------------------------------- */
 
 Test(min_free, a_topic_with_an_own_bound_is_exempt_and_never_deleted_for_the_floor)

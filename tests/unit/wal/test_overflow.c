@@ -9,6 +9,9 @@
  * writes accepted again once the checkpoint moves; drop_newest, the same
  * policy under a data topic's name, likewise; and every refusal at a bound,
  * and only such a refusal, marked refused_at_bound in its completion.
+ * Last block: a batch at the bound is held, not refused (nothing written,
+ * no offsets taken, later batches behind it), and written in order when
+ * the checkpoint frees room; at close what is held completes TB_ECLOSED.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -35,6 +38,7 @@ Test(overflow, every_policy_name_parses_back_to_its_policy)
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_OLDEST), "drop_oldest");
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_REFUSE), "refuse");
     cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_DROP_NEWEST), "drop_newest");
+    cr_assert_str_eq(wal_overflow_name(WAL_OVERFLOW_BLOCK), "block");
     wal_overflow_t p = WAL_OVERFLOW__COUNT;
     cr_assert_eq(wal_overflow_parse("refuse", &p), 0);
     cr_assert_eq(p, WAL_OVERFLOW_REFUSE);
@@ -43,7 +47,7 @@ Test(overflow, every_policy_name_parses_back_to_its_policy)
 Test(overflow, an_unknown_name_is_refused_and_leaves_the_output_alone)
 {
     static const char *const bad[] = { "", "drop-oldest", "DROP_OLDEST", "drop_oldest ", "drop-newest", "DROP_NEWEST",
-                                     "drop_newest ", "block", "REFUSE", "refuse ", "refused" };
+                                     "drop_newest ", "BLOCK", "block ", "blocking", "REFUSE", "refuse ", "refused" };
     for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
         wal_overflow_t p = WAL_OVERFLOW__COUNT;
         cr_assert_eq(wal_overflow_parse(bad[i], &p), TB_ECONFIG, "\"%s\"", bad[i]);
@@ -469,4 +473,151 @@ Test(overflow, drop_oldest_refusing_with_only_active_segments_left_is_a_refusal_
     cr_assert(r.out.at_bound[n - 2]);
     for (size_t i = 0; i + 2 < n; i++)
         cr_assert_not(r.out.at_bound[i], "batch %zu was stored", i);
+}
+
+/* ---- block ------------------------------------------------------------------ */
+
+static bool is_blocked(void *arg) { return wal_topic_blocked(arg); }
+static bool is_unblocked(void *arg) { return !wal_topic_blocked(arg); }
+
+/* Fills t (max_topic_bytes 16384) to its bound under drop_newest, then sets
+ * block and submits nb batches, which the writer holds. Returns the seq of
+ * the first held batch; *held_from is the topic's next offset then. */
+static uint64_t block_at_bound(wal_topic_t *t, int nb, uint64_t *held_from)
+{
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    uint64_t seq = 0;
+    cr_assert_gt(fill_until_refused(&h, t, &seq, 40), 0);
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_BLOCK), 0);
+    cr_assert_not(wal_topic_blocked(t));
+    *held_from = stats_of(t).next_offset;
+    for (int i = 0; i < nb; i++)
+        th_submit(&h, t, seq + (uint64_t)i * PER_BATCH, PER_BATCH, PAYLOAD);
+    cr_assert(th_wait_until(is_blocked, t), "the writer holds the batch");
+    return seq;
+}
+
+Test(overflow, block_holds_batches_at_the_bound_unwritten_and_writes_them_in_order_when_room_returns)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    size_t before;
+    uint64_t held_from;
+    uint64_t seq = block_at_bound(t, 3, &held_from);
+    before = h.ndone;
+    wal_topic_stats_t st0 = stats_of(t);
+    cr_assert_eq(wal_sync(h.w), 0, "a barrier passes the held batches");
+    th_collect(&h);
+    wal_topic_stats_t st1 = stats_of(t);
+    cr_assert_eq(h.ndone, before, "a held batch has no completion: neither written nor refused");
+    cr_assert(wal_topic_blocked(t));
+    cr_assert_eq(st1.next_offset, held_from, "held batches take no offsets");
+    cr_assert_eq(st1.bytes, st0.bytes, "nothing of them is written");
+    cr_assert_eq(st1.dropped_total, 0);
+    cr_assert_eq(st1.state, WAL_TOPIC_OK);
+    /* a batch submitted now waits behind them */
+    th_submit(&h, t, seq + 3 * PER_BATCH, PER_BATCH, PAYLOAD);
+    cr_assert_eq(wal_sync(h.w), 0);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, before);
+
+    /* the cluster acknowledges what is stored: room, and the held batches go in order */
+    cr_assert_eq(wal_checkpoint(t, wal_topic_readable_end(t) - 1), 0);
+    cr_assert(th_wait(&h, before + 4), "the held batches complete once the checkpoint frees room");
+    cr_assert(th_wait_until(is_unblocked, t));
+    for (int i = 0; i < 4; i++) {
+        const wal_completion_t *c = &h.done[before + (size_t)i];
+        cr_assert_eq(c->rc, 0, "batch %d", i);
+        cr_assert_not(c->refused_at_bound);
+        cr_assert_eq((uint64_t)(uintptr_t)c->user, seq + (uint64_t)i * PER_BATCH, "FIFO: batch %d", i);
+        cr_assert_eq(c->first_offset, held_from + (uint64_t)i * PER_BATCH, "offsets continue: batch %d", i);
+    }
+    seq += 4 * PER_BATCH;
+    uint64_t seqs[512];
+    int gaps;
+    uint64_t from = stats_of(t).oldest_offset;
+    long n = th_read_all(t, from, PAYLOAD, seqs, 512, &gaps);
+    cr_assert_eq(gaps, 0);
+    cr_assert_gt(n, 4 * PER_BATCH);
+    for (long i = 1; i < n; i++)
+        cr_assert_eq(seqs[i], seqs[i - 1] + 1, "in order, nothing missing");
+    cr_assert_eq(seqs[n - 1], seq - 1, "the last held message is the last record");
+    cr_assert_eq(stats_of(t).dropped_total, 0, "block drops nothing");
+    cr_assert_eq(th_append(&h, t, seq, PER_BATCH, PAYLOAD), 0, "and new batches are written at once");
+}
+
+Test(overflow, block_holds_only_its_topic_another_topic_is_written_meanwhile)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t, *o;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(wal_topic_open(h.w, "/e/o", &o), 0);
+    uint64_t held_from;
+    block_at_bound(t, 1, &held_from);
+    size_t before = h.ndone;
+    cr_assert_eq(th_append(&h, o, 0, PER_BATCH, PAYLOAD), 0, "another topic is not held");
+    cr_assert_eq(h.ndone, before + 1);
+    cr_assert_eq(h.done[before].topic, o);
+    cr_assert_not(wal_topic_blocked(o));
+    cr_assert(wal_topic_blocked(t));
+}
+
+Test(overflow, block_held_batches_end_with_close_never_written)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    uint64_t held_from;
+    block_at_bound(t, 2, &held_from);
+    cr_assert_eq(th_close(&h), 0, "close does not wait for room (held batches complete TB_ECLOSED, freed by it)");
+    cr_assert_eq(th_open(&h), 0);
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    cr_assert_eq(stats_of(t).next_offset, held_from, "nothing of them reached the disk");
+}
+
+Test(overflow, block_changed_to_drop_newest_refuses_the_held_batches_at_the_next_wake)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    uint64_t held_from;
+    block_at_bound(t, 2, &held_from);
+    size_t before = h.ndone;
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    cr_assert_eq(wal_sync(h.w), 0); /* a wake */
+    cr_assert(th_wait(&h, before + 2));
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(h.done[before + (size_t)i].rc, TB_EFULL);
+        cr_assert(h.done[before + (size_t)i].refused_at_bound);
+    }
+    cr_assert_not(wal_topic_blocked(t));
+    cr_assert_eq(stats_of(t).next_offset, held_from);
+}
+
+Test(overflow, block_release_held_completes_the_held_batches_eclosed_in_order_and_holds_nothing_more)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    uint64_t held_from;
+    uint64_t seq = block_at_bound(t, 2, &held_from);
+    size_t before = h.ndone;
+    wal_topic_release_held(t);
+    cr_assert(th_wait(&h, before + 2), "the held batches come back");
+    for (int i = 0; i < 2; i++) {
+        const wal_completion_t *c = &h.done[before + (size_t)i];
+        cr_assert_eq(c->rc, TB_ECLOSED, "batch %d", i);
+        cr_assert_not(c->refused_at_bound);
+        cr_assert_eq((uint64_t)(uintptr_t)c->user, seq + (uint64_t)i * PER_BATCH, "in order");
+    }
+    cr_assert_not(wal_topic_blocked(t));
+    cr_assert_eq(th_append(&h, t, seq + 2 * PER_BATCH, PER_BATCH, PAYLOAD), TB_ECLOSED, "nothing is held any more");
+    cr_assert_not(wal_topic_blocked(t));
+    cr_assert_eq(stats_of(t).next_offset, held_from, "nothing of them was written");
 }

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+void (*hb_wal_tune)(wal_opts_t *o);
+
 static void tick_cb(uv_timer_t *t)
 {
     (void)t;
@@ -54,6 +56,8 @@ int hb_open_mappings(hb_t *h, const char *mqtt_extra, const char *mappings, char
     o.fsync = WAL_FSYNC_NEVER;
     o.notify = broker_wal_notify;
     o.notify_arg = h->b;
+    if (hb_wal_tune)
+        hb_wal_tune(&o);
     cr_assert_eq(wal_open(&o, &h->wal), 0);
     return broker_init(h->b, h->cfg, h->wal, err, errlen);
 }

@@ -38,6 +38,9 @@ void hb_open_with(hb_t *h, const char *mqtt_extra);
  * four spaces, each "- {...}"; the edge is edge1); returns broker_init's
  * rc and message. hb_close closes it whatever the rc. */
 int hb_open_mappings(hb_t *h, const char *mqtt_extra, const char *mappings, char *err, size_t errlen);
+/* When set, changes the log's options before hb_open* opens it (small
+ * segments and bounds, for a test at a disk bound). */
+extern void (*hb_wal_tune)(wal_opts_t *o);
 /* Drains (waiting until every fake connection was released), closes the log and the broker, asserts the loop closed with nothing left, removes the directory. */
 void hb_close(hb_t *h);
 /* Turns the loop until cond(arg) or timeout_ms; returns the last cond. */
