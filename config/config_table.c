@@ -247,6 +247,11 @@ const cfg__key_t cfg__mapping_keys[] = {
       "drop_newest: keep what is stored until the cluster acknowledges it and refuse new messages meanwhile "
       "(MQTT 5 0x97, 3.1.1 QoS 1/2 closed, QoS 0 dropped; counted as rejected, reason full). Every mapping of "
       "one danube_topic must say the same."),
+    M("max_age", CFG__DURATION, max_age_ms, "0", 0, 3650ull * DAY_MS, NULL, 0,
+      "Messages older than this (by publish time) when the replicator is about to send them are dropped "
+      "unsent and counted (tributary_messages_dropped_age_total, persistent in the log's meta file). A "
+      "duration: 500ms, 45s, 30m, 12h, 7d (a bare number is milliseconds); 0 = no age limit. Every mapping "
+      "of one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 
@@ -293,6 +298,7 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__MAPPINGS: return "list";
     case CFG__LISTENERS: return "list";
     case CFG__SPACE: return "bytes or %";
+    case CFG__DURATION: return "duration";
     }
     return "?";
 }
@@ -303,7 +309,7 @@ static size_t field_size(const cfg__key_t *k)
     case CFG__STR: case CFG__ADDR: case CFG__URL: return sizeof(char *);
     case CFG__BOOL: return sizeof(bool);
     case CFG__U32: case CFG__MS: return sizeof(uint32_t);
-    case CFG__U64: case CFG__BYTES: return sizeof(uint64_t);
+    case CFG__U64: case CFG__BYTES: case CFG__DURATION: return sizeof(uint64_t);
     case CFG__ENUM: return sizeof(int);
     case CFG__SPACE: return sizeof(cfg_space_t);
     default: return 0; /* lists: not a scalar field */
