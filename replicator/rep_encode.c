@@ -196,6 +196,8 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
     o->count++;
     o->raw_bytes += rec->raw_len;
     o->last = rec->offset;
+    if (rec->publish_time_ms > o->last_publish_ms)
+        o->last_publish_ms = rec->publish_time_ms;
     if (rec->offset >= e->live_base)
         o->count_new++;
     if (replayed)
@@ -236,6 +238,7 @@ void rep__open_finish(rep__open_t *o, rep__batch_t *out)
     out->replayed = o->replayed;
     out->raw_bytes = o->raw_bytes;
     out->first_publish_ms = o->first_publish_ms;
+    out->last_publish_ms = o->last_publish_ms;
     out->state = REP__B_BUILT;
     uint32_t skipped = o->skipped_attrs;
     memset(o, 0, sizeof *o);

@@ -107,6 +107,7 @@ typedef struct rep__open {
     uint64_t raw_bytes;          /* on-disk size of its records (lag_bytes) */
     uint64_t first, last;        /* WAL offsets */
     uint64_t first_publish_ms;
+    uint64_t last_publish_ms;    /* the newest publish_time_ms of its messages */
     uint64_t started_ms;         /* tb_mono_ms() when its first message was added */
     /* A batch holds either messages to send or only records older than
      * max_age (aged), never both: an aged-only batch becomes a "virtual"
@@ -180,6 +181,7 @@ typedef struct rep__batch {
     uint32_t aged, aged_new;     /* a virtual batch (count 0): records skipped for their age */
     uint64_t raw_bytes;          /* on-disk size of its records */
     uint64_t first_publish_ms;
+    uint64_t last_publish_ms;    /* the newest publish_time_ms of its messages (max_age at resend) */
     uint8_t *buf;                /* the encoded ReplicateBatch (until `wire` takes it) */
     size_t len;
     void *wire;                  /* rep_stream.c: the refcounted grpc_slice holding buf */

@@ -453,12 +453,39 @@ static bool read_more(rep_t *r, rep__topic_t *t)
     return false;
 }
 
+/*
+ * max_age at send time for a batch built earlier (a stream ended and the
+ * batch waits to be resent, its boundaries kept for the cluster's dedup):
+ * when every one of its messages is older than max_age now, it becomes a
+ * virtual batch (its messages counted as aged, never sent again) and the
+ * checkpoint moves over it. A batch with any younger message is sent
+ * whole: its boundaries cannot change. True when b was expired (b is then
+ * no longer valid).
+ */
+static bool expire(rep_t *r, rep__topic_t *t, rep__batch_t *b)
+{
+    uint64_t now = tb_wall_ms();
+    if (!t->enc.max_age_ms || !b->last_publish_ms || now <= b->last_publish_ms ||
+        now - b->last_publish_ms <= t->enc.max_age_ms)
+        return false;
+    rep__batch_release(b);
+    b->aged = b->count;
+    b->aged_new = b->count_new;
+    b->count = b->count_new = b->replayed = 0;
+    b->len = 0;
+    b->state = REP__B_ACKED;
+    advance(r, t);
+    return true;
+}
+
 static void pump(rep_t *r, rep__topic_t *t)
 {
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
         uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* slow start */
         if (!rep__stream_send_busy(t->stream) && t->win.sent < may_send) {
             rep__batch_t *b = rep__window_next_unsent(&t->win);
+            if (b && expire(r, t, b))
+                continue; /* aged while it waited: the next one */
             if (b) {
                 if (b->sends)
                     t->st.batches_resent++;
