@@ -67,6 +67,7 @@ typedef struct cfg_mapping {
     cfg_policy_t validation_policy;
     cfg_encoding_t encoding;       /* Avro payload encoding */
     cfg_on_full_t on_full;         /* at a disk bound; every mapping of one upstream topic agrees */
+    uint64_t max_age_ms;           /* older at send time: dropped unsent (0: none); mappings of a topic agree */
     cfg_attr_t *attrs;
     size_t nattrs;
     cfg_capvals_t *capvals;

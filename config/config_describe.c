@@ -20,7 +20,7 @@ static void bounds(const cfg__key_t *k, char *out, size_t n)
 {
     out[0] = '\0';
     switch (k->type) {
-    case CFG__U32: case CFG__U64: case CFG__MS: case CFG__BYTES:
+    case CFG__U32: case CFG__U64: case CFG__MS: case CFG__BYTES: case CFG__DURATION:
         snprintf(out, n, "%llu..%llu", (unsigned long long)k->min, (unsigned long long)k->max);
         break;
     case CFG__ENUM: {
@@ -102,7 +102,7 @@ static void print_value(FILE *out, const cfg__key_t *k, const void *base)
     }
     case CFG__BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
     case CFG__U32: case CFG__MS: fprintf(out, "%" PRIu32, *(const uint32_t *)field); break;
-    case CFG__U64: case CFG__BYTES: fprintf(out, "%" PRIu64, *(const uint64_t *)field); break;
+    case CFG__U64: case CFG__BYTES: case CFG__DURATION: fprintf(out, "%" PRIu64, *(const uint64_t *)field); break;
     case CFG__ENUM: fputs(k->enums[*(const int *)field], out); break;
     case CFG__SPACE: {
         const cfg_space_t *v = (const cfg_space_t *)field;

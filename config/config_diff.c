@@ -19,7 +19,7 @@ static bool same_value(const cfg__key_t *k, const void *a, const void *b)
     }
     case CFG__BOOL: return *(const bool *)fa == *(const bool *)fb;
     case CFG__U32: case CFG__MS: return *(const uint32_t *)fa == *(const uint32_t *)fb;
-    case CFG__U64: case CFG__BYTES: return *(const uint64_t *)fa == *(const uint64_t *)fb;
+    case CFG__U64: case CFG__BYTES: case CFG__DURATION: return *(const uint64_t *)fa == *(const uint64_t *)fb;
     case CFG__ENUM: return *(const int *)fa == *(const int *)fb;
     case CFG__SPACE: {
         const cfg_space_t *sa = (const cfg_space_t *)fa, *sb = (const cfg_space_t *)fb;

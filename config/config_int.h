@@ -19,6 +19,7 @@ typedef enum {
     CFG__MAPPINGS, /* cfg_mapping_t list */
     CFG__LISTENERS, /* cfg_listener_t list */
     CFG__SPACE,    /* cfg_space_t; "bytes or %": 64MiB (min..max bytes) or 2% (one decimal, 0%..50%) */
+    CFG__DURATION, /* uint64_t milliseconds; accepts 500ms, 45s, 30m, 12h, 7d (a bare number is ms) */
 } cfg__type_t;
 
 /* The largest share of a file system a CFG__SPACE value may name, in tenths of a percent. */

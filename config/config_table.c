@@ -249,6 +249,11 @@ const cfg__key_t cfg__mapping_keys[] = {
       "block: keep what is stored, hold the new messages unwritten and unacknowledged, and stop reading the "
       "connections that publish to the topic until the cluster's acknowledgements (or free space) make room; "
       "nothing is dropped, other topics' publishers go on. Every mapping of one danube_topic must say the same."),
+    M("max_age", CFG__DURATION, max_age_ms, "0", 0, 3650ull * DAY_MS, NULL, 0,
+      "Messages older than this (by publish time) when the replicator is about to send them are dropped "
+      "unsent and counted (tributary_messages_dropped_age_total, persistent in the log's meta file). A "
+      "duration: 500ms, 45s, 30m, 12h, 7d (a bare number is milliseconds); 0 = no age limit. Every mapping "
+      "of one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 
@@ -295,6 +300,7 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__MAPPINGS: return "list";
     case CFG__LISTENERS: return "list";
     case CFG__SPACE: return "bytes or %";
+    case CFG__DURATION: return "duration";
     }
     return "?";
 }
@@ -305,7 +311,7 @@ static size_t field_size(const cfg__key_t *k)
     case CFG__STR: case CFG__ADDR: case CFG__URL: return sizeof(char *);
     case CFG__BOOL: return sizeof(bool);
     case CFG__U32: case CFG__MS: return sizeof(uint32_t);
-    case CFG__U64: case CFG__BYTES: return sizeof(uint64_t);
+    case CFG__U64: case CFG__BYTES: case CFG__DURATION: return sizeof(uint64_t);
     case CFG__ENUM: return sizeof(int);
     case CFG__SPACE: return sizeof(cfg_space_t);
     default: return 0; /* lists: not a scalar field */

@@ -63,6 +63,43 @@ static int parse_u64(const char *s, bool allow_suffix, uint64_t *out, char *msg,
     return 0;
 }
 
+/* A duration in milliseconds: an unsigned integer with ms, s, m, h or d
+ * (a bare number is milliseconds). */
+static int parse_duration(const char *s, uint64_t *out, char *msg, size_t msglen)
+{
+    const char *p = s;
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p)) {
+        snprintf(msg, msglen, "expected a duration (500ms, 45s, 30m, 12h, 7d), got \"%s\"", s);
+        return TB_ECONFIG;
+    }
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (errno == ERANGE) {
+        snprintf(msg, msglen, "duration \"%s\" is too large", s);
+        return TB_ECONFIG;
+    }
+    while (isspace((unsigned char)*end)) end++;
+    static const struct { const char *sfx; uint64_t m; } sfx[] = {
+        { "", 1 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 },
+    };
+    size_t i;
+    for (i = 0; i < TB_ARRAY_LEN(sfx); i++)
+        if (strcmp(end, sfx[i].sfx) == 0)
+            break;
+    if (i == TB_ARRAY_LEN(sfx)) {
+        snprintf(msg, msglen, "unknown duration unit \"%s\" in \"%s\" (use ms, s, m, h or d)", end, s);
+        return TB_ECONFIG;
+    }
+    if (v > UINT64_MAX / sfx[i].m) {
+        snprintf(msg, msglen, "duration \"%s\" is too large", s);
+        return TB_ECONFIG;
+    }
+    *out = v * sfx[i].m;
+    return 0;
+}
+
 /* "N%" or "N.D%" (one decimal), in tenths of a percent. Returns 1 when s is
  * no percentage at all (so it is read as a size), 0, or TB_ECONFIG. */
 static int parse_percent(const char *s, uint32_t *permille, char *msg, size_t msglen)
@@ -203,6 +240,16 @@ int cfg__set_scalar(const cfg__key_t *k, void *base, const char *s, char *msg, s
         }
         if (k->type == CFG__U32 || k->type == CFG__MS) *(uint32_t *)field = (uint32_t)v;
         else *(uint64_t *)field = v;
+        return 0;
+    case CFG__DURATION:
+        if (parse_duration(s, &v, msg, msglen) < 0)
+            return TB_ECONFIG;
+        if (v < k->min || v > k->max) {
+            snprintf(msg, msglen, "duration out of range: %llu ms is not within %llu..%llu ms", (unsigned long long)v,
+                     (unsigned long long)k->min, (unsigned long long)k->max);
+            return TB_ECONFIG;
+        }
+        *(uint64_t *)field = v;
         return 0;
     case CFG__SPACE: {
         uint32_t permille = 0;

@@ -82,7 +82,9 @@ static const int reject_label[BROKER_REJ__COUNT] = {
  *   received, rejected  the loop's router counters (publish.c, ingest.c)
  *   replicated          the replicator's acks of offsets this process wrote,
  *                       still in the log when acked (rep_topic.c)
- *   dropped             the WAL's count of such offsets deleted before an ack
+ *   dropped             the WAL's count of such offsets deleted before an ack,
+ *                       plus the replicator's of those it skipped for max_age
+ *                       (the checkpoint passed them: rep_topic.c advance)
  *   queued              what is still somewhere: in the loop's batches
  *                       (`batched`), plus the offsets the log confirmed to the
  *                       loop ([S, log_end)) that are neither acked (<= A) nor
@@ -110,6 +112,7 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_REPLICATED, mi, 0, rs->messages_acked_new);
     SET(METRICS_DROPPED, mi, 0, st->dropped_since_open);
     SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
+    SET(METRICS_DROPPED_AGE, mi, 0, rs->messages_dropped_age_new);
     SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
 }
 
@@ -162,6 +165,7 @@ void gw__collect(void *arg, metrics_t *m)
         account(m, mi, t, &st, &rs);
         SET(METRICS_WAL_DROPPED, mi, 0, st.dropped_total);
         SET(METRICS_WAL_LOST, mi, 0, st.lost_total);
+        SET(METRICS_WAL_DROPPED_AGE, mi, 0, st.dropped_age_total);
         SET(METRICS_WAL_WRITE_ERRORS, mi, 0, st.write_errors);
         for (size_t k = 0; k < METRICS_BATCH__COUNT; k++)
             SET(METRICS_WAL_BATCHES, mi, k, t->batches[k]);

@@ -326,7 +326,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
     rep_topic_spec_t *specs = tb_calloc(n + 1, sizeof *specs);
     for (size_t i = 0; i < n; i++) {
         const broker_topic_t *t = broker_topic(g->b, i);
-        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal };
+        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms };
     }
     o.topics = specs;
     o.ntopics = n;

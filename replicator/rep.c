@@ -157,6 +157,7 @@ int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
         wal_topic_stats(t->wal, &ws);
         t->st.start_offset = ws.open_offset ? ws.open_offset : ws.next_offset;
         rep__topic_init(r, t);
+        t->enc.max_age_ms = o->topics[i].max_age_ms;
         t->pub = t->st;
         t->pub_progress_ms = t->progress_ms;
     }

@@ -196,6 +196,8 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
     o->count++;
     o->raw_bytes += rec->raw_len;
     o->last = rec->offset;
+    if (rec->publish_time_ms > o->last_publish_ms)
+        o->last_publish_ms = rec->publish_time_ms;
     if (rec->offset >= e->live_base)
         o->count_new++;
     if (replayed)
@@ -205,6 +207,24 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
 
 void rep__open_finish(rep__open_t *o, rep__batch_t *out)
 {
+    if (o->count == 0) { /* virtual: nothing to send */
+        memset(out, 0, sizeof *out);
+        out->first = o->first;
+        out->last = o->last;
+        out->aged = o->aged;
+        out->aged_new = o->aged_new;
+        out->raw_bytes = o->raw_bytes;
+        out->first_publish_ms = o->first_publish_ms;
+        out->state = REP__B_ACKED;
+        uint8_t *buf = o->buf;
+        size_t cap = o->cap;
+        uint32_t skipped = o->skipped_attrs;
+        memset(o, 0, sizeof *o);
+        o->buf = buf;
+        o->cap = cap;
+        o->skipped_attrs = skipped;
+        return;
+    }
     reserve(o, TRAILER_MAX);
     uint8_t *p = o->buf + o->len;
     p = put_tag(p, 3, WT_VARINT);
@@ -218,6 +238,7 @@ void rep__open_finish(rep__open_t *o, rep__batch_t *out)
     out->replayed = o->replayed;
     out->raw_bytes = o->raw_bytes;
     out->first_publish_ms = o->first_publish_ms;
+    out->last_publish_ms = o->last_publish_ms;
     out->state = REP__B_BUILT;
     uint32_t skipped = o->skipped_attrs;
     memset(o, 0, sizeof *o);

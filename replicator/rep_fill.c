@@ -8,7 +8,9 @@
  * MiB per batch. So the record is copied ("held", its views rebased onto
  * the copy) and becomes the first message of the next batch. A gap (records
  * deleted by a bound before they were read) also closes the batch, so every
- * batch covers one contiguous range of offsets. A held
+ * batch covers one contiguous range of offsets. Records older than max_age
+ * (docs/REPLICATION.md) are not encoded: they make up "virtual" batches of
+ * their own, never sent, that move the checkpoint over them. A held
  * record is never lost and never sent twice: the unit tests replay a log
  * through this function and check every offset arrives once, in order.
  */
@@ -34,11 +36,35 @@ static void hold(rep__src_t *s, const wal_record_t *rec)
     s->has_held = true;
 }
 
+/* Adds rec to o, encoded or (older than max_age) as aged. 1 when it does not
+ * belong in o (it leads the next batch), else 0. An empty o takes anything. */
+static int place(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, uint64_t now_wall_ms)
+{
+    if (rep__too_old(e, rec, now_wall_ms)) {
+        if (o->count > 0)
+            return 1; /* a batch is all sent or all aged */
+        if (o->aged == 0) {
+            o->first = rec->offset;
+            o->first_publish_ms = rec->publish_time_ms;
+            o->started_ms = tb_mono_ms();
+        }
+        o->last = rec->offset;
+        o->aged++;
+        if (rec->offset >= e->live_base)
+            o->aged_new++;
+        o->raw_bytes += rec->raw_len;
+        return 0;
+    }
+    if (o->aged > 0)
+        return 1;
+    return rep__open_add(o, e, rec, now_wall_ms) == REP__ADD_FULL; /* only when o already had messages */
+}
+
 int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_wall_ms)
 {
     if (s->has_held) {
-        if (rep__open_add(o, e, &s->held, now_wall_ms) == REP__ADD_FULL)
-            return 1; /* only when o already had messages: close it, the held one leads the next */
+        if (place(o, e, &s->held, now_wall_ms))
+            return 1; /* close o, the held one leads the next */
         s->has_held = false;
     }
     while (!rep__open_full(o, e)) {
@@ -47,13 +73,13 @@ int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_w
         if (rc == WAL_GAP) {
             s->gaps++;
             wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
-            if (o->count > 0)
+            if (!rep__open_empty(o))
                 return 1; /* batches stay contiguous: the records after the gap start the next */
             continue;
         }
         if (rc != 0)
             return rc == WAL_END ? 0 : rc;
-        if (rep__open_add(o, e, &rec, now_wall_ms) == REP__ADD_FULL) {
+        if (place(o, e, &rec, now_wall_ms)) {
             hold(s, &rec);
             return 1;
         }

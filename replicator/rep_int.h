@@ -92,6 +92,8 @@ typedef struct rep__enc {
     uint64_t max_bytes;
     uint32_t live_window_ms;
     uint64_t live_base;          /* offsets >= this were received since start (stats) */
+    uint64_t max_age_ms;         /* records older than this (publish_time_ms) at fill time are
+                                    skipped unsent (0: none) */
 } rep__enc_t;
 
 /* The batch being filled: an encoded ReplicateBatch without its trailer. */
@@ -105,7 +107,13 @@ typedef struct rep__open {
     uint64_t raw_bytes;          /* on-disk size of its records (lag_bytes) */
     uint64_t first, last;        /* WAL offsets */
     uint64_t first_publish_ms;
+    uint64_t last_publish_ms;    /* the newest publish_time_ms of its messages */
     uint64_t started_ms;         /* tb_mono_ms() when its first message was added */
+    /* A batch holds either messages to send or only records older than
+     * max_age (aged), never both: an aged-only batch becomes a "virtual"
+     * batch, never sent, that moves the checkpoint over them. */
+    uint32_t aged;               /* records skipped for their age (count is then 0) */
+    uint32_t aged_new;           /* of those, offsets >= live_base */
 } rep__open_t;
 
 enum { REP__ADD_FULL = 1 }; /* the record would take the batch past max_bytes: not added */
@@ -118,7 +126,14 @@ size_t rep__msg_size(const rep__enc_t *e, const wal_record_t *rec, bool replayed
  * max_bytes (an empty batch takes any message, however large).
  */
 int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, uint64_t now_wall_ms);
-static inline bool rep__open_full(const rep__open_t *o, const rep__enc_t *e) { return o->count >= e->batch_size; }
+static inline bool rep__open_full(const rep__open_t *o, const rep__enc_t *e) { return o->count + o->aged >= e->batch_size; }
+static inline bool rep__open_empty(const rep__open_t *o) { return o->count == 0 && o->aged == 0; }
+/* Whether rec is older than e->max_age_ms at now_wall_ms (records without a publish time never are). */
+static inline bool rep__too_old(const rep__enc_t *e, const wal_record_t *rec, uint64_t now_wall_ms)
+{
+    return e->max_age_ms && rec->publish_time_ms && now_wall_ms > rec->publish_time_ms &&
+           now_wall_ms - rec->publish_time_ms > e->max_age_ms;
+}
 void rep__open_free(rep__open_t *o);
 
 /* ---- filling a batch from the log (rep_fill.c) ------------------------------- */
@@ -134,9 +149,11 @@ typedef struct rep__src {
 } rep__src_t;
 
 /*
- * Adds records (the held one first) to o. Returns 1 when o is complete
- * (batch_size reached, the next record did not fit and is now held, or a
- * WAL_GAP followed its records), 0 when nothing more is readable (WAL_END),
+ * Adds records (the held one first) to o. A record older than max_age is
+ * not encoded: it extends the range of an aged-only batch (o->aged). Returns
+ * 1 when o is complete (batch_size reached, the next record did not fit and
+ * is now held, a WAL_GAP followed its records, or the next record is aged
+ * after messages or fresh after aged ones: it is held and leads the next), 0 when nothing more is readable (WAL_END),
  * or a reader error (< 0). WAL_GAPs are skipped and counted in s. So a
  * batch's offsets are always contiguous, first..last: the ack accounting
  * (rep_topic.c) counts them by range.
@@ -161,8 +178,10 @@ typedef enum {
 typedef struct rep__batch {
     uint64_t first, last;        /* WAL offsets; last is batch_last_offset */
     uint32_t count, count_new, replayed;
+    uint32_t aged, aged_new;     /* a virtual batch (count 0): records skipped for their age */
     uint64_t raw_bytes;          /* on-disk size of its records */
     uint64_t first_publish_ms;
+    uint64_t last_publish_ms;    /* the newest publish_time_ms of its messages (max_age at resend) */
     uint8_t *buf;                /* the encoded ReplicateBatch (until `wire` takes it) */
     size_t len;
     void *wire;                  /* rep_stream.c: the refcounted grpc_slice holding buf */
@@ -171,7 +190,9 @@ typedef struct rep__batch {
     uint32_t sends;
 } rep__batch_t;
 
-/* Closes the open batch into *out: appends batch_last_offset and hands over the buffer. */
+/* Closes the open batch into *out: appends batch_last_offset and hands over the buffer. An
+ * aged-only batch becomes a virtual one: no buffer, already REP__B_ACKED (never sent; the
+ * window pops it like an acknowledged batch, so it moves the checkpoint in order). */
 void rep__open_finish(rep__open_t *o, rep__batch_t *out /* OUT */);
 
 typedef struct rep__window {

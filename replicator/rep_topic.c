@@ -22,6 +22,10 @@
  * unacked batch when it is given up, instead of a window of them that a
  * recovering peer might half-store. It costs one round trip per stream.
  *
+ * max_age: records older than it when read are not sent; they make up
+ * virtual batches (rep_fill.c), pushed already acknowledged, and advance()
+ * moves the checkpoint over them with their count (wal_checkpoint_ex).
+ *
  * Acks: the window matches them to batches (rep_window.c); the checkpoint
  * handed to wal_checkpoint only moves through contiguous acks. The ack
  * deadline is the oldest sent batch's send time + ack_timeout_ms; at expiry
@@ -279,6 +283,59 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
 
 /* ---- acks and sends ------------------------------------------------------------- */
 
+/*
+ * Pops the acknowledged batches at the head of the window and moves the
+ * checkpoint over them: after an ack, and after a virtual batch (records
+ * older than max_age, never sent, born ACKED) was pushed, so a virtual
+ * batch at the head moves the checkpoint without an ack and one behind
+ * unacknowledged batches waits for them. Their aged count goes to the WAL
+ * with the checkpoint (wal_checkpoint_ex: persisted in the same meta write).
+ */
+static void advance(rep_t *r, rep__topic_t *t)
+{
+    uint64_t before = t->win.acked, upto = before, aged = 0;
+    for (uint32_t i = 0; i < t->win.n && rep__window_at(&t->win, i)->state == REP__B_ACKED; i++) {
+        upto = rep__window_at(&t->win, i)->last;
+        aged += rep__window_at(&t->win, i)->aged;
+    }
+    /* The checkpoint moves first, and tells below which offset the disk
+     * bound deleted records meanwhile: those of our batches were counted
+     * as dropped when they went (their batch was in flight), so they are
+     * not counted as replicated (or aged) too (wal.h: wal_checkpoint_floor). */
+    uint64_t drop_floor = 0;
+    if (upto > before) {
+        int rc = wal_checkpoint_ex(t->wal, upto, aged, &drop_floor);
+        if (rc < 0)
+            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto),
+                     TB_ERR(rc));
+    }
+    bool acked = false;
+    rep__batch_t b;
+    while (rep__window_pop(&t->win, &b)) {
+        /* a batch is contiguous (rep__fill): its new offsets are [lo, b.last] */
+        uint64_t lo = TB_MAX(b.first, t->st.start_offset);
+        uint64_t gone = drop_floor > lo && b.last >= lo ? TB_MIN(drop_floor, b.last + 1) - lo : 0;
+        if (b.count == 0) { /* virtual: nothing was sent, nothing to release */
+            t->st.messages_dropped_age += b.aged;
+            t->st.messages_dropped_age_new += b.aged_new - TB_MIN(gone, (uint64_t)b.aged_new);
+            continue;
+        }
+        acked = true;
+        t->st.batches_acked++;
+        t->st.messages_acked += b.count;
+        gone = TB_MIN(gone, (uint64_t)b.count_new);
+        t->st.messages_acked_new += b.count_new - gone;
+        t->st.messages_acked_dropped += gone;
+        rep__batch_release(&b);
+    }
+    if (t->win.acked > before) {
+        if (acked)
+            t->st.last_ack_ms = tb_wall_ms();
+        t->progress_ms = tb_mono_ms();
+        rep__topic_publish(r, t); /* the counts and the checkpoint together, before anything slower */
+    }
+}
+
 void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
 {
     rep__ack_t res = rep__window_ack(&t->win, acked_offset);
@@ -292,37 +349,7 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
         t->outage_logged = false;
         tb_info("replication resumed", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
     }
-    uint64_t before = t->win.acked, upto = before;
-    for (uint32_t i = 0; i < t->win.n && rep__window_at(&t->win, i)->state == REP__B_ACKED; i++)
-        upto = rep__window_at(&t->win, i)->last;
-    /* The checkpoint moves first, and tells below which offset the disk
-     * bound deleted records meanwhile: those of our batches were counted
-     * as dropped when they went (their batch was in flight), so they are
-     * not counted as replicated too (wal.h: wal_checkpoint_floor). */
-    uint64_t drop_floor = 0;
-    if (upto > before) {
-        int rc = wal_checkpoint_floor(t->wal, upto, &drop_floor);
-        if (rc < 0)
-            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto),
-                     TB_ERR(rc));
-    }
-    rep__batch_t b;
-    while (rep__window_pop(&t->win, &b)) {
-        t->st.batches_acked++;
-        t->st.messages_acked += b.count;
-        /* a batch is contiguous (rep__fill): its new offsets are [lo, b.last] */
-        uint64_t lo = TB_MAX(b.first, t->st.start_offset);
-        uint64_t gone = drop_floor > lo && b.last >= lo ? TB_MIN(drop_floor, b.last + 1) - lo : 0;
-        gone = TB_MIN(gone, (uint64_t)b.count_new);
-        t->st.messages_acked_new += b.count_new - gone;
-        t->st.messages_acked_dropped += gone;
-        rep__batch_release(&b);
-    }
-    if (t->win.acked > before) {
-        t->st.last_ack_ms = tb_wall_ms();
-        t->progress_ms = tb_mono_ms();
-        rep__topic_publish(r, t); /* the counts and the checkpoint together, before anything slower */
-    }
+    advance(r, t);
     arm_ack_timer(r, t);
     if (res == REP__ACK_OUT_OF_ORDER && t->stream) {
         rep__batch_t *gap = rep__window_oldest_unacked(&t->win);
@@ -354,10 +381,14 @@ static void finish_open(rep_t *r, rep__topic_t *t)
     rep__batch_t *b = rep__window_push(&t->win);
     rep__open_finish(&t->open, b);
     rep__timer_cancel(&r->timers, &t->batch_timer);
+    if (b->state == REP__B_ACKED)
+        advance(r, t); /* virtual (only records past max_age): moves the checkpoint unsent */
 }
 
 static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
 {
+    if (t->open.aged)
+        return true; /* nothing to wait for: a virtual batch closes as soon as a fill ends */
     return t->open.count && (rep__open_full(&t->open, &t->enc) || r->o.batch_timeout_ms == 0 ||
                              now >= t->open.started_ms + r->o.batch_timeout_ms);
 }
@@ -422,12 +453,39 @@ static bool read_more(rep_t *r, rep__topic_t *t)
     return false;
 }
 
+/*
+ * max_age at send time for a batch built earlier (a stream ended and the
+ * batch waits to be resent, its boundaries kept for the cluster's dedup):
+ * when every one of its messages is older than max_age now, it becomes a
+ * virtual batch (its messages counted as aged, never sent again) and the
+ * checkpoint moves over it. A batch with any younger message is sent
+ * whole: its boundaries cannot change. True when b was expired (b is then
+ * no longer valid).
+ */
+static bool expire(rep_t *r, rep__topic_t *t, rep__batch_t *b)
+{
+    uint64_t now = tb_wall_ms();
+    if (!t->enc.max_age_ms || !b->last_publish_ms || now <= b->last_publish_ms ||
+        now - b->last_publish_ms <= t->enc.max_age_ms)
+        return false;
+    rep__batch_release(b);
+    b->aged = b->count;
+    b->aged_new = b->count_new;
+    b->count = b->count_new = b->replayed = 0;
+    b->len = 0;
+    b->state = REP__B_ACKED;
+    advance(r, t);
+    return true;
+}
+
 static void pump(rep_t *r, rep__topic_t *t)
 {
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
         uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* slow start */
         if (!rep__stream_send_busy(t->stream) && t->win.sent < may_send) {
             rep__batch_t *b = rep__window_next_unsent(&t->win);
+            if (b && expire(r, t, b))
+                continue; /* aged while it waited: the next one */
             if (b) {
                 if (b->sends)
                     t->st.batches_resent++;
@@ -455,7 +513,7 @@ void rep__topic_kicked(rep_t *r, rep__topic_t *t)
     /* Nothing known to be waiting: caught up until now, so a stall (data
      * waiting, no ack progress) is measured from here, whether or not the
      * cluster is there. */
-    bool idle = t->win.n == 0 && t->open.count == 0 && !t->src.has_held;
+    bool idle = t->win.n == 0 && rep__open_empty(&t->open) && !t->src.has_held;
     if (idle)
         t->progress_ms = tb_mono_ms();
     if (t->state == REP_TOPIC_STREAMING) {

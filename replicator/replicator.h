@@ -46,6 +46,10 @@ typedef struct rep_topic_spec {
     const char *name;           /* /edge_name/topic */
     const char *schema_subject; /* NULL: no schema (raw bytes) */
     wal_topic_t *wal;           /* its log; must outlive the replicator */
+    uint64_t max_age_ms;        /* mqtt.topic_mappings[].max_age: records older than this (by
+                                   publish_time_ms) when about to be sent are dropped unsent and
+                                   counted (messages_dropped_age; the WAL's dropped_age_total);
+                                   0: none */
 } rep_topic_spec_t;
 
 /*
@@ -242,6 +246,11 @@ typedef struct rep_topic_stats {
     uint64_t messages_acked_dropped; /* offsets >= start_offset acknowledged after a disk bound had
                                     deleted them while their batch was in flight: the WAL counted
                                     them as dropped (wal_checkpoint_floor), so not in _new */
+    uint64_t messages_dropped_age; /* skipped unsent for being older than max_age, since start
+                                    (the checkpoint passed them; the WAL's dropped_age_total is
+                                    the persistent count) */
+    uint64_t messages_dropped_age_new; /* of those, offsets >= start_offset still in the log when
+                                    the checkpoint passed them: the accounting invariant's share */
     uint64_t messages_replayed;  /* sent with tributary.replayed=true (first sends) */
     uint64_t gaps;               /* WAL_GAPs met (records deleted before being read) */
     uint64_t attributes_skipped; /* attributes left out: not UTF-8 (a proto3 string must be) */

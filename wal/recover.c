@@ -374,7 +374,7 @@ int wal__topic_recover(wal_topic_t *t)
     atomic_store(&t->dropped, m.dropped);
     atomic_store(&t->lost, m.lost);
     atomic_store(&t->quarantined, m.quarantined);
-    atomic_store(&t->dropped_age, m.dropped_age);
+    wal__atomic_max(&t->dropped_age, m.dropped_age); /* a repair keeps what was added, like ck_req */
     atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
     atomic_store_explicit(&t->readable_end, next, memory_order_release);

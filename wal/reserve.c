@@ -33,13 +33,6 @@
  */
 #include "wal/wal_int.h"
 
-static void atomic_max(_Atomic uint64_t *a, uint64_t v)
-{
-    uint64_t cur = atomic_load(a);
-    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v)) {
-    }
-}
-
 /* Whether a reservation r must be raised for a declared end. */
 static bool due(uint64_t end, uint64_t r, uint64_t span)
 {
@@ -50,7 +43,7 @@ static bool due(uint64_t end, uint64_t r, uint64_t span)
  * returns the reservation as published. */
 static uint64_t declare(wal_topic_t *t, uint64_t end)
 {
-    atomic_max(&t->res_used, end);
+    wal__atomic_max(&t->res_used, end);
     return atomic_load(&t->reserved);
 }
 

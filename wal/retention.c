@@ -63,6 +63,7 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     uint64_t dropped = 0;
     pthread_mutex_lock(&t->acct_mu);
     uint64_t ck = atomic_load(&t->ck_req);
+    uint64_t aged = atomic_load(&t->dropped_age); /* with ck: they move together (wal_checkpoint_ex) */
     for (size_t i = 0; i < n; i++) {
         dropped += unacked(t->segs[i].base, t->segs[i + 1].base, ck);
         uint64_t from = TB_MAX(TB_MAX(t->segs[i].base, t->open_next), t->drop_floor);
@@ -75,6 +76,7 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     m.dropped += dropped;
     m.floor = TB_MAX(m.floor, t->segs[n].base);
     m.checkpoint = TB_MAX(m.checkpoint, ck);
+    m.dropped_age = TB_MAX(m.dropped_age, aged);
     int rc = wal__meta_write(t, &m);
     if (rc < 0)
         return rc;
@@ -218,7 +220,11 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
     if (!force && now < t->ck_persist_at_ms)
         return 0;
     atomic_store(&t->ck_pending, false);
+    /* the checkpoint and the age count it passed, from one moment (wal_checkpoint_ex) */
+    pthread_mutex_lock(&t->acct_mu);
     uint64_t ck = atomic_load(&t->ck_req);
+    uint64_t aged = atomic_load(&t->dropped_age);
+    pthread_mutex_unlock(&t->acct_mu);
     if (ck <= t->meta.checkpoint)
         return 0;
     t->ck_persist_at_ms = now + t->w->o.checkpoint_flush_ms;
@@ -231,6 +237,7 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
     } else {
         wal_meta_t m = t->meta;
         m.checkpoint = ck;
+        m.dropped_age = TB_MAX(m.dropped_age, aged);
         rc = wal__meta_write(t, &m);
     }
     if (rc < 0) /* the disk is in trouble: try again in a second, not in a loop */

@@ -205,7 +205,8 @@ int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
     atomic_store(&t->dropped, m->dropped);
     atomic_store(&t->lost, m->lost);
     atomic_store(&t->quarantined, m->quarantined);
-    atomic_store(&t->dropped_age, m->dropped_age);
+    /* a max, not a store: what wal_checkpoint_ex added since m was taken is not persisted yet */
+    wal__atomic_max(&t->dropped_age, m->dropped_age);
     atomic_store(&t->reserved, m->reserved);
     return 0;
 }
@@ -276,14 +277,22 @@ int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset)
 
 int wal_checkpoint_floor(wal_topic_t *t, uint64_t acked_offset, uint64_t *drop_floor)
 {
+    return wal_checkpoint_ex(t, acked_offset, 0, drop_floor);
+}
+
+int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint64_t *drop_floor)
+{
     if (drop_floor)
         *drop_floor = 0;
     if (acked_offset >= wal_topic_readable_end(t))
         return TB_EINVALID;
     pthread_mutex_lock(&t->acct_mu);
     bool moved = acked_offset > atomic_load(&t->ck_req);
-    if (moved)
+    if (moved) {
         atomic_store(&t->ck_req, acked_offset);
+        if (aged)
+            atomic_fetch_add(&t->dropped_age, aged);
+    }
     if (drop_floor)
         *drop_floor = t->drop_floor;
     pthread_mutex_unlock(&t->acct_mu);

@@ -461,6 +461,17 @@ int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset);
  * (docs/OPERATIONS.md) can be exact. drop_floor may be NULL.
  */
 int wal_checkpoint_floor(wal_topic_t *t, uint64_t acked_offset, uint64_t *drop_floor /* OUT */);
+/*
+ * As wal_checkpoint_floor, and adds `aged` to dropped_age_total: records
+ * at or below acked_offset that the caller skipped unsent for their age
+ * (max_age). The count moves with the checkpoint, under the same lock, and
+ * is persisted in the same meta write as the checkpoint that passes those
+ * records (meta version 2): a kill before that write loses both, so the
+ * records are read again and counted again once; never twice, never lost.
+ * aged is ignored when acked_offset does not move the checkpoint (those
+ * offsets were passed, and counted, already).
+ */
+int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint64_t *drop_floor /* OUT */);
 /* The checkpoint (0: nothing acknowledged yet). After a restart: what was
  * persisted. Replication resumes at wal_topic_checkpoint(t) + 1. */
 uint64_t wal_topic_checkpoint(const wal_topic_t *t);
@@ -475,8 +486,10 @@ typedef struct wal_topic_stats {
     uint64_t dropped_total;   /* deleted by a bound (or quarantined) before being acked; persistent */
     uint64_t lost_total;      /* acked in INTERVAL/NEVER mode, then lost to an fdatasync error; persistent */
     uint64_t quarantined_segments; /* persistent */
-    uint64_t dropped_age_total; /* dropped for being older than the topic's max_age; persistent
-                                   (meta version 2; nothing in wal/ counts it yet) */
+    uint64_t dropped_age_total; /* dropped for being older than the topic's max_age
+                                   (wal_checkpoint_ex); persistent (meta version 2) with the
+                                   checkpoint that passed them; like checkpoint, it includes
+                                   what is not persisted yet */
     uint64_t reserved;        /* the durable offset reservation (OFFSET RESERVATION; 0: none) */
     uint64_t hole_from;       /* [hole_from, hole_to): offsets with no record that the last open
                                  skipped for a reservation, behind records not yet acknowledged;

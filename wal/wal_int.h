@@ -103,7 +103,9 @@ struct wal_topic {
     _Atomic uint64_t read_floor;  /* a bound deleted and counted (persisted) everything below: readers skip it */
     _Atomic uint64_t lost;
     _Atomic uint64_t quarantined;
-    _Atomic uint64_t dropped_age; /* meta.dropped_age as persisted */
+    _Atomic uint64_t dropped_age; /* meta.dropped_age as persisted, plus what wal_checkpoint_ex
+                                   * added since (moved under acct_mu with ck_req: the writer reads
+                                   * both under it and persists them in one meta write) */
     _Atomic uint64_t reserved;    /* meta.reserved as persisted (OFFSET RESERVATION in wal.h): set
                                    * only after the meta write returned (reserve.c) */
     _Atomic uint64_t res_used;    /* the highest end declared by wal_topic_reserve (0: none) */
@@ -324,6 +326,13 @@ wal_topic_t *wal__oldest_sealed(wal_t *w);
 /* Persists the requested checkpoint if due (or force) and deletes sealed
  * segments entirely at or below it. Returns 0 or -errno. */
 int wal__checkpoint_apply(wal_topic_t *t, bool force);
+/* *a = max(*a, v), atomically. */
+static inline void wal__atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load(a);
+    while (cur < v && !atomic_compare_exchange_weak(a, &cur, v)) {
+    }
+}
 /* Quarantines sealed segment base of t (reader found bad_offset corrupt). */
 void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset);
 /* Renames segment <base>.seg aside as .corrupt (directory synced), counts it

@@ -70,6 +70,7 @@ typedef struct broker_topic {
     char *schema_subject;        /* its mappings' schema_subject; NULL: raw bytes */
     cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
     cfg_on_full_t on_full;       /* its mappings' on_full (they must agree): its log's overflow policy */
+    uint64_t max_age_ms;         /* its mappings' max_age (they must agree; 0: none): the replicator's */
     /* the schema block (written by the replication glue) */
     sch_validator_t *validator;  /* NULL until resolved (or on compile failure); owned */
     bool has_schema;

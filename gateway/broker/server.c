@@ -126,19 +126,31 @@ static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, si
     const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
     if (!*first) {
         t->on_full = m->on_full;
+        t->max_age_ms = m->max_age_ms;
         *first = r + 1;
         return 0;
     }
-    if (t->on_full == m->on_full)
-        return 0;
     const cfg_mapping_t *f = &cfg->mqtt.mappings[*first - 1];
     char key[64];
-    snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].on_full", r);
-    cfg_error(cfg, for_check, m->line, key, err, errlen,
-              "%s, but topic %s already has on_full %s from mqtt.topic_mappings[%zu] (line %d); every mapping of "
-              "one upstream topic must say the same",
-              on_full_name(m->on_full), t->name, on_full_name(t->on_full), *first - 1, f->line);
-    return TB_ECONFIG;
+    if (t->on_full != m->on_full) {
+        snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].on_full", r);
+        cfg_error(cfg, for_check, m->line, key, err, errlen,
+                  "%s, but topic %s already has on_full %s from mqtt.topic_mappings[%zu] (line %d); every mapping "
+                  "of one upstream topic must say the same",
+                  on_full_name(m->on_full), t->name, on_full_name(t->on_full), *first - 1, f->line);
+        return TB_ECONFIG;
+    }
+    if (f->max_age_ms != m->max_age_ms) {
+        /* one replicator reads the topic's one log: which mapping's age would win is not ours to guess */
+        snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].max_age", r);
+        cfg_error(cfg, for_check, m->line, key, err, errlen,
+                  "%llu ms, but topic %s already has max_age %llu ms from mqtt.topic_mappings[%zu] (line %d); "
+                  "every mapping of one upstream topic must say the same",
+                  (unsigned long long)m->max_age_ms, t->name, (unsigned long long)f->max_age_ms, *first - 1,
+                  f->line);
+        return TB_ECONFIG;
+    }
+    return 0;
 }
 
 /*

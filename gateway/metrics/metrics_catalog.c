@@ -94,6 +94,12 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_WAL_LOST, "tributary_wal_lost_messages_total",
       "Messages acknowledged to devices (wal.fsync interval or never) then lost to a failed fdatasync, over the "
       "log's whole life: persistent across restarts.", METRICS_L_TOPIC, METRICS_L_NONE, "wal_lost_total"),
+    C(METRICS_DROPPED_AGE, "tributary_messages_dropped_age_total",
+      "Messages received since start that the replicator dropped unsent for being older than the mapping's "
+      "max_age; a term of dropped in the accounting invariant.", METRICS_L_TOPIC, METRICS_L_NONE, "dropped_age"),
+    C(METRICS_WAL_DROPPED_AGE, "tributary_wal_dropped_age_messages_total",
+      "Messages dropped unsent for being older than max_age, over the log's whole life: persistent across "
+      "restarts, with the checkpoint that passed them.", METRICS_L_TOPIC, METRICS_L_NONE, "wal_dropped_age_total"),
     C(METRICS_WAL_WRITE_ERRORS, "tributary_wal_write_errors_total",
       "Writes and fdatasyncs of the topic's log that failed (disk full, I/O error) since start.", METRICS_L_TOPIC,
       METRICS_L_NONE, "wal_write_errors"),
@@ -346,7 +352,8 @@ bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)
     out->received = (uint64_t)metrics_get(m->catalog[METRICS_RECEIVED], t, 0);
     out->replicated = (uint64_t)metrics_get(m->catalog[METRICS_REPLICATED], t, 0);
     out->queued = (uint64_t)metrics_get(m->catalog[METRICS_QUEUED], t, 0);
-    out->dropped = (uint64_t)metrics_get(m->catalog[METRICS_DROPPED], t, 0);
+    out->dropped = (uint64_t)metrics_get(m->catalog[METRICS_DROPPED], t, 0) +
+                   (uint64_t)metrics_get(m->catalog[METRICS_DROPPED_AGE], t, 0); /* the bound's and max_age's */
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         out->rejected += (uint64_t)metrics_get(m->catalog[METRICS_REJECTED], t, r);
     out->ok = out->received == out->replicated + out->queued + out->dropped + out->rejected;

@@ -256,6 +256,40 @@ Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
     free(y);
 }
 
+Test(config, max_age_is_a_duration_in_ms_s_m_h_or_d_and_none_by_default)
+{
+    static const struct { const char *text; uint64_t ms; } ok[] = {
+        { "500ms", 500 }, { "45s", 45000 }, { "30m", 1800000 }, { "12h", 43200000 },
+        { "7d", 604800000 }, { "250", 250 }, { "0", 0 }, { "3650d", 3650ull * 86400000 },
+    };
+    for (size_t i = 0; i < TB_ARRAY_LEN(ok); i++) {
+        char line[64];
+        snprintf(line, sizeof line, "      max_age: %s\n", ok[i].text);
+        char *y = cat(HEAD, line);
+        cfg_t *c = load(y, NULL);
+        cr_assert_not_null(c, "%s: %s", ok[i].text, err);
+        cr_assert_eq(c->mqtt.mappings[0].max_age_ms, ok[i].ms, "%s", ok[i].text);
+        cfg_free(c);
+        free(y);
+    }
+    cfg_t *c = load(HEAD, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].max_age_ms, 0, "absent: no age limit");
+    cfg_free(c);
+    char *y = cat(HEAD, "      max_age: 7w\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].max_age:", "unknown duration unit \"w\"");
+    free(y);
+    y = cat(HEAD, "      max_age: soon\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].max_age:", "expected a duration");
+    free(y);
+    y = cat(HEAD, "      max_age: 3651d\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].max_age:", "duration out of range");
+    free(y);
+    y = cat(HEAD, "      max_age: -1s\n");
+    expect_error(y, "test.yaml:8:16: mqtt.topic_mappings[0].max_age:", "expected a duration");
+    free(y);
+}
+
 Test(config, duplicate_yaml_key)
 {
     char *y = cat(HEAD, "wal:\n  fsync: never\n  fsync: always\n");

@@ -48,7 +48,7 @@ static bool same_field(const cfg__key_t *k, const cfg_t *a, const cfg_t *b, char
     case CFG__U32: case CFG__MS:
         snprintf(why, whylen, "%u vs %u", *(const uint32_t *)fa, *(const uint32_t *)fb);
         return *(const uint32_t *)fa == *(const uint32_t *)fb;
-    case CFG__U64: case CFG__BYTES:
+    case CFG__U64: case CFG__BYTES: case CFG__DURATION:
         snprintf(why, whylen, "%llu vs %llu", (unsigned long long)*(const uint64_t *)fa,
                  (unsigned long long)*(const uint64_t *)fb);
         return *(const uint64_t *)fa == *(const uint64_t *)fb;

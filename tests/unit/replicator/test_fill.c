@@ -219,3 +219,138 @@ Test(fill, a_batch_knows_the_bytes_its_records_take_on_disk)
     rep__src_free(&s);
     rt_close(&h);
 }
+
+/* ---- max_age: records older than it are skipped unsent ------------------------ */
+
+/* Appends n messages published at publish_ms. Returns the first offset. */
+static uint64_t append_at(rt_t *h, uint32_t n, uint64_t publish_ms)
+{
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rt_msg_t m = { .payload = "x", .publish_time_ms = publish_ms };
+        uint64_t off = rt_append(h, &m);
+        if (i == 0)
+            first = off;
+    }
+    return first;
+}
+
+Test(fill, age_records_older_than_max_age_make_a_virtual_batch_that_is_never_encoded)
+{
+    rt_t h;
+    rt_open(&h);
+    uint64_t now = tb_wall_ms();
+    append_at(&h, 5, now - 60000); /* a minute old */
+    h.enc.max_age_ms = 1000;
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, now), 0);
+    cr_assert_eq(o.count, 0, "nothing encoded");
+    cr_assert_eq(o.aged, 5);
+    cr_assert_eq(o.first, 1);
+    cr_assert_eq(o.last, 5);
+    rep__batch_t b = { 0 };
+    rep__open_finish(&o, &b);
+    cr_assert_eq(b.state, REP__B_ACKED, "a virtual batch is born acknowledged: never sent");
+    cr_assert_null(b.buf);
+    cr_assert_eq(b.count, 0);
+    cr_assert_eq(b.aged, 5);
+    cr_assert_eq(b.first, 1);
+    cr_assert_eq(b.last, 5);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, age_a_batch_is_all_aged_or_all_sent_and_every_offset_is_covered_once)
+{
+    rt_t h;
+    rt_open(&h);
+    uint64_t now = tb_wall_ms();
+    append_at(&h, 3, now - 60000);     /* 1..3 aged */
+    append_at(&h, 4, now);             /* 4..7 fresh */
+    append_at(&h, 2, now - 60000);     /* 8..9 aged (a clock step back, say) */
+    append_at(&h, 1, now);             /* 10 fresh */
+    h.enc.max_age_ms = 1000;
+    h.enc.live_base = 3;
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    struct { uint64_t first, last; uint32_t count, aged, aged_new; } want[] = {
+        { 1, 3, 0, 3, 1 }, { 4, 7, 4, 0, 0 }, { 8, 9, 0, 2, 2 }, { 10, 10, 1, 0, 0 },
+    };
+    uint64_t next = 1;
+    for (size_t i = 0; i < TB_ARRAY_LEN(want); i++) {
+        int rc = rep__fill(&o, &h.enc, &s, now);
+        cr_assert_eq(rc, i + 1 < TB_ARRAY_LEN(want) ? 1 : 0, "batch %zu: rc %d", i, rc);
+        rep__batch_t b = { 0 };
+        rep__open_finish(&o, &b);
+        cr_assert_eq(b.first, want[i].first, "batch %zu first %llu", i, (unsigned long long)b.first);
+        cr_assert_eq(b.first, next, "contiguous");
+        cr_assert_eq(b.last, want[i].last, "batch %zu last %llu", i, (unsigned long long)b.last);
+        cr_assert_eq(b.count, want[i].count, "batch %zu count %u", i, b.count);
+        cr_assert_eq(b.aged, want[i].aged, "batch %zu aged %u", i, b.aged);
+        cr_assert_eq(b.aged_new, want[i].aged_new, "batch %zu aged_new %u", i, b.aged_new);
+        if (b.count) {
+            cr_assert_eq(b.state, REP__B_BUILT);
+            Danube__Edge__ReplicateBatch *d = rt_decode(&b);
+            cr_assert_eq(d->n_messages, b.count);
+            for (size_t k = 0; k < d->n_messages; k++)
+                cr_assert_eq(d->messages[k]->msg_id->topic_offset, b.first + k, "no aged record is sent");
+            danube__edge__replicate_batch__free_unpacked(d, NULL);
+        } else {
+            cr_assert_eq(b.state, REP__B_ACKED);
+        }
+        free(b.buf);
+        next = b.last + 1;
+    }
+    cr_assert_eq(next, 11);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, age_zero_max_age_sends_everything_however_old)
+{
+    rt_t h;
+    rt_open(&h);
+    uint64_t now = tb_wall_ms();
+    append_at(&h, 4, now - 7ull * 86400000);
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, now), 0);
+    cr_assert_eq(o.count, 4);
+    cr_assert_eq(o.aged, 0);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, age_a_virtual_batch_holds_at_most_batch_size_records)
+{
+    rt_t h;
+    rt_open(&h);
+    h.enc.batch_size = 10;
+    uint64_t now = tb_wall_ms();
+    append_at(&h, 25, now - 60000);
+    h.enc.max_age_ms = 1000;
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    uint32_t aged[3];
+    for (int i = 0; i < 3; i++) {
+        int rc = rep__fill(&o, &h.enc, &s, now);
+        cr_assert_eq(rc, i < 2 ? 1 : 0);
+        aged[i] = o.aged;
+        rep__batch_t b = { 0 };
+        rep__open_finish(&o, &b);
+    }
+    cr_assert_eq(aged[0], 10);
+    cr_assert_eq(aged[1], 10);
+    cr_assert_eq(aged[2], 5);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}

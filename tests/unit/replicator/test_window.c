@@ -160,3 +160,47 @@ Test(window, wraps_around_the_ring)
     cr_assert_eq(w.acked, 8 * 5);
     rep__window_free(&w);
 }
+
+/* A virtual batch (records past max_age, never sent) is pushed already ACKED. */
+static void push_virtual(rep__window_t *w, uint64_t first, uint64_t last, uint32_t aged)
+{
+    rep__batch_t *b = rep__window_push(w);
+    cr_assert_not_null(b);
+    b->first = first;
+    b->last = last;
+    b->aged = aged;
+    b->state = REP__B_ACKED;
+}
+
+Test(window, virtual_batch_moves_checkpoint_at_the_head_without_an_ack)
+{
+    rep__window_t w;
+    rep__window_init(&w, 4, 100);
+    push_virtual(&w, 101, 150, 50);
+    cr_assert_null(rep__window_next_unsent(&w), "a virtual batch is never sent");
+    cr_assert_null(rep__window_oldest_unacked(&w), "nor waited for");
+    rep__batch_t b;
+    cr_assert(rep__window_pop(&w, &b));
+    cr_assert_eq(b.aged, 50);
+    cr_assert_eq(w.acked, 150);
+    cr_assert_eq(w.sent, 0);
+    rep__window_free(&w);
+}
+
+Test(window, virtual_batch_behind_an_unacked_batch_waits_for_its_ack)
+{
+    rep__window_t w;
+    fill(&w, 4, 1, 0); /* 1..10 sent */
+    push_virtual(&w, 11, 20, 10);
+    cr_assert_eq(pop_all(&w), 0, "the checkpoint never passes an unacknowledged batch");
+    cr_assert_eq(w.acked, 0);
+    rep__window_rewind(&w);
+    cr_assert_eq(rep__window_at(&w, 1)->state, REP__B_ACKED, "a rewind leaves it alone");
+    rep__batch_t *b = rep__window_next_unsent(&w);
+    cr_assert_eq(b->last, 10, "only the real batch is resent");
+    rep__window_mark_sending(&w, b, 1);
+    cr_assert_eq(rep__window_ack(&w, 10), REP__ACK_IN_ORDER);
+    cr_assert_eq(pop_all(&w), 2);
+    cr_assert_eq(w.acked, 20);
+    rep__window_free(&w);
+}
