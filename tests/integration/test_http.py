@@ -42,7 +42,7 @@ TOPIC_FIELDS = {
     "oldest_unreplicated_age_seconds": "number", "stalled": "boolean", "invariant_ok": "boolean",
     "no_progress_seconds": "number", "dropped_in_flight": "integer", "wal_dropped_total": "integer",
     "wal_lost_total": "integer", "wal_write_errors": "integer", "batches_in_flight": "integer",
-    "dropped_age": "integer", "wal_dropped_age_total": "integer",
+    "dropped_age": "integer", "wal_dropped_age_total": "integer", "blocked": "boolean", "blocked_pauses": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
     "wal_batches": "object",
 }
