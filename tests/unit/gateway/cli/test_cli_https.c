@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "unit/gateway/tls/helper_cert.h"
 #include "base/base.h"
 #include "gateway/cli/cli.h"
 #include "../http/helper_http.h"
@@ -23,8 +24,8 @@ static void certs(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tb_clihttps_XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    th_make_cert(dir, "server", "gw", cert, key);
-    th_make_cert(dir, "other", "someone-else", other, other_key);
+    hc_make_cert(dir, "server", "gw", cert, key);
+    hc_make_cert(dir, "other", "someone-else", other, other_key);
 }
 
 static void rm_certs(void)

@@ -49,10 +49,6 @@ void th_server_tls(th_t *t, const http_opts_t *opts, tls_ctx_t *tls);
 /* http_server_set_tls on the loop thread (a reload). */
 void th_set_tls(th_t *t, tls_ctx_t *tls);
 
-/* A self-signed EC P-256 certificate for 127.0.0.1 (CN cn, SAN IP:127.0.0.1)
- * written to dir/name.pem and dir/name.key; the paths in cert and key (128
- * bytes each). Its own CA: a client trusts it with cafile = cert. */
-void th_make_cert(const char *dir, const char *name, const char *cn, char *cert, char *key);
 /* A context from cert and key (asserted to load). */
 tls_ctx_t *th_tls_ctx(const char *cert, const char *key);
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */

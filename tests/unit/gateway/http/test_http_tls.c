@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "unit/gateway/tls/helper_cert.h"
 #include "base/base.h"
 #include "helper_http.h"
 
@@ -29,8 +30,8 @@ static void make_certs(void)
 {
     snprintf(dir, sizeof dir, "/tmp/tb_https_XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    th_make_cert(dir, "a", "http-a", cert_a, key_a);
-    th_make_cert(dir, "b", "http-b", cert_b, key_b);
+    hc_make_cert(dir, "a", "http-a", cert_a, key_a);
+    hc_make_cert(dir, "b", "http-b", cert_b, key_b);
 }
 
 static void rm_certs(void)

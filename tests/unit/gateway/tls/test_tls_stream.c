@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "unit/gateway/tls/helper_cert.h"
 #include "base/base.h"
 #include "gateway/tls/tls.h"
 
@@ -28,27 +29,7 @@ static void make_cert(void)
 {
     snprintf(certdir, sizeof certdir, "/tmp/tb_tlsu_XXXXXX");
     cr_assert_not_null(mkdtemp(certdir));
-    snprintf(cert, sizeof cert, "%s/server.pem", certdir);
-    snprintf(key, sizeof key, "%s/server.key", certdir);
-    EVP_PKEY *pk = EVP_EC_gen("P-256");
-    cr_assert_not_null(pk);
-    X509 *x = X509_new();
-    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
-    X509_gmtime_adj(X509_getm_notBefore(x), -60);
-    X509_gmtime_adj(X509_getm_notAfter(x), 3600);
-    X509_set_pubkey(x, pk);
-    X509_NAME *n = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"tls-unit", -1, -1, 0);
-    X509_set_issuer_name(x, n);
-    cr_assert(X509_sign(x, pk, EVP_sha256()) > 0);
-    FILE *f = fopen(cert, "w");
-    PEM_write_X509(f, x);
-    fclose(f);
-    f = fopen(key, "w");
-    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
-    fclose(f);
-    X509_free(x);
-    EVP_PKEY_free(pk);
+    hc_make_cert(certdir, "server", "tls-unit", cert, key);
 }
 
 static void rm_certs(void)
