@@ -298,17 +298,25 @@ Test(reserve, each_reservation_is_one_80_byte_meta_write_and_nothing_else)
     cr_assert_eq(th_open(&h), 0);
     cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
     cr_assert_eq(wal_sync(h.w), 0);
-    int writes0 = cio.other_writes, syncs0 = cio.syncs, meta0 = meta_writes();
-    uint64_t bytes0 = cio.meta_bytes, wb0 = write_bytes_now();
+    /* the counts and the bytes read together: the writer thread may write the
+     * meta file between two separate reads (it did once, under load) */
+    pthread_mutex_lock(&cio.mu);
+    int writes0 = cio.other_writes, syncs0 = cio.syncs, meta0 = cio.meta_writes;
+    uint64_t bytes0 = cio.meta_bytes;
+    pthread_mutex_unlock(&cio.mu);
+    uint64_t wb0 = write_bytes_now();
     const uint64_t n = 20 * SPAN;
     cr_assert_eq(hand_out(t, 1, 1 + n), 1 + n);
     cr_assert_eq(wal_sync(h.w), 0);
-    int meta = meta_writes() - meta0;
+    pthread_mutex_lock(&cio.mu);
+    int meta = cio.meta_writes - meta0;
+    uint64_t bytes = cio.meta_bytes - bytes0;
+    pthread_mutex_unlock(&cio.mu);
     uint64_t wb = write_bytes_now() - wb0;
     /* the first raise covers a span past the first offset, then one per span */
     cr_assert(meta >= 20 && meta <= 21, "%d meta writes for %llu offsets of span %d", meta,
               (unsigned long long)n, SPAN);
-    cr_assert_eq(cio.meta_bytes - bytes0, (uint64_t)meta * WAL_META_V2_SIZE);
+    cr_assert_eq(bytes, (uint64_t)meta * WAL_META_V2_SIZE);
     cr_assert_eq(cio.other_writes, writes0, "no segment write");
     cr_assert_eq(cio.syncs, syncs0, "no segment fdatasync");
     cr_log_info("offset reservation: %d meta writes of %u bytes for %llu offsets (span %d); "
