@@ -552,15 +552,19 @@ static void power_run(int n, power_t *out)
         if (hh.done[before].rc == 0)
             out->acked_end = hh.done[before].first_offset + 3;
     }
-    /* hand out beyond the log while the disk lives; after it died keep asking
-     * without waiting, as a process that has not noticed would: only what a
-     * durable reservation covered may go out */
+    /* hand out beyond the log while the disk lives, each raise waited for
+     * (so the raises, and the sync points, are the same in every run: an
+     * asynchronous raise reads however far the caller got meanwhile); after
+     * it died keep asking without waiting, as a process that has not noticed
+     * would: only what a durable reservation covered may go out */
     uint64_t o = stats(t).next_offset;
     for (int k = 0; k < 200; k++, o++) {
-        int rc = wal_topic_reserve(t, o + 1);
-        if (rc == WAL_RESERVE_PENDING && !crashio_crashed(c)) {
+        int rc;
+        if (!crashio_crashed(c)) {
             rc = wal_topic_reserve_wait(t, o + 1);
             out->in_reserve |= crashio_crashed(c);
+        } else {
+            rc = wal_topic_reserve(t, o + 1);
         }
         if (rc != 0)
             continue;
