@@ -7,7 +7,8 @@
  *   TOPIC          STATE        QUEUED  LAG AGE  DROPPED  REJECTED
  *   /e1/telemetry  replicating      12     0.4s        0         3
  *
- * DROPPED is the log's persistent count (wal_dropped_total): after a
+ * DROPPED is the log's persistent count of what it lost, to the bound
+ * (wal_dropped_total) and to max_age (wal_dropped_age_total): after a
  * restart the operator still sees what an earlier outage cost.
  *
  * It lives in the library (not in cli_status.c) so the unit tests can feed
@@ -134,9 +135,15 @@ int cli_status_render(const json_t *doc, tb_buf_t *out)
         char queued[32], age[32], dropped[32], rejected[32];
         integer(queued, sizeof queued, json_object_get(t, "queued"));
         duration(age, sizeof age, json_object_get(t, "oldest_unreplicated_age_seconds"));
-        /* what the log lost over its whole life (survives restarts); an older gateway has only `dropped` */
+        /* what the log lost over its whole life (survives restarts), to the bound and to max_age;
+         * an older gateway has only `dropped` */
         const json_t *lost = json_object_get(t, "wal_dropped_total");
-        integer(dropped, sizeof dropped, lost ? lost : json_object_get(t, "dropped"));
+        const json_t *aged = json_object_get(t, "wal_dropped_age_total");
+        if (json_is_integer(lost) && json_is_integer(aged))
+            snprintf(dropped, sizeof dropped, "%" JSON_INTEGER_FORMAT,
+                     json_integer_value(lost) + json_integer_value(aged));
+        else
+            integer(dropped, sizeof dropped, lost ? lost : json_object_get(t, "dropped"));
         const json_t *rej = json_object_get(t, "rejected");
         if (json_is_object(rej))
             snprintf(rejected, sizeof rejected, "%" JSON_INTEGER_FORMAT, sum_object(rej));

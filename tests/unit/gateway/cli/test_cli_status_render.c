@@ -71,6 +71,17 @@ Test(cli_status, dropped_column_shows_what_the_log_lost_over_its_life)
     cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        40         0\n"), "%s", s);
 }
 
+Test(cli_status, dropped_column_counts_the_age_drops_too)
+{
+    int rc;
+    const char *s = render("{\"ready\":true,\"topics\":[{\"topic\":\"/e1/t\",\"state\":\"idle\",\"queued\":0,"
+                           "\"dropped\":2,\"wal_dropped_total\":40,\"wal_dropped_age_total\":7,\"rejected\":{},"
+                           "\"oldest_unreplicated_age_seconds\":0,\"invariant_ok\":true}]}",
+                           &rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        47         0\n"), "%s", s);
+}
+
 Test(cli_status, a_broken_overall_invariant_is_shouted)
 {
     int rc;
