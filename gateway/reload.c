@@ -1,8 +1,10 @@
 /*
  * reload.c: SIGHUP. The file named by the running configuration is read
  * again and compared key by key (cfg_diff). Applied at once: log.level,
- * log.format, mqtt.topic_mappings[i].validation_policy (a mapping's
- * rule keeps its place; only the policy flips), auth.*: the password and
+ * log.format, mqtt.topic_mappings[i].validation_policy when every
+ * other key of that mapping is unchanged (the rule keeps its place; only
+ * the policy flips: in a reordered or edited mapping the index would name
+ * another rule, so the policy then needs a restart with the rest), auth.*: the password and
  * ACL files are read again at every SIGHUP, changed or not, and swapped in
  * together (a check in flight ends with the old ones), and the TLS
  * listeners' certificates, keys and CAs, read again too and given to new
@@ -28,10 +30,25 @@ typedef struct {
     const cfg_t *next;
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
+    bool *edited;           /* per mapping of the running file: a key other than its policy changed */
     char restart[1024];
     size_t restart_len;
     int applied;
 } reload_t;
+
+#define MAPPINGS_PREFIX "mqtt.topic_mappings["
+
+/* First pass of cfg_diff: which mappings changed beyond their policy. */
+static void on_edit(void *arg, const char *key)
+{
+    reload_t *r = arg;
+    if (strncmp(key, MAPPINGS_PREFIX, strlen(MAPPINGS_PREFIX)) != 0)
+        return;
+    char *end;
+    size_t i = strtoul(key + strlen(MAPPINGS_PREFIX), &end, 10);
+    if (*end == ']' && strcmp(end, "].validation_policy") != 0 && i < r->next->mqtt.nmappings)
+        r->edited[i] = true;
+}
 
 static bool is(const char *key, const char *prefix, const char *suffix)
 {
@@ -54,9 +71,9 @@ static void on_diff(void *arg, const char *key)
         r->applied++;
         return;
     }
-    if (is(key, "mqtt.topic_mappings[", "].validation_policy")) {
-        size_t i = strtoul(key + strlen("mqtt.topic_mappings["), NULL, 10);
-        if (i < broker_nrules(r->b)) {
+    if (is(key, MAPPINGS_PREFIX, "].validation_policy")) {
+        size_t i = strtoul(key + strlen(MAPPINGS_PREFIX), NULL, 10);
+        if (i < broker_nrules(r->b) && !r->edited[i]) {
             cfg_policy_t p = r->next->mqtt.mappings[i].validation_policy;
             if (broker_set_policy(r->b, i, p) == TB_ECONFIG) {
                 tb_warn("reload: enforce needs a schema_subject; policy unchanged", TB_S("key", key));
@@ -196,8 +213,12 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
     reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h };
-    if (b)
+    r.edited = tb_calloc(next->mqtt.nmappings + 1, sizeof *r.edited);
+    if (b) {
+        cfg_diff(running, next, on_edit, &r);
         cfg_diff(running, next, on_diff, &r);
+    }
+    free(r.edited);
     if (r.restart_len)
         tb_warn("SIGHUP: these changes need a restart and were not applied", TB_S("keys", r.restart));
     tb_info("SIGHUP: reload done", TB_I("applied", r.applied), TB_B("restart_needed", r.restart_len > 0));

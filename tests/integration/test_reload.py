@@ -54,6 +54,30 @@ class Reload(unittest.TestCase):
             self.assertEqual(self.publish_v5(port), 0)
             self.assertEqual(g.stop(), 0, g.log())
 
+    def test_a_reordered_mapping_keeps_its_policy_until_a_restart(self):
+        """Mappings swapped in place: index 0 now names another rule. The old
+        rule at index 0 must not take the new file's policy for index 0 (it
+        did: `a/+` under enforce went to none); the policy, like the moved
+        rules, needs a restart."""
+        two = BASE.replace(
+            "    - {mqtt_pattern: \"a/+\", danube_topic: /e1/a, schema_subject: s1, validation_policy: %(policy)s}\n",
+            "%(mappings)s")
+        a = '    - {mqtt_pattern: "a/+", danube_topic: /e1/a, schema_subject: s1, validation_policy: %s}\n'
+        b = '    - {mqtt_pattern: "b/+", danube_topic: /e1/b, validation_policy: %s}\n'
+        v = {"fsync": "always", "level": "info"}
+        g = Gateway(two % dict(v, mappings=a % "enforce" + b % "none"))
+        with g:
+            port = g.mqtt_port()
+            self.assertEqual(self.publish_v5(port), 0x80)  # enforce, no schema resolved: refused
+            g.write_config(two % dict(v, mappings=b % "none" + a % "enforce"))
+            g.proc.send_signal(signal.SIGHUP)
+            g.wait_log("reload done")
+            log = g.log()
+            self.assertNotIn("validation_policy applied", log)
+            self.assertRegex(log, r"need a restart.*keys=.*mqtt\.topic_mappings\[0\]\.validation_policy")
+            self.assertEqual(self.publish_v5(port), 0x80, "a/+ is still under enforce")
+            self.assertEqual(g.stop(), 0, g.log())
+
     def test_invalid_file_changes_nothing(self):
         g = Gateway(BASE % {"policy": "none", "fsync": "always", "level": "info"})
         with g:
