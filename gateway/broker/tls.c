@@ -12,8 +12,8 @@
  * c->tx_queued / tx_held / tx_progress_ms, the write timeout and the
  * bounded close are tcp.c's, the same as a plain connection's: the limits
  * in conn.c hold unchanged. So nothing is buffered twice and an idle
- * connection holds no buffer of ours; SSL_MODE_RELEASE_BUFFERS gives
- * OpenSSL's record buffers back too.
+ * connection holds no buffer of ours; tls_stream_release gives OpenSSL's
+ * record buffers back too, once per read batch and after each write.
  *
  * Reading: each libuv read is decrypted at once into broker__conn_rx_buf's
  * buffer, record by record, while the connection reads. When conn.c stops

@@ -30,8 +30,9 @@
  *                 (tls_stream_keep: it says how much, for the caller's
  *                 memory bound), until the caller reads again.
  *
- * Every context: SSL_MODE_RELEASE_BUFFERS (an idle connection gives its
- * record buffers back), a server session cache (TLS_SESSION_CACHE entries)
+ * Every context: record buffers given back per read batch and per write
+ * (tls_stream_release; not SSL_MODE_RELEASE_BUFFERS, which does it per
+ * record), a server session cache (TLS_SESSION_CACHE entries)
  * and one TLS 1.3 ticket per handshake (resumption, bounded), no
  * renegotiation (a client-driven CPU cost with no use here), the server's
  * cipher order.
@@ -105,6 +106,13 @@ void tls_stream_feed(tls_stream_t *s, const uint8_t *p, size_t n);
  * now, for the caller's memory bound. 0 once discarded.
  */
 size_t tls_stream_keep(tls_stream_t *s);
+/*
+ * Gives OpenSSL's record buffers (16 KB or more each way) back unless they
+ * hold something not yet read. tls_stream_keep calls it when a read batch
+ * is all taken, tls_stream_write after its records went: a busy connection
+ * keeps its buffers from record to record, an idle one holds none.
+ */
+void tls_stream_release(tls_stream_t *s);
 /* Ciphertext kept, or plaintext decrypted and not yet read: another read can make progress. */
 bool tls_stream_pending(const tls_stream_t *s);
 

@@ -15,8 +15,10 @@
  *          TLS as for plain bytes. During the handshake the records of a
  *          flight are gathered (s->out) and sent as one call after the step.
  * So nothing is buffered twice and an idle stream holds no buffer of ours;
- * SSL_MODE_RELEASE_BUFFERS (tls_ctx.c) gives OpenSSL's record buffers back
- * too. What a read leaves (its caller stopped reading: a full buffer, a
+ * tls_stream_release gives OpenSSL's record buffers back too, once a read
+ * batch is all taken (tls_stream_keep) and after each write: not per record
+ * (SSL_MODE_RELEASE_BUFFERS freed and made the 16 KB read buffer again for
+ * each one), so a batch of records costs one buffer. What a read leaves (its caller stopped reading: a full buffer, a
  * pause) is copied into s->left by tls_stream_keep, which says how much is
  * held so the caller can count it against its own bound.
  */
@@ -165,6 +167,8 @@ size_t tls_stream_keep(tls_stream_t *s)
         s->in_len = 0;
         return 0; /* discarded: everything was given back */
     }
+    if (s->in_len == 0 && s->left.len == s->left_off)
+        tls_stream_release(s); /* the read batch is over and all of it taken */
     if (s->left_off == s->left.len && s->left.len) {
         tb_buf_free(&s->left);
         s->left_off = 0;
@@ -180,6 +184,14 @@ size_t tls_stream_keep(tls_stream_t *s)
     s->in = NULL;
     s->in_len = 0;
     return s->left.len - s->left_off;
+}
+
+void tls_stream_release(tls_stream_t *s)
+{
+    /* SSL_free_buffers refuses (0) while its buffer holds a record, or
+     * part of one, or plaintext not yet read: those wait for the next read */
+    if (!s->fatal && !SSL_has_pending(s->ssl) && SSL_free_buffers(s->ssl) != 1)
+        ERR_clear_error(); /* (it does not say why: only that something is held) */
 }
 
 bool tls_stream_pending(const tls_stream_t *s)
@@ -293,6 +305,7 @@ int tls_stream_write(tls_stream_t *s, const void *buf, size_t n)
         p += k;
         n -= (size_t)k;
     }
+    tls_stream_release(s); /* the records are with the transport: an idle connection holds no buffer */
     return 0;
 }
 

@@ -25,6 +25,76 @@
 
 static char certdir[64], cert[128], key[128];
 
+/* ---- OpenSSL's record buffers, counted ---------------------------------------------
+ * Every allocation OpenSSL makes goes through these (set before main, before
+ * its first one): blocks of 16 KB or more, the record buffers, are counted as
+ * they are made and tracked while they live. */
+
+#define BIG (16 * 1024)
+static int mem_set;                 /* CRYPTO_set_mem_functions took them */
+static int big_allocs;              /* blocks >= BIG made */
+static void *big_live[256];         /* and not yet freed */
+
+static void big_forget(void *p)
+{
+    for (size_t i = 0; p && i < TB_ARRAY_LEN(big_live); i++)
+        if (big_live[i] == p)
+            big_live[i] = NULL;
+}
+
+static void big_note(void *p, size_t n)
+{
+    if (!p || n < BIG)
+        return;
+    big_allocs++;
+    for (size_t i = 0; i < TB_ARRAY_LEN(big_live); i++)
+        if (!big_live[i]) {
+            big_live[i] = p;
+            return;
+        }
+}
+
+static int big_count(void)
+{
+    int n = 0;
+    for (size_t i = 0; i < TB_ARRAY_LEN(big_live); i++)
+        n += big_live[i] != NULL;
+    return n;
+}
+
+static void *cnt_malloc(size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    void *p = malloc(n);
+    big_note(p, n);
+    return p;
+}
+
+static void *cnt_realloc(void *old, size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    void *p = realloc(old, n);
+    if (p || n == 0)
+        big_forget(old);
+    big_note(p, n);
+    return p;
+}
+
+static void cnt_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    big_forget(p);
+    free(p);
+}
+
+__attribute__((constructor)) static void count_openssl_memory(void)
+{
+    mem_set = CRYPTO_set_mem_functions(cnt_malloc, cnt_realloc, cnt_free);
+}
+
 static void make_cert(void)
 {
     snprintf(certdir, sizeof certdir, "/tmp/tb_tlsu_XXXXXX");
@@ -218,6 +288,43 @@ Test(tls_stream, what_a_read_leaves_is_kept_and_read_later, .init = make_cert, .
     cr_assert_eq(got, sizeof big + 6, "every byte, in order, with no new input");
     cr_assert_eq(tls_stream_keep(pr.s), 0);
     cr_assert(!tls_stream_pending(pr.s));
+    pair_close(&pr);
+}
+
+Test(tls_stream, record_buffers_are_made_once_per_read_batch_and_given_back_after_it, .init = make_cert,
+     .fini = rm_certs)
+{
+    cr_assert_eq(mem_set, 1, "OpenSSL's allocations are counted");
+    pair_t pr;
+    pair_open(&pr);
+    handshake(&pr, 4096);
+    cr_assert_eq(tls_stream_write(pr.s, "hello", 5), 0); /* (a ticket may follow the handshake: write once) */
+    int idle = big_count();
+    enum { RECORDS = 50 };
+    char msg[120];
+    memset(msg, 'm', sizeof msg);
+    for (int i = 0; i < RECORDS; i++)
+        cr_assert_eq(SSL_write(pr.cl, msg, sizeof msg), (int)sizeof msg);
+    uint8_t *p;
+    size_t n = from_client(&pr, &p);
+    int allocs0 = big_allocs;
+    tls_stream_feed(pr.s, p, n);
+    char buf[4096], why[256];
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = tls_stream_read(pr.s, buf, sizeof buf, why, sizeof why);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    cr_assert_eq(got, RECORDS * sizeof msg);
+    cr_assert_eq(big_count(), idle + 1, "the read buffer, while the batch is read");
+    cr_assert_eq(tls_stream_keep(pr.s), 0);
+    free(p);
+    cr_assert_eq(big_allocs - allocs0, 1, "one read buffer for %d records, not one each", RECORDS);
+    cr_assert_eq(big_count(), idle, "the batch read: the buffer is given back");
+    cr_assert_eq(tls_stream_write(pr.s, "ok", 2), 0);
+    cr_assert_eq(big_count(), idle, "the write buffer goes back after its record");
     pair_close(&pr);
 }
 
