@@ -150,7 +150,7 @@ class Cli(unittest.TestCase):
         g = Gateway(self.OUTPUTS)
         r = run_cli("check", "-c", g.config, env={"topic": "not-this"})
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("configuration is valid", r.stderr)
+        self.assertIn("configuration is valid (1 topic mappings; 2 outputs: danube (danube) central (mqtt))", r.stderr)
         self.assertIn("kind: mqtt", r.stdout)
         # a template key keeps ${topic}, even with a variable of that name in the environment
         self.assertIn('remote_topic: "site1/${topic}"', r.stdout)
@@ -165,6 +165,7 @@ class Cli(unittest.TestCase):
         r = run_cli("check", "-c", g.config)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("outputs:  # implied", r.stdout)
+        self.assertIn("1 output: danube (danube, implied))", r.stderr)
         self.assertIn('  - name: "danube"\n    kind: danube\n', r.stdout)
 
     def test_check_output_template_against_the_mappings(self):
