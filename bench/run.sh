@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: the long benchmarks, the ones too slow for the test suite.
 #
-#   bench/run.sh [storeforward | compare | tls | all] [--build DIR]   (default: all)
+#   bench/run.sh [storeforward | compare | tls | outputs | all] [--build DIR]   (default: all)
 #   ./scripts/dev.sh bench [...]   builds first, then runs this
 #
 #   storeforward  the acceptance scenarios of tests/storeforward/run.sh,
@@ -20,11 +20,19 @@
 #   tls           bench/bench_tls.py (MQTT over TLS beside Mosquitto 2 with
 #                 the same certificate: ingest and new connections per
 #                 second, ~8 minutes); table in build/bench/tls.md
+#   outputs       bench/bench_outputs.py --only baseline: a libmosquitto
+#                 publisher on our own poll loop (bench_mosq_pub, QoS 1,
+#                 windows 20, 100, 1000) beside a Mosquitto bridge draining
+#                 the same 1,000,000-message backlog into a local Mosquitto
+#                 2, same run (~6 minutes; the go/no-go of
+#                 docs/design/OUTPUTS.md 4.10); table in
+#                 build/bench/outputs-baseline.md
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
 # shorten or lengthen the scenarios, SF_ONLY=always|bounded runs one of them;
 # COMPARE_ARGS is passed to bench/compare, TLS_ARGS to bench/bench_tls.py
-# (TLS_ARGS=--quick: a smoke run of a few seconds).
+# (TLS_ARGS=--quick: a smoke run of a few seconds), OUTPUTS_ARGS to
+# bench/bench_outputs.py (OUTPUTS_ARGS="--count 100000": a shorter run).
 # Nothing here passes or fails on time: the scenarios fail only on what the
 # judge counts (missing, uncounted, out of order).
 set -euo pipefail
@@ -34,11 +42,11 @@ WHAT=all
 while [[ $# -gt 0 ]]; do
     case $1 in
         --build) BUILD=$2; shift 2 ;;
-        storeforward|compare|tls|all) WHAT=$1; shift ;;
-        *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        storeforward|compare|tls|outputs|all) WHAT=$1; shift ;;
+        *) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
-for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes; do
+for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes bench/bench_mosq_pub; do
     [[ -x $BUILD/$b ]] || { echo "bench/run.sh: $BUILD/$b not built (./scripts/dev.sh build)" >&2; exit 2; }
 done
 mkdir -p "$BUILD/bench"
@@ -77,5 +85,10 @@ fi
 if [[ $WHAT == tls || $WHAT == all ]]; then
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/bench_tls.py --build "$BUILD" --out "$BUILD/bench/tls.md" ${TLS_ARGS:-} || rc=1
+fi
+if [[ $WHAT == outputs || $WHAT == all ]]; then
+    # shellcheck disable=SC2086
+    /usr/bin/python3 bench/bench_outputs.py --only baseline --build "$BUILD" \
+        --out "$BUILD/bench/outputs-baseline.md" ${OUTPUTS_ARGS:-} || rc=1
 fi
 exit $rc

@@ -14,7 +14,10 @@
  *
  * Strings may use ${NAME} (NAME = [A-Za-z_][A-Za-z0-9_]*), replaced from the
  * environment; an unset variable is an error naming it. ${1} and ${#} are
- * left alone (they are topic-template captures). Environment variables
+ * left alone (they are topic-template captures), and so are ${topic} and
+ * ${upstream} in template keys (outputs[].remote_topic, outputs[].device):
+ * there they are placeholders of the template, every other ${NAME} is
+ * still the environment ("${SITE}/${topic}"). Environment variables
  * TRIBUTARY_<SECTION>_<KEY> (e.g. TRIBUTARY_WAL_FSYNC,
  * TRIBUTARY_MQTT_INGESTION_BATCH_SIZE) override the file.
  *
@@ -60,6 +63,41 @@ typedef struct cfg_capvals {
     size_t nvalues;
 } cfg_capvals_t;
 
+/* outputs[].kind: where an output sends the log's messages (issue 17/18). */
+typedef enum { CFG_OUTPUT_DANUBE, CFG_OUTPUT_MQTT, CFG_OUTPUT_SPARKPLUG } cfg_output_kind_t;
+
+/* One entry of `outputs`. Without an `outputs` section the configuration
+ * holds one implied entry {name: danube, kind: danube, topics: ["#"]}
+ * (implied true), so every reader sees one shape. Keys of another kind
+ * than the entry's are refused at load; those of its kind that were not
+ * given hold their defaults (strings "" unless said). */
+typedef struct cfg_output {
+    char *name;                    /* [A-Za-z0-9_-]{1,64}, unique; "danube" only for kind danube */
+    cfg_output_kind_t kind;
+    char **topics;                 /* upstream topic filters it carries; default one: "#" */
+    size_t ntopics;
+    char *broker;                  /* mqtt, sparkplug: host:port of the remote broker */
+    uint32_t protocol;             /* 4 (MQTT 3.1.1) or 5 */
+    uint32_t qos;                  /* mqtt: 0..2 */
+    char *client_id;               /* "" in the file: tributary-<edge_name>-<name> (filled at load) */
+    char *remote_topic;            /* mqtt: a template (gateway/router/router.h), default "${topic}" */
+    bool has_tls;                  /* a tls mapping was given */
+    struct {
+        char *ca_file, *cert_file, *key_file; /* "" = none (ca_file "": the system's roots) */
+    } tls;
+    char *username;
+    char *password_file;           /* its first line is the password; never logged */
+    uint32_t max_inflight;         /* mqtt, sparkplug: unacknowledged messages in flight */
+    uint64_t max_bytes_per_s;      /* 0: no cap */
+    uint32_t max_messages_per_s;   /* 0: no cap */
+    char *group_id;                /* sparkplug: required */
+    char *edge_node_id;            /* sparkplug: "" in the file: edge.edge_name (filled at load) */
+    char *device;                  /* sparkplug: a one-level template over captures; NULL: node metrics */
+    char *primary_host_id;         /* sparkplug: "" = no STATE awareness */
+    bool implied;                  /* the entry cfg_load made because `outputs` is absent */
+    int line;                      /* where the entry starts, 1-based (0 when implied) */
+} cfg_output_t;
+
 typedef struct cfg_mapping {
     char *mqtt_pattern;
     char *danube_topic;
@@ -68,6 +106,7 @@ typedef struct cfg_mapping {
     cfg_encoding_t encoding;       /* Avro payload encoding */
     cfg_on_full_t on_full;         /* at a disk bound; every mapping of one upstream topic agrees */
     uint64_t max_age_ms;           /* older at send time: dropped unsent (0: none); mappings of a topic agree */
+    uint32_t priority;             /* 0..255: higher drains first when an output is behind; a topic's agree */
     cfg_attr_t *attrs;
     size_t nattrs;
     cfg_capvals_t *capvals;
@@ -189,6 +228,9 @@ typedef struct cfg {
         uint32_t stall_after_ms;
     } health;
     uint32_t shutdown_timeout_ms;
+    /* outputs: never empty (the implied danube entry when the file has none) */
+    cfg_output_t *outputs;
+    size_t noutputs;
     struct {
         int level;   /* tb_log_level_t */
         int format;  /* tb_log_format_t */
@@ -218,7 +260,8 @@ void cfg_free(cfg_t *cfg);
  *
  * Keys without a default: edge.edge_name and edge.cluster_url are NULL,
  * mqtt.topic_mappings is empty (mappings NULL, nmappings 0), and so is
- * mqtt.listeners (mqtt.listener is the one plain listener). String keys
+ * mqtt.listeners (mqtt.listener is the one plain listener); outputs holds
+ * the implied danube entry, as a file without `outputs` does. String keys
  * whose default is empty (edge.token, edge.tls.*) are "". source is
  * "<table defaults>". No environment is read (TRIBUTARY_* overrides and
  * ${NAME} do not apply) and no cross-key check is run.
@@ -241,6 +284,8 @@ void cfg_describe(FILE *out, bool markdown);
 void cfg_print(const cfg_t *cfg, FILE *out);
 
 const char *cfg_fsync_name(cfg_fsync_t f);
+/* "danube", "mqtt", "sparkplug" */
+const char *cfg_output_kind_name(cfg_output_kind_t k);
 
 /*
  * The key table, read-only, for tools and tests that walk every top-level
@@ -261,7 +306,9 @@ bool cfg_key_find(const char *path, cfg_key_info_t *out /* OUT */);
 /* Calls cb with the path of every key whose value differs between a and b
  * ("wal.fsync", "mqtt.topic_mappings[2].validation_policy",
  * "mqtt.listeners[1].tls.cert_file"; a different number of mappings or
- * listeners is reported as "mqtt.topic_mappings" / "mqtt.listeners").
+ * listeners is reported as "mqtt.topic_mappings" / "mqtt.listeners";
+ * outputs are matched by name: "outputs[central].remote_topic", and one
+ * added or removed is "outputs[central]").
  * Secrets are compared but never passed to cb by value. */
 void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg);
 

@@ -29,6 +29,7 @@ void cfg__set_defaults(cfg_t *cfg)
         if (cfg__set_scalar(k, cfg, k->def, msg, sizeof msg) < 0)
             abort(); /* a bad default in the table is a programming error; the unit tests catch it */
     }
+    cfg__implied_output(cfg); /* a file's outputs section replaces it */
 }
 
 static cfg_t defaults;

@@ -31,6 +31,8 @@ static void bounds(const cfg__key_t *k, char *out, size_t n)
     }
     case CFG__MAPPINGS:
     case CFG__LISTENERS:
+    case CFG__OUTPUTS:
+    case CFG__STRLIST:
         snprintf(out, n, "%llu..%llu items", (unsigned long long)k->min, (unsigned long long)k->max);
         break;
     case CFG__SPACE:
@@ -74,6 +76,8 @@ void cfg_describe(FILE *out, bool md)
         row(out, md, "mqtt.listeners[].", &cfg__listener_keys[i]);
     for (size_t i = 0; i < cfg__nmapping_keys; i++)
         row(out, md, "mqtt.topic_mappings[].", &cfg__mapping_keys[i]);
+    for (size_t i = 0; i < cfg__noutputs_keys; i++)
+        row(out, md, "outputs[].", &cfg__output_keys[i]);
     if (!md)
         fprintf(out, "\nEvery key can be overridden from the environment as TRIBUTARY_<KEY>, with dots as\n"
                      "underscores in upper case (e.g. TRIBUTARY_WAL_FSYNC=interval).\n");
@@ -171,6 +175,41 @@ static void print_listener(FILE *out, const cfg_listener_t *l)
     }
 }
 
+static void print_output(FILE *out, const cfg_output_t *o)
+{
+    unsigned kbit = o->kind == CFG_OUTPUT_DANUBE ? CFG__F_K_DANUBE
+                  : o->kind == CFG_OUTPUT_MQTT   ? CFG__F_K_MQTT
+                                                 : CFG__F_K_SPB;
+    bool first = true, tls_open = false;
+    for (size_t i = 0; i < cfg__noutputs_keys; i++) {
+        const cfg__key_t *k = &cfg__output_keys[i];
+        if (!(k->flags & kbit))
+            continue; /* not a key of its kind: read back, it would be refused */
+        bool in_tls = strncmp(k->path, "tls.", 4) == 0;
+        if (in_tls && !o->has_tls)
+            continue;
+        if (k->type == CFG__STR && !*(char *const *)((const char *)o + k->off))
+            continue; /* absent (device) */
+        if (in_tls && !tls_open) {
+            fputs("    tls:\n", out);
+            tls_open = true;
+        }
+        fprintf(out, "%s%s: ", in_tls ? "      " : first ? "  - " : "    ", in_tls ? k->path + 4 : k->path);
+        if (k->type == CFG__STRLIST) {
+            fputc('[', out);
+            for (size_t j = 0; j < o->ntopics; j++) {
+                if (j) fputs(", ", out);
+                yaml_str(out, o->topics[j]);
+            }
+            fputc(']', out);
+        } else {
+            print_value(out, k, o);
+        }
+        fputc('\n', out);
+        first = false;
+    }
+}
+
 void cfg_print(const cfg_t *cfg, FILE *out)
 {
     fprintf(out, "# effective configuration from %s (secrets masked)\n", cfg->source);
@@ -204,6 +243,11 @@ void cfg_print(const cfg_t *cfg, FILE *out)
             fputc('\n', out);
             for (size_t m = 0; m < cfg->mqtt.nmappings; m++)
                 print_mapping(out, &cfg->mqtt.mappings[m]);
+        } else if (k->type == CFG__OUTPUTS) {
+            fputs(cfg->noutputs == 1 && cfg->outputs[0].implied ? "  # implied: the file has no outputs section\n"
+                                                                : "\n", out);
+            for (size_t o = 0; o < cfg->noutputs; o++)
+                print_output(out, &cfg->outputs[o]);
         } else if (k->type == CFG__LISTENERS) {
             fputc('\n', out); /* none: a null value, read back as absent */
             for (size_t l = 0; l < cfg->mqtt.nlisteners; l++)

@@ -75,10 +75,64 @@ static void diff_listeners(const cfg_t *a, const cfg_t *b, const char *key, void
     }
 }
 
+static bool same_strlist(const cfg_output_t *a, const cfg_output_t *b)
+{
+    if (a->ntopics != b->ntopics) return false;
+    for (size_t i = 0; i < a->ntopics; i++)
+        if (strcmp(a->topics[i], b->topics[i])) return false;
+    return true;
+}
+
+/* Outputs are matched by name, not position ("outputs[central].qos"); one
+ * added or removed is reported as "outputs[NAME]". */
+static void diff_outputs(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg)
+{
+    for (size_t i = 0; i < a->noutputs; i++) {
+        const cfg_output_t *oa = &a->outputs[i], *ob = NULL;
+        for (size_t j = 0; j < b->noutputs && !ob; j++)
+            if (strcmp(b->outputs[j].name, oa->name) == 0)
+                ob = &b->outputs[j];
+        char path[160];
+        if (!ob) {
+            snprintf(path, sizeof path, "outputs[%s]", oa->name);
+            cb(arg, path);
+            continue;
+        }
+        if (oa->kind != ob->kind || oa->has_tls != ob->has_tls) {
+            snprintf(path, sizeof path, "outputs[%s].%s", oa->name, oa->kind != ob->kind ? "kind" : "tls");
+            cb(arg, path);
+        }
+        for (size_t j = 0; j < cfg__noutputs_keys; j++) {
+            const cfg__key_t *k = &cfg__output_keys[j];
+            if (k->type == CFG__ENUM && strcmp(k->path, "kind") == 0)
+                continue;
+            bool same = k->type == CFG__STRLIST ? same_strlist(oa, ob) : same_value(k, oa, ob);
+            if (!same) {
+                snprintf(path, sizeof path, "outputs[%s].%s", oa->name, k->path);
+                cb(arg, path);
+            }
+        }
+    }
+    for (size_t j = 0; j < b->noutputs; j++) {
+        bool found = false;
+        for (size_t i = 0; i < a->noutputs && !found; i++)
+            found = strcmp(a->outputs[i].name, b->outputs[j].name) == 0;
+        if (!found) {
+            char path[160];
+            snprintf(path, sizeof path, "outputs[%s]", b->outputs[j].name);
+            cb(arg, path);
+        }
+    }
+}
+
 void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg)
 {
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
+        if (k->type == CFG__OUTPUTS) {
+            diff_outputs(a, b, cb, arg);
+            continue;
+        }
         if (k->type == CFG__LISTENERS) {
             diff_listeners(a, b, k->path, cb, arg);
             continue;

@@ -29,6 +29,7 @@ typedef struct pctx {
     bool *seen; /* per cfg__keys row */
     const yaml_node_t *mappings; /* the mqtt.topic_mappings sequence, if given */
     const yaml_node_t *listeners; /* the mqtt.listeners sequence, if given (not null) */
+    const yaml_node_t *outputs; /* the outputs sequence, if given */
     char *err;
     size_t errlen;
 } pctx_t;
@@ -69,13 +70,17 @@ static bool is_null(const yaml_node_t *n)
            strcmp(s, "NULL") == 0;
 }
 
-/* Expands ${NAME} in a scalar; the result is owned by the caller. */
-static char *scalar_text(pctx_t *c, const yaml_node_t *n, const char *key)
+/* Expands ${NAME} in a scalar; the result is owned by the caller. In a
+ * template key ${topic} and ${upstream} are the template's, not the
+ * environment's. */
+static char *scalar_text(pctx_t *c, const yaml_node_t *n, const char *key, bool template)
 {
     char msg[256];
-    char *s = cfg__expand_env((const char *)n->data.scalar.value, c->envp, msg, sizeof msg);
+    char *s = cfg__expand_env((const char *)n->data.scalar.value, c->envp, template, msg, sizeof msg);
     if (!s)
-        fail_at(c, n, key, "%s", msg);
+        fail_at(c, n, key, "%s%s", msg,
+                template ? " (in a template: ${topic}, ${upstream}, ${1}.., ${#}, ${attr.NAME}; any other "
+                           "${NAME} is the environment)" : "");
     return s;
 }
 
@@ -95,7 +100,7 @@ static int set_leaf(pctx_t *c, const cfg__key_t *k, void *base, const yaml_node_
         }
         return fail_at(c, n, key, "expected a %s, got an empty value", cfg__type_name(k));
     }
-    char *s = scalar_text(c, n, key);
+    char *s = scalar_text(c, n, key, k->flags & CFG__F_TEMPLATE);
     if (!s)
         return TB_ECONFIG;
     char msg[256];
@@ -456,6 +461,291 @@ static int parse_listeners(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
     return 0;
 }
 
+/* ---- outputs ------------------------------------------------------------------ */
+
+/* An output's topics: a list of MQTT filters over upstream topic names. */
+static int parse_strlist(pctx_t *c, const cfg__key_t *k, void *base, const yaml_node_t *n, const char *key)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, n, key, "expected a list of topic filters ([\"/edge1/#\"]), got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt < k->min || cnt > k->max)
+        return fail_at(c, n, key, "expected %llu to %llu filters, got %zu", (unsigned long long)k->min,
+                       (unsigned long long)k->max, cnt);
+    char ***list = (char ***)((char *)base + k->off);
+    size_t *count = (size_t *)((char *)base + k->off + sizeof(char **));
+    for (size_t i = 0; i < *count; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = tb_calloc(cnt, sizeof **list);
+    *count = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        char full[320];
+        snprintf(full, sizeof full, "%s[%zu]", key, i);
+        if (in->type != YAML_SCALAR_NODE || is_null(in))
+            return fail_at(c, in, full, "expected a topic filter, got %s", is_null(in) ? "nothing" : node_kind(in));
+        char *f = scalar_text(c, in, full, false);
+        if (!f)
+            return TB_ECONFIG;
+        (*list)[(*count)++] = f;
+        const char *why = cfg__filter_check(f);
+        if (why)
+            return fail_at(c, in, full, "\"%s\": %s", f, why);
+    }
+    return 0;
+}
+
+typedef struct out_seen {
+    bool seen[32];
+    const yaml_node_t *at[32]; /* the value node of each key given */
+    const yaml_node_t *tls;    /* the tls section, if given */
+} out_seen_t;
+
+static int walk_output(pctx_t *c, const yaml_node_t *map, const char *rel, const char *shown, cfg_output_t *o,
+                       out_seen_t *os)
+{
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+        const char *name = key_text(c, kn, shown);
+        if (!name)
+            return TB_ECONFIG;
+        char path[128], full[256];
+        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "." : "", name);
+        snprintf(full, sizeof full, "%s.%s", shown, path);
+        if (check_dup(c, map, p, name, full) < 0)
+            return TB_ECONFIG;
+        size_t i;
+        for (i = 0; i < cfg__noutputs_keys; i++)
+            if (strcmp(cfg__output_keys[i].path, path) == 0)
+                break;
+        int rc;
+        if (i < cfg__noutputs_keys) {
+            const cfg__key_t *k = &cfg__output_keys[i];
+            os->seen[i] = true;
+            os->at[i] = vn;
+            rc = k->type == CFG__STRLIST ? parse_strlist(c, k, o, vn, full) : set_leaf(c, k, o, vn, full);
+        } else if (!*rel && strcmp(path, "tls") == 0) {
+            o->has_tls = true;
+            os->tls = vn;
+            if (vn->type != YAML_MAPPING_NODE) {
+                if (is_null(vn))
+                    continue;
+                return fail_at(c, vn, full, "expected a section (a mapping of keys), got %s", node_kind(vn));
+            }
+            rc = walk_output(c, vn, path, shown, o, os);
+        } else {
+            char sh[160];
+            snprintf(sh, sizeof sh, "%s.", shown);
+            return unknown_key(c, kn, sh, rel, name, cfg__output_keys, cfg__noutputs_keys);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static const yaml_node_t *out_at(const out_seen_t *os, const char *path, const yaml_node_t *entry)
+{
+    for (size_t i = 0; i < cfg__noutputs_keys; i++)
+        if (strcmp(cfg__output_keys[i].path, path) == 0 && os->at[i])
+            return os->at[i];
+    return entry;
+}
+
+/* Sparkplug ids are topic levels: no '+', '/', '#'. */
+static const char *spb_id_why(const char *s)
+{
+    if (strpbrk(s, "+/#"))
+        return "a Sparkplug id is one topic level: no '+', '/' or '#'";
+    if (!tb_utf8_valid((const uint8_t *)s, strlen(s)))
+        return "not valid UTF-8";
+    return NULL;
+}
+
+static int parse_output(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_output_t *o)
+{
+    char shown[64];
+    snprintf(shown, sizeof shown, "outputs[%zu]", idx);
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, shown, "expected a mapping with name and kind, got %s", node_kind(n));
+    o->line = (int)n->start_mark.line + 1;
+    for (size_t i = 0; i < cfg__noutputs_keys; i++) {
+        const cfg__key_t *k = &cfg__output_keys[i];
+        if (k->def) {
+            char msg[128];
+            cfg__set_scalar(k, o, k->def, msg, sizeof msg);
+        }
+    }
+    out_seen_t os;
+    memset(&os, 0, sizeof os);
+    int rc = walk_output(c, n, "", shown, o, &os);
+    if (rc < 0)
+        return rc;
+    char full[256];
+    for (size_t i = 0; i < cfg__noutputs_keys; i++) {
+        const cfg__key_t *k = &cfg__output_keys[i];
+        snprintf(full, sizeof full, "%s.%s", shown, k->path);
+        if ((k->flags & CFG__F_REQUIRED) && !os.seen[i])
+            return fail_at(c, n, full, "required key missing");
+    }
+    const char *kind = cfg__output_kinds[o->kind];
+    unsigned kbit = o->kind == CFG_OUTPUT_DANUBE ? CFG__F_K_DANUBE
+                  : o->kind == CFG_OUTPUT_MQTT   ? CFG__F_K_MQTT
+                                                 : CFG__F_K_SPB;
+    for (size_t i = 0; i < cfg__noutputs_keys; i++) {
+        const cfg__key_t *k = &cfg__output_keys[i];
+        if (os.seen[i] && !(k->flags & kbit)) {
+            snprintf(full, sizeof full, "%s.%s", shown, k->path);
+            return fail_at(c, os.at[i], full, "not a key of kind %s%s", kind,
+                           o->kind == CFG_OUTPUT_DANUBE ? " (its connection is edge.*)" : "");
+        }
+    }
+    if (o->has_tls && o->kind == CFG_OUTPUT_DANUBE) {
+        snprintf(full, sizeof full, "%s.tls", shown);
+        return fail_at(c, os.tls, full, "not a key of kind danube (its TLS is edge.tls.*)");
+    }
+    snprintf(full, sizeof full, "%s.name", shown);
+    const char *nm = o->name;
+    if (strspn(nm, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != strlen(nm))
+        return fail_at(c, out_at(&os, "name", n), full, "\"%s\": letters, digits, _ and - only (it names files and "
+                       "metrics)", nm);
+    if (strcmp(nm, "danube") == 0 && o->kind != CFG_OUTPUT_DANUBE)
+        return fail_at(c, out_at(&os, "name", n), full, "\"danube\" is the name of the danube output; this one is "
+                       "kind %s", kind);
+    if (!out_at(&os, "topics", NULL)) { /* topics: default all */
+        o->topics = tb_calloc(1, sizeof *o->topics);
+        o->topics[0] = tb_strdup("#");
+        o->ntopics = 1;
+    }
+    if (o->kind == CFG_OUTPUT_DANUBE)
+        return 0;
+    if (!o->broker) {
+        snprintf(full, sizeof full, "%s.broker", shown);
+        return fail_at(c, n, full, "required key missing (kind %s needs the remote broker, host:port)", kind);
+    }
+    if (o->has_tls && !*o->tls.cert_file != !*o->tls.key_file) {
+        snprintf(full, sizeof full, "%s.tls.%s", shown, *o->tls.cert_file ? "key_file" : "cert_file");
+        return fail_at(c, os.tls, full, "tls.cert_file and tls.key_file go together: give both or neither");
+    }
+    if (o->kind == CFG_OUTPUT_MQTT) {
+        const char *why = cfg__template_check(o->remote_topic, false);
+        if (why) {
+            snprintf(full, sizeof full, "%s.remote_topic", shown);
+            return fail_at(c, out_at(&os, "remote_topic", n), full, "\"%s\": %s", o->remote_topic, why);
+        }
+        return 0;
+    }
+    /* sparkplug */
+    if (!*o->group_id) {
+        snprintf(full, sizeof full, "%s.group_id", shown);
+        return fail_at(c, out_at(&os, "group_id", n), full, "required key missing (kind sparkplug)");
+    }
+    static const char *const ids[] = { "group_id", "edge_node_id", "primary_host_id" };
+    const char *vals[] = { o->group_id, o->edge_node_id, o->primary_host_id };
+    for (size_t i = 0; i < 3; i++) {
+        const char *why = spb_id_why(vals[i]);
+        if (why) {
+            snprintf(full, sizeof full, "%s.%s", shown, ids[i]);
+            return fail_at(c, out_at(&os, ids[i], n), full, "\"%s\": %s", vals[i], why);
+        }
+    }
+    if (o->device) {
+        const char *why = cfg__template_check(o->device, true);
+        if (why) {
+            snprintf(full, sizeof full, "%s.device", shown);
+            return fail_at(c, out_at(&os, "device", n), full, "\"%s\": %s", o->device, why);
+        }
+    }
+    return 0;
+}
+
+static int parse_outputs(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
+{
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, n, k->path, "expected a list of outputs (- name: ..., kind: ...), got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt < k->min)
+        return fail_at(c, n, k->path, "at least %llu output is required (or leave the section out: one danube "
+                       "output)", (unsigned long long)k->min);
+    if (cnt > k->max)
+        return fail_at(c, n, k->path, "at most %llu outputs are allowed", (unsigned long long)k->max);
+    cfg_t *cfg = c->cfg;
+    cfg__free_outputs(cfg); /* the implied one */
+    c->outputs = n;
+    cfg->outputs = tb_calloc(cnt, sizeof *cfg->outputs);
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        cfg->noutputs = i + 1;
+        cfg_output_t *o = &cfg->outputs[i];
+        int rc = parse_output(c, in, i, o);
+        if (rc < 0)
+            return rc;
+        for (size_t j = 0; j < i; j++) {
+            const cfg_output_t *p = &cfg->outputs[j];
+            char full[64];
+            if (strcmp(p->name, o->name) == 0) {
+                snprintf(full, sizeof full, "outputs[%zu].name", i);
+                return fail_at(c, node_at(c, in, "name"), full, "\"%s\" is already outputs[%zu] (line %d)", o->name,
+                               j, p->line);
+            }
+            if (p->kind == CFG_OUTPUT_DANUBE && o->kind == CFG_OUTPUT_DANUBE) {
+                snprintf(full, sizeof full, "outputs[%zu].kind", i);
+                return fail_at(c, node_at(c, in, "kind"), full, "a second danube output (outputs[%zu], line %d, is "
+                               "one): there is one cluster, edge.cluster_url", j, p->line);
+            }
+        }
+    }
+    return 0;
+}
+
+/* After the file and the environment: defaults that depend on other keys,
+ * and the rules across outputs that need them. */
+static int finish_outputs(pctx_t *c)
+{
+    cfg_t *cfg = c->cfg;
+    bool danube = false;
+    for (size_t i = 0; i < cfg->noutputs; i++) {
+        cfg_output_t *o = &cfg->outputs[i];
+        danube |= o->kind == CFG_OUTPUT_DANUBE;
+        if (o->kind == CFG_OUTPUT_DANUBE)
+            continue;
+        if (!*o->client_id) {
+            char id[512];
+            snprintf(id, sizeof id, "tributary-%s-%s", cfg->edge.edge_name, o->name);
+            free(o->client_id);
+            o->client_id = tb_strdup(id);
+        }
+        if (o->kind == CFG_OUTPUT_SPARKPLUG && !*o->edge_node_id) {
+            free(o->edge_node_id);
+            o->edge_node_id = tb_strdup(cfg->edge.edge_name);
+        }
+        for (size_t j = 0; j < i; j++) {
+            const cfg_output_t *p = &cfg->outputs[j];
+            if (p->kind != CFG_OUTPUT_DANUBE && strcmp(p->broker, o->broker) == 0 &&
+                strcmp(p->client_id, o->client_id) == 0) {
+                char full[64];
+                snprintf(full, sizeof full, "outputs[%zu].client_id", i);
+                const yaml_node_t *in = yaml_document_get_node(c->doc, c->outputs->data.sequence.items.start[i]);
+                const yaml_node_t *at = node_at(c, in, "client_id");
+                return fail_at(c, at ? at : in, full, "\"%s\" is already the client id of outputs[%zu] (%s, line %d) "
+                               "on broker %s: the broker would disconnect one for the other", o->client_id, j,
+                               p->name, p->line, o->broker);
+            }
+        }
+    }
+    if (danube && !cfg->edge.cluster_url) {
+        const yaml_node_t *at = NULL;
+        for (size_t i = 0; c->outputs && i < cfg->noutputs && !at; i++)
+            if (cfg->outputs[i].kind == CFG_OUTPUT_DANUBE)
+                at = yaml_document_get_node(c->doc, c->outputs->data.sequence.items.start[i]);
+        return fail_at(c, at, "edge.cluster_url", "required key missing%s",
+                       at ? " (the danube output sends to it)" : "");
+    }
+    return 0;
+}
+
 /* mqtt.listener (file or environment) with mqtt.listeners: which one is meant is not ours to guess. */
 static int check_one_listener_key(pctx_t *c)
 {
@@ -506,6 +796,7 @@ static int walk(pctx_t *c, const yaml_node_t *map, const char *prefix)
             c->seen[i] = true;
             rc = k->type == CFG__MAPPINGS    ? parse_mappings(c, k, vn)
                : k->type == CFG__LISTENERS ? parse_listeners(c, k, vn)
+               : k->type == CFG__OUTPUTS   ? parse_outputs(c, k, vn)
                                            : set_leaf(c, k, c->cfg, vn, path);
         } else if (is_section(path)) {
             if (vn->type != YAML_MAPPING_NODE) {
@@ -541,8 +832,8 @@ static int apply_env(pctx_t *c)
 {
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
-        if (k->type == CFG__MAPPINGS || k->type == CFG__LISTENERS)
-            continue;
+        if (k->type == CFG__MAPPINGS || k->type == CFG__LISTENERS || k->type == CFG__OUTPUTS)
+            continue; /* lists: not from the environment (their entries' strings may use ${NAME}) */
         char name[128];
         env_name(k->path, name, sizeof name);
         size_t nlen = strlen(name);
@@ -647,9 +938,12 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
         rc = apply_env(&c);
     if (rc == 0)
         rc = check_one_listener_key(&c);
+
     for (size_t i = 0; rc == 0 && i < cfg__nkeys; i++)
         if ((cfg__keys[i].flags & CFG__F_REQUIRED) && !seen[i])
             rc = fail_at(&c, NULL, cfg__keys[i].path, "required key missing");
+    if (rc == 0)
+        rc = finish_outputs(&c);
     if (rc == 0)
         rc = cfg__check(cfg, locate, &c, err, errlen);
     yaml_document_delete(&doc);
@@ -747,6 +1041,7 @@ void cfg_free(cfg_t *cfg)
     for (size_t i = 0; i < cfg->mqtt.nlisteners; i++)
         free_listener(&cfg->mqtt.listeners[i]);
     free(cfg->mqtt.listeners);
+    cfg__free_outputs(cfg);
     free(cfg->source);
     free(cfg);
 }

@@ -17,10 +17,17 @@
     { path_, type_, offsetof(cfg_listener_t, field_), def_, min_, max_, enums_, flags_, desc_ }
 #define M(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
     { path_, type_, offsetof(cfg_mapping_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+#define O(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
+    { path_, type_, offsetof(cfg_output_t, field_), def_, min_, max_, enums_, flags_, desc_ }
 
 #define D CFG__F_DANUBE
 #define R CFG__F_REQUIRED
 #define S CFG__F_SECRET
+#define T CFG__F_TEMPLATE
+#define KD CFG__F_K_DANUBE
+#define KM CFG__F_K_MQTT
+#define KS CFG__F_K_SPB
+#define KALL (KD | KM | KS)
 #define U32MAX 4294967295u
 #define DAY_MS 86400000u
 
@@ -34,12 +41,14 @@ static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 static const char *const tls_versions[] = { "1.2", "1.3", NULL };
 static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", "block", NULL }; /* cfg_on_full_t */
+const char *const cfg__output_kinds[] = { "danube", "mqtt", "sparkplug", NULL }; /* cfg_output_kind_t */
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
       "Name of this edge; every danube_topic must be under /{edge_name}/."),
-    K("edge.cluster_url", CFG__URL, edge.cluster_url, NULL, 0, 0, NULL, D | R,
-      "Danube cluster gRPC endpoint, http://host:port or https://host:port."),
+    K("edge.cluster_url", CFG__URL, edge.cluster_url, NULL, 0, 0, NULL, D,
+      "Danube cluster gRPC endpoint, http://host:port or https://host:port. Required while a danube output "
+      "exists (always, without an outputs section)."),
     K("edge.token", CFG__STR, edge.token, "", 0, 4096, NULL, D | S,
       "Bearer token sent as `authorization: Bearer <token>`; empty = no auth. Never logged."),
     K("edge.heartbeat_interval_ms", CFG__MS, edge.heartbeat_interval_ms, "30000", 100, DAY_MS, NULL, D,
@@ -75,6 +84,11 @@ const cfg__key_t cfg__keys[] = {
       "Cap of the stream rebuild delay."),
     K("replicator.shutdown_grace_ms", CFG__MS, replicator.shutdown_grace_ms, "2000", 0, 60000, NULL, 0,
       "At shutdown, how long batches in flight may take to be acknowledged before streams are closed."),
+
+    K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
+      "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "
+      "Absent: one output, {name: danube, kind: danube}, the edge.cluster_url cluster (Danube's edge.yaml "
+      "unchanged). This build runs kind danube only; `tributary check` accepts mqtt and sparkplug entries."),
 
     K("mqtt.listener", CFG__ADDR, mqtt.listener, "0.0.0.0:1883", 0, 0, NULL, D,
       "MQTT listen address, host:port (IPv6 as [addr]:port): one plain listener. Not with mqtt.listeners, "
@@ -254,6 +268,9 @@ const cfg__key_t cfg__mapping_keys[] = {
       "unsent and counted (tributary_messages_dropped_age_total, persistent in the log's meta file). A "
       "duration: 500ms, 45s, 30m, 12h, 7d (a bare number is milliseconds); 0 = no age limit. Every mapping "
       "of one danube_topic must say the same."),
+    M("priority", CFG__U32, priority, "0", 0, 255, NULL, 0,
+      "When an output is behind (its rate cap or window is the limit), topics of higher priority drain "
+      "first; equal priorities share. Every mapping of one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 
@@ -284,6 +301,62 @@ const cfg__key_t cfg__listener_keys[] = {
 };
 const size_t cfg__nlistener_keys = sizeof cfg__listener_keys / sizeof cfg__listener_keys[0];
 
+/* One entry of outputs. The kinds that take a key are its K* flags; the
+ * kind-specific required keys (broker, group_id) are checked at load. */
+const cfg__key_t cfg__output_keys[] = {
+    O("name", CFG__STR, name, NULL, 1, 64, NULL, R | KALL,
+      "The output's name: letters, digits, _ and -; unique; a metrics label and a file name. `danube` only "
+      "for kind danube."),
+    O("kind", CFG__ENUM, kind, NULL, 0, 0, cfg__output_kinds, R | KALL,
+      "danube (the edge.cluster_url cluster; at most one), mqtt (an MQTT broker) or sparkplug (a Sparkplug B "
+      "edge node on an MQTT broker). This build runs danube only: `tributary run` refuses the others."),
+    O("topics", CFG__STRLIST, topics, NULL, 1, 256, NULL, KALL,
+      "Upstream (danube_topic) topics the output carries, as MQTT filters (\"/edge1/#\"); each must match one "
+      "the mappings produce. Default: all (\"#\")."),
+    O("broker", CFG__ADDR, broker, NULL, 0, 0, NULL, KM | KS,
+      "mqtt, sparkplug (required): the remote broker, host:port."),
+    O("protocol", CFG__U32, protocol, "5", 4, 5, NULL, KM | KS,
+      "mqtt, sparkplug: MQTT protocol level, 4 (3.1.1) or 5."),
+    O("qos", CFG__U32, qos, "1", 0, 2, NULL, KM,
+      "mqtt: QoS of the PUBLISHes to the remote; the checkpoint moves on its PUBACK (1) or PUBCOMP (2)."),
+    O("client_id", CFG__STR, client_id, "", 0, 256, NULL, KM | KS,
+      "mqtt, sparkplug: MQTT client id; empty: tributary-<edge_name>-<name>. Unique among outputs to one broker."),
+    O("remote_topic", CFG__STR, remote_topic, "${topic}", 1, 65535, NULL, KM | T,
+      "mqtt: the remote topic, a template: ${topic} (the MQTT topic received), ${upstream} (the mapped "
+      "topic), ${1}.. and ${#} (the rule's captures), ${attr.NAME} (an extract_attributes name); other "
+      "${NAME} are environment variables. One that could produce an invalid topic is refused at load."),
+    O("tls.ca_file", CFG__STR, tls.ca_file, "", 0, 4096, NULL, KM | KS,
+      "mqtt, sparkplug: a tls mapping turns TLS on; PEM CAs the broker's certificate is verified against "
+      "(empty: the system's roots). Verification is always on."),
+    O("tls.cert_file", CFG__STR, tls.cert_file, "", 0, 4096, NULL, KM | KS,
+      "mqtt, sparkplug: PEM client certificate; needs key_file."),
+    O("tls.key_file", CFG__STR, tls.key_file, "", 0, 4096, NULL, KM | KS,
+      "mqtt, sparkplug: PEM private key of cert_file."),
+    O("username", CFG__STR, username, "", 0, 4096, NULL, KM | KS,
+      "mqtt, sparkplug: MQTT user name; empty: none."),
+    O("password_file", CFG__STR, password_file, "", 0, 4096, NULL, KM | KS,
+      "mqtt, sparkplug: a file whose first line is the password; read at start, never logged."),
+    O("max_inflight", CFG__U32, max_inflight, "100", 1, 65535, NULL, KM | KS,
+      "mqtt, sparkplug: messages sent and not yet acknowledged (confirmed), at most."),
+    O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL,
+      "Payload bytes per second the output may send (a link's budget); 0: no cap."),
+    O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL,
+      "Messages per second the output may send; 0: no cap."),
+    O("group_id", CFG__STR, group_id, "", 0, 256, NULL, KS,
+      "sparkplug (required): the Sparkplug group id (no +, /, #)."),
+    O("edge_node_id", CFG__STR, edge_node_id, "", 0, 256, NULL, KS,
+      "sparkplug: the edge node id (no +, /, #); empty: edge.edge_name."),
+    O("device", CFG__STR, device, NULL, 1, 1024, NULL, KS | T,
+      "sparkplug: the device id, a one-level template over the rule's captures (${1}..) and literal text; "
+      "absent: every metric is a node metric."),
+    O("primary_host_id", CFG__STR, primary_host_id, "", 0, 256, NULL, KS,
+      "sparkplug: the primary host whose STATE the node waits for; empty: none."),
+};
+const size_t cfg__noutputs_keys = sizeof cfg__output_keys / sizeof cfg__output_keys[0];
+
+_Static_assert(offsetof(cfg_output_t, ntopics) == offsetof(cfg_output_t, topics) + sizeof(char **),
+               "CFG__STRLIST: the count follows the list");
+
 const char *cfg__type_name(const cfg__key_t *k)
 {
     switch (k->type) {
@@ -301,6 +374,8 @@ const char *cfg__type_name(const cfg__key_t *k)
     case CFG__LISTENERS: return "list";
     case CFG__SPACE: return "bytes or %";
     case CFG__DURATION: return "duration";
+    case CFG__OUTPUTS: return "list";
+    case CFG__STRLIST: return "list of strings";
     }
     return "?";
 }

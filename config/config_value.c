@@ -297,7 +297,13 @@ int cfg__set_scalar(const cfg__key_t *k, void *base, const char *s, char *msg, s
  * else after "${" (a capture like ${1} or ${#}) is copied unchanged.
  * Returns a new string, or NULL with msg set when a variable is unset.
  */
-char *cfg__expand_env(const char *s, char *const *envp, char *msg, size_t msglen)
+/* ${topic} and ${upstream}: a template's own placeholders (name at p, nlen bytes). */
+static bool template_name(const char *p, size_t nlen)
+{
+    return (nlen == 5 && memcmp(p, "topic", 5) == 0) || (nlen == 8 && memcmp(p, "upstream", 8) == 0);
+}
+
+char *cfg__expand_env(const char *s, char *const *envp, bool template, char *msg, size_t msglen)
 {
     size_t cap = strlen(s) + 1, len = 0;
     char *out = tb_malloc(cap);
@@ -305,7 +311,7 @@ char *cfg__expand_env(const char *s, char *const *envp, char *msg, size_t msglen
         if (p[0] == '$' && p[1] == '{' && (isalpha((unsigned char)p[2]) || p[2] == '_')) {
             const char *q = p + 2;
             while (isalnum((unsigned char)*q) || *q == '_') q++;
-            if (*q == '}') {
+            if (*q == '}' && !(template && template_name(p + 2, (size_t)(q - (p + 2))))) {
                 size_t nlen = (size_t)(q - (p + 2));
                 const char *val = NULL;
                 for (char *const *e = envp; e && *e; e++) {

@@ -142,4 +142,45 @@ int sch_registry_remove(sch_registry_t *r, const char *subject);
  * "bytes", "string", "number", "protobuf"). 0 or -EINVAL. */
 int sch_kind_from_type(const char *schema_type, sch_kind_t *kind /* OUT */);
 
+/* ---- payload flattening (an output's metrics: Sparkplug, issue 18) -------
+ *
+ * sch_flatten_json walks a JSON object payload and calls cb once per leaf,
+ * depth first in document order, with its path (object keys and array
+ * indexes joined by '/': {"motor":{"rpm":900},"a":[1,2]} gives
+ * "motor/rpm", "a/0", "a/1") and its value. Paths are unique within one
+ * payload: a key holding '/' or an empty key, or a duplicate key, is
+ * refused (two values could otherwise share a metric name), and so is a
+ * payload deeper than SCH_FLAT_MAX_DEPTH or a path longer than
+ * SCH_FLAT_MAX_PATH. An empty object or array yields nothing. Types are
+ * the payload's own (JSON integer vs real, as written); which Sparkplug
+ * type a metric gets, and mismatches, are the caller's (docs/design/
+ * OUTPUTS.md 5.2). Returns 0; TB_EINVALID with err when the payload is not
+ * a JSON object or breaks a rule above (nothing is called after the
+ * error); or cb's nonzero return, which stops the walk.
+ */
+#define SCH_FLAT_MAX_DEPTH 32
+#define SCH_FLAT_MAX_PATH 1024
+
+typedef enum {
+    SCH_FLAT_NULL,
+    SCH_FLAT_BOOL,
+    SCH_FLAT_INT,    /* a JSON integer (fits int64) */
+    SCH_FLAT_DOUBLE, /* a JSON number with a fraction or exponent */
+    SCH_FLAT_STRING, /* UTF-8, may hold NUL (s, len) */
+} sch_flat_type_t;
+
+typedef struct sch_flat_value {
+    sch_flat_type_t type;
+    bool b;
+    int64_t i;
+    double d;
+    const char *s; /* STRING: valid during the callback */
+    size_t len;
+} sch_flat_value_t;
+
+/* path is NUL-terminated (path_len bytes) and valid during the call. */
+typedef int (*sch_flat_cb)(void *arg, const char *path, size_t path_len, const sch_flat_value_t *v);
+
+int sch_flatten_json(const uint8_t *payload, size_t len, sch_flat_cb cb, void *arg, char *err, size_t errlen);
+
 #endif

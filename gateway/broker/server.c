@@ -12,10 +12,12 @@
  */
 #include "gateway/broker/broker_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SWEEP_MS 250
 
@@ -150,7 +152,119 @@ static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, si
                   f->line);
         return TB_ECONFIG;
     }
+    if (f->priority != m->priority) {
+        /* one log per topic, drained in one order: its priority is the topic's */
+        snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].priority", r);
+        cfg_error(cfg, for_check, m->line, key, err, errlen,
+                  "%u, but topic %s already has priority %u from mqtt.topic_mappings[%zu] (line %d); every mapping "
+                  "of one upstream topic must say the same", m->priority, t->name, f->priority, *first - 1, f->line);
+        return TB_ECONFIG;
+    }
     return 0;
+}
+
+static int output_file(const cfg_t *cfg, bool for_check, size_t i, const char *key, const char *path, char *err,
+                       size_t errlen)
+{
+    if (!path || !*path || access(path, R_OK) == 0)
+        return 0;
+    char full[96];
+    snprintf(full, sizeof full, "outputs[%zu].%s", i, key);
+    cfg_error(cfg, for_check, cfg->outputs[i].line, full, err, errlen, "cannot read \"%s\": %s", path,
+              strerror(errno));
+    return TB_ECONFIG;
+}
+
+/*
+ * The outputs against the router (docs/design/OUTPUTS.md 3.3): each topic
+ * filter matches an upstream topic the mappings produce; remote_topic and
+ * device compile against every rule that feeds a topic the output carries
+ * (a ${2} needs two '+' in each, an ${attr.NAME} is one of each's
+ * extract_attributes); a mapping that enforces a schema feeds a topic a
+ * danube output carries (schemas come from the cluster's registry); the
+ * TLS and password files can be read.
+ */
+static int check_outputs(broker_t *srv, bool for_check, char *err, size_t errlen)
+{
+    const cfg_t *cfg = srv->cfg;
+    size_t ntopics;
+    const char *const *names = router_upstream_topics(srv->router, &ntopics);
+    bool *danube_topic = tb_calloc(ntopics ? ntopics : 1, sizeof *danube_topic);
+    uint32_t *rules = tb_calloc(cfg->mqtt.nmappings ? cfg->mqtt.nmappings : 1, sizeof *rules);
+    int rc = 0;
+    char full[96], why[640];
+    for (size_t i = 0; i < cfg->noutputs && rc == 0; i++) {
+        const cfg_output_t *o = &cfg->outputs[i];
+        bool *carried = tb_calloc(ntopics ? ntopics : 1, sizeof *carried);
+        for (size_t f = 0; f < o->ntopics && rc == 0; f++) {
+            bool any = false;
+            for (size_t t = 0; t < ntopics; t++)
+                if (router_filter_match(o->topics[f], names[t], strlen(names[t])))
+                    any = carried[t] = true;
+            if (!any) {
+                snprintf(full, sizeof full, "outputs[%zu].topics[%zu]", i, f);
+                cfg_error(cfg, for_check, o->line, full, err, errlen,
+                          "\"%s\" matches none of the upstream topics the mappings produce (%s%s)", o->topics[f],
+                          ntopics ? names[0] : "none", ntopics > 1 ? ", ..." : "");
+                rc = TB_ECONFIG;
+            }
+        }
+        size_t nr = 0;
+        for (size_t r = 0; r < cfg->mqtt.nmappings && rc == 0; r++) {
+            size_t nt;
+            const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
+            bool feeds = false;
+            for (size_t k = 0; k < nt; k++)
+                feeds |= carried[ids[k]];
+            if (feeds)
+                rules[nr++] = (uint32_t)r;
+        }
+        if (o->kind == CFG_OUTPUT_DANUBE)
+            for (size_t t = 0; t < ntopics; t++)
+                danube_topic[t] |= carried[t];
+        free(carried);
+        if (rc)
+            break;
+        const char *tmpl = o->kind == CFG_OUTPUT_MQTT ? o->remote_topic
+                         : o->kind == CFG_OUTPUT_SPARKPLUG ? o->device : NULL;
+        if (tmpl) {
+            router_out_t *t;
+            unsigned flags = o->kind == CFG_OUTPUT_SPARKPLUG ? ROUTER_OUT_LEVEL : 0;
+            if (router_out_compile(srv->router, tmpl, rules, nr, flags, &t, why, sizeof why) < 0) {
+                snprintf(full, sizeof full, "outputs[%zu].%s", i,
+                         o->kind == CFG_OUTPUT_MQTT ? "remote_topic" : "device");
+                cfg_error(cfg, for_check, o->line, full, err, errlen, "%s (rule N is mqtt.topic_mappings[N])", why);
+                rc = TB_ECONFIG;
+                break;
+            }
+            router_out_free(t);
+        }
+        if (o->kind != CFG_OUTPUT_DANUBE &&
+            ((rc = output_file(cfg, for_check, i, "tls.ca_file", o->tls.ca_file, err, errlen)) < 0 ||
+             (rc = output_file(cfg, for_check, i, "tls.cert_file", o->tls.cert_file, err, errlen)) < 0 ||
+             (rc = output_file(cfg, for_check, i, "tls.key_file", o->tls.key_file, err, errlen)) < 0 ||
+             (rc = output_file(cfg, for_check, i, "password_file", o->password_file, err, errlen)) < 0))
+            break;
+    }
+    for (size_t r = 0; r < cfg->mqtt.nmappings && rc == 0; r++) {
+        const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
+        if (m->validation_policy != CFG_POLICY_ENFORCE)
+            continue;
+        size_t nt;
+        const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
+        for (size_t k = 0; k < nt && rc == 0; k++) {
+            if (danube_topic[ids[k]])
+                continue;
+            snprintf(full, sizeof full, "mqtt.topic_mappings[%zu].validation_policy", r);
+            cfg_error(cfg, for_check, m->line, full, err, errlen,
+                      "enforce, but no danube output carries its topic %s: schemas come from the cluster's "
+                      "registry", names[ids[k]]);
+            rc = TB_ECONFIG;
+        }
+    }
+    free(rules);
+    free(danube_topic);
+    return rc;
 }
 
 /*
@@ -247,6 +361,8 @@ int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t e
     srv->wal = wal;
     int rc = build_router(srv, false, err, errlen);
     if (rc == 0)
+        rc = check_outputs(srv, false, err, errlen);
+    if (rc == 0)
         rc = build_topics(srv, err, errlen);
     return rc;
 }
@@ -258,6 +374,8 @@ int broker_check_config(const cfg_t *cfg, char *err, size_t errlen)
     int rc = build_router(srv, true, err, errlen);
     if (rc == 0)
         rc = settle_topics(srv, true, err, errlen);
+    if (rc == 0)
+        rc = check_outputs(srv, true, err, errlen);
     for (size_t i = 0; i < srv->ntopics; i++) {
         free(srv->topics[i].name);
         free(srv->topics[i].schema_subject);

@@ -75,7 +75,12 @@ int cli_check(int argc, char **argv)
         return GW_EXIT_USAGE;
     }
     cfg_print(cfg, stdout);
-    fprintf(stderr, "%s: configuration is valid (%zu topic mappings)\n", path, cfg->mqtt.nmappings);
+    fprintf(stderr, "%s: configuration is valid (%zu topic mappings; %zu output%s:", path, cfg->mqtt.nmappings,
+            cfg->noutputs, cfg->noutputs == 1 ? "" : "s");
+    for (size_t i = 0; i < cfg->noutputs; i++)
+        fprintf(stderr, " %s (%s%s)", cfg->outputs[i].name, cfg_output_kind_name(cfg->outputs[i].kind),
+                cfg->outputs[i].implied ? ", implied" : "");
+    fputs(")\n", stderr);
     cfg_free(cfg);
     return GW_EXIT_OK;
 }

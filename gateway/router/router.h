@@ -120,4 +120,75 @@ const uint32_t *router_rule_topics(const router_t *r, size_t rule, size_t *n /* 
 bool router_attr_next(const router_t *r, const router_match_t *m, size_t *it,
                          const char **name /* OUT */, router_slice_t *value /* OUT */);
 
+/* ---- output topics (issue 17: an output's remote_topic, a Sparkplug device) ----
+ *
+ * A template is literal text with placeholders:
+ *   ${topic}      the MQTT topic the message was received on
+ *   ${upstream}   the upstream (Danube) topic its rule maps it to
+ *   ${1}..${32}   the N-th '+' capture of the matched rule
+ *   ${#}          what the rule's final '#' matched ("" for zero levels)
+ *   ${attr.NAME}  the message attribute NAME (an extract_attributes name)
+ * A '$' not followed by '{' is literal. Compile refuses what could expand
+ * to an invalid MQTT topic name (wildcards, NUL, bad UTF-8, empty), naming
+ * the column: literals holding '+', '#' or NUL; an unknown or unterminated
+ * placeholder; a template whose every piece can be empty; and, checked
+ * against the rules it will be expanded for, a ${N} past a rule's '+'
+ * count, a ${#} for a rule without '#', an attribute a rule does not
+ * extract (a capture is one level of a valid topic name, so its value is
+ * safe; an arbitrary attribute would not be).
+ */
+#define ROUTER_OUT_MAX 65535u /* the longest MQTT topic name, in bytes */
+
+/* Flags of router_out_compile. */
+#define ROUTER_OUT_LEVEL 1u /* one topic level (a Sparkplug device id): only literals
+                               without '/' and ${N}; no ${topic}, ${upstream}, ${#}, ${attr.*}.
+                               Captures alone are accepted ("${1}"): an empty one is
+                               ROUTER_OUT_EVALUE for that message */
+
+/* Returns of router_out_expand below 0. */
+#define ROUTER_OUT_ETOOLONG (-1) /* longer than cap */
+#define ROUTER_OUT_EVALUE   (-2) /* a value makes it invalid: an attribute absent or not valid
+                                    in a topic name, a capture the match lacks, an empty result */
+
+typedef struct router_out router_out_t; /* immutable after compile: any thread */
+
+typedef struct router_out_ctx {
+    router_slice_t topic;      /* ${topic}: the message's MQTT topic */
+    router_slice_t upstream;   /* ${upstream} */
+    const router_match_t *m;   /* ${N}, ${#}: a match of that topic (NULL: none) */
+    /* ${attr.NAME}: finds attribute name[0..name_len) of the message; NULL: none */
+    bool (*attr)(void *arg, const char *name, size_t name_len, router_slice_t *val /* OUT */);
+    void *arg;
+} router_out_ctx_t;
+
+/*
+ * Compiles tmpl into *out. r NULL: the syntax alone (the config layer's
+ * check). r given: also checked against the rules `rules[0..nrules)` (NULL:
+ * every rule of r) the template will be expanded for. Returns 0, or
+ * TB_ECONFIG with *out = NULL and err saying what and at which column
+ * ("column 7: ..."), and for a rule, which one.
+ */
+int router_out_compile(const router_t *r, const char *tmpl, const uint32_t *rules, size_t nrules,
+                          unsigned flags, router_out_t **out /* OUT */, char *err, size_t errlen);
+
+/* Expands t for one message into buf (at most cap bytes, no NUL written).
+ * Returns the length, ROUTER_OUT_ETOOLONG or ROUTER_OUT_EVALUE. Allocates
+ * nothing; one pass. */
+int router_out_expand(const router_out_t *t, const router_out_ctx_t *c, char *buf, size_t cap);
+
+/* Whether t uses ${N} or ${#} (the caller must then match the topic). */
+bool router_out_needs_match(const router_out_t *t);
+
+void router_out_free(router_out_t *t);
+
+/* Checks an MQTT topic filter ('+' and a final '#' as whole levels, not
+ * empty, no NUL, UTF-8). Returns 0 or TB_ECONFIG with err. */
+int router_filter_check(const char *filter, char *err, size_t errlen);
+
+/* MQTT filter matching of a topic name (len bytes): '+' one level, '#'
+ * the rest including the parent level ("a/#" matches "a"); a filter
+ * starting with a wildcard does not match a topic starting with '$'. The
+ * filter is assumed checked. */
+bool router_filter_match(const char *filter, const char *topic, size_t len);
+
 #endif

@@ -131,6 +131,72 @@ class Cli(unittest.TestCase):
             self.assertEqual(err[0]["error"], "Too many open files")
         self.assertGreater(seen, 0, "no limit made the event loop fail")
 
+    OUTPUTS = MINIMAL + """outputs:
+  - name: danube
+    kind: danube
+  - name: central
+    kind: mqtt
+    topics: ["/e1/#"]
+    broker: "127.0.0.1:1"
+    protocol: 5
+    qos: 1
+    client_id: "edge1-central"
+    remote_topic: "site1/${topic}"
+    max_inflight: 100
+    max_bytes_per_s: 0
+"""
+
+    def test_check_prints_the_outputs_and_run_refuses_an_mqtt_output(self):
+        g = Gateway(self.OUTPUTS)
+        r = run_cli("check", "-c", g.config, env={"topic": "not-this"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("configuration is valid (1 topic mappings; 2 outputs: danube (danube) central (mqtt))", r.stderr)
+        self.assertIn("kind: mqtt", r.stdout)
+        # a template key keeps ${topic}, even with a variable of that name in the environment
+        self.assertIn('remote_topic: "site1/${topic}"', r.stdout)
+        self.assertIn('topics: ["/e1/#"]', r.stdout)
+        g.start()
+        self.assertEqual(g.proc.wait(timeout=10), 2)
+        self.assertIn(f"{g.config}:13: outputs[1] (central): kind mqtt (the MQTT output) is not implemented in "
+                      "this build yet", g.log())
+
+    def test_check_prints_the_implied_danube_output(self):
+        g = Gateway(MINIMAL)
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("outputs:  # implied", r.stdout)
+        self.assertIn("1 output: danube (danube, implied))", r.stderr)
+        self.assertIn('  - name: "danube"\n    kind: danube\n', r.stdout)
+
+    def test_check_output_template_against_the_mappings(self):
+        g = Gateway(self.OUTPUTS.replace("site1/${topic}", "site1/${2}"))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{g.config}: outputs[1].remote_topic (line 13): template \"site1/${{2}}\" column 7: "
+                      "${2}: rule 0 (\"a/+\") has 1 '+' capture", r.stderr)
+        g = Gateway(self.OUTPUTS.replace("site1/${topic}", "site1/${attr.site}"))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("${attr.site} is not an extract_attributes name of rule 0", r.stderr)
+        g = Gateway(self.OUTPUTS.replace("site1/${topic}", "site1/+"))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{g.config}:20:19: outputs[1].remote_topic:", r.stderr)
+
+    def test_check_output_topics_and_files(self):
+        g = Gateway(self.OUTPUTS.replace('["/e1/#"]', '["/e2/#"]'))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('outputs[1].topics[0] (line 13): "/e2/#" matches none of the upstream topics', r.stderr)
+        g = Gateway(self.OUTPUTS + "    password_file: /nonexistent/central.pw\n")
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('outputs[1].password_file (line 13): cannot read "/nonexistent/central.pw"', r.stderr)
+        g = Gateway(self.OUTPUTS + "    group_id: G\n")
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(f"{g.config}:23:15: outputs[1].group_id: not a key of kind mqtt", r.stderr)
+
     def test_run_with_invalid_config_exits_2(self):
         g = Gateway("edge: {edge_name: e1}\n")
         g.start()

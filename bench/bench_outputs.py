@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""bench_outputs.py: the MQTT output's figures beside a Mosquitto bridge's,
+from one run (issue 17; docs/design/OUTPUTS.md 4.10 and 6.3).
+
+  /usr/bin/python3 bench/bench_outputs.py --only baseline [--build DIR]
+        [--count N] [--size B] [--windows 20,100,1000] [--out FILE]
+
+baseline (commit O0, the go/no-go of design 4.10, measured before the
+output exists): how fast can a libmosquitto client driven by our own poll
+loop (bench/bench_mosq_pub.c: one handle, mosquitto_threaded_set, no
+libmosquitto thread, a window of W unacknowledged QoS 1 PUBLISHes) move N
+messages into a local Mosquitto 2, beside a Mosquitto bridge draining a
+backlog of the same N messages into the same kind of broker in the same run.
+
+  far     a Mosquitto 2 (the remote broker): queue and in-flight limits
+          removed, persistence off, with a QoS 1 subscriber
+          (bench_mosq_pub sink) counting every message and timing first
+          to last arrival, and checking order per topic.
+  ours    bench_mosq_pub pub --window W into far, QoS 1, for each W.
+  bridge  a second Mosquitto ("near", queue limit removed) with a bridge
+          section to far (`topic # out 1`, cleansession false,
+          start_type lazy, threshold N): the backlog of N messages is
+          published into near while the bridge is down (the lazy bridge
+          queues them), the N-th message starts it and it drains to far.
+          That is the store-and-forward a user would set up instead of us.
+
+Every figure is first-to-last arrival at far's subscriber, so each column
+pays for the same broker and the same subscriber. Ours reads no log: it is
+the floor of the libmosquitto path (design 4.10: ~5 syscalls a message),
+what the MQTT output (O6) can at best reach; the drain from the WAL is
+measured again when the output exists (--only drain, later). Nothing passes
+or fails on time; the script prints the figures, the ratio to the bridge and
+the issue's target (>= 3x the bridge), and fails only if a subscriber did
+not get every message, or got one out of order.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_lib as L  # noqa: E402
+
+
+def sink(build, work, name, port, n, timeout_s):
+    out = open(os.path.join(work, f"{name}.sink"), "w+")
+    p = L.popen([os.path.join(build, "bench", "bench_mosq_pub"), "sink", "--port", str(port), "--expect", str(n),
+                 "--qos", "1", "--id", name, "--timeout-s", str(timeout_s)],
+                stdout=out, stderr=subprocess.STDOUT, text=True)
+
+    def ready():
+        out.seek(0)
+        text = out.read()
+        if p.poll() is not None:
+            raise RuntimeError(f"sink {name} exited: {text}")
+        return "sink ready" in text
+    L.wait_until(ready, 30, f"sink {name} to subscribe")
+    return p, out
+
+
+def sink_result(p, out, timeout):
+    p.wait(timeout=timeout)
+    out.seek(0)
+    text = out.read()
+    for line in text.splitlines():
+        if line.startswith("sink got="):
+            kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
+            if p.returncode != 0 or "rate" not in kv:
+                raise RuntimeError(f"sink failed: {text.strip()}")
+            return {k: float(v) for k, v in kv.items()}
+    raise RuntimeError(f"sink printed no result: {text.strip()}")
+
+
+def pub(build, port, n, size, window, name, prefix="bench", timeout=900):
+    r = subprocess.run([os.path.join(build, "bench", "bench_mosq_pub"), "pub", "--port", str(port), "--count",
+                        str(n), "--size", str(size), "--qos", "1", "--window", str(window), "--topics", "3",
+                        "--prefix", prefix, "--id", name], capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench_mosq_pub pub failed: {r.stderr.strip()}")
+    line = [x for x in r.stdout.splitlines() if x.startswith("pub ")][-1]
+    return {k: float(v) for k, v in (x.split("=", 1) for x in line.split()[1:])}
+
+
+def baseline(a, work):
+    far = L.mosquitto(work, "far", unlimited=True, extra=["persistence false"])
+    rows = []
+    for w in a.windows:
+        sp, so = sink(a.build, work, f"sink-w{w}", far.port, a.count, a.timeout)
+        cpu0 = L.cpu_seconds(far.pid)
+        p = pub(a.build, far.port, a.count, a.size, w, f"ours-w{w}", timeout=a.timeout)
+        s = sink_result(sp, so, a.timeout)
+        rows.append({"who": f"ours, window {w}", "rate": s["rate"], "secs": s["first_to_last_s"],
+                     "ooo": s["out_of_order"], "client_cpu": p["cpu_s"],
+                     "far_cpu": L.cpu_seconds(far.pid) - cpu0, "pub_rate": p["rate"]})
+        print(f"  ours window {w}: {s['rate']:.0f} msg/s at the subscriber (publisher {p['rate']:.0f}/s, "
+              f"client {p['cpu_s']:.1f} CPU-s)", file=sys.stderr)
+
+    # The bridge: near queues the backlog for its lazy bridge; the N-th
+    # queued message starts the bridge, which drains it into far.
+    sp, so = sink(a.build, work, "sink-bridge", far.port, a.count, a.timeout)
+    near = L.mosquitto(work, "near", unlimited=True, extra=[
+        "connection far", f"address 127.0.0.1:{far.port}", "topic # out 1", "cleansession false",
+        "start_type lazy", f"threshold {a.count}", "idle_timeout 3600", "try_private false"])
+    cpu0, ncpu0 = L.cpu_seconds(far.pid), L.cpu_seconds(near.pid)
+    t0 = time.monotonic()
+    p = pub(a.build, near.port, a.count, a.size, 1000, "fill-bridge", timeout=a.timeout)
+    fill_secs = time.monotonic() - t0
+    s = sink_result(sp, so, a.timeout)
+    rows.append({"who": "Mosquitto bridge", "rate": s["rate"], "secs": s["first_to_last_s"],
+                 "ooo": s["out_of_order"], "client_cpu": L.cpu_seconds(near.pid) - ncpu0,
+                 "far_cpu": L.cpu_seconds(far.pid) - cpu0, "pub_rate": p["rate"]})
+    print(f"  bridge: {s['rate']:.0f} msg/s at the subscriber (fill {fill_secs:.1f} s)", file=sys.stderr)
+    L.stop(near.proc)
+    L.stop(far.proc)
+    return rows
+
+
+def report(a, rows):
+    bridge = rows[-1]["rate"]
+    lines = [f"# bench_outputs baseline: {a.count} messages of {a.size} B, QoS 1, 3 topics, "
+             f"to a local Mosquitto 2 (one run)", "",
+             f"load average at start: {a.load}", "",
+             "| sender | msg/s at the subscriber | first to last (s) | x bridge | sender CPU-s | far broker CPU-s "
+             "| out of order |",
+             "|---|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        lines.append(f"| {r['who']} | {r['rate']:.0f} | {r['secs']:.2f} | {r['rate'] / bridge:.2f} | "
+                     f"{r['client_cpu']:.1f} | {r['far_cpu']:.1f} | {r['ooo']:.0f} |")
+    best = max(rows[:-1], key=lambda r: r["rate"])
+    lines += ["", f"target (issue 17): >= 3x the bridge = {3 * bridge:.0f} msg/s; best of ours: "
+              f"{best['rate']:.0f} msg/s ({best['who']}), {best['rate'] / bridge:.2f}x: "
+              f"{'met' if best['rate'] >= 3 * bridge else 'NOT met'}",
+              "(sender CPU-s: bench_mosq_pub for ours, the near Mosquitto for the bridge)"]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write(text)
+    return 0 if all(r["ooo"] == 0 for r in rows) else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["baseline"], required=True)
+    ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
+    ap.add_argument("--count", type=int, default=1000000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--windows", default="20,100,1000")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per step before giving up")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+    a.windows = [int(x) for x in a.windows.split(",")]
+    a.build = os.path.abspath(a.build)
+    a.load = open("/proc/loadavg").read().split()[0]
+    if not os.access(os.path.join(a.build, "bench", "bench_mosq_pub"), os.X_OK):
+        sys.exit(f"bench_outputs: {a.build}/bench/bench_mosq_pub not built")
+    work = tempfile.mkdtemp(prefix="bench-outputs.")
+    rc = 1
+    try:
+        rc = report(a, baseline(a, work))
+    finally:
+        L.kill_started()
+        if a.keep or rc != 0:
+            print(f"work directory kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
