@@ -259,6 +259,12 @@ int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint
     if (rc == 0 && t->open_next) /* at run time (not in the first recovery): this process's share */
         t->dropped_open += unacked(TB_MAX(TB_MAX(first_bad, base), t->open_next), next_base, ck);
     pthread_mutex_unlock(&t->acct_mu);
+    if (rc == 0 && next_base > base) {
+        /* its offsets are a drop: a reader that meets them as a gap between two segments says so */
+        uint64_t lo = atomic_load(&t->q_lo), hi = atomic_load(&t->q_hi);
+        atomic_store(&t->q_lo, hi == 0 ? base : TB_MIN(lo, base));
+        atomic_store(&t->q_hi, TB_MAX(hi, next_base));
+    }
     if (rc == 0) {
         m->quarantined++;
         m->dropped += lost;

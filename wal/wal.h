@@ -677,7 +677,8 @@ bool wal_record_attr_next(const wal_record_t *r, size_t *pos, wal_attr_t *out /*
 /* wal_reader_next() results besides 0 (a record) and errors (< 0). */
 enum {
     WAL_END = 1, /* nothing more is readable now: retry when wal_topic_readable_end moves */
-    WAL_GAP = 2, /* the wanted offsets were deleted (bound, quarantine); the reader
+    WAL_GAP = 2, /* the wanted offsets are not in the log (deleted by a bound or a
+                    quarantine, or never written: see wal_reader_gap_kind); the reader
                     moved forward: see wal_reader_gap(). No record returned. */
 };
 
@@ -705,6 +706,23 @@ uint64_t wal_reader_offset(const wal_reader_t *r);
 void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out /* OUT */);
 /* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
+/*
+ * After WAL_GAP: what the skipped range was.
+ *   DROPPED  records that were in the log and left it before being
+ *            acknowledged: a bound deleted them (below the oldest segment,
+ *            or below the topic's read floor), or a corrupt sealed segment
+ *            was quarantined. They are in dropped_total: a loss to count
+ *            and warn about.
+ *   HOLE     offsets that hold no record and never will, and lose nothing:
+ *            an offset range recovery skipped for the reservation (or left
+ *            by an active segment quarantined at recovery: a new segment
+ *            starts past it), offsets acknowledged while they were held in
+ *            memory (the memory tier), or offsets at or below the
+ *            checkpoint. Not in dropped_total; not a loss.
+ * A gap that covers both is DROPPED. Before any gap: DROPPED.
+ */
+typedef enum { WAL_GAP_DROPPED = 0, WAL_GAP_HOLE = 1 } wal_gap_kind_t;
+wal_gap_kind_t wal_reader_gap_kind(const wal_reader_t *r);
 void wal_reader_close(wal_reader_t *r);
 
 /* ---- offline tools (the CLI calls these; they take no lock) ---------------- */

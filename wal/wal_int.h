@@ -113,6 +113,11 @@ struct wal_topic {
     _Atomic uint64_t hole_from;   /* [hole_from, hole_to): offsets recovery skipped for the
                                    * reservation, with records above the checkpoint before them */
     _Atomic uint64_t hole_to;
+    _Atomic uint64_t q_lo;        /* [q_lo, q_hi): spans every sealed segment quarantined with
+                                   * its offsets counted as dropped (q_hi 0: none), so a reader
+                                   * tells that gap between two segments from a hole (reader.c).
+                                   * Written by the writer (or recovery) only */
+    _Atomic uint64_t q_hi;
     _Atomic uint64_t write_errors;
     _Atomic int state;
     _Atomic int last_error;
