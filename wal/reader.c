@@ -32,6 +32,11 @@
  * records (a failed write or fdatasync) their offsets are written again with
  * other messages, so a change of the topic's cut_gen drops the buffer before
  * a record is trusted from it.
+ * Past the log's readable end (disk_end) the records, if any, are held in
+ * memory (memory.c): the reader copies each one into its own buffer under
+ * the tier's lock, so a record returned stays valid until the next call
+ * whatever the tier releases meanwhile. Offsets there below what memory
+ * holds were acknowledged from memory: a hole (WAL_GAP).
  * A record that fails its CRC below the readable end in a sealed segment is
  * corruption: the reader asks the writer to quarantine the
  * segment and skips to the next one (WAL_GAP). In the active segment it
@@ -60,6 +65,7 @@ struct wal_reader {
     uint64_t gap_from, gap_to, skipped;
     wal_gap_kind_t gap_kind;
     uint64_t cut_gen;     /* the topic's cut_gen when buf was last known good */
+    wal_mem_cursor_t mem; /* reading held records (memory.c) */
 };
 
 static void close_seg(wal_reader_t *r)
@@ -77,6 +83,7 @@ enum {
     GAP_BELOW,   /* below the oldest segment: a bound (dropped), retention or a hole */
     GAP_BETWEEN, /* a segment's records end before the next one's base: a hole, or a
                     quarantined sealed segment (dropped) */
+    GAP_RELEASED, /* past the log, below what memory holds: acknowledged from memory */
 };
 
 /* Whether every offset of [from, to) is acknowledged or in the hole
@@ -95,6 +102,8 @@ static wal_gap_kind_t classify(const wal_topic_t *t, int where, uint64_t from, u
     switch (where) {
     case GAP_BELOW:
         return nothing_lost(t, from, to) ? WAL_GAP_HOLE : WAL_GAP_DROPPED;
+    case GAP_RELEASED:
+        return WAL_GAP_HOLE;
     case GAP_BETWEEN: {
         uint64_t qhi = atomic_load(&((wal_topic_t *)t)->q_hi), qlo = atomic_load(&((wal_topic_t *)t)->q_lo);
         bool quarantined = qhi > 0 && from < qhi && to > qlo;
@@ -297,6 +306,20 @@ static int locate(wal_reader_t *r, uint64_t want)
     return -ENOENT;
 }
 
+/* Past the log's readable end: the memory tier's held records. */
+static int next_from_memory(wal_reader_t *r, wal_record_t *out)
+{
+    if (r->fd >= 0)
+        close_seg(r); /* the disk position no longer follows r->next: look it up again later */
+    uint64_t to = 0;
+    int rc = wal__mem_read(r->t, r->next, &r->mem, out, &to);
+    if (rc == WAL_GAP)
+        return gap(r, GAP_RELEASED, r->next, to);
+    if (rc == 0)
+        r->next++;
+    return rc;
+}
+
 int wal_reader_next(wal_reader_t *r, wal_record_t *out)
 {
     for (int tries = 0; tries < 4; tries++) {
@@ -306,6 +329,9 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
                 skip_padding(r, true); /* caught up: wal_reader_pos past any padding */
             return WAL_END;
         }
+        /* after readable_end (acquire), which is published after disk_end */
+        if (r->next >= atomic_load_explicit(&r->t->disk_end, memory_order_acquire))
+            return next_from_memory(r, out);
         /* after readable_end (acquire): a cut that preceded the records now
          * readable is seen here, and what the buffer held past the synced
          * end then (the cut records, whose offsets were reused) is dropped */
@@ -414,6 +440,7 @@ void wal_reader_close(wal_reader_t *r)
     if (!r)
         return;
     close_seg(r);
+    free(r->mem.buf);
     free(r->buf);
     free(r);
 }

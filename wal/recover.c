@@ -377,7 +377,7 @@ int wal__topic_recover(wal_topic_t *t)
     wal__atomic_max(&t->dropped_age, m.dropped_age); /* a repair keeps what was added, like ck_req */
     atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
-    atomic_store_explicit(&t->readable_end, next, memory_order_release);
+    wal__publish_end(t, next);
     pthread_mutex_lock(&t->acct_mu);
     if (t->open_next == 0)
         t->open_next = next; /* the first recovery of this process: where its writes start */

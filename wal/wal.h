@@ -5,7 +5,8 @@
  * device, and read back from here by the replicator. The promises, each a
  * test in tests/unit/wal/ (docs/WAL.md has the long form and the figures):
  *   - nothing acknowledged is lost: a completion with rc 0 means the batch
- *     is in the log to the durability wal.fsync names;
+ *     is in the log to the durability wal.fsync names (for a topic in the
+ *     memory tier: that the checkpoint passed it, see MEMORY TIER);
  *   - order: per topic, offsets are contiguous in submission order, and
  *     completions for a topic arrive in submission order;
  *   - offsets never go backwards, across clean and unclean restarts, and an
@@ -435,6 +436,78 @@ int wal_topic_reserve_wait(wal_topic_t *t, uint64_t end);
 uint64_t wal_topic_reserved(const wal_topic_t *t);
 
 /*
+ * MEMORY TIER (memory-first durability, issue 16; docs/WAL.md "The memory
+ * tier"). Not reachable from the configuration yet: only tests set it.
+ *
+ * In MEMORY mode a topic's submitted batches are not written: wal_submit
+ * gives their records offsets at once (on the caller's thread, from the
+ * same sequence as the log's: they continue where the log ends) and holds
+ * the batches, in offset order, in memory. Readers (the replicator) read
+ * them from memory through the usual wal_reader_next, in offset order,
+ * past the end of the log: the readable end covers them when wal_submit
+ * returns. The checkpoint is what releases them (the cluster acknowledged
+ * them): each held batch whose last offset the checkpoint passes is
+ * released, in order, and with ack UPSTREAM its completion (rc 0) is posted
+ * only then, through wal_take_done as usual; so a completion means "in the
+ * cluster" instead of "in the log". With ack RECEIVED the completion is
+ * posted at once (the batch is held until the checkpoint passes it all the
+ * same; the loop may free it meanwhile): a kill then loses what was held
+ * and completed, which is that mode's stated price.
+ *
+ * Offsets: a held record's offset is always below the durable reservation
+ * (OFFSET RESERVATION; wal_topic_reserved): wal_submit declares each batch
+ * before it hands its offsets out; the writer raises the reservation half a
+ * span ahead, off the caller's path; if it is not covered yet (the writer
+ * is far behind, or its meta write fails), wal_submit waits for the raise.
+ * So after a kill the next offsets are above every offset ever readable.
+ *
+ * Disk: nothing is written for a held batch, and the checkpoint is not
+ * persisted while no record on disk lies above the persisted one (it would
+ * tell recovery nothing: after a kill recovery moves the checkpoint over
+ * the offsets that have no record). In steady state the disk is not
+ * written at all, apart from one reservation write per reserve_span
+ * offsets.
+ *
+ * Not yet (the spill, next): a held batch is never written to the log.
+ * While the tier holds memory_bytes, a batch that would pass it completes
+ * at once with TB_EFULL (refused_at_bound); a batch whose reservation
+ * cannot be written completes with that error; wal_close completes what is
+ * still held and not completed with TB_ECLOSED (never written: with ack
+ * UPSTREAM the publishers were not answered, so they resend). wal_sync does
+ * not wait for held batches.
+ */
+typedef enum { WAL_DURABILITY_LOG = 0, WAL_DURABILITY_MEMORY_FIRST = 1 } wal_durability_t;
+typedef enum { WAL_ACK_UPSTREAM = 0, WAL_ACK_RECEIVED = 1 } wal_ack_t;
+typedef struct wal_memory_opts {
+    wal_durability_t durability;  /* LOG */
+    wal_ack_t ack;                /* UPSTREAM: complete a held batch when the checkpoint passes it */
+    uint64_t memory_bytes;        /* 8 MiB: the most a topic holds (batch bytes) */
+    uint32_t spill_after_ms;      /* 250: kept for the spill (not used yet) */
+} wal_memory_opts_t;
+typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1 } wal_mode_t;
+
+/* Fills the defaults above. */
+void wal_memory_opts_default(wal_memory_opts_t *o /* OUT */);
+/*
+ * Sets t's durability (not persisted: each wal_open starts every topic in
+ * LOG). MEMORY_FIRST on a LOG topic: the writer first processes what was
+ * submitted before (the caller must not submit to t concurrently), syncs
+ * t, makes sure the reservation covers the log's end, and then t is in
+ * MEMORY: batches submitted after this returns are held. On a MEMORY topic
+ * it only changes ack and memory_bytes (for batches submitted later). Any
+ * thread but the writer; blocks for the writer. Returns 0, TB_EINVALID for
+ * options out of range, TB_ENOTREADY while t is FAILED or holds batches
+ * for room (on_full block), the reservation's write error, TB_ECLOSED, or
+ * TB_EUNSUPPORTED for LOG on a MEMORY topic (going back to the log needs
+ * the spill, not built yet).
+ */
+int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o);
+/* t's mode (any thread, one atomic load). */
+wal_mode_t wal_topic_mode(const wal_topic_t *t);
+/* Records held in memory and not yet acknowledged (any thread; a lock). */
+uint64_t wal_topic_held(wal_topic_t *t);
+
+/*
  * The readable end: records with offset < this value may be read (see
  * DURABILITY above). One atomic load; poll it, or retry a reader that
  * returned WAL_END when it moves.
@@ -445,8 +518,9 @@ uint64_t wal_topic_readable_end(const wal_topic_t *t);
  * Records that the cluster acknowledged everything up to and including
  * acked_offset (any thread). The writer persists it (atomic replace of the
  * topic's meta file, at most every checkpoint_flush_ms, and at close) and
- * deletes sealed segments whose records are all at or below it. A value
- * lower than the current checkpoint is ignored. Returns 0, or TB_EINVALID if
+ * deletes sealed segments whose records are all at or below it; batches
+ * held in the memory tier that it passes are released and completed (MEMORY
+ * TIER). A value lower than the current checkpoint is ignored. Returns 0, or TB_EINVALID if
  * acked_offset is at or past the readable end.
  */
 int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset);
@@ -496,6 +570,9 @@ typedef struct wal_topic_stats {
                                  reported while the checkpoint is below hole_to - 1 (0, 0: none) */
     uint64_t hole_to;
     uint64_t write_errors;    /* failed writes and syncs since open */
+    wal_mode_t mode;          /* MEMORY TIER */
+    uint64_t held_msgs;       /* records held in memory, not yet acknowledged */
+    uint64_t held_bytes;      /* their batches' bytes */
     wal_topic_state_t state;
     int last_error;
     /* This process's share, for the gateway's accounting invariant. Read
@@ -621,7 +698,10 @@ size_t wal_batch_bytes(const wal_batch_t *b);
  * comes back exactly once, with rc 0 or an error (TB_ECLOSED after
  * wal_close started, TB_EFULL or -errno for a failed topic). An empty batch
  * completes with rc 0 and count 0. (Only in the TB_ECLOSED case is the
- * completion posted, and notify called, on the calling thread.)
+ * completion posted, and notify called, on the calling thread; and for a
+ * topic in the memory tier, where the batch is held, not written, and
+ * completed on the thread that moves the checkpoint past it, or here with
+ * ack RECEIVED: see MEMORY TIER.)
  */
 void wal_submit(wal_batch_t *b, void *user);
 

@@ -22,7 +22,8 @@
 
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
-enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE };
+enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE,
+       WAL_ITEM_MEMORY };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -38,6 +39,10 @@ struct wal_batch {
     size_t len, cap;
     uint32_t count;
     wal_completion_t c;
+    /* the memory tier (memory.c), under t->mem.mu while held */
+    struct wal_batch *mem_next; /* held list, offset order */
+    bool posted;       /* its completion went to the done list already (ack RECEIVED) */
+    _Atomic int refs;  /* owners: 1; 2 while a RECEIVED batch is both held and the loop's */
 };
 
 /* A request to the writer. OPEN, SYNC, OWN_BOUND and RESERVE are waited on (done
@@ -53,7 +58,31 @@ typedef struct wal_req {
     uint64_t bad_offset;   /* QUARANTINE: first offset that failed */
     uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
     uint64_t end;          /* RESERVE: offsets below it must be covered */
+    wal_memory_opts_t mo;  /* MEMORY: the options */
 } wal_req_t;
+
+/* The memory tier of a topic (memory.c; wal.h MEMORY TIER). Lock order:
+ * mem.mu, then w->mu or the done list's; the writer never takes mem.mu
+ * while holding w->mu. */
+typedef struct wal_mem {
+    pthread_mutex_t mu;
+    wal_batch_t *head, *tail;     /* held batches, offset order, contiguous from lo */
+    uint64_t lo;                  /* first offset held; == next when nothing is */
+    uint64_t next;                /* the offset the next held record gets (MEMORY) */
+    uint64_t held_bytes, held_msgs;
+    uint64_t read_hi;             /* highest offset a reader took from memory (0: none) */
+    wal_memory_opts_t o;
+} wal_mem_t;
+
+/* A reader's place in the memory tier (reader.c keeps one, memory.c moves it). */
+typedef struct wal_mem_cursor {
+    const wal_batch_t *b;         /* the batch holding off, if b_first is still held */
+    uint64_t b_first;             /* b's first offset: b is valid while b_first >= mem.lo */
+    size_t pos;                   /* byte of off's record in b */
+    uint64_t off;                 /* the offset at pos */
+    uint8_t *buf;                 /* the copy of the record returned last (views point here) */
+    size_t cap;
+} wal_mem_cursor_t;
 
 /* ---- segments and topics ------------------------------------------------- */
 
@@ -91,8 +120,14 @@ struct wal_topic {
     uint64_t ck_persist_at_ms;    /* earliest time the next checkpoint write may happen */
     uint64_t res_retry_at_ms;     /* a reservation write failed: try again then (0: none) */
 
+    /* the memory tier (memory.c) */
+    wal_mem_t mem;
+    _Atomic int mode;             /* wal_mode_t */
+    _Atomic uint64_t mem_end;     /* mem.next as published (0: never in memory) */
+
     /* [A] */
-    _Atomic uint64_t readable_end;
+    _Atomic uint64_t readable_end;/* max(disk_end, mem_end) */
+    _Atomic uint64_t disk_end;    /* the readable end of the log on disk (wal__publish) */
     _Atomic uint64_t cut_gen;     /* bumped when unsynced bytes were cut and their offsets may be
                                    * written again (a failed write or sync, repair): a reader drops
                                    * what it buffered, which may hold the cut records */
@@ -357,8 +392,39 @@ int wal__reserve_apply(wal_topic_t *t, bool force);
  * needed (0 when everything handed out is below the log's end). Returns 0
  * or the meta write's error (the reservation then stays as it was). */
 int wal__reserve_release(wal_topic_t *t);
+/* wal.c: queues a request and waits until the writer marks it done. */
+int wal__request(wal_t *w, wal_req_t *req);
 /* wal.c: queues a RESERVE request for t and waits for it. */
 int wal__request_reserve(wal_topic_t *t, uint64_t end);
+
+/* ---- memory.c: the memory tier -------------------------------------------- */
+
+void wal__mem_init(wal_topic_t *t);
+void wal__mem_destroy(wal_topic_t *t);
+/* wal_submit's branch: holds b in memory when t is in MEMORY (or completes
+ * it at once: empty, refused, reservation failed). false: t is not in
+ * MEMORY, the caller enqueues b to the writer as usual. Loop thread. */
+bool wal__mem_submit(wal_batch_t *b);
+/* THE RELEASE RULE, in one place: the checkpoint moved to ck; every held
+ * batch wholly at or below it leaves memory, in order, its completion
+ * posted unless it was already (any thread: wal_checkpoint_ex). When more
+ * outputs read a topic (issue 17), ck becomes their minimum here. */
+void wal__mem_release(wal_topic_t *t, uint64_t ck);
+/* Reads the held record at off into cur->buf and fills *out. 0, WAL_END
+ * (not held yet), or WAL_GAP with *gap_to: off was released (acknowledged
+ * from memory), the held records start at *gap_to. Any thread. */
+int wal__mem_read(wal_topic_t *t, uint64_t off, wal_mem_cursor_t *cur, wal_record_t *out, uint64_t *gap_to);
+/* Writer thread, t synced and its reservation covering t->next: t enters
+ * MEMORY, held offsets continuing at t->next. */
+void wal__mem_enter(wal_topic_t *t, const wal_memory_opts_t *o);
+/* wal_close (writer thread, stopping): t leaves MEMORY; what it holds and
+ * did not complete completes with TB_ECLOSED, the rest is freed. */
+void wal__mem_close(wal_topic_t *t);
+/* Frees a batch whose last owner let go (refs). */
+void wal__batch_unref(wal_batch_t *b);
+/* Stores the log's readable end: disk_end, and the readable end as the
+ * larger of it and the memory tier's end (monotonic once memory is used). */
+void wal__publish_end(wal_topic_t *t, uint64_t disk_end);
 
 /* ---- space.c: the free-space floor ---------------------------------------- */
 

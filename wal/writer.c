@@ -75,8 +75,8 @@ static void round_add(round_t *r, wal_batch_t *b)
 void wal__publish(wal_topic_t *t)
 {
     uint64_t end = t->w->o.fsync == WAL_FSYNC_NEVER ? t->next : t->synced_next;
-    atomic_store(&t->next_pub, t->next);
-    atomic_store_explicit(&t->readable_end, end, memory_order_release);
+    atomic_store(&t->next_pub, TB_MAX(t->next, atomic_load(&t->mem_end)));
+    wal__publish_end(t, end);
 }
 
 static void set_active_bytes(wal_topic_t *t, uint64_t bytes)
@@ -601,6 +601,32 @@ int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
     return rc;
 }
 
+/* wal_topic_set_durability(MEMORY_FIRST), in FIFO order: every batch
+ * submitted before it is processed, so t->next is final. The log is synced
+ * (what the log holds is readable: the held records follow it), and the
+ * reservation made to cover t->next before the first offset is held. */
+static int mem_enter(wal_t *w, wal_topic_t *t, const wal_memory_opts_t *o)
+{
+    if (atomic_load(&t->state) == WAL_TOPIC_FAILED || t->fd < 0)
+        return TB_ENOTREADY;
+    if (t->held_head)
+        return TB_ENOTREADY; /* on_full block holds batches for room: they come first */
+    if (t->dirty || t->wpos != t->spos) {
+        int rc = wal__fdatasync(w, t->fd);
+        if (rc < 0) {
+            sync_failed(t, rc, false);
+            return rc;
+        }
+        synced(t);
+    }
+    wal__atomic_max(&t->res_used, t->next);
+    int rc = wal__reserve_apply(t, true);
+    if (rc < 0)
+        return rc;
+    wal__mem_enter(t, o);
+    return 0;
+}
+
 static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
 {
     if (it->kind == WAL_ITEM_BATCH) {
@@ -632,6 +658,10 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
         break;
     case WAL_ITEM_RESERVE:
         req_done(w, req, wal__reserve_apply(req->topic, true));
+        break;
+    case WAL_ITEM_MEMORY:
+        flush_round(w, r); /* what came before is written and completed first */
+        req_done(w, req, mem_enter(w, req->topic, &req->mo));
         break;
     }
 }
@@ -679,6 +709,8 @@ void *wal__writer_main(void *arg)
             pthread_mutex_unlock(&w->mu);
             if (empty) {
                 retry_held(w, true);
+                for (size_t i = 0; i < w->ntopics; i++)
+                    wal__mem_close(w->topics[i]);
                 w->close_rc = sync_all(w, true);
                 break;
             }
