@@ -78,11 +78,60 @@ void wal__publish_end(wal_topic_t *t, uint64_t disk_end)
     wal__atomic_max(&t->readable_end, disk_end);
 }
 
-/* Completes b now (under mem.mu when it is t's: completions stay in order). */
+/* Completes b, which was never held: the loop owns it again. */
 static void post(wal_topic_t *t, wal_batch_t *b)
 {
     b->posted = true;
     tb_mbox_push(&t->w->done, &b->node);
+}
+
+/* Completes a held batch (under mem.mu: a topic's completions stay in
+ * order): the loop gets a reference of its own; the tier keeps its own
+ * until it releases the batch. */
+static void post_held(wal_topic_t *t, wal_batch_t *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    post(t, b);
+}
+
+static const char *const spill_names[WAL_SPILL__COUNT] = { "timeout", "bytes", "output", "shutdown" };
+
+const char *wal_spill_name(wal_spill_t why)
+{
+    return (unsigned)why < WAL_SPILL__COUNT ? spill_names[why] : "?";
+}
+
+static void set_head_ms(wal_topic_t *t)
+{
+    atomic_store(&t->head_ms, t->mem.head ? t->mem.head->held_ms : 0);
+}
+
+/* MEMORY -> SPILLING (under mem.mu): the spill is queued; batches submitted
+ * from now on go to the writer behind it. */
+static void spill_locked(wal_topic_t *t, wal_spill_t why)
+{
+    wal_mem_t *m = &t->mem;
+    if (atomic_load(&t->mode) != WAL_MODE_MEMORY)
+        return;
+    wal_req_t *req = tb_calloc(1, sizeof *req);
+    req->item.kind = WAL_ITEM_SPILL;
+    req->topic = t;
+    if (wal__enqueue(t->w, &req->item) < 0) {
+        free(req); /* closing: wal_close writes what is held itself */
+        return;
+    }
+    m->why = why;
+    m->spills[why]++;
+    atomic_store(&t->mode, WAL_MODE_SPILLING);
+}
+
+void wal_topic_spill(wal_topic_t *t, wal_spill_t why)
+{
+    if ((unsigned)why >= WAL_SPILL__COUNT)
+        return;
+    pthread_mutex_lock(&t->mem.mu);
+    spill_locked(t, why);
+    pthread_mutex_unlock(&t->mem.mu);
 }
 
 wal_mode_t wal_topic_mode(const wal_topic_t *t)
@@ -103,6 +152,7 @@ void wal__mem_enter(wal_topic_t *t, const wal_memory_opts_t *o)
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
     m->o = *o;
+    atomic_store(&t->spill_after, o->spill_after_ms);
     m->lo = m->next = t->next;
     atomic_store(&t->mem_end, t->next);
     wal__atomic_max(&t->readable_end, t->next);
@@ -120,9 +170,15 @@ int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o)
         return TB_EINVALID;
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
-    bool in_memory = atomic_load(&t->mode) == WAL_MODE_MEMORY;
+    int mode = atomic_load(&t->mode);
+    if (mode == WAL_MODE_SPILLING || mode == WAL_MODE_DRAINING) {
+        pthread_mutex_unlock(&m->mu);
+        return TB_EUNSUPPORTED; /* after a spill: the return to memory is not built yet */
+    }
+    bool in_memory = mode == WAL_MODE_MEMORY;
     if (in_memory && o->durability == WAL_DURABILITY_MEMORY_FIRST) {
-        m->o = *o; /* ack and memory_bytes, for the batches submitted from now on */
+        m->o = *o; /* ack, memory_bytes, spill_after_ms, for the batches submitted from now on */
+        atomic_store(&t->spill_after, o->spill_after_ms);
         pthread_mutex_unlock(&m->mu);
         return 0;
     }
@@ -168,13 +224,10 @@ bool wal__mem_submit(wal_batch_t *b)
         return true;
     }
     if (m->held_bytes + b->len > m->o.memory_bytes) {
-        /* until the spill is built, a full tier refuses, as a bound does */
-        b->c.rc = TB_EFULL;
-        b->c.first_offset = 0;
-        b->c.refused_at_bound = true;
-        post(t, b);
+        /* full: what is held goes to the log, and this batch behind it */
+        spill_locked(t, WAL_SPILL_BYTES);
         pthread_mutex_unlock(&m->mu);
-        return true;
+        return false;
     }
     /* every offset handed out is below the durable reservation: declared
      * first (the writer raises it half a span ahead, off this path) */
@@ -204,6 +257,8 @@ bool wal__mem_submit(wal_batch_t *b)
     b->c.rc = 0;
     b->mem_next = NULL;
     b->posted = false;
+    b->held_ms = tb_mono_ms();
+    bool was_empty = m->head == NULL;
     if (m->tail)
         m->tail->mem_next = b;
     else
@@ -215,11 +270,13 @@ bool wal__mem_submit(wal_batch_t *b)
     atomic_store(&t->mem_end, end);
     atomic_store(&t->next_pub, end);
     wal__atomic_max(&t->readable_end, end); /* readable when wal_submit returns */
-    if (m->o.ack == WAL_ACK_RECEIVED) {
-        atomic_store(&b->refs, 2); /* the loop's, once posted, and the tier's */
-        post(t, b);
-    }
+    if (m->o.ack == WAL_ACK_RECEIVED)
+        post_held(t, b); /* the loop's reference, and the tier keeps its own */
+    if (was_empty)
+        set_head_ms(t);
     pthread_mutex_unlock(&m->mu);
+    if (was_empty)
+        wal__kick(t->w); /* the writer's spill timer counts from this batch */
     return true;
 }
 
@@ -229,6 +286,15 @@ void wal__mem_release(wal_topic_t *t, uint64_t ck)
         return; /* never in memory: nothing held, no lock taken on the ack path */
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
+    if (atomic_load(&t->mode) == WAL_MODE_SPILLING) {
+        /* the spill is writing them: complete what the checkpoint passed,
+         * release nothing (wal__mem_spilled does, once they are on disk) */
+        for (wal_batch_t *b = m->head; b && b->c.first_offset + b->count - 1 <= ck; b = b->mem_next)
+            if (!b->posted)
+                post_held(t, b);
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
     while (m->head && m->head->c.first_offset + m->head->count - 1 <= ck) {
         wal_batch_t *b = m->head;
         m->head = b->mem_next;
@@ -237,12 +303,96 @@ void wal__mem_release(wal_topic_t *t, uint64_t ck)
         m->lo = m->head ? m->head->c.first_offset : m->next;
         m->held_bytes -= b->len;
         m->held_msgs -= b->count;
-        if (b->posted)
-            wal__batch_unref(b); /* RECEIVED: the loop may have freed its share already */
-        else
-            post(t, b); /* UPSTREAM: the completion, now that the cluster has it; the loop's alone */
+        if (!b->posted)
+            post_held(t, b); /* UPSTREAM: the completion, now that the cluster has it */
+        wal__batch_unref(b); /* the tier's (RECEIVED: the loop may have freed its own already) */
     }
+    set_head_ms(t);
     pthread_mutex_unlock(&m->mu);
+}
+
+wal_batch_t **wal__mem_snapshot(wal_topic_t *t, size_t *n, uint64_t *end)
+{
+    wal_mem_t *m = &t->mem;
+    uint64_t ck = atomic_load(&t->ck_req);
+    pthread_mutex_lock(&m->mu);
+    size_t k = 0, cap = 0;
+    wal_batch_t **v = NULL;
+    /* SPILLING: nothing is added or unlinked meanwhile; the copies are the
+     * writer's to seal (readers keep copying the originals) */
+    for (const wal_batch_t *b = m->head; b; b = b->mem_next) {
+        if (b->c.first_offset + b->count - 1 <= ck)
+            continue; /* acknowledged already: nothing to keep */
+        if (k == cap)
+            v = tb_realloc(v, (cap = cap ? cap * 2 : 16) * sizeof *v);
+        wal_batch_t *c = tb_calloc(1, sizeof *c);
+        c->t = t;
+        c->buf = tb_malloc(b->len);
+        memcpy(c->buf, b->buf, b->len);
+        c->len = c->cap = b->len;
+        c->count = b->count;
+        c->c = b->c;
+        atomic_init(&c->refs, 1);
+        v[k++] = c;
+    }
+    *end = m->next;
+    pthread_mutex_unlock(&m->mu);
+    *n = k;
+    return v;
+}
+
+void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end)
+{
+    wal_mem_t *m = &t->mem;
+    uint64_t ck = atomic_load(&t->ck_req), failed = 0;
+    pthread_mutex_lock(&m->mu);
+    uint64_t msgs = m->held_msgs, bytes = m->held_bytes;
+    /* before the completions: whoever sees one sees the topic in the log */
+    if (atomic_load(&t->mode) == WAL_MODE_SPILLING)
+        atomic_store(&t->mode, WAL_MODE_DRAINING);
+    while (m->head) {
+        wal_batch_t *b = m->head;
+        m->head = b->mem_next;
+        bool on_disk = b->c.first_offset + b->count <= written_end;
+        if (!b->posted) {
+            if (!on_disk && b->c.first_offset + b->count - 1 > ck) {
+                b->c.rc = rc ? rc : TB_EFULL; /* not written: the publisher is not answered */
+                b->c.first_offset = 0;
+                failed += b->count;
+            }
+            post_held(t, b);
+        } else if (!on_disk && b->c.first_offset + b->count - 1 > ck) {
+            failed += b->count; /* RECEIVED, answered already, and not written: lost */
+        }
+        wal__batch_unref(b);
+    }
+    m->tail = NULL;
+    m->lo = m->next;
+    m->held_bytes = m->held_msgs = 0;
+    set_head_ms(t);
+    wal_spill_t why = m->why;
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0)
+        tb_info("wal: durability: spilled to the log", TB_S("topic", t->name), TB_S("reason", wal_spill_name(why)),
+                TB_U("messages", msgs), TB_U("bytes", bytes), TB_U("next_offset", written_end));
+    else
+        tb_error("wal: durability: the spill to the log failed; messages not written", TB_S("topic", t->name),
+                 TB_S("reason", wal_spill_name(why)), TB_ERR(rc), TB_U("messages", failed));
+}
+
+void wal__mem_due(wal_topic_t *t, uint64_t now_ms)
+{
+    uint64_t h = atomic_load(&t->head_ms);
+    if (h && atomic_load(&t->mode) == WAL_MODE_MEMORY && now_ms >= h + atomic_load(&t->spill_after))
+        wal_topic_spill(t, WAL_SPILL_TIMEOUT);
+}
+
+uint64_t wal__mem_deadline(wal_topic_t *t)
+{
+    uint64_t h = atomic_load(&t->head_ms);
+    if (!h || atomic_load(&t->mode) != WAL_MODE_MEMORY)
+        return UINT64_MAX;
+    return h + atomic_load(&t->spill_after);
 }
 
 void wal__mem_close(wal_topic_t *t)
@@ -254,15 +404,15 @@ void wal__mem_close(wal_topic_t *t)
     while (m->head) {
         wal_batch_t *b = m->head;
         m->head = b->mem_next;
-        if (b->posted) {
-            wal__batch_unref(b);
-        } else {
+        if (!b->posted) {
             unanswered += b->count;
             b->c.rc = TB_ECLOSED;
             b->c.first_offset = 0;
-            post(t, b);
+            post_held(t, b);
         }
+        wal__batch_unref(b);
     }
+    atomic_store(&t->head_ms, 0);
     m->tail = NULL;
     m->lo = m->next;
     m->held_bytes = m->held_msgs = 0;
@@ -305,7 +455,7 @@ int wal__mem_read(wal_topic_t *t, uint64_t off, wal_mem_cursor_t *cur, wal_recor
 {
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
-    if (off >= m->next || atomic_load(&t->mode) != WAL_MODE_MEMORY) {
+    if (off >= m->next || atomic_load(&t->mode) == WAL_MODE_LOG) {
         pthread_mutex_unlock(&m->mu);
         return WAL_END;
     }

@@ -365,7 +365,7 @@ int wal__topic_recover(wal_topic_t *t)
     t->fd = a.fd;
     t->wpos = t->spos = a.sc.valid_end;
     t->seed = a.sc.hdr.seed;
-    t->next = t->synced_next = next;
+    t->next = t->synced_next = t->seg_next = next;
     atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release);
     t->dirty = false;
     t->needs_repair = false;

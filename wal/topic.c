@@ -128,6 +128,7 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     t->meta.floor = 1;
     t->next = 1;
     t->synced_next = 1;
+    t->seg_next = 1;
     atomic_init(&t->readable_end, 1);
     atomic_init(&t->disk_end, 1);
     wal__mem_init(t);
@@ -336,6 +337,7 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     pthread_mutex_lock(&t->mem.mu);
     out->held_msgs = t->mem.held_msgs;
     out->held_bytes = t->mem.held_bytes;
+    memcpy(out->spills, t->mem.spills, sizeof out->spills);
     pthread_mutex_unlock(&t->mem.mu);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);

@@ -468,13 +468,13 @@ uint64_t wal_topic_reserved(const wal_topic_t *t);
  * written at all, apart from one reservation write per reserve_span
  * offsets.
  *
- * Not yet (the spill, next): a held batch is never written to the log.
- * While the tier holds memory_bytes, a batch that would pass it completes
- * at once with TB_EFULL (refused_at_bound); a batch whose reservation
- * cannot be written completes with that error; wal_close completes what is
- * still held and not completed with TB_ECLOSED (never written: with ack
- * UPSTREAM the publishers were not answered, so they resend). wal_sync does
- * not wait for held batches.
+ * THE SPILL (wal_topic_spill) writes what is held to the log when the
+ * cluster does not acknowledge within spill_after_ms, when a batch would
+ * take the held bytes past memory_bytes, when the caller says its output is
+ * down, and at wal_close; the topic then stays in the log (DRAINING: the
+ * return to memory is not built yet). A batch whose reservation cannot be
+ * written completes with that error. wal_sync does not wait for held
+ * batches (a spill queued before it is processed before it).
  */
 typedef enum { WAL_DURABILITY_LOG = 0, WAL_DURABILITY_MEMORY_FIRST = 1 } wal_durability_t;
 typedef enum { WAL_ACK_UPSTREAM = 0, WAL_ACK_RECEIVED = 1 } wal_ack_t;
@@ -482,9 +482,20 @@ typedef struct wal_memory_opts {
     wal_durability_t durability;  /* LOG */
     wal_ack_t ack;                /* UPSTREAM: complete a held batch when the checkpoint passes it */
     uint64_t memory_bytes;        /* 8 MiB: the most a topic holds (batch bytes) */
-    uint32_t spill_after_ms;      /* 250: kept for the spill (not used yet) */
+    uint32_t spill_after_ms;      /* 250: the oldest held batch waits at most this for the
+                                     checkpoint, then the topic spills (THE SPILL) */
 } wal_memory_opts_t;
-typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1 } wal_mode_t;
+/* LOG: never in memory. MEMORY: holding. SPILLING: a spill is queued: the
+ * held records are being written, and new batches go to the log behind
+ * them. DRAINING: in the log after a spill (the return to MEMORY is not
+ * built yet: a spilled topic stays in the log until wal_close). */
+typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1, WAL_MODE_SPILLING = 2, WAL_MODE_DRAINING = 3 } wal_mode_t;
+/* Why a topic spilled: the oldest held batch waited spill_after_ms for the
+ * checkpoint; a batch would pass memory_bytes; the caller said its output
+ * is down; the caller is stopping (wal_close spills too). */
+typedef enum { WAL_SPILL_TIMEOUT, WAL_SPILL_BYTES, WAL_SPILL_OUTPUT, WAL_SPILL_SHUTDOWN, WAL_SPILL__COUNT } wal_spill_t;
+/* The reason's name: "timeout", "bytes", "output", "shutdown" ("?" out of range). */
+const char *wal_spill_name(wal_spill_t why);
 
 /* Fills the defaults above. */
 void wal_memory_opts_default(wal_memory_opts_t *o /* OUT */);
@@ -506,6 +517,22 @@ int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o);
 wal_mode_t wal_topic_mode(const wal_topic_t *t);
 /* Records held in memory and not yet acknowledged (any thread; a lock). */
 uint64_t wal_topic_held(wal_topic_t *t);
+/*
+ * THE SPILL: writes every held batch that the checkpoint has not passed to
+ * the log, in offset order, and syncs it (in every fsync mode: a spill is
+ * what keeps a promise made from memory); then completes (rc 0) those not
+ * completed yet, releases them all, and t is DRAINING: in the log, its
+ * offsets continuing where memory's ended. The offsets acknowledged from
+ * memory before the first one written are a hole, always a segment
+ * boundary: the spill starts a new segment there. From the call on, new
+ * batches go to the writer behind the spill. Triggered by the writer when
+ * the oldest held batch waited spill_after_ms, by wal_submit when a batch
+ * would pass memory_bytes, by wal_close (what is held is written, not lost),
+ * or by this call (any thread; a no-op unless t is in MEMORY). If the write
+ * fails, the batches not yet completed complete with its error and t is
+ * FAILED, as for any failed write; their offsets are not reused.
+ */
+void wal_topic_spill(wal_topic_t *t, wal_spill_t why);
 
 /*
  * The readable end: records with offset < this value may be read (see
@@ -571,6 +598,7 @@ typedef struct wal_topic_stats {
     uint64_t hole_to;
     uint64_t write_errors;    /* failed writes and syncs since open */
     wal_mode_t mode;          /* MEMORY TIER */
+    uint64_t spills[WAL_SPILL__COUNT]; /* spills since open, by reason */
     uint64_t held_msgs;       /* records held in memory, not yet acknowledged */
     uint64_t held_bytes;      /* their batches' bytes */
     wal_topic_state_t state;

@@ -23,7 +23,7 @@
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
 enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE,
-       WAL_ITEM_MEMORY };
+       WAL_ITEM_MEMORY, WAL_ITEM_SPILL };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -41,8 +41,9 @@ struct wal_batch {
     wal_completion_t c;
     /* the memory tier (memory.c), under t->mem.mu while held */
     struct wal_batch *mem_next; /* held list, offset order */
-    bool posted;       /* its completion went to the done list already (ack RECEIVED) */
-    _Atomic int refs;  /* owners: 1; 2 while a RECEIVED batch is both held and the loop's */
+    bool posted;       /* its completion went to the done list already */
+    uint64_t held_ms;  /* when it was held (monotonic): the spill timeout counts from here */
+    _Atomic int refs;  /* owners: the loop (from its completion on) and the tier (while held) */
 };
 
 /* A request to the writer. OPEN, SYNC, OWN_BOUND and RESERVE are waited on (done
@@ -72,6 +73,8 @@ typedef struct wal_mem {
     uint64_t held_bytes, held_msgs;
     uint64_t read_hi;             /* highest offset a reader took from memory (0: none) */
     wal_memory_opts_t o;
+    wal_spill_t why;              /* the reason of the spill queued (SPILLING) */
+    uint64_t spills[WAL_SPILL__COUNT];
 } wal_mem_t;
 
 /* A reader's place in the memory tier (reader.c keeps one, memory.c moves it). */
@@ -124,6 +127,10 @@ struct wal_topic {
     wal_mem_t mem;
     _Atomic int mode;             /* wal_mode_t */
     _Atomic uint64_t mem_end;     /* mem.next as published (0: never in memory) */
+    _Atomic uint64_t head_ms;     /* MEMORY: held_ms of the oldest held batch (0: none) */
+    _Atomic uint32_t spill_after; /* mem.o.spill_after_ms, for the writer's deadline */
+    uint64_t seg_next;            /* [W] the offset after the active segment's last record:
+                                   * append starts a new segment when t->next differs */
 
     /* [A] */
     _Atomic uint64_t readable_end;/* max(disk_end, mem_end) */
@@ -418,8 +425,20 @@ int wal__mem_read(wal_topic_t *t, uint64_t off, wal_mem_cursor_t *cur, wal_recor
  * MEMORY, held offsets continuing at t->next. */
 void wal__mem_enter(wal_topic_t *t, const wal_memory_opts_t *o);
 /* wal_close (writer thread, stopping): t leaves MEMORY; what it holds and
- * did not complete completes with TB_ECLOSED, the rest is freed. */
+ * did not complete completes with TB_ECLOSED, the rest is freed (after
+ * the close's spill, nothing is left but what could not be written). */
 void wal__mem_close(wal_topic_t *t);
+/* The spill's two halves around the writer's write (writer.c, WAL_ITEM_SPILL):
+ * wal__mem_snapshot copies what must be written (every held batch the
+ * checkpoint has not passed; *n of them, malloc'd copies, oldest first)
+ * and says where memory's offsets end (*end); wal__mem_spilled completes and
+ * releases everything held (rc: the write's result) and leaves t DRAINING. */
+wal_batch_t **wal__mem_snapshot(wal_topic_t *t, size_t *n /* OUT */, uint64_t *end /* OUT */);
+void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end);
+/* Housekeeping (writer): spills t if its oldest held batch waited
+ * spill_after_ms; the deadline at which it would (UINT64_MAX: none). */
+void wal__mem_due(wal_topic_t *t, uint64_t now_ms);
+uint64_t wal__mem_deadline(wal_topic_t *t);
 /* Frees a batch whose last owner let go (refs). */
 void wal__batch_unref(wal_batch_t *b);
 /* Stores the log's readable end: disk_end, and the readable end as the

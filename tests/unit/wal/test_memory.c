@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helper_wal.h"
@@ -323,26 +324,196 @@ Test(memory, checkpoint_not_persisted_while_nothing_on_disk)
     cr_assert_eq(m.checkpoint, 5, "the persisted checkpoint stays at the log's last record");
 }
 
-Test(memory, a_full_tier_refuses_at_its_bound_and_holds_on)
+/* ---- the spill ---------------------------------------------------------------- */
+
+static uint64_t spills(wal_topic_t *t, wal_spill_t why)
+{
+    return stats(t).spills[why];
+}
+
+/* Reads t from `from` and checks offsets from..to-1 are messages seq0.. in
+ * order; holes are allowed, drops are not. Returns the records read. */
+static uint64_t read_through(wal_topic_t *t, uint64_t from, uint64_t *holes)
+{
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, from, &r), 0);
+    uint64_t n = 0, last = 0;
+    *holes = 0;
+    for (;;) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_GAP) {
+            cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+            (*holes)++;
+            continue;
+        }
+        if (rc == WAL_END)
+            break;
+        cr_assert_eq(rc, 0);
+        uint64_t seq;
+        cr_assert(th_record_ok(&rec, PAYLOAD, &seq));
+        cr_assert_eq(seq, rec.offset - 1, "offset %llu holds message %llu", (unsigned long long)rec.offset,
+                     (unsigned long long)seq);
+        cr_assert_gt(rec.offset, last);
+        last = rec.offset;
+        n++;
+    }
+    wal_reader_close(r);
+    return n;
+}
+
+Test(memory, a_full_tier_spills_to_the_log_and_the_batch_follows_it)
 {
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = open_topic();
     enter_memory(t, WAL_ACK_UPSTREAM, 3000); /* two 10-record batches of ~1.4 KiB fit */
     for (uint64_t seq = 0; seq < 30; seq += 10)
         th_submit(&h, t, seq, 10, PAYLOAD);
-    th_collect(&h);
-    cr_assert_eq(h.ndone, 1);
-    cr_assert_eq(h.done[0].rc, TB_EFULL);
-    cr_assert(h.done[0].refused_at_bound);
-    cr_assert_eq((uintptr_t)h.done[0].user, 20);
-    cr_assert_eq(wal_topic_held(t), 20);
-    cr_assert_eq(wal_topic_readable_end(t), 21, "the refused batch took no offsets");
-    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    /* the third would pass memory_bytes: the two held go to the log, synced,
+     * and are completed; the third is written behind them */
     cr_assert(th_wait(&h, 3));
-    th_submit(&h, t, 30, 10, PAYLOAD); /* room again */
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(h.done[i].rc, 0);
+        cr_assert_eq(h.done[i].first_offset, 1 + 10 * i);
+    }
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    cr_assert_eq(spills(t, WAL_SPILL_BYTES), 1);
+    cr_assert_eq(wal_topic_held(t), 0);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 30, "all of it in the log now");
+    cr_assert_eq(holes, 0);
+    th_submit(&h, t, 30, 10, PAYLOAD); /* DRAINING: the log, as before memory */
+    cr_assert(th_wait(&h, 4));
+    cr_assert_eq(h.done[3].first_offset, 31);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    cr_assert_eq(read_through(wal_topic_find(h.w, "/e/t"), 1, &holes), 40, "and on disk across a restart");
+}
+
+Test(memory, a_spill_after_acks_writes_only_what_is_unacknowledged_past_a_hole)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 4, PAYLOAD), 0); /* 1..4 in the log */
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    for (uint64_t seq = 4; seq < 34; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD); /* 5..34 held */
+    cr_assert_eq(wal_checkpoint(t, 14), 0); /* the cluster has 1..14 */
+    cr_assert(th_wait(&h, 2));
+    uint32_t segs = stats(t).segments;
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 4));
+    cr_assert(h.done[2].rc == 0 && h.done[2].first_offset == 15);
+    cr_assert(h.done[3].rc == 0 && h.done[3].first_offset == 25);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    cr_assert_eq(spills(t, WAL_SPILL_OUTPUT), 1);
+    cr_assert_geq(stats(t).segments, segs, "15.. starts a segment of its own: 5..14 hold no record");
+    /* what the log holds for a reader from the start: 1..4 (acknowledged:
+     * retention may have deleted them already), 5..14 a hole, 15..34 */
+    uint64_t holes;
+    uint64_t n = read_through(t, 1, &holes);
+    cr_assert(n == 24 || n == 20, "%llu records", (unsigned long long)n);
+    cr_assert_eq(holes, 1);
+    cr_assert_eq(read_through(t, 15, &holes), 20);
+    cr_assert_eq(holes, 0);
+    th_submit(&h, t, 34, 3, PAYLOAD);
+    cr_assert(th_wait(&h, 5));
+    cr_assert_eq(h.done[4].first_offset, 35, "the log continues where memory ended");
+    cr_assert_eq(stats(t).dropped_total, 0);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert_eq(spills(t, WAL_SPILL_OUTPUT), 1, "not in memory: nothing to spill");
+}
+
+Test(memory, the_oldest_held_batch_spills_after_spill_after_ms)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    wal_memory_opts_t o;
+    wal_memory_opts_default(&o);
+    o.durability = WAL_DURABILITY_MEMORY_FIRST;
+    o.spill_after_ms = 60;
+    cr_assert_eq(wal_topic_set_durability(t, &o), 0);
+    uint64_t t0 = tb_mono_ms();
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    cr_assert(th_wait(&h, 1), "no ack came: the writer spilled it");
+    uint64_t waited = tb_mono_ms() - t0;
+    cr_assert_geq(waited, 60, "answered after %llu ms", (unsigned long long)waited);
+    cr_assert_eq(h.done[0].rc, 0);
+    cr_assert_eq(spills(t, WAL_SPILL_TIMEOUT), 1);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 10);
+}
+
+Test(memory, a_spill_keeps_what_received_already_answered)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_RECEIVED, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    th_submit(&h, t, 10, 10, PAYLOAD);
     th_collect(&h);
-    cr_assert_eq(wal_topic_held(t), 10);
-    cr_assert_eq(h.ndone, 3);
+    cr_assert_eq(h.ndone, 2, "answered at once");
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert_eq(wal_sync(h.w), 0); /* the spill is before the barrier in the writer's queue */
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 2, "no second completion");
+    cr_assert_eq(wal_topic_held(t), 0);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    uint64_t holes;
+    cr_assert_eq(read_through(wal_topic_find(h.w, "/e/t"), 1, &holes), 20, "the answered messages are in the log");
+}
+
+typedef struct {
+    wal_topic_t *t;
+    uint64_t want, got;
+    bool in_order;
+} follower_t;
+
+static void *follow(void *arg)
+{
+    follower_t *f = arg;
+    wal_reader_t *r;
+    wal_reader_open(f->t, 1, &r);
+    f->in_order = true;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (f->got < f->want && tb_mono_ms() < deadline) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_END) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL); /* polls the readable end; the deadline bounds the wait */
+            continue;
+        }
+        uint64_t seq;
+        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, PAYLOAD, &seq) || seq != f->got) {
+            f->in_order = false;
+            break;
+        }
+        f->got++;
+    }
+    wal_reader_close(r);
+    return NULL;
+}
+
+Test(memory, a_reader_sees_every_record_once_in_order_across_the_spill)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 20000); /* ~13 batches fit, then the spill */
+    follower_t f = { t, 1000, 0, false };
+    pthread_t th;
+    pthread_create(&th, NULL, follow, &f);
+    for (uint64_t seq = 0; seq < 1000; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD);
+    pthread_join(th, NULL);
+    cr_assert(f.in_order, "broken at record %llu", (unsigned long long)f.got);
+    cr_assert_eq(f.got, 1000);
+    cr_assert(th_wait(&h, 100));
+    for (size_t i = 0; i < 100; i++)
+        cr_assert(h.done[i].rc == 0 && h.done[i].first_offset == 1 + 10 * i, "completion %zu", i);
+    cr_assert_eq(spills(t, WAL_SPILL_BYTES), 1);
 }
 
 Test(memory, every_offset_read_is_below_the_reservation_as_it_is_raised)
@@ -376,14 +547,14 @@ Test(memory, every_offset_read_is_below_the_reservation_as_it_is_raised)
     cr_assert_leq(metas, 2 * 1000 / 64 + 2, "%llu meta writes", (unsigned long long)metas);
 }
 
-Test(memory, a_clean_close_answers_what_is_held_and_the_restart_continues_past_it)
+Test(memory, a_clean_close_writes_what_is_held_and_the_restart_continues_past_it)
 {
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = open_topic();
     cr_assert_eq(th_append(&h, t, 0, 4, PAYLOAD), 0);
     enter_memory(t, WAL_ACK_UPSTREAM, 0);
     th_submit(&h, t, 4, 10, PAYLOAD); /* 5..14, read by the cluster perhaps, never acknowledged */
-    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_close(&h), 0); /* a clean stop writes them to the log */
     cr_assert_eq(th_open(&h), 0);
     t = wal_topic_find(h.w, "/e/t");
     wal_topic_stats_t st = stats(t);
@@ -391,11 +562,12 @@ Test(memory, a_clean_close_answers_what_is_held_and_the_restart_continues_past_i
     cr_assert_eq(st.next_offset, 15, "past what memory handed out, and no span further");
     cr_assert_eq(th_append(&h, t, 100, 1, PAYLOAD), 0);
     cr_assert_eq(h.done[h.ndone - 1].first_offset, 15);
-    /* the records the log held are all there; the held ones were not written */
+    /* the log's records, the held ones (written by the close), the new one */
     uint64_t seqs[16];
     int gaps = 0;
-    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 16, &gaps), 5);
-    cr_assert_eq(gaps, 1);
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 16, &gaps), 15);
+    cr_assert_eq(gaps, 0);
+    cr_assert_eq(stats(t).spills[WAL_SPILL_SHUTDOWN], 0, "counted in the life that spilled; not persisted");
 }
 
 Test(memory, the_mode_is_checked)
@@ -530,4 +702,53 @@ Test(memory, offsets_continue_above_everything_read_after_sigkill)
     cr_assert_gt(rec.offset, last);
     wal_reader_close(r);
     free(seen);
+}
+
+Test(memory, what_a_spill_completed_survives_a_sigkill_and_offsets_continue_above_it)
+{
+    h.o.reserve_span = 1000;
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        alarm(30);
+        wal_topic_t *t;
+        wal_memory_opts_t mo;
+        wal_memory_opts_default(&mo);
+        mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+        if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0 || wal_topic_set_durability(t, &mo) != 0)
+            _exit(2);
+        for (uint64_t seq = 0; seq < 50; seq += 10)
+            th_submit(&h, t, seq, 10, PAYLOAD); /* 1..50 held */
+        if (wal_checkpoint(t, 10) != 0 || !th_wait(&h, 1))
+            _exit(3);
+        wal_topic_spill(t, WAL_SPILL_OUTPUT); /* 11..50 to the log */
+        if (!th_wait(&h, 5))
+            _exit(4);
+        for (size_t i = 0; i < 5; i++) /* what the publishers were told: in the cluster or in the log */
+            if (h.done[i].rc != 0 || write(p[1], &h.done[i].first_offset, 8) != 8)
+                _exit(5);
+        raise(SIGKILL);
+        _exit(6);
+    }
+    close(p[1]);
+    uint64_t firsts[8];
+    size_t n = 0;
+    while (n < 8 && read(p[0], &firsts[n], 8) == 8)
+        n++;
+    close(p[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    cr_assert_eq(n, 5);
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    /* every batch completed after the first (which the cluster acknowledged) is in the log */
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 11, &holes), 40);
+    cr_assert_gt(stats(t).next_offset, 50);
+    cr_assert_eq(th_append(&h, t, 500, 1, PAYLOAD), 0);
+    cr_assert_gt(h.done[h.ndone - 1].first_offset, 50);
 }
