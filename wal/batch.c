@@ -71,7 +71,12 @@ void wal_submit(wal_batch_t *b, void *user)
     b->item.kind = WAL_ITEM_BATCH;
     if (wal__mem_submit(b))
         return; /* MEMORY: held (memory.c), readable now, completed when acknowledged */
+    if (atomic_load(&b->t->mem_end) != 0) { /* a READY topic waits for none at the writer */
+        b->in_wq = true;
+        atomic_fetch_add(&b->t->wq, 1);
+    }
     if (wal__enqueue(w, &b->item) < 0) {
+        wal__wq_done(b);
         b->c.rc = TB_ECLOSED;
         b->c.first_offset = 0;
         tb_mbox_push(&w->done, &b->node);

@@ -122,6 +122,15 @@ static void spill_locked(wal_topic_t *t, wal_spill_t why)
     }
     m->why = why;
     m->spills[why]++;
+    /* the hold-down (wal.h, WAL_MODE_*): a spill soon after a return to
+     * memory doubles it; one after a quiet minute clears it */
+    uint64_t now = tb_mono_ms();
+    if (m->memory_ms && now < m->memory_ms + 60000)
+        m->holddown_ms = TB_MIN((uint64_t)60000, m->holddown_ms ? 2 * m->holddown_ms : 1000);
+    else
+        m->holddown_ms = 0;
+    if (why == WAL_SPILL_SHUTDOWN)
+        m->sticky = true;
     atomic_store(&t->mode, WAL_MODE_SPILLING);
 }
 
@@ -171,7 +180,7 @@ int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o)
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
     int mode = atomic_load(&t->mode);
-    if (mode == WAL_MODE_SPILLING || mode == WAL_MODE_DRAINING) {
+    if (mode == WAL_MODE_SPILLING || mode == WAL_MODE_DRAINING || mode == WAL_MODE_READY) {
         pthread_mutex_unlock(&m->mu);
         return TB_EUNSUPPORTED; /* after a spill: the return to memory is not built yet */
     }
@@ -204,13 +213,33 @@ static void number(wal_batch_t *b, uint64_t off)
     }
 }
 
+/* READY -> MEMORY (under mem.mu, no batch of t at the writer, so the log's
+ * next offset is final): the offset counter comes back to memory. */
+static void to_memory(wal_topic_t *t)
+{
+    wal_mem_t *m = &t->mem;
+    uint64_t next = atomic_load(&t->next_pub);
+    m->lo = m->next = next;
+    m->memory_ms = tb_mono_ms();
+    m->to_memory++;
+    atomic_store(&t->drain_at, 0);
+    atomic_store(&t->mem_end, next);
+    wal__atomic_max(&t->readable_end, next);
+    atomic_store(&t->mode, WAL_MODE_MEMORY);
+    tb_info("wal: durability: back to memory", TB_S("topic", t->name), TB_U("next_offset", next),
+            TB_U("after_ms", m->memory_ms - m->enter_ms), TB_U("holddown_ms", m->holddown_ms));
+}
+
 bool wal__mem_submit(wal_batch_t *b)
 {
     wal_topic_t *t = b->t;
-    if (atomic_load_explicit(&t->mode, memory_order_acquire) != WAL_MODE_MEMORY)
+    int mode = atomic_load_explicit(&t->mode, memory_order_acquire);
+    if (mode != WAL_MODE_MEMORY && (mode != WAL_MODE_READY || atomic_load(&t->wq) != 0))
         return false;
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
+    if (atomic_load(&t->mode) == WAL_MODE_READY && atomic_load(&t->wq) == 0)
+        to_memory(t);
     if (atomic_load(&t->mode) != WAL_MODE_MEMORY) {
         pthread_mutex_unlock(&m->mu);
         return false;
@@ -348,8 +377,11 @@ void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end)
     pthread_mutex_lock(&m->mu);
     uint64_t msgs = m->held_msgs, bytes = m->held_bytes;
     /* before the completions: whoever sees one sees the topic in the log */
-    if (atomic_load(&t->mode) == WAL_MODE_SPILLING)
+    if (atomic_load(&t->mode) == WAL_MODE_SPILLING) {
+        m->enter_ms = tb_mono_ms();
+        atomic_store(&t->drain_at, m->enter_ms + m->holddown_ms);
         atomic_store(&t->mode, WAL_MODE_DRAINING);
+    }
     while (m->head) {
         wal_batch_t *b = m->head;
         m->head = b->mem_next;
@@ -387,8 +419,37 @@ void wal__mem_due(wal_topic_t *t, uint64_t now_ms)
         wal_topic_spill(t, WAL_SPILL_TIMEOUT);
 }
 
+int wal__mem_drained(wal_topic_t *t, uint64_t now_ms)
+{
+    wal_mem_t *m = &t->mem;
+    pthread_mutex_lock(&m->mu);
+    bool go = !m->sticky && now_ms >= m->enter_ms + m->holddown_ms;
+    pthread_mutex_unlock(&m->mu);
+    if (!go || atomic_load(&t->wq) != 0 || t->held_head || atomic_load(&t->state) != WAL_TOPIC_OK || t->fd < 0)
+        return 0;
+    if (atomic_load(&t->ck_req) + 1 < t->next)
+        return 0; /* the cluster does not have all the log holds yet */
+    /* persisted now, so memory mode finds nothing on disk above it and
+     * writes no checkpoint; and the reservation ahead of the log's end */
+    int rc = wal__checkpoint_apply(t, true);
+    if (rc == 0) {
+        wal__atomic_max(&t->res_used, t->next);
+        rc = wal__reserve_apply(t, true);
+    }
+    if (rc < 0)
+        return rc; /* stays DRAINING; tried again at the next wake */
+    pthread_mutex_lock(&m->mu);
+    if (atomic_load(&t->mode) == WAL_MODE_DRAINING)
+        atomic_store(&t->mode, WAL_MODE_READY);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
 uint64_t wal__mem_deadline(wal_topic_t *t)
 {
+    uint64_t da = atomic_load(&t->drain_at);
+    if (da && atomic_load(&t->mode) == WAL_MODE_DRAINING && da > tb_mono_ms())
+        return da; /* the hold-down ends: DRAINING may end then (never a past deadline: no spin) */
     uint64_t h = atomic_load(&t->head_ms);
     if (!h || atomic_load(&t->mode) != WAL_MODE_MEMORY)
         return UINT64_MAX;

@@ -302,8 +302,9 @@ int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint
     pthread_mutex_unlock(&t->acct_mu);
     if (moved)
         wal__mem_release(t, atomic_load(&t->ck_req)); /* held batches it passed: completed now */
-    /* wake the writer only when it does not know yet: acks come often */
-    if (moved && !atomic_exchange(&t->ck_pending, true))
+    /* wake the writer only when it does not know yet: acks come often;
+     * but every one while DRAINING (the writer decides the return to memory) */
+    if (moved && (!atomic_exchange(&t->ck_pending, true) || wal_topic_mode(t) == WAL_MODE_DRAINING))
         wal__kick(t->w);
     return 0;
 }
@@ -338,6 +339,8 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     out->held_msgs = t->mem.held_msgs;
     out->held_bytes = t->mem.held_bytes;
     memcpy(out->spills, t->mem.spills, sizeof out->spills);
+    out->to_memory = t->mem.to_memory;
+    out->holddown_ms = t->mem.holddown_ms;
     pthread_mutex_unlock(&t->mem.mu);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);

@@ -471,8 +471,9 @@ uint64_t wal_topic_reserved(const wal_topic_t *t);
  * THE SPILL (wal_topic_spill) writes what is held to the log when the
  * cluster does not acknowledge within spill_after_ms, when a batch would
  * take the held bytes past memory_bytes, when the caller says its output is
- * down, and at wal_close; the topic then stays in the log (DRAINING: the
- * return to memory is not built yet). A batch whose reservation cannot be
+ * down, and at wal_close; the topic is then in the log (DRAINING) until
+ * the log is acknowledged, and returns to MEMORY (see wal_mode_t). A batch
+ * whose reservation cannot be
  * written completes with that error. wal_sync does not wait for held
  * batches (a spill queued before it is processed before it).
  */
@@ -487,9 +488,18 @@ typedef struct wal_memory_opts {
 } wal_memory_opts_t;
 /* LOG: never in memory. MEMORY: holding. SPILLING: a spill is queued: the
  * held records are being written, and new batches go to the log behind
- * them. DRAINING: in the log after a spill (the return to MEMORY is not
- * built yet: a spilled topic stays in the log until wal_close). */
-typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1, WAL_MODE_SPILLING = 2, WAL_MODE_DRAINING = 3 } wal_mode_t;
+ * them. DRAINING: in the log after a spill, until the cluster acknowledged
+ * everything the log holds, no batch of the topic is at the writer, and the
+ * hold-down passed; then the writer persists the checkpoint and the
+ * reservation (one meta write) and the topic is READY: the next wal_submit
+ * that finds no batch of it at the writer takes the offset counter back
+ * and the topic is in MEMORY again. The hold-down is 0 at first and after
+ * 60 s in MEMORY without a spill; each spill within 60 s of a return to
+ * MEMORY doubles it (1 s, 2 s, ... 60 s), so a flapping cluster makes the
+ * topic stay in the log longer instead of switching every few hundred ms.
+ * A SHUTDOWN spill is for good: the topic stays DRAINING until wal_close. */
+typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1, WAL_MODE_SPILLING = 2, WAL_MODE_DRAINING = 3,
+               WAL_MODE_READY = 4 } wal_mode_t;
 /* Why a topic spilled: the oldest held batch waited spill_after_ms for the
  * checkpoint; a batch would pass memory_bytes; the caller said its output
  * is down; the caller is stopping (wal_close spills too). */
@@ -509,8 +519,9 @@ void wal_memory_opts_default(wal_memory_opts_t *o /* OUT */);
  * thread but the writer; blocks for the writer. Returns 0, TB_EINVALID for
  * options out of range, TB_ENOTREADY while t is FAILED or holds batches
  * for room (on_full block), the reservation's write error, TB_ECLOSED, or
- * TB_EUNSUPPORTED for LOG on a MEMORY topic (going back to the log needs
- * the spill, not built yet).
+ * TB_EUNSUPPORTED for LOG on a memory topic, and for any change while it
+ * is SPILLING, DRAINING or READY (not built: a memory topic stays one
+ * until wal_close).
  */
 int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o);
 /* t's mode (any thread, one atomic load). */
@@ -525,7 +536,8 @@ uint64_t wal_topic_held(wal_topic_t *t);
  * offsets continuing where memory's ended. The offsets acknowledged from
  * memory before the first one written are a hole, always a segment
  * boundary: the spill starts a new segment there. From the call on, new
- * batches go to the writer behind the spill. Triggered by the writer when
+ * batches go to the writer behind the spill, and t returns to MEMORY as
+ * wal_mode_t says. Triggered by the writer when
  * the oldest held batch waited spill_after_ms, by wal_submit when a batch
  * would pass memory_bytes, by wal_close (what is held is written, not lost),
  * or by this call (any thread; a no-op unless t is in MEMORY). If the write
@@ -599,6 +611,8 @@ typedef struct wal_topic_stats {
     uint64_t write_errors;    /* failed writes and syncs since open */
     wal_mode_t mode;          /* MEMORY TIER */
     uint64_t spills[WAL_SPILL__COUNT]; /* spills since open, by reason */
+    uint64_t to_memory;       /* returns from DRAINING to MEMORY since open */
+    uint64_t holddown_ms;     /* the hold-down the next return waits for */
     uint64_t held_msgs;       /* records held in memory, not yet acknowledged */
     uint64_t held_bytes;      /* their batches' bytes */
     wal_topic_state_t state;

@@ -42,6 +42,7 @@ struct wal_batch {
     /* the memory tier (memory.c), under t->mem.mu while held */
     struct wal_batch *mem_next; /* held list, offset order */
     bool posted;       /* its completion went to the done list already */
+    bool in_wq;        /* counted in t->wq while at the writer */
     uint64_t held_ms;  /* when it was held (monotonic): the spill timeout counts from here */
     _Atomic int refs;  /* owners: the loop (from its completion on) and the tier (while held) */
 };
@@ -75,6 +76,11 @@ typedef struct wal_mem {
     wal_memory_opts_t o;
     wal_spill_t why;              /* the reason of the spill queued (SPILLING) */
     uint64_t spills[WAL_SPILL__COUNT];
+    uint64_t to_memory;           /* READY -> MEMORY switches */
+    uint64_t enter_ms;            /* when DRAINING began (monotonic) */
+    uint64_t holddown_ms;         /* DRAINING lasts at least this (2.7 of the design) */
+    uint64_t memory_ms;           /* when the topic last went to MEMORY (0: never) */
+    bool sticky;                  /* a SHUTDOWN spill: never back to memory */
 } wal_mem_t;
 
 /* A reader's place in the memory tier (reader.c keeps one, memory.c moves it). */
@@ -129,6 +135,9 @@ struct wal_topic {
     _Atomic uint64_t mem_end;     /* mem.next as published (0: never in memory) */
     _Atomic uint64_t head_ms;     /* MEMORY: held_ms of the oldest held batch (0: none) */
     _Atomic uint32_t spill_after; /* mem.o.spill_after_ms, for the writer's deadline */
+    _Atomic uint64_t drain_at;    /* DRAINING: when the hold-down ends (0: not DRAINING) */
+    _Atomic uint32_t wq;          /* batches of t at the writer, counted while t has a memory
+                                   * tier (mem_end != 0): READY -> MEMORY needs none */
     uint64_t seg_next;            /* [W] the offset after the active segment's last record:
                                    * append starts a new segment when t->next differs */
 
@@ -439,6 +448,19 @@ void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end);
  * spill_after_ms; the deadline at which it would (UINT64_MAX: none). */
 void wal__mem_due(wal_topic_t *t, uint64_t now_ms);
 uint64_t wal__mem_deadline(wal_topic_t *t);
+/* DRAINING -> READY (writer, housekeeping): when everything the log holds
+ * is acknowledged, no batch of t is at the writer and the hold-down
+ * passed, persists the checkpoint and the reservation in one meta write and
+ * sets READY. Returns 0 or the write's error (t stays DRAINING). */
+int wal__mem_drained(wal_topic_t *t, uint64_t now_ms);
+/* The batch b leaves the writer (its completion is about to be posted). */
+static inline void wal__wq_done(wal_batch_t *b)
+{
+    if (b->in_wq) {
+        b->in_wq = false;
+        atomic_fetch_sub(&b->t->wq, 1);
+    }
+}
 /* Frees a batch whose last owner let go (refs). */
 void wal__batch_unref(wal_batch_t *b);
 /* Stores the log's readable end: disk_end, and the readable end as the

@@ -434,6 +434,7 @@ static void flush_round(wal_t *w, round_t *r)
     wal_batch_t *b = r->head;
     while (b) {
         wal_batch_t *next = b->round_next;
+        wal__wq_done(b);
         tb_mbox_push(&w->done, &b->node);
         b = next;
     }
@@ -540,6 +541,8 @@ static void housekeeping(wal_t *w)
         if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
             wal__checkpoint_apply(t, false);
         wal__mem_due(t, now); /* queues a spill: handled at the next turn, in FIFO order */
+        if (wal_topic_mode(t) == WAL_MODE_DRAINING)
+            wal__mem_drained(t, now); /* after the checkpoint: it may have just caught up */
     }
     wal__space_due(w, tb_mono_ms()); /* last: after what the checkpoints deleted */
 }
@@ -781,6 +784,7 @@ void *wal__writer_main(void *arg)
                         pthread_mutex_lock(&t->mem.mu);
                         t->mem.why = WAL_SPILL_SHUTDOWN;
                         t->mem.spills[WAL_SPILL_SHUTDOWN]++;
+                        t->mem.sticky = true;
                         atomic_store(&t->mode, WAL_MODE_SPILLING);
                         pthread_mutex_unlock(&t->mem.mu);
                         spill(w, t);

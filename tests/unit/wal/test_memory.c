@@ -752,3 +752,90 @@ Test(memory, what_a_spill_completed_survives_a_sigkill_and_offsets_continue_abov
     cr_assert_eq(th_append(&h, t, 500, 1, PAYLOAD), 0);
     cr_assert_gt(h.done[h.ndone - 1].first_offset, 50);
 }
+
+/* ---- the way back: DRAINING -> READY -> MEMORY ------------------------------- */
+
+static bool mode_is_ready(void *arg)
+{
+    return wal_topic_mode(arg) == WAL_MODE_READY;
+}
+
+Test(memory, once_the_log_is_acknowledged_the_topic_returns_to_memory)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD); /* 1..10 held */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    th_submit(&h, t, 10, 10, PAYLOAD); /* 11..20 to the log */
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(h.done[1].first_offset, 11);
+    cr_assert_eq(wal_checkpoint(t, 15), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "11..20 not all acknowledged yet");
+    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    cr_assert(th_wait_until(mode_is_ready, t), "everything in the log acknowledged: READY");
+    wal_meta_t m;
+    cr_assert_eq(wal__meta_read(wal_io_posix(), t->dir, &m, NULL), 0);
+    cr_assert_eq(m.checkpoint, 20, "persisted at the switch: memory mode then writes none");
+    cr_assert_gt(m.reserved, 20);
+    th_submit(&h, t, 20, 10, PAYLOAD); /* the first submit takes the counter back */
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    cr_assert_eq(wal_topic_held(t), 10);
+    cr_assert_eq(wal_topic_readable_end(t), 31, "offsets continue where the log ended");
+    cr_assert_eq(stats(t).to_memory, 1);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 30);
+    cr_assert_eq(holes, 0);
+    cr_assert_eq(wal_checkpoint(t, 30), 0);
+    cr_assert(th_wait(&h, 3));
+    cr_assert_eq(h.done[2].first_offset, 21);
+}
+
+Test(memory, a_spill_soon_after_the_return_doubles_the_hold_down)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 5, PAYLOAD); /* 1..5 held */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(stats(t).holddown_ms, 0, "the first spill: no hold-down");
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    cr_assert(th_wait_until(mode_is_ready, t));
+    th_submit(&h, t, 5, 5, PAYLOAD); /* 6..10: back in memory */
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    /* the cluster stalls again at once: a flap */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 2));
+    uint64_t t0 = tb_mono_ms();
+    cr_assert_eq(stats(t).holddown_ms, 1000, "a spill within a minute of the return doubles it");
+    cr_assert_eq(wal_checkpoint(t, 10), 0);
+    cr_assert(th_wait_until(mode_is_ready, t));
+    uint64_t waited = tb_mono_ms() - t0;
+    cr_assert_geq(waited, 990, "READY only after the hold-down: %llu ms", (unsigned long long)waited);
+    th_submit(&h, t, 10, 5, PAYLOAD);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    cr_assert_eq(stats(t).to_memory, 2);
+    cr_assert_eq(wal_topic_readable_end(t), 16);
+}
+
+Test(memory, a_shutdown_spill_is_for_good)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 5, PAYLOAD);
+    wal_topic_spill(t, WAL_SPILL_SHUTDOWN);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "a stopping gateway writes everything to the log");
+    th_submit(&h, t, 5, 5, PAYLOAD);
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(h.done[1].first_offset, 6);
+    cr_assert_eq(wal_topic_held(t), 0);
+}
