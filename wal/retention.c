@@ -84,20 +84,27 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
      * that still has the segment open (it would be delivered and counted) */
     if (dropped > 0)
         atomic_store_explicit(&t->read_floor, t->segs[n].base, memory_order_release);
+    /* out of the list first, then off the disk: a reader that finds a
+     * segment gone (ENOENT) and looks again must not find it listed still
+     * (it gives up after a few looks: a deletion of many segments on a
+     * loaded machine outlasted them, seen by fuzz_wal_recovery) */
+    wal_seg_t *gone = tb_malloc(n * sizeof *gone);
+    pthread_mutex_lock(&t->mu);
+    memcpy(gone, t->segs, n * sizeof *gone);
+    memmove(&t->segs[0], &t->segs[n], (t->nsegs - n) * sizeof *t->segs);
+    t->nsegs -= n;
+    pthread_mutex_unlock(&t->mu);
     uint64_t freed = 0;
     for (size_t i = 0; i < n; i++) {
-        char *p = wal__seg_path(t, t->segs[i].base, NULL);
+        char *p = wal__seg_path(t, gone[i].base, NULL);
         int u = io->unlink(io->ctx, p);
         if (u < 0)
             tb_warn("wal: cannot delete segment (recovery will)", TB_S("topic", t->name), TB_S("segment", p),
                     TB_ERR(u));
         free(p);
-        freed += t->segs[i].bytes;
+        freed += gone[i].bytes;
     }
-    pthread_mutex_lock(&t->mu);
-    memmove(&t->segs[0], &t->segs[n], (t->nsegs - n) * sizeof *t->segs);
-    t->nsegs -= n;
-    pthread_mutex_unlock(&t->mu);
+    free(gone);
     wal__topic_bytes_set(t, t->bytes - freed);
     wal__space_soon(w); /* counted as freed now; the next housekeeping reads what really is */
     uint64_t suppressed;
