@@ -7,7 +7,8 @@
  * reopen the segment and scan it from the start (wal/reader.c), up to 16
  * MiB per batch. So the record is copied ("held", its views rebased onto
  * the copy) and becomes the first message of the next batch. A gap (records
- * deleted by a bound before they were read) also closes the batch, so every
+ * deleted by a bound before they were read, or a hole: offsets with no
+ * record, which lose nothing and are not counted as drops) also closes the batch, so every
  * batch covers one contiguous range of offsets. Records older than max_age
  * (docs/REPLICATION.md) are not encoded: they make up "virtual" batches of
  * their own, never sent, that move the checkpoint over them. A held
@@ -34,6 +35,18 @@ static void hold(rep__src_t *s, const wal_record_t *rec)
     s->held.attrs_raw = REBASE(rec->attrs_raw);
 #undef REBASE
     s->has_held = true;
+}
+
+/* After WAL_GAP: a drop is counted (and warned about by the caller), a
+ * hole only noted: offsets that never held a record lose nothing. */
+static void count_gap(rep__src_t *s)
+{
+    if (wal_reader_gap_kind(s->rd) == WAL_GAP_HOLE) {
+        s->holes++;
+        return;
+    }
+    s->gaps++;
+    wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
 }
 
 /* Adds rec to o, encoded or (older than max_age) as aged. 1 when it does not
@@ -71,8 +84,7 @@ int rep__fill(rep__open_t *o, const rep__enc_t *e, rep__src_t *s, uint64_t now_w
         wal_record_t rec;
         int rc = wal_reader_next(s->rd, &rec);
         if (rc == WAL_GAP) {
-            s->gaps++;
-            wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            count_gap(s);
             if (!rep__open_empty(o))
                 return 1; /* batches stay contiguous: the records after the gap start the next */
             continue;
@@ -94,8 +106,7 @@ int rep__src_peek(rep__src_t *s, const wal_record_t **out)
         wal_record_t rec;
         int rc = wal_reader_next(s->rd, &rec);
         if (rc == WAL_GAP) {
-            s->gaps++;
-            wal_reader_gap(s->rd, &s->gap_from, &s->gap_to);
+            count_gap(s);
             continue;
         }
         if (rc != 0)

@@ -144,8 +144,9 @@ typedef struct rep__src {
     bool has_held;
     uint8_t *held_buf;
     size_t held_cap;
-    uint64_t gaps;               /* WAL_GAPs skipped */
-    uint64_t gap_from, gap_to;   /* the latest one */
+    uint64_t gaps;               /* WAL_GAP_DROPPED gaps skipped (records lost before being read) */
+    uint64_t holes;              /* WAL_GAP_HOLE gaps skipped (offsets without records: no loss) */
+    uint64_t gap_from, gap_to;   /* the latest drop */
 } rep__src_t;
 
 /*
@@ -154,7 +155,8 @@ typedef struct rep__src {
  * 1 when o is complete (batch_size reached, the next record did not fit and
  * is now held, a WAL_GAP followed its records, or the next record is aged
  * after messages or fresh after aged ones: it is held and leads the next), 0 when nothing more is readable (WAL_END),
- * or a reader error (< 0). WAL_GAPs are skipped and counted in s. So a
+ * or a reader error (< 0). WAL_GAPs are skipped and counted in s, drops
+ * (gaps) apart from holes (holes: nothing was lost there). So a
  * batch's offsets are always contiguous, first..last: the ack accounting
  * (rep_topic.c) counts them by range.
  */

@@ -427,8 +427,9 @@ static bool read_more(rep_t *r, rep__topic_t *t)
         finish_open(r, t);
         return true;
     }
-    uint64_t gaps = t->src.gaps;
+    uint64_t gaps = t->src.gaps, holes = t->src.holes;
     int rc = rep__fill(&t->open, &t->enc, &t->src, tb_wall_ms());
+    t->st.holes += t->src.holes - holes; /* no loss: not warned about */
     if (t->src.gaps != gaps) {
         t->st.gaps += t->src.gaps - gaps;
         tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",

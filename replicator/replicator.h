@@ -252,7 +252,9 @@ typedef struct rep_topic_stats {
     uint64_t messages_dropped_age_new; /* of those, offsets >= start_offset still in the log when
                                     the checkpoint passed them: the accounting invariant's share */
     uint64_t messages_replayed;  /* sent with tributary.replayed=true (first sends) */
-    uint64_t gaps;               /* WAL_GAPs met (records deleted before being read) */
+    uint64_t gaps;               /* WAL_GAPs met that were drops (records deleted before being read) */
+    uint64_t holes;              /* WAL_GAPs met that were holes (offsets without records: a
+                                    reservation skipped at restart, acknowledged from memory) */
     uint64_t attributes_skipped; /* attributes left out: not UTF-8 (a proto3 string must be) */
     uint64_t retries[REP_RETRY__COUNT];
     uint64_t stream_resets;      /* streams that ended while open */

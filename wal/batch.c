@@ -16,6 +16,7 @@ wal_batch_t *wal_batch_new(wal_topic_t *t)
 {
     wal_batch_t *b = tb_calloc(1, sizeof *b);
     b->t = t;
+    atomic_init(&b->refs, 1);
     return b;
 }
 
@@ -68,7 +69,14 @@ void wal_submit(wal_batch_t *b, void *user)
     b->c.topic = b->t;
     b->c.count = b->count;
     b->item.kind = WAL_ITEM_BATCH;
+    if (wal__mem_submit(b))
+        return; /* MEMORY: held (memory.c), readable now, completed when acknowledged */
+    if (atomic_load(&b->t->mem_end) != 0) { /* a READY topic waits for none at the writer */
+        b->in_wq = true;
+        atomic_fetch_add(&b->t->wq, 1);
+    }
     if (wal__enqueue(w, &b->item) < 0) {
+        wal__wq_done(b);
         b->c.rc = TB_ECLOSED;
         b->c.first_offset = 0;
         tb_mbox_push(&w->done, &b->node);
@@ -95,6 +103,5 @@ void wal_batch_free(wal_batch_t *b)
 {
     if (!b)
         return;
-    free(b->buf);
-    free(b);
+    wal__batch_unref(b); /* a RECEIVED batch may still be held in memory (memory.c) */
 }

@@ -111,6 +111,8 @@ void wal__pad_encode(uint8_t *out, uint32_t len, uint64_t next_offset, uint32_t 
     wal__rec_seal(out, next_offset, seed);
 }
 
+static int parse(const uint8_t *p, uint32_t len, unsigned version, uint64_t expect_offset, wal_rec_t *r);
+
 int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t seed, unsigned version,
                     uint64_t expect_offset, wal_rec_t *r)
 {
@@ -125,6 +127,19 @@ int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t
         return WAL_REC_BAD;
     if (wal__ld32(p + 4) != wal__crc32c(seed, p + 8, len - 8))
         return WAL_REC_BAD;
+    return parse(p, len, version, expect_offset, r);
+}
+
+int wal__rec_parse(const uint8_t *p, uint32_t len, uint64_t offset, wal_rec_t *r)
+{
+    if (len < WAL_REC_HEAD || len > WAL_RECORD_MAX || wal__ld32(p) != len || wal__ld64(p + 8) != offset)
+        return WAL_REC_BAD;
+    return parse(p, len, WAL_FORMAT_VERSION, offset, r);
+}
+
+/* The checks and the layout after the length, offset and CRC were checked. */
+static int parse(const uint8_t *p, uint32_t len, unsigned version, uint64_t expect_offset, wal_rec_t *r)
+{
     uint8_t flags = p[24];
     if (version >= 2 && (flags & WAL_FLAG_PAD)) {
         if (flags != WAL_FLAG_PAD || p[25] != 0 || wal__ld16(p + 26) != 0 || len > WAL_PAD_MAX)

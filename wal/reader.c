@@ -19,7 +19,10 @@
  * reader looks the next offset up again in the topic's segment list. If
  * that offset is gone (a bound deleted it, or a segment was quarantined) it
  * jumps to the oldest offset that exists and returns WAL_GAP once, with the
- * range. Records a bound deleted and counted as dropped are never returned,
+ * range. A gap is a drop (counted in dropped_total) or a hole (offsets that
+ * never held a record: a reservation skipped at recovery, a quarantined
+ * active segment's, acknowledged ones): classify() tells them apart by where
+ * the gap was met and what the topic knows of its holes and quarantines. Records a bound deleted and counted as dropped are never returned,
  * even from the segment the reader still has open (the topic's read_floor,
  * checked before every record): a record delivered and also counted would
  * make dropped_total overstate the loss and the topic's queued count go
@@ -29,6 +32,11 @@
  * records (a failed write or fdatasync) their offsets are written again with
  * other messages, so a change of the topic's cut_gen drops the buffer before
  * a record is trusted from it.
+ * Past the log's readable end (disk_end) the records, if any, are held in
+ * memory (memory.c): the reader copies each one into its own buffer under
+ * the tier's lock, so a record returned stays valid until the next call
+ * whatever the tier releases meanwhile. Offsets there below what memory
+ * holds were acknowledged from memory: a hole (WAL_GAP).
  * A record that fails its CRC below the readable end in a sealed segment is
  * corruption: the reader asks the writer to quarantine the
  * segment and skips to the next one (WAL_GAP). In the active segment it
@@ -55,7 +63,9 @@ struct wal_reader {
     uint64_t buf_fpos;
     uint64_t next;        /* offset of the record at buf[off] */
     uint64_t gap_from, gap_to, skipped;
+    wal_gap_kind_t gap_kind;
     uint64_t cut_gen;     /* the topic's cut_gen when buf was last known good */
+    wal_mem_cursor_t mem; /* reading held records (memory.c) */
 };
 
 static void close_seg(wal_reader_t *r)
@@ -66,11 +76,50 @@ static void close_seg(wal_reader_t *r)
     r->len = r->off = 0;
 }
 
-static int gap(wal_reader_t *r, uint64_t from, uint64_t to)
+/* How a gap came about, as far as the reader can tell where it met it
+ * (wal_reader_gap_kind has the two kinds). */
+enum {
+    GAP_DROP,    /* the read floor, or a segment the reader found corrupt: counted as dropped */
+    GAP_BELOW,   /* below the oldest segment: a bound (dropped), retention or a hole */
+    GAP_BETWEEN, /* a segment's records end before the next one's base: a hole, or a
+                    quarantined sealed segment (dropped) */
+    GAP_RELEASED, /* past the log, below what memory holds: acknowledged from memory */
+};
+
+/* Whether every offset of [from, to) is acknowledged or in the hole
+ * recovery left for the reservation: nothing of it was lost. */
+static bool nothing_lost(const wal_topic_t *t, uint64_t from, uint64_t to)
+{
+    uint64_t lo = TB_MAX(from, wal_topic_checkpoint(t) + 1);
+    if (lo >= to)
+        return true;
+    uint64_t hf = atomic_load(&((wal_topic_t *)t)->hole_from), ht = atomic_load(&((wal_topic_t *)t)->hole_to);
+    return ht > hf && lo >= hf && to <= ht;
+}
+
+static wal_gap_kind_t classify(const wal_topic_t *t, int where, uint64_t from, uint64_t to)
+{
+    switch (where) {
+    case GAP_BELOW:
+        return nothing_lost(t, from, to) ? WAL_GAP_HOLE : WAL_GAP_DROPPED;
+    case GAP_RELEASED:
+        return WAL_GAP_HOLE;
+    case GAP_BETWEEN: {
+        uint64_t qhi = atomic_load(&((wal_topic_t *)t)->q_hi), qlo = atomic_load(&((wal_topic_t *)t)->q_lo);
+        bool quarantined = qhi > 0 && from < qhi && to > qlo;
+        return quarantined && !nothing_lost(t, from, to) ? WAL_GAP_DROPPED : WAL_GAP_HOLE;
+    }
+    default:
+        return WAL_GAP_DROPPED;
+    }
+}
+
+static int gap(wal_reader_t *r, int where, uint64_t from, uint64_t to)
 {
     close_seg(r);
     r->gap_from = from;
     r->gap_to = to;
+    r->gap_kind = classify(r->t, where, from, to);
     r->skipped += to - from;
     r->next = to;
     return WAL_GAP;
@@ -195,7 +244,7 @@ static int locate(wal_reader_t *r, uint64_t want)
         if (want < t->segs[0].base) {
             uint64_t to = t->segs[0].base;
             pthread_mutex_unlock(&t->mu);
-            return gap(r, want, to);
+            return gap(r, GAP_BELOW, want, to);
         }
         size_t i = t->nsegs - 1;
         while (t->segs[i].base > want)
@@ -226,7 +275,7 @@ static int locate(wal_reader_t *r, uint64_t want)
             if (!r->newer_base)
                 return TB_ECORRUPT;
             ask_quarantine(r, r->seg_base);
-            return gap(r, want, r->newer_base);
+            return gap(r, GAP_DROP, want, r->newer_base);
         }
         r->seed = h.seed;
         r->version = h.version;
@@ -246,13 +295,29 @@ static int locate(wal_reader_t *r, uint64_t want)
             /* the segment's records end (or break) before want */
             if (!r->newer_base)
                 return n == 0 ? WAL_END : TB_ECORRUPT;
-            if (n != 0)
+            if (n != 0) {
                 ask_quarantine(r, r->next);
-            return gap(r, want, r->newer_base);
+                return gap(r, GAP_DROP, want, r->newer_base);
+            }
+            return gap(r, GAP_BETWEEN, want, r->newer_base);
         }
         return 0;
     }
     return -ENOENT;
+}
+
+/* Past the log's readable end: the memory tier's held records. */
+static int next_from_memory(wal_reader_t *r, wal_record_t *out)
+{
+    if (r->fd >= 0)
+        close_seg(r); /* the disk position no longer follows r->next: look it up again later */
+    uint64_t to = 0;
+    int rc = wal__mem_read(r->t, r->next, &r->mem, out, &to);
+    if (rc == WAL_GAP)
+        return gap(r, GAP_RELEASED, r->next, to);
+    if (rc == 0)
+        r->next++;
+    return rc;
 }
 
 int wal_reader_next(wal_reader_t *r, wal_record_t *out)
@@ -264,6 +329,9 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
                 skip_padding(r, true); /* caught up: wal_reader_pos past any padding */
             return WAL_END;
         }
+        /* after readable_end (acquire), which is published after disk_end */
+        if (r->next >= atomic_load_explicit(&r->t->disk_end, memory_order_acquire))
+            return next_from_memory(r, out);
         /* after readable_end (acquire): a cut that preceded the records now
          * readable is seen here, and what the buffer held past the synced
          * end then (the cut records, whose offsets were reused) is dropped */
@@ -275,7 +343,7 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
         }
         uint64_t floor = atomic_load_explicit(&r->t->read_floor, memory_order_acquire);
         if (r->next < floor)
-            return gap(r, r->next, floor);
+            return gap(r, GAP_DROP, r->next, floor);
         if (r->fd < 0) {
             int rc = locate(r, r->next);
             if (rc != 0)
@@ -292,7 +360,7 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
                  * or the newer one starts later (an offset hole left by a
                  * quarantined active segment: reported as a gap) */
                 if (r->newer_base && r->next < r->newer_base)
-                    return gap(r, r->next, r->newer_base);
+                    return gap(r, GAP_BETWEEN, r->next, r->newer_base);
                 if (!r->newer_base && tries > 0)
                     return WAL_END; /* looked again: still the newest segment */
                 close_seg(r);
@@ -308,7 +376,7 @@ int wal_reader_next(wal_reader_t *r, wal_record_t *out)
                 return TB_ECORRUPT;
             }
             ask_quarantine(r, r->next);
-            return gap(r, r->next, r->newer_base);
+            return gap(r, GAP_DROP, r->next, r->newer_base);
         }
         wal__rec_view(&rec, r->buf + r->off, out);
         r->off += rec.len;
@@ -362,11 +430,17 @@ uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from, uint64_t *to)
     return r->skipped;
 }
 
+wal_gap_kind_t wal_reader_gap_kind(const wal_reader_t *r)
+{
+    return r->gap_kind;
+}
+
 void wal_reader_close(wal_reader_t *r)
 {
     if (!r)
         return;
     close_seg(r);
+    free(r->mem.buf);
     free(r->buf);
     free(r);
 }

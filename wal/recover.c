@@ -365,7 +365,7 @@ int wal__topic_recover(wal_topic_t *t)
     t->fd = a.fd;
     t->wpos = t->spos = a.sc.valid_end;
     t->seed = a.sc.hdr.seed;
-    t->next = t->synced_next = next;
+    t->next = t->synced_next = t->seg_next = next;
     atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release);
     t->dirty = false;
     t->needs_repair = false;
@@ -377,7 +377,7 @@ int wal__topic_recover(wal_topic_t *t)
     wal__atomic_max(&t->dropped_age, m.dropped_age); /* a repair keeps what was added, like ck_req */
     atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
-    atomic_store_explicit(&t->readable_end, next, memory_order_release);
+    wal__publish_end(t, next);
     pthread_mutex_lock(&t->acct_mu);
     if (t->open_next == 0)
         t->open_next = next; /* the first recovery of this process: where its writes start */

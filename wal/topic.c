@@ -128,7 +128,10 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     t->meta.floor = 1;
     t->next = 1;
     t->synced_next = 1;
+    t->seg_next = 1;
     atomic_init(&t->readable_end, 1);
+    atomic_init(&t->disk_end, 1);
+    wal__mem_init(t);
     atomic_init(&t->ck_req, 0);
     atomic_init(&t->ck_pending, false);
     atomic_init(&t->next_pub, 1);
@@ -164,6 +167,7 @@ void wal__topic_free(wal_topic_t *t)
         t->w->io->close(t->w->io->ctx, t->fd);
     pthread_mutex_destroy(&t->mu);
     pthread_mutex_destroy(&t->acct_mu);
+    wal__mem_destroy(t);
     pthread_mutex_destroy(&t->drop_rl.mu);
     pthread_mutex_destroy(&t->retry_rl.mu);
     free(t->segs);
@@ -296,8 +300,11 @@ int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint
     if (drop_floor)
         *drop_floor = t->drop_floor;
     pthread_mutex_unlock(&t->acct_mu);
-    /* wake the writer only when it does not know yet: acks come often */
-    if (moved && !atomic_exchange(&t->ck_pending, true))
+    if (moved)
+        wal__mem_release(t, atomic_load(&t->ck_req)); /* held batches it passed: completed now */
+    /* wake the writer only when it does not know yet: acks come often;
+     * but every one while DRAINING (the writer decides the return to memory) */
+    if (moved && (!atomic_exchange(&t->ck_pending, true) || wal_topic_mode(t) == WAL_MODE_DRAINING))
         wal__kick(t->w);
     return 0;
 }
@@ -327,6 +334,14 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
         out->hole_to = hole_to;
     }
     out->write_errors = atomic_load(&t->write_errors);
+    out->mode = wal_topic_mode(t);
+    pthread_mutex_lock(&t->mem.mu);
+    out->held_msgs = t->mem.held_msgs;
+    out->held_bytes = t->mem.held_bytes;
+    memcpy(out->spills, t->mem.spills, sizeof out->spills);
+    out->to_memory = t->mem.to_memory;
+    out->holddown_ms = t->mem.holddown_ms;
+    pthread_mutex_unlock(&t->mem.mu);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);
     pthread_mutex_lock(&t->acct_mu);
@@ -342,6 +357,8 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
 uint64_t wal_topic_bytes_after(wal_topic_t *t, const wal_pos_t *pos)
 {
     uint64_t total = 0;
+    if (atomic_load(&t->mem_end) != 0 && pos->offset >= atomic_load(&t->disk_end))
+        return 0; /* past the log, in memory: not disk (held_bytes says how much is held) */
     pthread_mutex_lock(&t->mu);
     size_t i = 0;
     if (t->nsegs > 0) {

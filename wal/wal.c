@@ -230,7 +230,7 @@ int wal_close(wal_t *w)
 }
 
 /* Queues req and waits until the writer marks it done. */
-static int request(wal_t *w, wal_req_t *req)
+int wal__request(wal_t *w, wal_req_t *req)
 {
     int rc = wal__enqueue(w, &req->item);
     if (rc < 0)
@@ -245,7 +245,7 @@ static int request(wal_t *w, wal_req_t *req)
 int wal_sync(wal_t *w)
 {
     wal_req_t req = { .item.kind = WAL_ITEM_SYNC };
-    return request(w, &req);
+    return wal__request(w, &req);
 }
 
 wal_topic_t *wal_topic_find(wal_t *w, const char *name)
@@ -279,7 +279,7 @@ int wal_topic_open(wal_t *w, const char *name, wal_topic_t **out)
         return TB_EINVALID;
     free(enc);
     wal_req_t req = { .item.kind = WAL_ITEM_OPEN, .name = name };
-    int rc = request(w, &req);
+    int rc = wal__request(w, &req);
     if (rc == 0)
         *out = req.topic;
     return rc;
@@ -292,14 +292,14 @@ int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes)
     /* on the writer thread, between two items: the total and the topic's
      * bytes are the writer's, and no batch sees half of the change */
     wal_req_t req = { .item.kind = WAL_ITEM_OWN_BOUND, .topic = t, .max_bytes = max_bytes };
-    return request(w, &req);
+    return wal__request(w, &req);
 }
 
 int wal__request_reserve(wal_topic_t *t, uint64_t end)
 {
     /* on the writer thread, in FIFO order: the meta file is the writer's */
     wal_req_t req = { .item.kind = WAL_ITEM_RESERVE, .topic = t, .end = end };
-    return request(t->w, &req);
+    return wal__request(t->w, &req);
 }
 
 void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg)

@@ -5,7 +5,8 @@
  * device, and read back from here by the replicator. The promises, each a
  * test in tests/unit/wal/ (docs/WAL.md has the long form and the figures):
  *   - nothing acknowledged is lost: a completion with rc 0 means the batch
- *     is in the log to the durability wal.fsync names;
+ *     is in the log to the durability wal.fsync names (for a topic in the
+ *     memory tier: that the checkpoint passed it, see MEMORY TIER);
  *   - order: per topic, offsets are contiguous in submission order, and
  *     completions for a topic arrive in submission order;
  *   - offsets never go backwards, across clean and unclean restarts, and an
@@ -435,6 +436,117 @@ int wal_topic_reserve_wait(wal_topic_t *t, uint64_t end);
 uint64_t wal_topic_reserved(const wal_topic_t *t);
 
 /*
+ * MEMORY TIER (memory-first durability, issue 16; docs/WAL.md "The memory
+ * tier"). Not reachable from the configuration yet: only tests set it.
+ *
+ * In MEMORY mode a topic's submitted batches are not written: wal_submit
+ * gives their records offsets at once (on the caller's thread, from the
+ * same sequence as the log's: they continue where the log ends) and holds
+ * the batches, in offset order, in memory. Readers (the replicator) read
+ * them from memory through the usual wal_reader_next, in offset order,
+ * past the end of the log: the readable end covers them when wal_submit
+ * returns. The checkpoint is what releases them (the cluster acknowledged
+ * them): each held batch whose last offset the checkpoint passes is
+ * released, in order, and with ack UPSTREAM its completion (rc 0) is posted
+ * only then, through wal_take_done as usual; so a completion means "in the
+ * cluster" instead of "in the log". With ack RECEIVED the completion is
+ * posted at once (the batch is held until the checkpoint passes it all the
+ * same; the loop may free it meanwhile): a kill then loses what was held
+ * and completed, which is that mode's stated price.
+ *
+ * Offsets: a held record's offset is always below the durable reservation
+ * (OFFSET RESERVATION; wal_topic_reserved): wal_submit declares each batch
+ * before it hands its offsets out; the writer raises the reservation half a
+ * span ahead, off the caller's path; if it is not covered yet (the writer
+ * is far behind, or its meta write fails), wal_submit waits for the raise.
+ * So after a kill the next offsets are above every offset ever readable.
+ *
+ * Disk: nothing is written for a held batch, and the checkpoint is not
+ * persisted while no record on disk lies above the persisted one (it would
+ * tell recovery nothing: after a kill recovery moves the checkpoint over
+ * the offsets that have no record). In steady state the disk is not
+ * written at all, apart from one reservation write per reserve_span
+ * offsets.
+ *
+ * THE SPILL (wal_topic_spill) writes what is held to the log when the
+ * cluster does not acknowledge within spill_after_ms, when a batch would
+ * take the held bytes past memory_bytes, when the caller says its output is
+ * down, and at wal_close; the topic is then in the log (DRAINING) until
+ * the log is acknowledged, and returns to MEMORY (see wal_mode_t). A batch
+ * whose reservation cannot be
+ * written completes with that error. wal_sync does not wait for held
+ * batches (a spill queued before it is processed before it).
+ */
+typedef enum { WAL_DURABILITY_LOG = 0, WAL_DURABILITY_MEMORY_FIRST = 1 } wal_durability_t;
+typedef enum { WAL_ACK_UPSTREAM = 0, WAL_ACK_RECEIVED = 1 } wal_ack_t;
+typedef struct wal_memory_opts {
+    wal_durability_t durability;  /* LOG */
+    wal_ack_t ack;                /* UPSTREAM: complete a held batch when the checkpoint passes it */
+    uint64_t memory_bytes;        /* 8 MiB: the most a topic holds (batch bytes) */
+    uint32_t spill_after_ms;      /* 250: the oldest held batch waits at most this for the
+                                     checkpoint, then the topic spills (THE SPILL) */
+} wal_memory_opts_t;
+/* LOG: never in memory. MEMORY: holding. SPILLING: a spill is queued: the
+ * held records are being written, and new batches go to the log behind
+ * them. DRAINING: in the log after a spill, until the cluster acknowledged
+ * everything the log holds, no batch of the topic is at the writer, and the
+ * hold-down passed; then the writer persists the checkpoint and the
+ * reservation (one meta write) and the topic is READY: the next wal_submit
+ * that finds no batch of it at the writer takes the offset counter back
+ * and the topic is in MEMORY again. The hold-down is 0 at first and after
+ * 60 s in MEMORY without a spill; each spill within 60 s of a return to
+ * MEMORY doubles it (1 s, 2 s, ... 60 s), so a flapping cluster makes the
+ * topic stay in the log longer instead of switching every few hundred ms.
+ * A SHUTDOWN spill is for good: the topic stays DRAINING until wal_close. */
+typedef enum { WAL_MODE_LOG = 0, WAL_MODE_MEMORY = 1, WAL_MODE_SPILLING = 2, WAL_MODE_DRAINING = 3,
+               WAL_MODE_READY = 4 } wal_mode_t;
+/* Why a topic spilled: the oldest held batch waited spill_after_ms for the
+ * checkpoint; a batch would pass memory_bytes; the caller said its output
+ * is down; the caller is stopping (wal_close spills too). */
+typedef enum { WAL_SPILL_TIMEOUT, WAL_SPILL_BYTES, WAL_SPILL_OUTPUT, WAL_SPILL_SHUTDOWN, WAL_SPILL__COUNT } wal_spill_t;
+/* The reason's name: "timeout", "bytes", "output", "shutdown" ("?" out of range). */
+const char *wal_spill_name(wal_spill_t why);
+
+/* Fills the defaults above. */
+void wal_memory_opts_default(wal_memory_opts_t *o /* OUT */);
+/*
+ * Sets t's durability (not persisted: each wal_open starts every topic in
+ * LOG). MEMORY_FIRST on a LOG topic: the writer first processes what was
+ * submitted before (the caller must not submit to t concurrently), syncs
+ * t, makes sure the reservation covers the log's end, and then t is in
+ * MEMORY: batches submitted after this returns are held. On a MEMORY topic
+ * it only changes ack and memory_bytes (for batches submitted later). Any
+ * thread but the writer; blocks for the writer. Returns 0, TB_EINVALID for
+ * options out of range, TB_ENOTREADY while t is FAILED or holds batches
+ * for room (on_full block), the reservation's write error, TB_ECLOSED, or
+ * TB_EUNSUPPORTED for LOG on a memory topic, and for any change while it
+ * is SPILLING, DRAINING or READY (not built: a memory topic stays one
+ * until wal_close).
+ */
+int wal_topic_set_durability(wal_topic_t *t, const wal_memory_opts_t *o);
+/* t's mode (any thread, one atomic load). */
+wal_mode_t wal_topic_mode(const wal_topic_t *t);
+/* Records held in memory and not yet acknowledged (any thread; a lock). */
+uint64_t wal_topic_held(wal_topic_t *t);
+/*
+ * THE SPILL: writes every held batch that the checkpoint has not passed to
+ * the log, in offset order, and syncs it (in every fsync mode: a spill is
+ * what keeps a promise made from memory); then completes (rc 0) those not
+ * completed yet, releases them all, and t is DRAINING: in the log, its
+ * offsets continuing where memory's ended. The offsets acknowledged from
+ * memory before the first one written are a hole, always a segment
+ * boundary: the spill starts a new segment there. From the call on, new
+ * batches go to the writer behind the spill, and t returns to MEMORY as
+ * wal_mode_t says. Triggered by the writer when
+ * the oldest held batch waited spill_after_ms, by wal_submit when a batch
+ * would pass memory_bytes, by wal_close (what is held is written, not lost),
+ * or by this call (any thread; a no-op unless t is in MEMORY). If the write
+ * fails, the batches not yet completed complete with its error and t is
+ * FAILED, as for any failed write; their offsets are not reused.
+ */
+void wal_topic_spill(wal_topic_t *t, wal_spill_t why);
+
+/*
  * The readable end: records with offset < this value may be read (see
  * DURABILITY above). One atomic load; poll it, or retry a reader that
  * returned WAL_END when it moves.
@@ -445,8 +557,9 @@ uint64_t wal_topic_readable_end(const wal_topic_t *t);
  * Records that the cluster acknowledged everything up to and including
  * acked_offset (any thread). The writer persists it (atomic replace of the
  * topic's meta file, at most every checkpoint_flush_ms, and at close) and
- * deletes sealed segments whose records are all at or below it. A value
- * lower than the current checkpoint is ignored. Returns 0, or TB_EINVALID if
+ * deletes sealed segments whose records are all at or below it; batches
+ * held in the memory tier that it passes are released and completed (MEMORY
+ * TIER). A value lower than the current checkpoint is ignored. Returns 0, or TB_EINVALID if
  * acked_offset is at or past the readable end.
  */
 int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset);
@@ -496,6 +609,12 @@ typedef struct wal_topic_stats {
                                  reported while the checkpoint is below hole_to - 1 (0, 0: none) */
     uint64_t hole_to;
     uint64_t write_errors;    /* failed writes and syncs since open */
+    wal_mode_t mode;          /* MEMORY TIER */
+    uint64_t spills[WAL_SPILL__COUNT]; /* spills since open, by reason */
+    uint64_t to_memory;       /* returns from DRAINING to MEMORY since open */
+    uint64_t holddown_ms;     /* the hold-down the next return waits for */
+    uint64_t held_msgs;       /* records held in memory, not yet acknowledged */
+    uint64_t held_bytes;      /* their batches' bytes */
     wal_topic_state_t state;
     int last_error;
     /* This process's share, for the gateway's accounting invariant. Read
@@ -621,7 +740,10 @@ size_t wal_batch_bytes(const wal_batch_t *b);
  * comes back exactly once, with rc 0 or an error (TB_ECLOSED after
  * wal_close started, TB_EFULL or -errno for a failed topic). An empty batch
  * completes with rc 0 and count 0. (Only in the TB_ECLOSED case is the
- * completion posted, and notify called, on the calling thread.)
+ * completion posted, and notify called, on the calling thread; and for a
+ * topic in the memory tier, where the batch is held, not written, and
+ * completed on the thread that moves the checkpoint past it, or here with
+ * ack RECEIVED: see MEMORY TIER.)
  */
 void wal_submit(wal_batch_t *b, void *user);
 
@@ -677,7 +799,8 @@ bool wal_record_attr_next(const wal_record_t *r, size_t *pos, wal_attr_t *out /*
 /* wal_reader_next() results besides 0 (a record) and errors (< 0). */
 enum {
     WAL_END = 1, /* nothing more is readable now: retry when wal_topic_readable_end moves */
-    WAL_GAP = 2, /* the wanted offsets were deleted (bound, quarantine); the reader
+    WAL_GAP = 2, /* the wanted offsets are not in the log (deleted by a bound or a
+                    quarantine, or never written: see wal_reader_gap_kind); the reader
                     moved forward: see wal_reader_gap(). No record returned. */
 };
 
@@ -705,6 +828,23 @@ uint64_t wal_reader_offset(const wal_reader_t *r);
 void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out /* OUT */);
 /* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
+/*
+ * After WAL_GAP: what the skipped range was.
+ *   DROPPED  records that were in the log and left it before being
+ *            acknowledged: a bound deleted them (below the oldest segment,
+ *            or below the topic's read floor), or a corrupt sealed segment
+ *            was quarantined. They are in dropped_total: a loss to count
+ *            and warn about.
+ *   HOLE     offsets that hold no record and never will, and lose nothing:
+ *            an offset range recovery skipped for the reservation (or left
+ *            by an active segment quarantined at recovery: a new segment
+ *            starts past it), offsets acknowledged while they were held in
+ *            memory (the memory tier), or offsets at or below the
+ *            checkpoint. Not in dropped_total; not a loss.
+ * A gap that covers both is DROPPED. Before any gap: DROPPED.
+ */
+typedef enum { WAL_GAP_DROPPED = 0, WAL_GAP_HOLE = 1 } wal_gap_kind_t;
+wal_gap_kind_t wal_reader_gap_kind(const wal_reader_t *r);
 void wal_reader_close(wal_reader_t *r);
 
 /* ---- offline tools (the CLI calls these; they take no lock) ---------------- */

@@ -342,6 +342,10 @@ int wal__rec_decode(const uint8_t *p, size_t avail, uint64_t file_left, uint32_t
 
 /* Sets the offset and CRC of an encoded record in place (writer thread). */
 void wal__rec_seal(uint8_t *rec, uint64_t offset, uint32_t seed);
+/* Parses a record of this format version held in memory (len bytes at p,
+ * its offset field set, its CRC not: memory is not a disk), as
+ * wal__rec_decode does after its CRC check. WAL_REC_OK or WAL_REC_BAD. */
+int wal__rec_parse(const uint8_t *p, uint32_t len, uint64_t offset, wal_rec_t *r);
 
 /* Writes a sealed padding record of len bytes (WAL_REC_HEAD..WAL_PAD_MAX)
  * at out, naming next_offset, the offset of the record that will follow. */

@@ -22,7 +22,8 @@
 
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
-enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE };
+enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE,
+       WAL_ITEM_MEMORY, WAL_ITEM_SPILL };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -38,6 +39,12 @@ struct wal_batch {
     size_t len, cap;
     uint32_t count;
     wal_completion_t c;
+    /* the memory tier (memory.c), under t->mem.mu while held */
+    struct wal_batch *mem_next; /* held list, offset order */
+    bool posted;       /* its completion went to the done list already */
+    bool in_wq;        /* counted in t->wq while at the writer */
+    uint64_t held_ms;  /* when it was held (monotonic): the spill timeout counts from here */
+    _Atomic int refs;  /* owners: the loop (from its completion on) and the tier (while held) */
 };
 
 /* A request to the writer. OPEN, SYNC, OWN_BOUND and RESERVE are waited on (done
@@ -53,7 +60,38 @@ typedef struct wal_req {
     uint64_t bad_offset;   /* QUARANTINE: first offset that failed */
     uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
     uint64_t end;          /* RESERVE: offsets below it must be covered */
+    wal_memory_opts_t mo;  /* MEMORY: the options */
 } wal_req_t;
+
+/* The memory tier of a topic (memory.c; wal.h MEMORY TIER). Lock order:
+ * mem.mu, then w->mu or the done list's; the writer never takes mem.mu
+ * while holding w->mu. */
+typedef struct wal_mem {
+    pthread_mutex_t mu;
+    wal_batch_t *head, *tail;     /* held batches, offset order, contiguous from lo */
+    uint64_t lo;                  /* first offset held; == next when nothing is */
+    uint64_t next;                /* the offset the next held record gets (MEMORY) */
+    uint64_t held_bytes, held_msgs;
+    uint64_t read_hi;             /* highest offset a reader took from memory (0: none) */
+    wal_memory_opts_t o;
+    wal_spill_t why;              /* the reason of the spill queued (SPILLING) */
+    uint64_t spills[WAL_SPILL__COUNT];
+    uint64_t to_memory;           /* READY -> MEMORY switches */
+    uint64_t enter_ms;            /* when DRAINING began (monotonic) */
+    uint64_t holddown_ms;         /* DRAINING lasts at least this (2.7 of the design) */
+    uint64_t memory_ms;           /* when the topic last went to MEMORY (0: never) */
+    bool sticky;                  /* a SHUTDOWN spill: never back to memory */
+} wal_mem_t;
+
+/* A reader's place in the memory tier (reader.c keeps one, memory.c moves it). */
+typedef struct wal_mem_cursor {
+    const wal_batch_t *b;         /* the batch holding off, if b_first is still held */
+    uint64_t b_first;             /* b's first offset: b is valid while b_first >= mem.lo */
+    size_t pos;                   /* byte of off's record in b */
+    uint64_t off;                 /* the offset at pos */
+    uint8_t *buf;                 /* the copy of the record returned last (views point here) */
+    size_t cap;
+} wal_mem_cursor_t;
 
 /* ---- segments and topics ------------------------------------------------- */
 
@@ -91,8 +129,21 @@ struct wal_topic {
     uint64_t ck_persist_at_ms;    /* earliest time the next checkpoint write may happen */
     uint64_t res_retry_at_ms;     /* a reservation write failed: try again then (0: none) */
 
+    /* the memory tier (memory.c) */
+    wal_mem_t mem;
+    _Atomic int mode;             /* wal_mode_t */
+    _Atomic uint64_t mem_end;     /* mem.next as published (0: never in memory) */
+    _Atomic uint64_t head_ms;     /* MEMORY: held_ms of the oldest held batch (0: none) */
+    _Atomic uint32_t spill_after; /* mem.o.spill_after_ms, for the writer's deadline */
+    _Atomic uint64_t drain_at;    /* DRAINING: when the hold-down ends (0: not DRAINING) */
+    _Atomic uint32_t wq;          /* batches of t at the writer, counted while t has a memory
+                                   * tier (mem_end != 0): READY -> MEMORY needs none */
+    uint64_t seg_next;            /* [W] the offset after the active segment's last record:
+                                   * append starts a new segment when t->next differs */
+
     /* [A] */
-    _Atomic uint64_t readable_end;
+    _Atomic uint64_t readable_end;/* max(disk_end, mem_end) */
+    _Atomic uint64_t disk_end;    /* the readable end of the log on disk (wal__publish) */
     _Atomic uint64_t cut_gen;     /* bumped when unsynced bytes were cut and their offsets may be
                                    * written again (a failed write or sync, repair): a reader drops
                                    * what it buffered, which may hold the cut records */
@@ -113,6 +164,11 @@ struct wal_topic {
     _Atomic uint64_t hole_from;   /* [hole_from, hole_to): offsets recovery skipped for the
                                    * reservation, with records above the checkpoint before them */
     _Atomic uint64_t hole_to;
+    _Atomic uint64_t q_lo;        /* [q_lo, q_hi): spans every sealed segment quarantined with
+                                   * its offsets counted as dropped (q_hi 0: none), so a reader
+                                   * tells that gap between two segments from a hole (reader.c).
+                                   * Written by the writer (or recovery) only */
+    _Atomic uint64_t q_hi;
     _Atomic uint64_t write_errors;
     _Atomic int state;
     _Atomic int last_error;
@@ -352,8 +408,64 @@ int wal__reserve_apply(wal_topic_t *t, bool force);
  * needed (0 when everything handed out is below the log's end). Returns 0
  * or the meta write's error (the reservation then stays as it was). */
 int wal__reserve_release(wal_topic_t *t);
+/* wal.c: queues a request and waits until the writer marks it done. */
+int wal__request(wal_t *w, wal_req_t *req);
 /* wal.c: queues a RESERVE request for t and waits for it. */
 int wal__request_reserve(wal_topic_t *t, uint64_t end);
+
+/* ---- memory.c: the memory tier -------------------------------------------- */
+
+void wal__mem_init(wal_topic_t *t);
+void wal__mem_destroy(wal_topic_t *t);
+/* wal_submit's branch: holds b in memory when t is in MEMORY (or completes
+ * it at once: empty, refused, reservation failed). false: t is not in
+ * MEMORY, the caller enqueues b to the writer as usual. Loop thread. */
+bool wal__mem_submit(wal_batch_t *b);
+/* THE RELEASE RULE, in one place: the checkpoint moved to ck; every held
+ * batch wholly at or below it leaves memory, in order, its completion
+ * posted unless it was already (any thread: wal_checkpoint_ex). When more
+ * outputs read a topic (issue 17), ck becomes their minimum here. */
+void wal__mem_release(wal_topic_t *t, uint64_t ck);
+/* Reads the held record at off into cur->buf and fills *out. 0, WAL_END
+ * (not held yet), or WAL_GAP with *gap_to: off was released (acknowledged
+ * from memory), the held records start at *gap_to. Any thread. */
+int wal__mem_read(wal_topic_t *t, uint64_t off, wal_mem_cursor_t *cur, wal_record_t *out, uint64_t *gap_to);
+/* Writer thread, t synced and its reservation covering t->next: t enters
+ * MEMORY, held offsets continuing at t->next. */
+void wal__mem_enter(wal_topic_t *t, const wal_memory_opts_t *o);
+/* wal_close (writer thread, stopping): t leaves MEMORY; what it holds and
+ * did not complete completes with TB_ECLOSED, the rest is freed (after
+ * the close's spill, nothing is left but what could not be written). */
+void wal__mem_close(wal_topic_t *t);
+/* The spill's two halves around the writer's write (writer.c, WAL_ITEM_SPILL):
+ * wal__mem_snapshot copies what must be written (every held batch the
+ * checkpoint has not passed; *n of them, malloc'd copies, oldest first)
+ * and says where memory's offsets end (*end); wal__mem_spilled completes and
+ * releases everything held (rc: the write's result) and leaves t DRAINING. */
+wal_batch_t **wal__mem_snapshot(wal_topic_t *t, size_t *n /* OUT */, uint64_t *end /* OUT */);
+void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end);
+/* Housekeeping (writer): spills t if its oldest held batch waited
+ * spill_after_ms; the deadline at which it would (UINT64_MAX: none). */
+void wal__mem_due(wal_topic_t *t, uint64_t now_ms);
+uint64_t wal__mem_deadline(wal_topic_t *t);
+/* DRAINING -> READY (writer, housekeeping): when everything the log holds
+ * is acknowledged, no batch of t is at the writer and the hold-down
+ * passed, persists the checkpoint and the reservation in one meta write and
+ * sets READY. Returns 0 or the write's error (t stays DRAINING). */
+int wal__mem_drained(wal_topic_t *t, uint64_t now_ms);
+/* The batch b leaves the writer (its completion is about to be posted). */
+static inline void wal__wq_done(wal_batch_t *b)
+{
+    if (b->in_wq) {
+        b->in_wq = false;
+        atomic_fetch_sub(&b->t->wq, 1);
+    }
+}
+/* Frees a batch whose last owner let go (refs). */
+void wal__batch_unref(wal_batch_t *b);
+/* Stores the log's readable end: disk_end, and the readable end as the
+ * larger of it and the memory tier's end (monotonic once memory is used). */
+void wal__publish_end(wal_topic_t *t, uint64_t disk_end);
 
 /* ---- space.c: the free-space floor ---------------------------------------- */
 

@@ -75,8 +75,8 @@ static void round_add(round_t *r, wal_batch_t *b)
 void wal__publish(wal_topic_t *t)
 {
     uint64_t end = t->w->o.fsync == WAL_FSYNC_NEVER ? t->next : t->synced_next;
-    atomic_store(&t->next_pub, t->next);
-    atomic_store_explicit(&t->readable_end, end, memory_order_release);
+    atomic_store(&t->next_pub, TB_MAX(t->next, atomic_load(&t->mem_end)));
+    wal__publish_end(t, end);
 }
 
 static void set_active_bytes(wal_topic_t *t, uint64_t bytes)
@@ -110,7 +110,7 @@ static void sync_failed(wal_topic_t *t, int rc, bool in_round)
             set_active_bytes(t, t->spos);
             t->wpos = t->spos;
         }
-        t->next = t->synced_next;
+        t->next = t->seg_next = t->synced_next;
         atomic_fetch_add_explicit(&t->cut_gen, 1, memory_order_release);
     } else {
         t->rewrite_unsynced = true;
@@ -177,6 +177,15 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
     size_t pos = 0, chunk = 0;
     int rc;
 
+    if (off != t->seg_next) {
+        /* the offsets since the active segment's last record were
+         * acknowledged from memory and hold no record: a hole, which is
+         * always a segment boundary (THE RULE, wal_format.h) */
+        if ((rc = rotate(t, off, &old_fd, &sync_err)) < 0)
+            goto undo;
+        rot_base = off;
+        wpos = chunk_fpos = WAL_SEG_HDR_SIZE;
+    }
     while (pos < b->len) {
         uint32_t len = wal__ld32(b->buf + pos);
         if (old_fd < 0 && wpos > WAL_SEG_HDR_SIZE && wpos + len > w->o.segment_bytes) {
@@ -203,7 +212,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
         t->synced_next = TB_MAX(t->synced_next, rot_base);
     }
     t->wpos = wpos;
-    t->next = off;
+    t->next = t->seg_next = off;
     return 0;
 
 undo:
@@ -425,6 +434,7 @@ static void flush_round(wal_t *w, round_t *r)
     wal_batch_t *b = r->head;
     while (b) {
         wal_batch_t *next = b->round_next;
+        wal__wq_done(b);
         tb_mbox_push(&w->done, &b->node);
         b = next;
     }
@@ -530,6 +540,9 @@ static void housekeeping(wal_t *w)
             wal__reserve_apply(t, false);
         if (atomic_load(&t->ck_pending) || atomic_load(&t->ck_req) > t->meta.checkpoint)
             wal__checkpoint_apply(t, false);
+        wal__mem_due(t, now); /* queues a spill: handled at the next turn, in FIFO order */
+        if (wal_topic_mode(t) == WAL_MODE_DRAINING)
+            wal__mem_drained(t, now); /* after the checkpoint: it may have just caught up */
     }
     wal__space_due(w, tb_mono_ms()); /* last: after what the checkpoints deleted */
 }
@@ -547,6 +560,7 @@ static uint64_t next_deadline(wal_t *w)
             dl = TB_MIN(dl, t->ck_persist_at_ms);
         if (t->res_retry_at_ms)
             dl = TB_MIN(dl, t->res_retry_at_ms);
+        dl = TB_MIN(dl, wal__mem_deadline(t)); /* atomics only: called under w->mu */
     }
     return dl;
 }
@@ -601,6 +615,82 @@ int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
     return rc;
 }
 
+/* wal_topic_set_durability(MEMORY_FIRST), in FIFO order: every batch
+ * submitted before it is processed, so t->next is final. The log is synced
+ * (what the log holds is readable: the held records follow it), and the
+ * reservation made to cover t->next before the first offset is held. */
+static int mem_enter(wal_t *w, wal_topic_t *t, const wal_memory_opts_t *o)
+{
+    if (atomic_load(&t->state) == WAL_TOPIC_FAILED || t->fd < 0)
+        return TB_ENOTREADY;
+    if (t->held_head)
+        return TB_ENOTREADY; /* on_full block holds batches for room: they come first */
+    if (t->dirty || t->wpos != t->spos) {
+        int rc = wal__fdatasync(w, t->fd);
+        if (rc < 0) {
+            sync_failed(t, rc, false);
+            return rc;
+        }
+        synced(t);
+    }
+    wal__atomic_max(&t->res_used, t->next);
+    int rc = wal__reserve_apply(t, true);
+    if (rc < 0)
+        return rc;
+    wal__mem_enter(t, o);
+    return 0;
+}
+
+/*
+ * THE SPILL (wal.h), in FIFO order: every batch of t submitted before it
+ * was held (t was in MEMORY), every one after it comes behind. Writes
+ * copies of the held batches the checkpoint has not passed (memory.c:
+ * readers keep copying the originals while these are sealed), each at its
+ * own offsets (append starts a new segment at a hole), syncs whatever the
+ * fsync mode, publishes, and only then lets memory complete and release
+ * them: a record is always readable from one of the two.
+ */
+static void spill(wal_t *w, wal_topic_t *t)
+{
+    size_t n;
+    uint64_t end;
+    wal_batch_t **v = wal__mem_snapshot(t, &n, &end);
+    int rc = 0;
+    if (n > 0 && atomic_load(&t->state) == WAL_TOPIC_FAILED)
+        rc = failfast_rc(t);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        uint64_t need = v[i]->len + WAL_SEG_HDR_SIZE;
+        rc = wal__make_room(w, t, wal_topic_overflow(t), need);
+        if (rc == WAL_NO_ROOM)
+            rc = TB_EFULL; /* at a bound: the disk is full of unacknowledged records */
+        if (rc == 0) {
+            t->next = TB_MAX(t->next, v[i]->c.first_offset); /* the hole before it */
+            rc = append(w, t, v[i]);
+        }
+        if (rc == 0)
+            t->dirty = true;
+    }
+    if (rc == 0 && t->dirty && t->fd >= 0) {
+        if ((rc = pad_round(w, t)) == 0)
+            rc = wal__fdatasync(w, t->fd);
+        if (rc < 0)
+            sync_failed(t, rc, false);
+    }
+    /* what is durable: everything, or (a failure) only what was synced before */
+    uint64_t on_disk = rc == 0 ? end : t->synced_next;
+    /* memory's offsets were handed out: the log continues after them whatever
+     * happened (a hole: a segment boundary at the next append) */
+    t->next = TB_MAX(t->next, end);
+    if (rc == 0)
+        synced(t);
+    else
+        wal__publish(t);
+    wal__mem_spilled(t, rc, on_disk);
+    for (size_t i = 0; i < n; i++)
+        wal__batch_unref(v[i]);
+    free(v);
+}
+
 static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
 {
     if (it->kind == WAL_ITEM_BATCH) {
@@ -632,6 +722,15 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
         break;
     case WAL_ITEM_RESERVE:
         req_done(w, req, wal__reserve_apply(req->topic, true));
+        break;
+    case WAL_ITEM_MEMORY:
+        flush_round(w, r); /* what came before is written and completed first */
+        req_done(w, req, mem_enter(w, req->topic, &req->mo));
+        break;
+    case WAL_ITEM_SPILL:
+        flush_round(w, r);
+        spill(w, req->topic);
+        free(req);
         break;
     }
 }
@@ -679,6 +778,19 @@ void *wal__writer_main(void *arg)
             pthread_mutex_unlock(&w->mu);
             if (empty) {
                 retry_held(w, true);
+                for (size_t i = 0; i < w->ntopics; i++) {
+                    wal_topic_t *t = w->topics[i];
+                    if (wal_topic_mode(t) == WAL_MODE_MEMORY) { /* a clean stop writes what is held */
+                        pthread_mutex_lock(&t->mem.mu);
+                        t->mem.why = WAL_SPILL_SHUTDOWN;
+                        t->mem.spills[WAL_SPILL_SHUTDOWN]++;
+                        t->mem.sticky = true;
+                        atomic_store(&t->mode, WAL_MODE_SPILLING);
+                        pthread_mutex_unlock(&t->mem.mu);
+                        spill(w, t);
+                    }
+                    wal__mem_close(t);
+                }
                 w->close_rc = sync_all(w, true);
                 break;
             }

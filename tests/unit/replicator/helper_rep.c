@@ -61,6 +61,25 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
     return remove(p);
 }
 
+void rt_reopen(rt_t *h)
+{
+    for (wal_batch_t *b = wal_take_done(h->w), *n; b; b = n) {
+        n = wal_batch_next(b);
+        wal_batch_free(b);
+    }
+    cr_assert_eq(wal_close(h->w), 0);
+    wal_opts_t o;
+    wal_opts_default(&o);
+    char *wdir = tb_asprintf("%s/wal", h->dir);
+    o.dir = wdir;
+    o.fsync = WAL_FSYNC_NEVER;
+    o.notify = notify;
+    o.notify_arg = h;
+    cr_assert_eq(wal_open(&o, &h->w), 0);
+    free(wdir);
+    cr_assert_eq(wal_topic_open(h->w, RT_TOPIC, &h->t), 0);
+}
+
 void rt_close(rt_t *h)
 {
     for (wal_batch_t *b = wal_take_done(h->w), *n; b; b = n) {

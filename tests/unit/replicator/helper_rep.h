@@ -31,6 +31,9 @@ void rt_open(rt_t *h);
 /* The same with a small log (0: the default), so the bound deletes what a reader has not read. */
 void rt_open_bounded(rt_t *h, uint64_t segment_bytes, uint64_t max_topic_bytes);
 void rt_close(rt_t *h);
+/* Closes the WAL cleanly and opens it again on the same directory (default
+ * sizes, fsync never), h->t the reopened topic: for what a restart does. */
+void rt_reopen(rt_t *h);
 
 typedef struct rt_msg {
     const char *payload;     /* NUL-terminated unless payload_len is set */

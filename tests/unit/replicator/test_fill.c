@@ -195,9 +195,44 @@ Test(fill, a_gap_closes_the_batch_so_each_batch_is_one_contiguous_range)
     rep__open_finish(&o, &b);
     free(b.buf);
     cr_assert_eq(s.gaps, 1);
+    cr_assert_eq(s.holes, 0, "records the bound deleted are a drop, not a hole");
     rep__fill(&o, &h.enc, &s, tb_wall_ms());
     cr_assert_gt(o.first, last + 1, "the next batch starts after the gap");
     cr_assert_eq(o.last - o.first + 1, o.count);
+    rep__open_free(&o);
+    rep__src_free(&s);
+    rt_close(&h);
+}
+
+Test(fill, a_dropped_gap_is_counted_as_a_drop_and_a_hole_is_not)
+{
+    rt_t h;
+    rt_open(&h);
+    rt_append_n(&h, 5, 100); /* offsets 1..5 */
+    /* offsets 6..49 handed out beyond the log (from memory) and never
+     * written: a clean close keeps them reserved, so the restart continues
+     * at 50 and [6, 50) is a hole behind the unacknowledged 1..5 */
+    cr_assert_eq(wal_topic_reserve_wait(h.t, 50), 0);
+    rt_reopen(&h);
+    wal_topic_stats_t st;
+    wal_topic_stats(h.t, &st);
+    cr_assert_eq(st.next_offset, 50);
+    cr_assert(st.hole_from == 6 && st.hole_to == 50);
+    rt_append_n(&h, 3, 100); /* 50..52 */
+    rep__src_t s;
+    rt_src(&h, &s, 1);
+    rep__open_t o = { 0 };
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 1, "the hole closes the batch");
+    cr_assert(o.first == 1 && o.last == 5 && o.count == 5);
+    cr_assert_eq(s.holes, 1);
+    cr_assert_eq(s.gaps, 0, "a hole loses nothing: not counted as a drop");
+    rep__batch_t b = { 0 };
+    rep__open_finish(&o, &b);
+    free(b.buf);
+    cr_assert_eq(rep__fill(&o, &h.enc, &s, tb_wall_ms()), 0);
+    cr_assert(o.first == 50 && o.last == 52 && o.count == 3);
+    wal_topic_stats(h.t, &st);
+    cr_assert_eq(st.dropped_total, 0);
     rep__open_free(&o);
     rep__src_free(&s);
     rt_close(&h);

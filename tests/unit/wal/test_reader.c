@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "helper_wal.h"
+#include "wal/wal_int.h"
 
 static th_t h;
 static void setup(void) { th_init(&h, WAL_FSYNC_ALWAYS); }
@@ -132,6 +133,7 @@ Test(reader, jumps_forward_and_reports_the_gap_after_a_bound_dropped_its_records
     cr_assert_eq(from, n + 1);
     cr_assert_eq(to, st.oldest_offset);
     cr_assert_eq(skipped, to - from);
+    cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_DROPPED, "below the oldest segment, unacknowledged: a drop");
     expect(r, st.oldest_offset, st.oldest_offset - 1);
     wal_reader_close(r);
 }
@@ -167,6 +169,7 @@ Test(reader, does_not_return_records_a_bound_dropped_from_the_segment_it_has_ope
     cr_assert_eq(st.dropped_total, st.oldest_offset - 1);
     cr_assert_eq(returned_below, 0, "%llu dropped records were returned anyway", (unsigned long long)returned_below);
     cr_assert_eq(from, 2);
+    cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_DROPPED, "below the read floor: a drop");
     expect(r, st.oldest_offset, st.oldest_offset - 1);
     wal_reader_close(r);
 }
@@ -296,5 +299,113 @@ Test(reader, bad_record_below_the_readable_end_of_the_active_segment_is_an_error
     wal_record_t rec;
     cr_assert_eq(wal_reader_next(r, &rec), TB_ECORRUPT);
     wal_reader_close(r);
+    free(p);
+}
+
+/* Reads to the end; returns the records read and the kinds of the gaps met. */
+static uint64_t read_kinds(wal_reader_t *r, int *drops, int *holes, uint64_t *hole_from, uint64_t *hole_to)
+{
+    *drops = *holes = 0;
+    uint64_t n = 0;
+    for (;;) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == 0) {
+            n++;
+            continue;
+        }
+        if (rc != WAL_GAP)
+            break;
+        if (wal_reader_gap_kind(r) == WAL_GAP_HOLE) {
+            (*holes)++;
+            wal_reader_gap(r, hole_from, hole_to);
+        } else {
+            (*drops)++;
+        }
+    }
+    return n;
+}
+
+Test(reader, offsets_skipped_for_a_reservation_are_a_hole_between_segments_not_a_drop)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 1, &seq); /* 1..10 */
+    /* 11..15 handed out beyond the log and never written; the clean close
+     * keeps them reserved, so the log continues at 16 */
+    cr_assert_eq(wal_topic_reserve_wait(t, 16), 0);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    t = wal_topic_find(h.w, "/e/t");
+    cr_assert_eq(th_append(&h, t, 100, 2, PAYLOAD), 0);
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, 16);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    int drops, holes;
+    uint64_t from = 0, to = 0;
+    cr_assert_eq(read_kinds(r, &drops, &holes, &from, &to), 12);
+    cr_assert_eq(holes, 1);
+    cr_assert_eq(drops, 0);
+    cr_assert(from == 11 && to == 16, "the hole is [%llu, %llu)", (unsigned long long)from, (unsigned long long)to);
+    wal_reader_close(r);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.dropped_total, 0);
+}
+
+Test(reader, below_the_oldest_segment_but_acknowledged_is_a_hole)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 8, &seq); /* 1..80 over several segments */
+    cr_assert_eq(wal_checkpoint(t, 60), 0);
+    cr_assert_eq(wal_sync(h.w), 0); /* applies it: segments wholly at or below 60 go */
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_gt(st.oldest_offset, 1);
+    cr_assert_leq(st.oldest_offset, 61);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0); /* behind the checkpoint: retention's, not a loss */
+    wal_record_t rec;
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_GAP);
+    cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+    wal_reader_close(r);
+}
+
+Test(reader, a_quarantined_sealed_segment_met_between_two_segments_is_a_drop)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 8, &seq);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_geq(st.segments, 3);
+    /* corrupt the second segment; a first reader finds it, the writer quarantines it */
+    pthread_mutex_lock(&t->mu);
+    uint64_t second = t->segs[1].base;
+    pthread_mutex_unlock(&t->mu);
+    char *p = seg_path(second);
+    flip(p, th_file_size(p) - 20);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    int drops, holes;
+    uint64_t from, to;
+    read_kinds(r, &drops, &holes, &from, &to);
+    wal_reader_close(r);
+    cr_assert_eq(drops, 1);
+    cr_assert_eq(holes, 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.quarantined_segments, 1);
+    /* a second reader meets it as the first segment's end before the next
+     * one's base: the topic knows that range was quarantined, so a drop */
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    read_kinds(r, &drops, &holes, &from, &to);
+    wal_reader_close(r);
+    cr_assert_eq(drops, 1);
+    cr_assert_eq(holes, 0);
     free(p);
 }

@@ -1,0 +1,841 @@
+/*
+ * test_memory.c: the memory tier (wal.h MEMORY TIER). A topic in MEMORY
+ * holds its batches instead of writing them; readers get the records from
+ * memory in offset order; the checkpoint (the cluster's ack) releases them
+ * and posts their completions in order (ack upstream), or the completions
+ * come at once (ack received); nothing is written to the disk while that
+ * goes on, not even the checkpoint; and after a SIGKILL the next offsets
+ * are above every offset a reader was ever given.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helper_wal.h"
+#include "wal/wal_int.h"
+
+#define PAYLOAD 100
+
+static th_t h;
+static void setup(void) { th_init(&h, WAL_FSYNC_ALWAYS); }
+static void teardown(void) { th_cleanup(&h); }
+TestSuite(memory, .init = setup, .fini = teardown);
+
+/* ---- an I/O layer that counts every byte and call that changes the disk ---- */
+
+static struct {
+    wal_io_t io;
+    pthread_mutex_t mu;
+    uint64_t pwrite_bytes, pwrites, syncs, meta_writes, meta_bytes, truncates, renames, unlinks;
+} cio = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+#define COUNT(field, n)                \
+    do {                               \
+        pthread_mutex_lock(&cio.mu);   \
+        cio.field += (n);              \
+        pthread_mutex_unlock(&cio.mu); \
+    } while (0)
+
+static ssize_t c_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
+{
+    COUNT(pwrite_bytes, n);
+    COUNT(pwrites, 1);
+    return wal_io_posix()->pwrite(ctx, fd, buf, n, off);
+}
+static int c_fdatasync(void *ctx, int fd)
+{
+    COUNT(syncs, 1);
+    return wal_io_posix()->fdatasync(ctx, fd);
+}
+static int c_write_atomic(void *ctx, const char *path, const void *data, size_t len)
+{
+    COUNT(meta_writes, 1);
+    COUNT(meta_bytes, len);
+    return wal_io_posix()->write_atomic(ctx, path, data, len);
+}
+static int c_ftruncate(void *ctx, int fd, off_t len)
+{
+    COUNT(truncates, 1);
+    return wal_io_posix()->ftruncate(ctx, fd, len);
+}
+static int c_rename(void *ctx, const char *a, const char *b)
+{
+    COUNT(renames, 1);
+    return wal_io_posix()->rename(ctx, a, b);
+}
+static int c_unlink(void *ctx, const char *p)
+{
+    COUNT(unlinks, 1);
+    return wal_io_posix()->unlink(ctx, p);
+}
+
+static const wal_io_t *counting_io(void)
+{
+    cio.io = *wal_io_posix();
+    cio.io.pwrite = c_pwrite;
+    cio.io.fdatasync = c_fdatasync;
+    cio.io.write_atomic = c_write_atomic;
+    cio.io.ftruncate = c_ftruncate;
+    cio.io.rename = c_rename;
+    cio.io.unlink = c_unlink;
+    return &cio.io;
+}
+
+static void counts_reset(void)
+{
+    pthread_mutex_lock(&cio.mu);
+    cio.pwrite_bytes = cio.pwrites = cio.syncs = cio.meta_writes = cio.meta_bytes = 0;
+    cio.truncates = cio.renames = cio.unlinks = 0;
+    pthread_mutex_unlock(&cio.mu);
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static wal_topic_t *open_topic(void)
+{
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
+    return t;
+}
+
+static void enter_memory(wal_topic_t *t, wal_ack_t ack, uint64_t memory_bytes)
+{
+    wal_memory_opts_t o;
+    wal_memory_opts_default(&o);
+    o.durability = WAL_DURABILITY_MEMORY_FIRST;
+    o.ack = ack;
+    if (memory_bytes)
+        o.memory_bytes = memory_bytes;
+    cr_assert_eq(wal_topic_set_durability(t, &o), 0);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+}
+
+static wal_topic_stats_t stats(wal_topic_t *t)
+{
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    return st;
+}
+
+/* Reads one record, which must be message seq at offset off. */
+static void expect(wal_reader_t *r, uint64_t off, uint64_t seq, wal_record_t *rec)
+{
+    uint64_t got;
+    cr_assert_eq(wal_reader_next(r, rec), 0, "offset %llu", (unsigned long long)off);
+    cr_assert_eq(rec->offset, off);
+    cr_assert(th_record_ok(rec, PAYLOAD, &got), "offset %llu intact", (unsigned long long)off);
+    cr_assert_eq(got, seq);
+}
+
+/* ---- the tests ------------------------------------------------------------- */
+
+Test(memory, held_records_readable_in_order)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 10, PAYLOAD), 0); /* the log: offsets 1..10 */
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    for (uint64_t seq = 10; seq < 40; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD);
+    /* readable at once, without the writer: the offsets follow the log's */
+    cr_assert_eq(wal_topic_readable_end(t), 41);
+    wal_topic_stats_t st = stats(t);
+    cr_assert_eq(st.mode, WAL_MODE_MEMORY);
+    cr_assert_eq(st.held_msgs, 30);
+    cr_assert_eq(st.next_offset, 41);
+    cr_assert_eq(wal_topic_held(t), 30);
+    cr_assert_lt(40, wal_topic_reserved(t), "every held offset is below the durable reservation");
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t rec;
+    for (uint64_t off = 1; off <= 40; off++)
+        expect(r, off, off - 1, &rec); /* from the disk, then from memory */
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_END);
+    th_submit(&h, t, 40, 5, PAYLOAD);
+    expect(r, 41, 40, &rec);
+    wal_reader_close(r);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 1, "held batches are not completed until acknowledged");
+    cr_assert_eq(stats(t).segments, 1);
+}
+
+Test(memory, acks_post_completions_in_order)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    for (uint64_t seq = 0; seq < 40; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD); /* offsets 1..40 in 4 batches */
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 0, "a batch is completed only when the checkpoint passes all of it");
+    cr_assert_eq(wal_topic_held(t), 40);
+    cr_assert_eq(wal_checkpoint(t, 30), 0);
+    cr_assert(th_wait(&h, 3));
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(h.done[i].rc, 0);
+        cr_assert_eq(h.done[i].first_offset, 1 + 10 * i, "completion %zu in offset order", i);
+        cr_assert_eq(h.done[i].count, 10);
+        cr_assert_eq((uintptr_t)h.done[i].user, 10 * i);
+        cr_assert_eq(h.done[i].topic, t);
+    }
+    cr_assert_eq(wal_topic_held(t), 10);
+    cr_assert_eq(wal_checkpoint(t, 40), 0);
+    cr_assert(th_wait(&h, 4));
+    cr_assert_eq(h.done[3].first_offset, 31);
+    cr_assert_eq(h.ndone, 4);
+    cr_assert_eq(wal_topic_held(t), 0);
+    cr_assert_eq(stats(t).held_bytes, 0);
+}
+
+/* The ack thread is not the loop: completions posted from another thread
+ * come through the same done list and notify, in order. */
+typedef struct {
+    wal_topic_t *t;
+    uint64_t upto;
+} acker_t;
+static void *acker(void *arg)
+{
+    acker_t *a = arg;
+    for (uint64_t ck = 1; ck <= a->upto; ck++)
+        wal_checkpoint(a->t, ck);
+    return NULL;
+}
+
+Test(memory, acks_from_another_thread_complete_every_batch_once_in_order)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    for (uint64_t seq = 0; seq < 500; seq += 5)
+        th_submit(&h, t, seq, 5, PAYLOAD);
+    pthread_t th;
+    acker_t a = { t, 500 };
+    pthread_create(&th, NULL, acker, &a);
+    cr_assert(th_wait(&h, 100));
+    pthread_join(th, NULL);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 100);
+    for (size_t i = 0; i < 100; i++)
+        cr_assert_eq(h.done[i].first_offset, 1 + 5 * i);
+}
+
+Test(memory, received_completes_at_once)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_RECEIVED, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    th_submit(&h, t, 10, 10, PAYLOAD);
+    /* posted by wal_submit itself: collected without waiting for anyone */
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 2);
+    cr_assert(h.done[0].rc == 0 && h.done[0].first_offset == 1 && h.done[1].first_offset == 11);
+    /* th_collect freed the loop's share; the tier still holds the records */
+    cr_assert_eq(wal_topic_held(t), 20);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t rec;
+    for (uint64_t off = 1; off <= 20; off++)
+        expect(r, off, off - 1, &rec);
+    wal_reader_close(r);
+    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    cr_assert_eq(wal_topic_held(t), 0, "released (and freed: the sanitizer build checks)");
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 2, "no second completion at the ack");
+}
+
+Test(memory, reader_copies_survive_release)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    wal_record_t rec;
+    for (uint64_t off = 1; off <= 10; off++)
+        expect(r, off, off - 1, &rec);
+    /* the cluster acknowledges: the batch leaves memory and the loop frees it */
+    cr_assert_eq(wal_checkpoint(t, 10), 0);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_topic_held(t), 0);
+    uint64_t seq;
+    cr_assert(th_record_ok(&rec, PAYLOAD, &seq), "the view is into the reader's own copy");
+    cr_assert_eq(seq, 9);
+    /* the reader goes on with what comes next */
+    th_submit(&h, t, 10, 3, PAYLOAD);
+    expect(r, 11, 10, &rec);
+    wal_reader_close(r);
+    /* a reader behind what was released meets a hole, not a drop */
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    cr_assert_eq(wal_reader_next(r, &rec), WAL_GAP);
+    cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+    uint64_t from, to;
+    wal_reader_gap(r, &from, &to);
+    cr_assert(from == 1 && to == 11);
+    expect(r, 11, 10, &rec);
+    wal_reader_close(r);
+    cr_assert_eq(stats(t).dropped_total, 0);
+}
+
+Test(memory, checkpoint_not_persisted_while_nothing_on_disk)
+{
+    h.o.io = counting_io();
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 5, PAYLOAD), 0);
+    counts_reset();
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(cio.meta_writes, 1, "in the log, a checkpoint past records on disk is persisted");
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    counts_reset();
+    /* steady state: messages held, read, acknowledged, completed */
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 6, &r), 0);
+    uint64_t off = 6;
+    for (uint64_t seq = 5; seq < 505; seq += 10) {
+        th_submit(&h, t, seq, 10, PAYLOAD);
+        wal_record_t rec;
+        for (int i = 0; i < 10; i++, off++)
+            expect(r, off, off - 1, &rec);
+        cr_assert_eq(wal_checkpoint(t, off - 1), 0);
+        cr_assert(th_wait(&h, 1 + (seq - 5) / 10 + 1));
+    }
+    wal_reader_close(r);
+    cr_assert_eq(wal_sync(h.w), 0); /* forces a checkpoint apply: still nothing to write */
+    cr_assert_eq(wal_topic_checkpoint(t), 505);
+    pthread_mutex_lock(&cio.mu);
+    uint64_t bytes = cio.pwrite_bytes, syncs = cio.syncs, metas = cio.meta_writes;
+    uint64_t other = cio.truncates + cio.renames + cio.unlinks;
+    pthread_mutex_unlock(&cio.mu);
+    cr_assert_eq(bytes, 0, "%llu data bytes written in memory mode", (unsigned long long)bytes);
+    cr_assert_eq(syncs, 0);
+    cr_assert_eq(metas, 0, "the checkpoint moved 500 offsets and was not persisted");
+    cr_assert_eq(other, 0);
+    wal_meta_t m;
+    cr_assert_eq(wal__meta_read(wal_io_posix(), t->dir, &m, NULL), 0);
+    cr_assert_eq(m.checkpoint, 5, "the persisted checkpoint stays at the log's last record");
+}
+
+/* ---- the spill ---------------------------------------------------------------- */
+
+static uint64_t spills(wal_topic_t *t, wal_spill_t why)
+{
+    return stats(t).spills[why];
+}
+
+/* Reads t from `from` and checks offsets from..to-1 are messages seq0.. in
+ * order; holes are allowed, drops are not. Returns the records read. */
+static uint64_t read_through(wal_topic_t *t, uint64_t from, uint64_t *holes)
+{
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, from, &r), 0);
+    uint64_t n = 0, last = 0;
+    *holes = 0;
+    for (;;) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_GAP) {
+            cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+            (*holes)++;
+            continue;
+        }
+        if (rc == WAL_END)
+            break;
+        cr_assert_eq(rc, 0);
+        uint64_t seq;
+        cr_assert(th_record_ok(&rec, PAYLOAD, &seq));
+        cr_assert_eq(seq, rec.offset - 1, "offset %llu holds message %llu", (unsigned long long)rec.offset,
+                     (unsigned long long)seq);
+        cr_assert_gt(rec.offset, last);
+        last = rec.offset;
+        n++;
+    }
+    wal_reader_close(r);
+    return n;
+}
+
+Test(memory, a_full_tier_spills_to_the_log_and_the_batch_follows_it)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 3000); /* two 10-record batches of ~1.4 KiB fit */
+    for (uint64_t seq = 0; seq < 30; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD);
+    /* the third would pass memory_bytes: the two held go to the log, synced,
+     * and are completed; the third is written behind them */
+    cr_assert(th_wait(&h, 3));
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(h.done[i].rc, 0);
+        cr_assert_eq(h.done[i].first_offset, 1 + 10 * i);
+    }
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    cr_assert_eq(spills(t, WAL_SPILL_BYTES), 1);
+    cr_assert_eq(wal_topic_held(t), 0);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 30, "all of it in the log now");
+    cr_assert_eq(holes, 0);
+    th_submit(&h, t, 30, 10, PAYLOAD); /* DRAINING: the log, as before memory */
+    cr_assert(th_wait(&h, 4));
+    cr_assert_eq(h.done[3].first_offset, 31);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    cr_assert_eq(read_through(wal_topic_find(h.w, "/e/t"), 1, &holes), 40, "and on disk across a restart");
+}
+
+Test(memory, a_spill_after_acks_writes_only_what_is_unacknowledged_past_a_hole)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 4, PAYLOAD), 0); /* 1..4 in the log */
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    for (uint64_t seq = 4; seq < 34; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD); /* 5..34 held */
+    cr_assert_eq(wal_checkpoint(t, 14), 0); /* the cluster has 1..14 */
+    cr_assert(th_wait(&h, 2));
+    uint32_t segs = stats(t).segments;
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 4));
+    cr_assert(h.done[2].rc == 0 && h.done[2].first_offset == 15);
+    cr_assert(h.done[3].rc == 0 && h.done[3].first_offset == 25);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    cr_assert_eq(spills(t, WAL_SPILL_OUTPUT), 1);
+    cr_assert_geq(stats(t).segments, segs, "15.. starts a segment of its own: 5..14 hold no record");
+    /* what the log holds for a reader from the start: 1..4 (acknowledged:
+     * retention may have deleted them already), 5..14 a hole, 15..34 */
+    uint64_t holes;
+    uint64_t n = read_through(t, 1, &holes);
+    cr_assert(n == 24 || n == 20, "%llu records", (unsigned long long)n);
+    cr_assert_eq(holes, 1);
+    cr_assert_eq(read_through(t, 15, &holes), 20);
+    cr_assert_eq(holes, 0);
+    th_submit(&h, t, 34, 3, PAYLOAD);
+    cr_assert(th_wait(&h, 5));
+    cr_assert_eq(h.done[4].first_offset, 35, "the log continues where memory ended");
+    cr_assert_eq(stats(t).dropped_total, 0);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert_eq(spills(t, WAL_SPILL_OUTPUT), 1, "not in memory: nothing to spill");
+}
+
+Test(memory, the_oldest_held_batch_spills_after_spill_after_ms)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    wal_memory_opts_t o;
+    wal_memory_opts_default(&o);
+    o.durability = WAL_DURABILITY_MEMORY_FIRST;
+    o.spill_after_ms = 60;
+    cr_assert_eq(wal_topic_set_durability(t, &o), 0);
+    uint64_t t0 = tb_mono_ms();
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    cr_assert(th_wait(&h, 1), "no ack came: the writer spilled it");
+    uint64_t waited = tb_mono_ms() - t0;
+    cr_assert_geq(waited, 60, "answered after %llu ms", (unsigned long long)waited);
+    cr_assert_eq(h.done[0].rc, 0);
+    cr_assert_eq(spills(t, WAL_SPILL_TIMEOUT), 1);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 10);
+}
+
+Test(memory, a_spill_keeps_what_received_already_answered)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_RECEIVED, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    th_submit(&h, t, 10, 10, PAYLOAD);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 2, "answered at once");
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert_eq(wal_sync(h.w), 0); /* the spill is before the barrier in the writer's queue */
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 2, "no second completion");
+    cr_assert_eq(wal_topic_held(t), 0);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    uint64_t holes;
+    cr_assert_eq(read_through(wal_topic_find(h.w, "/e/t"), 1, &holes), 20, "the answered messages are in the log");
+}
+
+typedef struct {
+    wal_topic_t *t;
+    uint64_t want, got;
+    bool in_order;
+} follower_t;
+
+static void *follow(void *arg)
+{
+    follower_t *f = arg;
+    wal_reader_t *r;
+    wal_reader_open(f->t, 1, &r);
+    f->in_order = true;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (f->got < f->want && tb_mono_ms() < deadline) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_END) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL); /* polls the readable end; the deadline bounds the wait */
+            continue;
+        }
+        uint64_t seq;
+        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, PAYLOAD, &seq) || seq != f->got) {
+            f->in_order = false;
+            break;
+        }
+        f->got++;
+    }
+    wal_reader_close(r);
+    return NULL;
+}
+
+Test(memory, a_reader_sees_every_record_once_in_order_across_the_spill)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 20000); /* ~13 batches fit, then the spill */
+    follower_t f = { t, 1000, 0, false };
+    pthread_t th;
+    pthread_create(&th, NULL, follow, &f);
+    for (uint64_t seq = 0; seq < 1000; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD);
+    pthread_join(th, NULL);
+    cr_assert(f.in_order, "broken at record %llu", (unsigned long long)f.got);
+    cr_assert_eq(f.got, 1000);
+    cr_assert(th_wait(&h, 100));
+    for (size_t i = 0; i < 100; i++)
+        cr_assert(h.done[i].rc == 0 && h.done[i].first_offset == 1 + 10 * i, "completion %zu", i);
+    cr_assert_eq(spills(t, WAL_SPILL_BYTES), 1);
+}
+
+Test(memory, every_offset_read_is_below_the_reservation_as_it_is_raised)
+{
+    h.o.reserve_span = 64;
+    h.o.io = counting_io();
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    counts_reset();
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    uint64_t off = 1;
+    for (uint64_t seq = 0; seq < 1000; seq += 10) {
+        th_submit(&h, t, seq, 10, PAYLOAD);
+        wal_record_t rec;
+        for (int i = 0; i < 10; i++, off++) {
+            expect(r, off, off - 1, &rec);
+            cr_assert_lt(rec.offset, wal_topic_reserved(t), "offset %llu readable beyond the reservation",
+                         (unsigned long long)rec.offset);
+        }
+        cr_assert_eq(wal_checkpoint(t, off - 1), 0);
+    }
+    wal_reader_close(r);
+    pthread_mutex_lock(&cio.mu);
+    uint64_t metas = cio.meta_writes, bytes = cio.pwrite_bytes;
+    pthread_mutex_unlock(&cio.mu);
+    cr_assert_eq(bytes, 0);
+    /* one raise per half span or so, and nothing else: 1000 offsets at 64 a span */
+    cr_assert_geq(metas, 1000 / 64 - 1);
+    cr_assert_leq(metas, 2 * 1000 / 64 + 2, "%llu meta writes", (unsigned long long)metas);
+}
+
+Test(memory, a_clean_close_writes_what_is_held_and_the_restart_continues_past_it)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 4, PAYLOAD), 0);
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 4, 10, PAYLOAD); /* 5..14, read by the cluster perhaps, never acknowledged */
+    cr_assert_eq(th_close(&h), 0); /* a clean stop writes them to the log */
+    cr_assert_eq(th_open(&h), 0);
+    t = wal_topic_find(h.w, "/e/t");
+    wal_topic_stats_t st = stats(t);
+    cr_assert_eq(st.mode, WAL_MODE_LOG, "not persisted: each open starts in the log");
+    cr_assert_eq(st.next_offset, 15, "past what memory handed out, and no span further");
+    cr_assert_eq(th_append(&h, t, 100, 1, PAYLOAD), 0);
+    cr_assert_eq(h.done[h.ndone - 1].first_offset, 15);
+    /* the log's records, the held ones (written by the close), the new one */
+    uint64_t seqs[16];
+    int gaps = 0;
+    cr_assert_eq(th_read_all(t, 1, PAYLOAD, seqs, 16, &gaps), 15);
+    cr_assert_eq(gaps, 0);
+    cr_assert_eq(stats(t).spills[WAL_SPILL_SHUTDOWN], 0, "counted in the life that spilled; not persisted");
+}
+
+Test(memory, the_mode_is_checked)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    wal_memory_opts_t o;
+    wal_memory_opts_default(&o);
+    cr_assert_eq(o.durability, WAL_DURABILITY_LOG);
+    cr_assert_eq(o.ack, WAL_ACK_UPSTREAM);
+    cr_assert_eq(o.memory_bytes, 8u << 20);
+    cr_assert_eq(o.spill_after_ms, 250);
+    cr_assert_eq(wal_topic_set_durability(t, &o), 0, "the log on a log topic: nothing to do");
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_LOG);
+    o.memory_bytes = 0;
+    cr_assert_eq(wal_topic_set_durability(t, &o), TB_EINVALID);
+    o.memory_bytes = 1 << 20;
+    o.ack = (wal_ack_t)7;
+    cr_assert_eq(wal_topic_set_durability(t, &o), TB_EINVALID);
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    o.ack = WAL_ACK_UPSTREAM;
+    o.durability = WAL_DURABILITY_LOG;
+    cr_assert_eq(wal_topic_set_durability(t, &o), TB_EUNSUPPORTED, "back to the log needs the spill");
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+}
+
+/* ---- SIGKILL in memory mode: a real kill of a forked child ----------------- */
+
+/* The child: opens the log, appends one batch to it (its offsets go to the
+ * pipe), enters memory, and then submits, reads (each offset read goes to
+ * the pipe: what the replicator would send the cluster) and acknowledges
+ * about half of what it reads, until n offsets were read; then SIGKILL, with
+ * none of the held records on disk. */
+static void child(int fd, uint64_t n)
+{
+    alarm(30);
+    wal_topic_t *t;
+    if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0)
+        _exit(2);
+    size_t before = h.ndone;
+    th_submit(&h, t, 0, 4, PAYLOAD);
+    if (!th_wait(&h, before + 1) || h.done[before].rc != 0)
+        _exit(3);
+    uint64_t first = h.done[before].first_offset;
+    for (uint64_t o = first; o < first + 4; o++)
+        if (write(fd, &o, sizeof o) != sizeof o)
+            _exit(4);
+    wal_memory_opts_t mo;
+    wal_memory_opts_default(&mo);
+    mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+    if (wal_topic_set_durability(t, &mo) != 0)
+        _exit(5);
+    wal_reader_t *r;
+    if (wal_reader_open(t, first + 4, &r) != 0)
+        _exit(6);
+    uint64_t got = 0, seq = 1000;
+    while (got < n) {
+        th_submit(&h, t, seq, 7, PAYLOAD);
+        seq += 7;
+        wal_record_t rec;
+        int rc;
+        while ((rc = wal_reader_next(r, &rec)) == 0) {
+            if (rec.offset >= wal_topic_reserved(t))
+                _exit(7);
+            if (write(fd, &rec.offset, sizeof rec.offset) != sizeof rec.offset)
+                _exit(8);
+            got++;
+            if (got % 2)
+                wal_checkpoint(t, rec.offset);
+        }
+        if (rc != WAL_END)
+            _exit(9);
+    }
+    raise(SIGKILL);
+    _exit(10);
+}
+
+static int life(uint64_t n, uint64_t *seen, size_t *nseen, size_t cap)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        child(p[1], n);
+    }
+    close(p[1]);
+    uint64_t o;
+    while (read(p[0], &o, sizeof o) == (ssize_t)sizeof o)
+        if (*nseen < cap)
+            seen[(*nseen)++] = o;
+    close(p[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+}
+
+Test(memory, offsets_continue_above_everything_read_after_sigkill)
+{
+    enum { LIVES = 4, N = 3000, SPAN = 1000 };
+    h.o.reserve_span = SPAN;
+    size_t cap = LIVES * (N + 16), nseen = 0;
+    uint64_t *seen = calloc(cap, sizeof *seen);
+    for (int i = 0; i < LIVES; i++)
+        cr_assert_eq(life(N, seen, &nseen, cap), SIGKILL, "life %d", i);
+    /* every offset handed out, from the log or from memory, in the order
+     * the "cluster" saw them: strictly increasing, across the kills */
+    for (size_t i = 1; i < nseen; i++)
+        cr_assert_gt(seen[i], seen[i - 1], "offset %llu after %llu (item %zu)", (unsigned long long)seen[i],
+                     (unsigned long long)seen[i - 1], i);
+    cr_assert_geq(nseen, (size_t)LIVES * (N + 4));
+    uint64_t last = seen[nseen - 1];
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    wal_topic_stats_t st = stats(t);
+    cr_assert_gt(st.next_offset, last, "the next offset (%llu) is above every offset read (%llu)",
+                 (unsigned long long)st.next_offset, (unsigned long long)last);
+    cr_assert_leq(st.next_offset, last + 1 + SPAN + SPAN / 2, "and at most 1.5 spans above");
+    cr_assert_eq(th_append(&h, t, 5000, 1, PAYLOAD), 0);
+    cr_assert_gt(h.done[h.ndone - 1].first_offset, last);
+    cr_assert_eq(st.dropped_total, 0);
+    /* the replicator resumes past the checkpoint: what it finds next is
+     * the new record, nothing from before the kill under a reused offset */
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, wal_topic_checkpoint(t) + 1, &r), 0);
+    wal_record_t rec;
+    int rc;
+    while ((rc = wal_reader_next(r, &rec)) == WAL_GAP)
+        cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+    cr_assert_eq(rc, 0);
+    cr_assert_gt(rec.offset, last);
+    wal_reader_close(r);
+    free(seen);
+}
+
+Test(memory, what_a_spill_completed_survives_a_sigkill_and_offsets_continue_above_it)
+{
+    h.o.reserve_span = 1000;
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        alarm(30);
+        wal_topic_t *t;
+        wal_memory_opts_t mo;
+        wal_memory_opts_default(&mo);
+        mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+        if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0 || wal_topic_set_durability(t, &mo) != 0)
+            _exit(2);
+        for (uint64_t seq = 0; seq < 50; seq += 10)
+            th_submit(&h, t, seq, 10, PAYLOAD); /* 1..50 held */
+        if (wal_checkpoint(t, 10) != 0 || !th_wait(&h, 1))
+            _exit(3);
+        wal_topic_spill(t, WAL_SPILL_OUTPUT); /* 11..50 to the log */
+        if (!th_wait(&h, 5))
+            _exit(4);
+        for (size_t i = 0; i < 5; i++) /* what the publishers were told: in the cluster or in the log */
+            if (h.done[i].rc != 0 || write(p[1], &h.done[i].first_offset, 8) != 8)
+                _exit(5);
+        raise(SIGKILL);
+        _exit(6);
+    }
+    close(p[1]);
+    uint64_t firsts[8];
+    size_t n = 0;
+    while (n < 8 && read(p[0], &firsts[n], 8) == 8)
+        n++;
+    close(p[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    cr_assert_eq(n, 5);
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    /* every batch completed after the first (which the cluster acknowledged) is in the log */
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 11, &holes), 40);
+    cr_assert_gt(stats(t).next_offset, 50);
+    cr_assert_eq(th_append(&h, t, 500, 1, PAYLOAD), 0);
+    cr_assert_gt(h.done[h.ndone - 1].first_offset, 50);
+}
+
+/* ---- the way back: DRAINING -> READY -> MEMORY ------------------------------- */
+
+static bool mode_is_ready(void *arg)
+{
+    return wal_topic_mode(arg) == WAL_MODE_READY;
+}
+
+Test(memory, once_the_log_is_acknowledged_the_topic_returns_to_memory)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD); /* 1..10 held */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    th_submit(&h, t, 10, 10, PAYLOAD); /* 11..20 to the log */
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(h.done[1].first_offset, 11);
+    cr_assert_eq(wal_checkpoint(t, 15), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "11..20 not all acknowledged yet");
+    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    cr_assert(th_wait_until(mode_is_ready, t), "everything in the log acknowledged: READY");
+    wal_meta_t m;
+    cr_assert_eq(wal__meta_read(wal_io_posix(), t->dir, &m, NULL), 0);
+    cr_assert_eq(m.checkpoint, 20, "persisted at the switch: memory mode then writes none");
+    cr_assert_gt(m.reserved, 20);
+    th_submit(&h, t, 20, 10, PAYLOAD); /* the first submit takes the counter back */
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    cr_assert_eq(wal_topic_held(t), 10);
+    cr_assert_eq(wal_topic_readable_end(t), 31, "offsets continue where the log ended");
+    cr_assert_eq(stats(t).to_memory, 1);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, 1, &holes), 30);
+    cr_assert_eq(holes, 0);
+    cr_assert_eq(wal_checkpoint(t, 30), 0);
+    cr_assert(th_wait(&h, 3));
+    cr_assert_eq(h.done[2].first_offset, 21);
+}
+
+Test(memory, a_spill_soon_after_the_return_doubles_the_hold_down)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 5, PAYLOAD); /* 1..5 held */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(stats(t).holddown_ms, 0, "the first spill: no hold-down");
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    cr_assert(th_wait_until(mode_is_ready, t));
+    th_submit(&h, t, 5, 5, PAYLOAD); /* 6..10: back in memory */
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    /* the cluster stalls again at once: a flap */
+    uint64_t t0 = tb_mono_ms(); /* DRAINING begins after this */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(stats(t).holddown_ms, 1000, "a spill within a minute of the return doubles it");
+    cr_assert_eq(wal_checkpoint(t, 10), 0);
+    cr_assert(th_wait_until(mode_is_ready, t));
+    uint64_t waited = tb_mono_ms() - t0;
+    cr_assert_geq(waited, 1000, "READY only after the hold-down: %llu ms", (unsigned long long)waited);
+    th_submit(&h, t, 10, 5, PAYLOAD);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    cr_assert_eq(stats(t).to_memory, 2);
+    cr_assert_eq(wal_topic_readable_end(t), 16);
+}
+
+Test(memory, a_shutdown_spill_is_for_good)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 5, PAYLOAD);
+    wal_topic_spill(t, WAL_SPILL_SHUTDOWN);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_checkpoint(t, 5), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "a stopping gateway writes everything to the log");
+    th_submit(&h, t, 5, 5, PAYLOAD);
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(h.done[1].first_offset, 6);
+    cr_assert_eq(wal_topic_held(t), 0);
+}
