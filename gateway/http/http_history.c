@@ -42,7 +42,7 @@ struct http__history {
     size_t count;  /* samples held, <= HTTP_HISTORY_SAMPLES */
     uint64_t seq;  /* samples taken since start (the baseline not counted) */
     bool have_base;
-    uint64_t base_ms;  /* monotonic time of the previous sample */
+    uint64_t base_ns;  /* monotonic time of the previous sample */
     uint64_t base_recv, base_repl, base_disk;
     uint64_t base_trecv[HTTP_HISTORY_TOPICS], base_trepl[HTTP_HISTORY_TOPICS];
     size_t ntopics;    /* topics with a series, <= HTTP_HISTORY_TOPICS */
@@ -89,11 +89,11 @@ void http__history_sample(http_service_t *s)
             tage_ms = a;
     }
     uint64_t disk = u(metrics_get(metrics_fam(m, METRICS_PROC_WRITE_BYTES), 0, 0));
-    uint64_t now = tb_mono_ms();
+    uint64_t now = tb_mono_ns();
     size_t nt = n < HTTP_HISTORY_TOPICS ? n : HTTP_HISTORY_TOPICS;
 
     if (h->have_base) {
-        double secs = (double)(now - h->base_ms) / 1e3;
+        double secs = (double)(now - h->base_ns) / 1e9;
         size_t i = h->head;
         h->t_ms[i] = tb_wall_ms();
         h->total[i][H_RECV] = rate(trecv, h->base_recv, secs);
@@ -120,7 +120,7 @@ void http__history_sample(http_service_t *s)
         h->seq++;
     }
     h->have_base = true;
-    h->base_ms = now;
+    h->base_ns = now;
     h->base_recv = trecv;
     h->base_repl = trepl;
     h->base_disk = disk;
