@@ -8,7 +8,9 @@
  * message (the worst topic's) and the bytes this process wrote to disk per
  * second (/proc/self/io write_bytes, the flash wear figure); and the first
  * four figures for each of the first HTTP_HISTORY_TOPICS (8) upstream
- * topics in configuration order. The ring holds HTTP_HISTORY_SAMPLES (720)
+ * topics in configuration order (and, outside the ring, every topic's
+ * received/s over the last interval, /stats received_per_second: 12 bytes
+ * a topic). The ring holds HTTP_HISTORY_SAMPLES (720)
  * samples: an hour at 5 s. Rates are deltas of the counters between two
  * samples, so the first sample (taken when the endpoint starts listening)
  * is only the baseline and the first point comes one interval later.
@@ -46,6 +48,11 @@ struct http__history {
     uint64_t base_recv, base_repl, base_disk;
     uint64_t base_trecv[HTTP_HISTORY_TOPICS], base_trepl[HTTP_HISTORY_TOPICS];
     size_t ntopics;    /* topics with a series, <= HTTP_HISTORY_TOPICS */
+    /* every topic's received/s over the last interval (/stats received_per_second): 12 bytes a topic */
+    size_t nall;       /* topics in the two arrays (the registry's, which only grows, to its capacity) */
+    uint64_t *all_base;
+    float *all_rate;
+    uint64_t all_ns;   /* when all_base was read */
     uint64_t t_ms[HTTP_HISTORY_SAMPLES];                        /* wall clock */
     float total[HTTP_HISTORY_SAMPLES][H__TOTAL];
     float topic[HTTP_HISTORY_SAMPLES][HTTP_HISTORY_TOPICS][HT__COUNT];
@@ -129,6 +136,28 @@ void http__history_sample(http_service_t *s)
         h->base_trepl[t] = u(metrics_get(repl, t, 0));
     }
     h->ntopics = nt;
+    if (n > h->nall) { /* topics added since: their rate starts at the next sample */
+        h->all_base = tb_realloc(h->all_base, n * sizeof *h->all_base);
+        h->all_rate = tb_realloc(h->all_rate, n * sizeof *h->all_rate);
+        for (size_t t = h->nall; t < n; t++) {
+            h->all_base[t] = u(metrics_get(recv, t, 0));
+            h->all_rate[t] = -1;
+        }
+    }
+    double secs = (double)(now - h->all_ns) / 1e9;
+    for (size_t t = 0; t < h->nall; t++) {
+        uint64_t r = u(metrics_get(recv, t, 0));
+        h->all_rate[t] = rate(r, h->all_base[t], secs);
+        h->all_base[t] = r;
+    }
+    h->nall = n;
+    h->all_ns = now;
+}
+
+double http__history_topic_rate(const http_service_t *s, size_t topic)
+{
+    const http__history_t *h = s->hist;
+    return h && topic < h->nall ? h->all_rate[topic] : -1;
 }
 
 uint64_t http__history_seq(const http_service_t *s)
@@ -250,6 +279,10 @@ void http__history_render(http_service_t *s, tb_buf_t *b)
 
 void http__history_free(http_service_t *s)
 {
+    if (s->hist) {
+        free(s->hist->all_base);
+        free(s->hist->all_rate);
+    }
     free(s->hist);
     s->hist = NULL;
 }

@@ -132,6 +132,8 @@ int http__page_mount(http_service_t *s);
 /* http_history.c */
 void http__history_sample(http_service_t *s);  /* runs the collectors; the first call is the baseline */
 uint64_t http__history_seq(const http_service_t *s);
+/* Messages received per second by topic (a metrics_topics() index) over the last interval; < 0: not known yet. */
+double http__history_topic_rate(const http_service_t *s, size_t topic);
 void http__history_render(http_service_t *s, tb_buf_t *out); /* the /stats/history document */
 void http__history_free(http_service_t *s);
 

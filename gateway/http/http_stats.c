@@ -8,7 +8,7 @@
  *     "event_loop_lag_seconds", "cluster": {"state", "up"},
  *     "connections": {"mqtt", "http"}, "process": {...},
  *     "listeners": [ {"listener", "tls", "connections", "publish_denied"} ],
- *     "topics": [ {"topic", "state", "received", "stored", "replicated",
+ *     "topics": [ {"topic", "state", "received", "received_per_second", "stored", "replicated",
  *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
  *                  ..., "stalled", "invariant_ok"} ] }
  *
@@ -25,7 +25,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "topics", "topic", "state", "listeners", "listener", "tls", NULL,
+    "cluster.state", "topics", "topic", "state", "received_per_second", "listeners", "listener", "tls", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -81,6 +81,9 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (e->json && e->l1 == METRICS_L_TOPIC)
             json_object_set_new(o, e->json, entry_value(e, metrics_fam(s->m, e->id), t));
     }
+    /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
+    double r = http__history_topic_rate(s, t);
+    json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());
     return o;
 }
 

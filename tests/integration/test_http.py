@@ -35,7 +35,8 @@ log: {format: json}
 """
 
 TOPIC_FIELDS = {
-    "topic": "string", "state": "string", "received": "integer", "stored": "integer", "replicated": "integer",
+    "topic": "string", "state": "string", "received": "integer", "received_per_second": ["number", "null"],
+    "stored": "integer", "replicated": "integer",
     "queued": "integer", "dropped": "integer", "rejected": "object", "wal_bytes": "integer",
     "wal_segments": "integer", "wal_oldest_offset": "integer", "wal_newest_offset": "integer",
     "acked_offset": "integer", "lag_messages": "integer", "lag_bytes": "integer",

@@ -41,7 +41,9 @@
     return v + ' B';
   }
   function dur(s) {
-    s = Math.floor(num(s));
+    s = num(s);
+    if (s > 0 && s < 10) return s.toFixed(1) + ' s';
+    s = Math.floor(s);
     if (s < 120) return s + ' s';
     if (s < 7200) return Math.floor(s / 60) + ' min';
     if (s < 172800) return Math.floor(s / 3600) + ' h ' + Math.floor(s % 3600 / 60) + ' min';
@@ -104,7 +106,9 @@
 
   function row(t) {
     return {
-      topic: t.topic, state: t.state + (t.blocked ? ', blocked' : ''), rate: rates[t.topic],
+      // the server's rate over its last 5 s sample; before it has one, ours between two polls
+      topic: t.topic, state: t.state + (t.blocked ? ', blocked' : ''),
+      rate: typeof t.received_per_second === 'number' ? t.received_per_second : rates[t.topic],
       received: num(t.received), queued: num(t.queued), lag_messages: num(t.lag_messages),
       lag_bytes: num(t.lag_bytes), age: num(t.oldest_unreplicated_age_seconds), dropped: dropped(t),
       rejected: sum(t.rejected), durability: t.durability || 'log',
