@@ -14,7 +14,7 @@ test reads the DOM the page's own script built:
   - a screenshot is kept as an artefact (TRIB_BUILD_DIR/test-artifacts/);
   - /table, the view for a browser without scripts, shows the same counts.
 
-chromium is a test dependency (scripts/deps.txt, "test only"). Without it
+chromium is a test dependency (scripts/deps-test.txt, for the tests only). Without it
 the test skips with a message, except under CI (CI=true), where it fails:
 CI installs the test dependencies, so a missing browser is a broken setup.
 Every wait is a condition with a deadline; chromium gets a private profile
@@ -148,7 +148,7 @@ class OperatorPage(unittest.TestCase):
         if not CHROMIUM:
             if os.environ.get("CI") == "true":
                 raise AssertionError("chromium is not installed: CI must install the test dependencies "
-                                     "(scripts/dev.sh deps-test, scripts/deps.txt)")
+                                     "(scripts/dev.sh deps-test installs scripts/deps-test.txt)")
             raise unittest.SkipTest("chromium is not installed (apt-get install chromium, or scripts/dev.sh "
                                     "deps-test); the operator's page test needs a real browser")
 
