@@ -213,6 +213,13 @@ typedef struct http_readiness {
     bool draining; /* shutdown has started */
 } http_readiness_t;
 
+/* One of the clients that publish most (http_provider_t.top_talkers). */
+#define HTTP_TOP_TALKERS 5
+typedef struct http_talker {
+    char client_id[64];
+    double messages_per_second;
+} http_talker_t;
+
 /*
  * State that is not a metric. Every callback runs on the loop thread during
  * a request, must not block, and may be NULL. Metric values themselves come
@@ -230,6 +237,9 @@ typedef struct http_provider {
     http_topic_state_t (*topic_state)(void *arg, size_t topic);
     /* `listener` indexes metrics_listeners(): does it speak TLS? NULL: unknown (null in /stats) */
     bool (*listener_tls)(void *arg, size_t listener);
+    /* up to n clients by PUBLISHes per second, busiest first, and the window it was measured over
+     * (/stats connections.top_talkers); NULL: not reported (null in /stats) */
+    size_t (*top_talkers)(void *arg, http_talker_t *out /* OUT */, size_t n, double *window_seconds /* OUT */);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */

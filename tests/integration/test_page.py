@@ -59,6 +59,7 @@ class Dom(html.parser.HTMLParser):
         self.health_level, self.health_text = None, ""
         self.rows = {}        # topic -> {cell class: text}
         self.charts = {}      # chart id -> {"points": n, "lines": [points attr of each polyline]}
+        self.talkers = []     # client ids in the top talkers list, busiest first
         self._in_health = 0
         self._row = None
         self._cell = None
@@ -81,6 +82,8 @@ class Dom(html.parser.HTMLParser):
             self._chart = self.charts.setdefault(a["id"][6:], {"points": None, "lines": []})
         elif tag == "svg" and self._chart is not None:
             self._chart["points"] = int(a.get("data-points", "0"))
+        elif tag == "li" and "data-client" in a:
+            self.talkers.append(a["data-client"])
         elif tag == "polyline" and self._chart is not None:
             self._chart["lines"].append((a.get("class"), a.get("points", "")))
 
@@ -255,6 +258,11 @@ class OperatorPage(unittest.TestCase):
             self.assertGreaterEqual(len(total[0].split()), 2, f"{cid}: the total line has points")
             self.assertEqual(len(c["lines"]), 1 if cid == "disk" else 3, f"{cid}: total and one per topic")
         self.assertGreater(max(h["total"]["received_per_second"]), 0, "the publisher shows in the ring")
+        # the top talkers: a window of 5 s ends at a /stats read; the page polls every 2 s
+        wait_for(lambda: any(t["client_id"] == "page-chart" for t in self.stats()["connections"]["top_talkers"]),
+                 30, 0.5, "the publisher among the top talkers")
+        dom = self.browser.dom(self.url)
+        self.assertIn("page-chart", dom.talkers, self.browser.last_dom[-2000:])
 
         shot = os.path.join(artifact_dir(), "operator-page.png")
         if os.path.exists(shot):

@@ -179,10 +179,13 @@
     ol.textContent = '';
     var talkers = c.top_talkers || [];
     talkers.forEach(function (t) {
-      ol.appendChild(el('li', { 'data-client': t.client_id },
-        t.client_id + ': ' + fmt(t.messages_per_second) + ' msg/s (' + fmt(t.messages) + ' since connect)'));
+      ol.appendChild(el('li', { 'data-client': t.client_id }, t.client_id + ': ' + fmt(t.messages_per_second) + ' msg/s'));
     });
-    if (!talkers.length) ol.appendChild(el('li', { 'class': 'none' }, c.top_talkers ? 'nobody publishing' : 'not reported'));
+    if (!talkers.length)
+      ol.appendChild(el('li', { 'class': 'none' }, !c.top_talkers ? 'not reported'
+        : c.top_talkers_window_seconds ? 'nobody published' : 'measuring (5 s)'));
+    if (c.top_talkers_window_seconds)
+      ol.title = 'PUBLISHes per second over the last ' + c.top_talkers_window_seconds.toFixed(1) + ' s';
   }
 
   // ---- charts -------------------------------------------------------------

@@ -24,6 +24,15 @@ static void fake_readiness(void *arg, http_readiness_t *out) { *out = ((fake_t *
 static http_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
 static http_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
 static bool fake_listener_tls(void *arg, size_t l) { (void)arg; return l == 1; }
+static size_t fake_talkers(void *arg, http_talker_t *out, size_t n, double *window)
+{
+    (void)arg;
+    static const http_talker_t top[] = { { "plc-7", 120.5 }, { "meter-2", 3 } };
+    size_t k = n < 2 ? n : 2;
+    memcpy(out, top, k * sizeof *out);
+    *window = 5.0;
+    return k;
+}
 static bool fake_healthy(void *arg, char *why, size_t n)
 {
     fake_t *f = arg;
@@ -55,7 +64,7 @@ static void start_tuned(void (*tune)(http_service_opts_t *o))
     metrics_listener_add(M, "0.0.0.0:1883");
     metrics_listener_add(M, "0.0.0.0:8883");
     metrics_add_collector(M, count_renders, NULL);
-    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls };
+    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls, fake_talkers };
     http_service_opts_t o;
     http_service_opts_default(&o);
     o.edge_name = "e1";
@@ -553,4 +562,17 @@ Test(http_endpoints, page_table_and_history_ask_for_the_token_as_stats_does)
         free(r.body);
         cl_close(c);
     }
+}
+
+Test(http_endpoints, stats_names_the_top_talkers_the_provider_reports)
+{
+    json_t *doc = stats();
+    json_t *c = json_object_get(doc, "connections");
+    json_t *top = json_object_get(c, "top_talkers");
+    cr_assert_eq(json_array_size(top), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(top, 0), "client_id")), "plc-7");
+    cr_assert_eq(json_real_value(json_object_get(json_array_get(top, 0), "messages_per_second")), 120.5);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(top, 1), "client_id")), "meter-2");
+    cr_assert_eq(json_real_value(json_object_get(c, "top_talkers_window_seconds")), 5.0);
+    json_decref(doc);
 }
