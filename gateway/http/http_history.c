@@ -23,6 +23,9 @@
  * set (put the topics you watch first in topic_mappings). Every topic's
  * current figures are in /stats and the page's table regardless.
  *
+ * Each sample also asks the provider for the top talkers, so their window
+ * (at least 5 s, gateway/broker) ends every sample, read by /stats or not.
+ *
  * /stats/history renders the ring as JSON (http_history_json). It changes
  * only when a sample is taken, so the rendering is kept until the next one:
  * a page polling every few seconds costs a copy, and the rendering itself
@@ -152,6 +155,11 @@ void http__history_sample(http_service_t *s)
     }
     h->nall = n;
     h->all_ns = now;
+    if (s->p.top_talkers) { /* ends the top talkers' window every sample, read by /stats or not */
+        http_talker_t top[HTTP_TOP_TALKERS];
+        double window;
+        (void)s->p.top_talkers(s->p.arg, top, HTTP_TOP_TALKERS, &window);
+    }
 }
 
 double http__history_topic_rate(const http_service_t *s, size_t topic)
