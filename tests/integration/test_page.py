@@ -217,6 +217,7 @@ class OperatorPage(unittest.TestCase):
         self.assertEqual(table.health_level, "healthy", table.health_text)
         for name, t in self.topics(self.stats()).items():
             self.assertEqual(self.row_counts(table.rows[name]), self.expect_counts(t), name)
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
     def test_the_health_line_follows_the_cluster_away_and_back(self):
         self.wait_cluster(lambda s: s == "connected", "the cluster connected")
@@ -236,10 +237,10 @@ class OperatorPage(unittest.TestCase):
         self.wait_cluster(lambda s: s == "connected", "the cluster back")
         dom = self.browser.dom(self.url)
         self.assertEqual(dom.health_level, "healthy", dom.health_text)
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
     def test_the_charts_have_points_and_a_screenshot_is_kept(self):
         pub = Publisher(self.port, lambda n: "t/d1" if n % 2 else "e/d2", rate=50, client_id="page-chart").start()
-        self.addCleanup(pub.stop)
 
         def history():
             status, _, body = http_get(self.http, "/stats/history")
@@ -273,6 +274,8 @@ class OperatorPage(unittest.TestCase):
         self.assertEqual(head, b"\x89PNG\r\n\x1a\n", shot)
         self.assertGreater(os.path.getsize(shot), 10000, "a screenshot of a drawn page, not a blank one")
         sys.stderr.write(f"screenshot: {shot}\n")
+        pub.stop()
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
 
 if __name__ == "__main__":
