@@ -50,8 +50,9 @@
  * newcomer is answered 503 and closed at once. Reading
  * stops while a response is being written, so a slow reader holds at most
  * one response in memory and pipelined requests wait in the kernel.
- * /metrics and /stats are rendered at most every render_ms [250 ms]
- * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
+ * /metrics, /stats and /table are rendered at most every render_ms [250 ms]
+ * (http_endpoints.c, http_page.c), /stats/history once per sample, and /
+ * is a copy of a blob built in: clients in a tight loop cannot spend loop time.
  *
  * TLS (http.tls; http_tls.c). With a context (http_server_set_tls) every
  * connection is HTTPS, through a gateway/tls stream: the same engine as the

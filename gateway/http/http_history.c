@@ -253,8 +253,9 @@ static void put_str(tb_buf_t *b, const char *s)
 
 void http__history_render(http_service_t *s, tb_buf_t *b)
 {
-    static const http__history_t empty;
-    const http__history_t *h = s->hist ? s->hist : &empty;
+    if (!s->hist) /* before the first sample (the endpoint is not listening): an empty ring */
+        s->hist = tb_calloc(1, sizeof *s->hist);
+    const http__history_t *h = s->hist;
     tb_buf_printf(b, "{\"interval_seconds\":%.3g,\"capacity\":%d,\"seq\":", (double)s->opts.history_ms / 1e3,
                   HTTP_HISTORY_SAMPLES);
     put_u64(b, h->seq);
