@@ -30,12 +30,13 @@
  * only when a sample is taken, so the rendering is kept until the next one:
  * a page polling every few seconds costs a copy, and the rendering itself
  * (~26,000 numbers with 8 topics) uses a formatter of our own rather than
- * printf's %g (bench/bench_http_scrape times it).
+ * printf's %g, into a stack buffer per series (bench/bench_http_scrape
+ * times it).
  */
 #include "gateway/http/http_int.h"
 #include "base/base.h"
 
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,15 +176,16 @@ uint64_t http__history_seq(const http_service_t *s)
 
 /* ---- rendering ---------------------------------------------------------- */
 
-/* Appends v >= 0 with at most one decimal ("12", "0.5", "1234.5"); negatives and NaN as 0. */
-static void put_num(tb_buf_t *b, float v)
+/* Writes v >= 0 with at most one decimal ("12", "0.5", "1234.5") ending at
+ * *end (backwards); negatives and NaN as 0. Returns the first byte. */
+static char *fmt_num(char *end, float v)
 {
-    char tmp[32], *p = tmp + sizeof tmp;
-    if (!(v > 0) || v > 1e15f) {
-        tb_buf_putc(b, v > 1e15f ? '9' : '0');
-        return;
-    }
-    uint64_t tenths = (uint64_t)llround((double)v * 10.0);
+    char *p = end;
+    if (!(v > 0))
+        v = 0;
+    if (v > 1e15f)
+        v = 1e15f;
+    uint64_t tenths = (uint64_t)((double)v * 10.0 + 0.5);
     unsigned frac = (unsigned)(tenths % 10);
     uint64_t whole = tenths / 10;
     if (frac) {
@@ -194,7 +196,7 @@ static void put_num(tb_buf_t *b, float v)
         *--p = (char)('0' + whole % 10);
         whole /= 10;
     } while (whole);
-    tb_buf_append(b, p, (size_t)(tmp + sizeof tmp - p));
+    return p;
 }
 
 static void put_u64(tb_buf_t *b, uint64_t v)
@@ -213,26 +215,36 @@ static size_t slot(const http__history_t *h, size_t k)
     return (h->head + HTTP_HISTORY_SAMPLES - h->count + k) % HTTP_HISTORY_SAMPLES;
 }
 
+/* ,"name":[v,v,...] of one series (first: no leading comma). The values of
+ * sample slot i are at base + i * stride floats. Formatted into a buffer on
+ * the stack and appended at once: one append per series, not per number. */
+static void put_series(tb_buf_t *b, const http__history_t *h, const char *name, const float *base, size_t stride,
+                       bool first)
+{
+    char out[HTTP_HISTORY_SAMPLES * 18 + 64]; /* a number is at most 17 bytes and its comma */
+    size_t n = (size_t)snprintf(out, 64, "%s\"%s\":[", first ? "" : ",", name);
+    if (n >= 64)
+        n = 63;
+    for (size_t k = 0; k < h->count; k++) {
+        char tmp[24], *e = tmp + sizeof tmp;
+        char *p = fmt_num(e, base[slot(h, k) * stride]);
+        if (k)
+            out[n++] = ',';
+        memcpy(out + n, p, (size_t)(e - p));
+        n += (size_t)(e - p);
+    }
+    out[n++] = ']';
+    tb_buf_append(b, out, n);
+}
+
 static void series_total(tb_buf_t *b, const http__history_t *h, const char *name, int f, bool first)
 {
-    tb_buf_printf(b, "%s\"%s\":[", first ? "" : ",", name);
-    for (size_t k = 0; k < h->count; k++) {
-        if (k)
-            tb_buf_putc(b, ',');
-        put_num(b, h->total[slot(h, k)][f]);
-    }
-    tb_buf_putc(b, ']');
+    put_series(b, h, name, &h->total[0][f], H__TOTAL, first);
 }
 
 static void series_topic(tb_buf_t *b, const http__history_t *h, size_t t, const char *name, int f)
 {
-    tb_buf_printf(b, ",\"%s\":[", name);
-    for (size_t k = 0; k < h->count; k++) {
-        if (k)
-            tb_buf_putc(b, ',');
-        put_num(b, h->topic[slot(h, k)][t][f]);
-    }
-    tb_buf_putc(b, ']');
+    put_series(b, h, name, &h->topic[0][t][f], (size_t)HTTP_HISTORY_TOPICS * HT__COUNT, false);
 }
 
 /* A JSON string of s (topic names: printable, but escape what JSON needs). */
