@@ -5,6 +5,11 @@
  * so their time is time the loop does nothing else. Prints, for 10, 100
  * and 1,000 upstream topics, the body size and the median and worst time
  * of collect + render (the /proc/self reads included), over 200 renders.
+ * Then the operator's page's paths, answered by the service's own routes
+ * (http_service_answer, as the listener calls them): / (the embedded page,
+ * a copy), /table (rendered from the /stats document), /stats/history with
+ * a full ring of 720 samples (rendered anew after a sample, then a copy
+ * until the next), and the 5 s sample itself (collect + read every topic).
  * Prints figures only; never passes or fails.
  */
 #include <stdio.h>
@@ -31,6 +36,34 @@ static void report(const char *what, size_t topics, size_t bytes, uint64_t *ns)
            ns[RUNS / 2] / 1e3, ns[RUNS - 1] / 1e3);
 }
 
+/* One GET of path through the service's routes; its time in *ns, its body's size returned. */
+static size_t answer(http_service_t *s, const char *path, uint64_t *ns)
+{
+    char head[256];
+    int n = snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: bench\r\n\r\n", path);
+    http_req_t req;
+    if (http_parse(head, (size_t)n, &req) != 0)
+        abort();
+    tb_buf_t b = TB_BUF_INIT;
+    const char *ctype;
+    uint64_t t0 = tb_mono_ns();
+    int status = http_service_answer(s, &req, &b, &ctype);
+    *ns = tb_mono_ns() - t0;
+    if (status != 200)
+        abort();
+    size_t len = b.len;
+    tb_buf_free(&b);
+    return len;
+}
+
+static size_t answer_runs(http_service_t *s, const char *path, uint64_t *ns)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < RUNS; i++)
+        bytes = answer(s, path, &ns[i]);
+    return bytes;
+}
+
 static void bench(size_t ntopics)
 {
     metrics_t *m;
@@ -47,7 +80,10 @@ static void bench(size_t ntopics)
     uv_loop_t loop;
     uv_loop_init(&loop);
     http_service_t *s;
-    http_service_new(&loop, NULL, m, NULL, &s);
+    http_service_opts_t o;
+    http_service_opts_default(&o);
+    o.render_ms = 0; /* every /table request renders: the worst case */
+    http_service_new(&loop, &o, m, NULL, &s);
 
     uint64_t ns[RUNS];
     size_t bytes = 0;
@@ -72,6 +108,24 @@ static void bench(size_t ntopics)
         json_decref(doc);
     }
     report("/stats", ntopics, bytes, ns);
+
+    bytes = answer_runs(s, "/", ns);
+    report("/", ntopics, bytes, ns);
+    bytes = answer_runs(s, "/table", ns);
+    report("/table", ntopics, bytes, ns);
+    for (int i = 0; i < 720; i++) /* a full ring: an hour of samples */
+        http_service_sample(s);
+    uint64_t fresh[RUNS], sample[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        uint64_t t0 = tb_mono_ns();
+        http_service_sample(s);
+        sample[i] = tb_mono_ns() - t0;
+        bytes = answer(s, "/stats/history", &fresh[i]);
+    }
+    report("sample", ntopics, 0, sample);
+    report("history", ntopics, bytes, fresh);
+    bytes = answer_runs(s, "/stats/history", ns);
+    report("history=", ntopics, bytes, ns);
 
     http_service_close(s, NULL, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);

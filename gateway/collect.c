@@ -9,6 +9,7 @@
 #include "gateway/gateway_int.h"
 #include "base/base.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void readiness(void *arg, http_readiness_t *out)
@@ -230,8 +231,25 @@ static bool listener_tls(void *arg, size_t label)
     return false;
 }
 
+static size_t top_talkers(void *arg, http_talker_t *out, size_t n, double *window_s)
+{
+    gw__run_t *r = arg;
+    *window_s = 0;
+    if (!r->broker)
+        return 0;
+    broker_talker_t top[BROKER_TOP_TALKERS];
+    size_t k = broker_top_talkers(r->broker, tb_mono_ms(), top, TB_MIN(n, (size_t)BROKER_TOP_TALKERS), window_s);
+    for (size_t i = 0; i < k; i++) {
+        _Static_assert(sizeof out[i].client_id == sizeof top[i].client_id, "one client id size");
+        memcpy(out[i].client_id, top[i].client_id, sizeof out[i].client_id); /* NUL-terminated */
+        out[i].messages_per_second = top[i].messages_per_second;
+    }
+    return k;
+}
+
 void gw__provider(gw__run_t *r, http_provider_t *out)
 {
     *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
-                              .cluster_state = cluster_state, .listener_tls = listener_tls };
+                              .cluster_state = cluster_state, .listener_tls = listener_tls,
+                              .top_talkers = top_talkers };
 }

@@ -6,7 +6,8 @@
 #   ./scripts/dev.sh test   install what is missing, build (normal, sanitizer,
 #                           fuzz) and run the whole test suite
 #
-# Steps: deps | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward
+# Steps: deps | deps-test | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward
+#   deps: scripts/deps.txt (build and run); deps-test: and scripts/deps-test.txt (tests only)
 #   bench [storeforward|compare|tls|all]: the long benchmarks (bench/run.sh)
 #   storeforward: only the long store-and-forward scenarios (bench/run.sh storeforward)
 # Environment: JOBS (default: nproc), FUZZ_SECONDS (default 15 per target).
@@ -17,12 +18,14 @@ JOBS=${JOBS:-$(nproc)}
 
 say() { printf '\033[1m== %s\033[0m\n' "$*" >&2; }
 
-deps() {
-    local missing=()
-    while read -r pkg; do
-        [[ -z "$pkg" || "$pkg" == \#* ]] && continue
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-    done < scripts/deps.txt
+install_missing() { # package list files...
+    local missing=() f
+    for f in "$@"; do
+        while read -r pkg; do
+            [[ -z "$pkg" || "$pkg" == \#* ]] && continue
+            dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+        done < "$f"
+    done
     [[ ${#missing[@]} -eq 0 ]] && return 0
     say "installing: ${missing[*]}"
     local sudo=""
@@ -31,6 +34,9 @@ deps() {
     $sudo apt-get update -qq
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
+
+deps()      { install_missing scripts/deps.txt; }                        # build and run
+deps_test() { install_missing scripts/deps.txt scripts/deps-test.txt; }  # and what only the tests need
 
 configure_build() { # dir, extra cmake args... (output kept in DIR/build.log, shown on failure)
     local dir=$1; shift
@@ -75,7 +81,7 @@ fuzz_short() {
 }
 
 cmd_test() {
-    deps
+    deps_test
     build
     run_ctest build
     build_asan
@@ -95,10 +101,11 @@ case "${1:-}" in
     run) cmd_run ;;
     test) cmd_test ;;
     deps) deps ;;
+    deps-test) deps_test ;;
     build) deps; build ;;
     build-asan) deps; build_asan ;;
     build-fuzz) deps; build_fuzz ;;
-    unit) deps; build; run_ctest build -L unit ;;
+    unit) deps_test; build; run_ctest build -L unit ;;
     fuzz-short) deps; build_fuzz; fuzz_short ;;
     bench) deps; build; exec bench/run.sh "${@:2}" ;;
     storeforward) deps; build; exec bench/run.sh storeforward ;;

@@ -99,6 +99,26 @@ typedef struct broker_topic {
     uint64_t blocked_pauses;     /* times a publisher of it was paused so (on_full block) */
 } broker_topic_t;
 
+/* The clients that publish most (the operator's page, /stats connections.top_talkers). */
+#define BROKER_TOP_TALKERS 5
+#define BROKER_TALK_WINDOW_MS 5000
+typedef struct broker_talker {
+    char client_id[64];          /* truncated to 63 bytes */
+    double messages_per_second;  /* PUBLISHes over the window */
+} broker_talker_t;
+
+/*
+ * Up to n (<= BROKER_TOP_TALKERS) connected clients by PUBLISHes per second,
+ * busiest first, over a window of at least BROKER_TALK_WINDOW_MS between one
+ * call and a later one: a call that ends a window scans the connections
+ * once (each keeps a counter and its value at the window's start: 8 bytes);
+ * a call within it returns the last window's list. *window_s: its length
+ * (0 before the first window has ended). A client connected during a
+ * window counts from the window's start (a low estimate). Clients that
+ * published nothing are left out.
+ */
+size_t broker_top_talkers(broker_t *b, uint64_t now_ms, broker_talker_t *out /* OUT */, size_t n, double *window_s);
+
 /* Connection counters (tributary_mqtt_*). */
 typedef struct broker_stats {
     bool listening;

@@ -232,6 +232,8 @@ struct broker_conn {
     uint32_t client_max_packet;     /* MQTT 5: the client's Maximum Packet Size (0 = none) */
     uint32_t inflight;              /* QoS 1/2 PUBLISHes until PUBACK / PUBCOMP (MQTT 5 receive maximum) */
     uint32_t unanswered;            /* QoS 1/2 PUBLISHes without their PUBACK / PUBREC yet */
+    uint32_t published;             /* PUBLISHes it sent us (mod 2^32: only differences are read) */
+    uint32_t published_mark;        /* `published` when the top talkers' window began (broker_top_talkers) */
     broker_addr_t peer;             /* its address (broker__conn_peer: as text) */
     uint16_t keep_alive;            /* seconds; 0 = none */
     uint8_t version;                /* 0 until CONNECT, then 4 or 5 (3 is run as 4) */
@@ -370,6 +372,10 @@ struct broker {
     uint64_t conn_refused[METRICS_REFUSE__COUNT];  /* CONNACK refusals, by reason (metrics.h) */
     uint64_t conn_closed[METRICS_CLOSE__COUNT];    /* closed by us, by reason */
     uint64_t unmatched_dropped;
+    uint64_t talk_mark_ms;          /* when the top talkers' window began (0: never) */
+    broker_talker_t talkers[BROKER_TOP_TALKERS]; /* the last window's, busiest first */
+    size_t ntalkers;
+    double talk_window_s;           /* how long that window was */
     struct cfg_auth auth;           /* auth.* in force (broker_set_auth; the file names not kept) */
     auth_passwd_t *passwd;          /* auth.password_file in force (a reference; NULL: none) */
     auth_acl_t *acl;                /* auth.acl_file in force (NULL: every topic writable) */

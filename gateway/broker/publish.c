@@ -142,6 +142,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
 {
     broker_t *srv = c->srv;
     const mqtt_publish_t *pub = &pkt->u.publish;
+    c->published++; /* for the top talkers, whatever becomes of it */
     if (!broker__acl_may_write(c, topic.p, topic.n)) {
         broker__refuse(c, p, BROKER_REFUSE_NOT_AUTHORIZED); /* 3.1.1 QoS 1/2: closed; QoS 0: dropped, counted */
         return;

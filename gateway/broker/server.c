@@ -798,6 +798,42 @@ void broker_stats(const broker_t *srv, broker_stats_t *out)
     }
 }
 
+size_t broker_top_talkers(broker_t *srv, uint64_t now_ms, broker_talker_t *out, size_t n, double *window_s)
+{
+    if (srv->talk_mark_ms == 0 || now_ms < srv->talk_mark_ms) { /* the first window starts now */
+        for (broker_conn_t *c = srv->conns; c; c = c->next)
+            c->published_mark = c->published;
+        srv->talk_mark_ms = now_ms;
+    } else if (now_ms - srv->talk_mark_ms >= BROKER_TALK_WINDOW_MS) {
+        double secs = (double)(now_ms - srv->talk_mark_ms) / 1e3;
+        size_t k = 0;
+        broker_talker_t *top = srv->talkers;
+        for (broker_conn_t *c = srv->conns; c; c = c->next) {
+            uint32_t d = c->published - c->published_mark; /* mod 2^32 */
+            c->published_mark = c->published;
+            if (!c->connected || !c->client_id || d == 0)
+                continue;
+            double r = d / secs;
+            if (k == BROKER_TOP_TALKERS && r <= top[k - 1].messages_per_second)
+                continue;
+            size_t at = k < BROKER_TOP_TALKERS ? k++ : k - 1; /* insert, busiest first */
+            while (at > 0 && top[at - 1].messages_per_second < r) {
+                top[at] = top[at - 1];
+                at--;
+            }
+            snprintf(top[at].client_id, sizeof top[at].client_id, "%s", c->client_id);
+            top[at].messages_per_second = r;
+        }
+        srv->ntalkers = k;
+        srv->talk_window_s = secs;
+        srv->talk_mark_ms = now_ms;
+    }
+    size_t m = TB_MIN(n, srv->ntalkers);
+    memcpy(out, srv->talkers, m * sizeof *out);
+    *window_s = srv->talk_window_s;
+    return m;
+}
+
 void broker_set_max_connections(broker_t *srv, uint32_t n)
 {
     srv->max_connections = n;

@@ -10,6 +10,10 @@
  *   GET /healthz   200 "ok" while the event loop is responsive
  *   GET /readyz    200 when bootstrapped, MQTT listening and the log
  *                  writable; 503 and the reason otherwise
+ *   GET /          the operator's page: HTML, CSS and script embedded in
+ *                  the binary, drawing /stats and /stats/history
+ *   GET /table     the same figures as server-rendered HTML (no script)
+ *   GET /stats/history  the last hour of samples (http_history.c)
  *
  * WHY OUR OWN SERVER. The endpoint runs on the loop that carries MQTT
  * ingestion, so it must be a libuv citizen whose every cost is bounded.
@@ -27,7 +31,7 @@
  * HTTP/2 stack a loopback metrics port does not need, and the limits below
  * (a whole-request deadline, a connection cap that evicts, one buffered
  * response per connection) would still be ours to build around it. What
- * we need is GET/HEAD of four in-memory documents: a few hundred lines we
+ * we need is GET/HEAD of a few in-memory documents: a few hundred lines we
  * can fuzz (tests/fuzz/fuzz_http_request.c) and bound exactly.
  *
  * LIMITS (http_opts_t; defaults in brackets). A request head (request
@@ -46,8 +50,9 @@
  * newcomer is answered 503 and closed at once. Reading
  * stops while a response is being written, so a slow reader holds at most
  * one response in memory and pipelined requests wait in the kernel.
- * /metrics and /stats are rendered at most every render_ms [250 ms]
- * (http_endpoints.c), so clients in a tight loop cannot spend loop time.
+ * /metrics, /stats and /table are rendered at most every render_ms [250 ms]
+ * (http_endpoints.c, http_page.c), /stats/history once per sample, and /
+ * is a copy of a blob built in: clients in a tight loop cannot spend loop time.
  *
  * TLS (http.tls; http_tls.c). With a context (http_server_set_tls) every
  * connection is HTTPS, through a gateway/tls stream: the same engine as the
@@ -209,6 +214,13 @@ typedef struct http_readiness {
     bool draining; /* shutdown has started */
 } http_readiness_t;
 
+/* One of the clients that publish most (http_provider_t.top_talkers). */
+#define HTTP_TOP_TALKERS 5
+typedef struct http_talker {
+    char client_id[64];
+    double messages_per_second;
+} http_talker_t;
+
 /*
  * State that is not a metric. Every callback runs on the loop thread during
  * a request, must not block, and may be NULL. Metric values themselves come
@@ -226,6 +238,9 @@ typedef struct http_provider {
     http_topic_state_t (*topic_state)(void *arg, size_t topic);
     /* `listener` indexes metrics_listeners(): does it speak TLS? NULL: unknown (null in /stats) */
     bool (*listener_tls)(void *arg, size_t listener);
+    /* up to n clients by PUBLISHes per second, busiest first, and the window it was measured over
+     * (/stats connections.top_talkers); NULL: not reported (null in /stats) */
+    size_t (*top_talkers)(void *arg, http_talker_t *out /* OUT */, size_t n, double *window_seconds /* OUT */);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */
@@ -237,6 +252,7 @@ typedef struct http_service_opts {
     uint64_t render_ms;    /* /metrics and /stats are rendered at most once per this [250]; 0: every request */
     const char *edge_name; /* shown in /stats; may be NULL */
     bool token_probes;     /* /healthz and /readyz need the token too [false] */
+    uint64_t history_ms;   /* the page's sample ring takes one sample per this [5000] */
 } http_service_opts_t;
 
 void http_service_opts_default(http_service_opts_t *o /* OUT */);
@@ -250,7 +266,7 @@ typedef struct http_service http_service_t;
  */
 int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m,
                         const http_provider_t *p, http_service_t **out /* OUT */);
-/* Mounts the four endpoints, starts the health tick, listens. See http_listen. */
+/* Mounts the endpoints, starts the health tick and the sample ring, listens. See http_listen. */
 int http_service_listen(http_service_t *s, const char *addr);
 http_server_t *http_service_server(http_service_t *s);
 /* The bearer token /metrics and /stats (and the probes, with token_probes)
@@ -264,6 +280,18 @@ void http_service_set_tls(http_service_t *s, tls_ctx_t *t);
 void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg);
 void http_service_free(http_service_t *s);
 
+
+/*
+ * Answers one parsed request as the listener would (mounting the routes at
+ * the first call when http_service_listen has not): the fuzz target and
+ * the bench drive the endpoints through it without a socket. Returns the
+ * status; body in out, *content_type as a handler sets it.
+ */
+int http_service_answer(http_service_t *s, http_req_t *req, tb_buf_t *out, const char **content_type /* OUT */);
+/* Takes one sample into the page's ring now (the timer does it every history_ms). */
+void http_service_sample(http_service_t *s);
+/* Bytes the sample ring holds once allocated (fixed: HTTP_HISTORY_SAMPLES x topics capped). */
+size_t http_history_bytes(void);
 
 /* Loop health: true when the last tick ran on time; else false and why. */
 bool http_service_healthy(http_service_t *s, char *why, size_t whylen);

@@ -38,7 +38,7 @@ static const char *cluster_name(http_service_t *s)
 }
 
 /* Does req carry the token? Constant time in the token's bytes. */
-static bool token_ok(const http_service_t *s, const http_req_t *req)
+bool http__token_ok(const http_service_t *s, const http_req_t *req)
 {
     if (!s->token)
         return true;
@@ -55,7 +55,7 @@ static bool token_ok(const http_service_t *s, const http_req_t *req)
     return diff == 0;
 }
 
-static int unauthorized(tb_buf_t *out)
+int http__unauthorized(tb_buf_t *out)
 {
     tb_buf_puts(out, "unauthorized: this endpoint asks for \"Authorization: Bearer <token>\" (http.auth_token_file)\n");
     return 401;
@@ -65,8 +65,8 @@ static int healthz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype
 {
     (void)ctype;
     http_service_t *s = arg;
-    if (s->opts.token_probes && !token_ok(s, req))
-        return unauthorized(out);
+    if (s->opts.token_probes && !http__token_ok(s, req))
+        return http__unauthorized(out);
     char why[200];
     if (http_service_healthy(arg, why, sizeof why)) {
         tb_buf_puts(out, "ok\n");
@@ -80,8 +80,8 @@ static int readyz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     (void)ctype;
     http_service_t *s = arg;
-    if (s->opts.token_probes && !token_ok(s, req))
-        return unauthorized(out);
+    if (s->opts.token_probes && !http__token_ok(s, req))
+        return http__unauthorized(out);
     char why[200];
     bool ok = http_service_ready(arg, why, sizeof why);
     if (ok)
@@ -135,8 +135,8 @@ static void rendered(http_service_t *s, int which, tb_buf_t *out)
 
 static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    if (!token_ok(arg, req))
-        return unauthorized(out);
+    if (!http__token_ok(arg, req))
+        return http__unauthorized(out);
     rendered(arg, R_METRICS, out);
     *ctype = METRICS_PROM_CONTENT_TYPE;
     return 200;
@@ -144,8 +144,8 @@ static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype
 
 static int stats(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    if (!token_ok(arg, req))
-        return unauthorized(out);
+    if (!http__token_ok(arg, req))
+        return http__unauthorized(out);
     rendered(arg, strstr(req->query, "pretty") ? R_STATS_PRETTY : R_STATS, out);
     *ctype = "application/json";
     return 200;
@@ -153,11 +153,15 @@ static int stats(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 
 int http__endpoints_mount(http_service_t *s)
 {
+    if (s->mounted)
+        return 0;
     int rc;
     if ((rc = http_route(s->srv, "/healthz", healthz, s)) < 0 ||
         (rc = http_route(s->srv, "/readyz", readyz, s)) < 0 ||
         (rc = http_route(s->srv, "/metrics", metrics, s)) < 0 ||
-        (rc = http_route(s->srv, "/stats", stats, s)) < 0)
+        (rc = http_route(s->srv, "/stats", stats, s)) < 0 ||
+        (rc = http__page_mount(s)) < 0)
         return rc;
+    s->mounted = true;
     return 0;
 }

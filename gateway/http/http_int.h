@@ -19,6 +19,11 @@
 
 #define HTTP_MAX_ROUTES 16
 
+/* The page's sample ring (http_history.c): an hour at 5 s, 8 topics with series of their own. */
+#define HTTP_HISTORY_SAMPLES 720
+#define HTTP_HISTORY_TOPICS 8
+typedef struct http__history http__history_t;
+
 typedef enum { HTTP__CONN_READING, HTTP__CONN_IDLE, HTTP__CONN_WRITING, HTTP__CONN_LINGER, HTTP__CONN_CLOSING } http__conn_state_t;
 
 typedef struct http__conn {
@@ -74,13 +79,19 @@ struct http_service {
     uint64_t last_tick_ns; /* when the tick last ran (monotonic) */
     uint64_t lag_ns;       /* how late it ran */
     struct {
-        tb_buf_t body;     /* the last rendering of /metrics, /stats, /stats?pretty */
+        tb_buf_t body;     /* the last rendering of /metrics, /stats, /stats?pretty, /table */
         uint64_t at_ms;
         bool valid;
-    } rendered[3];
+    } rendered[4];
+    uv_timer_t hist_timer; /* takes a sample every opts.history_ms */
+    http__history_t *hist; /* NULL until the first sample */
+    tb_buf_t hist_body;    /* the last rendering of /stats/history */
+    uint64_t hist_body_seq; /* the sample it shows (valid with hist_body_valid) */
+    bool hist_body_valid;
+    bool mounted;
     char *token;           /* the bearer token asked for (NULL: none) */
     bool closing;
-    int open;              /* the tick and the server, until closed */
+    int open;              /* the tick, the history timer and the server, until closed */
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -106,8 +117,25 @@ int http__tls_pump(http__conn_t *c);
  * close_notify) in a write of its own. 0 or -errno. */
 int http__tls_flush(http__conn_t *c);
 
-/* http_endpoints.c: mounts /metrics, /stats, /healthz, /readyz. */
+/* http_endpoints.c: mounts /metrics, /stats, /healthz, /readyz, and the page's (once). */
 int http__endpoints_mount(http_service_t *s);
+/* Does req carry the service's token (or is none asked for)? */
+bool http__token_ok(const http_service_t *s, const http_req_t *req);
+/* The 401 body; returns 401. */
+int http__unauthorized(tb_buf_t *out);
+
+/* http_page.c: the operator's page: / (the embedded page), /table (the
+ * same figures rendered by the server, for a browser without scripts),
+ * /stats/history (the sample ring). */
+int http__page_mount(http_service_t *s);
+
+/* http_history.c */
+void http__history_sample(http_service_t *s);  /* runs the collectors; the first call is the baseline */
+uint64_t http__history_seq(const http_service_t *s);
+/* Messages received per second by topic (a metrics_topics() index) over the last interval; < 0: not known yet. */
+double http__history_topic_rate(const http_service_t *s, size_t topic);
+void http__history_render(http_service_t *s, tb_buf_t *out); /* the /stats/history document */
+void http__history_free(http_service_t *s);
 
 /* http_server.c */
 void http__list_append(http_server_t *s, http__conn_t *c);

@@ -46,6 +46,7 @@ void http_service_opts_default(http_service_opts_t *o)
     o->render_ms = 250;
     o->edge_name = NULL;
     o->token_probes = false;
+    o->history_ms = 5000;
 }
 
 void http_service_set_token(http_service_t *s, const char *token)
@@ -154,6 +155,8 @@ int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m
         http_service_opts_default(&s->opts);
     if (s->opts.tick_ms == 0)
         s->opts.tick_ms = 1000;
+    if (s->opts.history_ms == 0)
+        s->opts.history_ms = 5000;
     s->m = m;
     if (p)
         s->p = *p;
@@ -165,10 +168,22 @@ int http_service_new(uv_loop_t *loop, const http_service_opts_t *o, metrics_t *m
     http_server_new(loop, &s->opts.http, &s->srv);
     uv_timer_init(loop, &s->tick);
     s->tick.data = s;
-    s->open = 2;
+    uv_timer_init(loop, &s->hist_timer);
+    s->hist_timer.data = s;
+    s->open = 3;
     s->last_tick_ns = tb_mono_ns();
     *out = s;
     return 0;
+}
+
+static void hist_cb(uv_timer_t *t)
+{
+    http__history_sample(t->data);
+}
+
+void http_service_sample(http_service_t *s)
+{
+    http__history_sample(s);
 }
 
 int http_service_listen(http_service_t *s, const char *addr)
@@ -178,7 +193,18 @@ int http_service_listen(http_service_t *s, const char *addr)
         return rc;
     s->last_tick_ns = tb_mono_ns();
     uv_timer_start(&s->tick, tick_cb, s->opts.tick_ms, s->opts.tick_ms);
+    http__history_sample(s); /* the baseline: the first point comes one interval later */
+    uv_timer_start(&s->hist_timer, hist_cb, s->opts.history_ms, s->opts.history_ms);
     return http_listen(s->srv, addr);
+}
+
+int http_service_answer(http_service_t *s, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    int rc = http__endpoints_mount(s);
+    if (rc < 0)
+        return 500;
+    *ctype = NULL;
+    return http__dispatch(s->srv, req, out, ctype);
 }
 
 http_server_t *http_service_server(http_service_t *s)
@@ -210,6 +236,7 @@ void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg)
     s->done = done;
     s->done_arg = arg;
     uv_close((uv_handle_t *)&s->tick, tick_closed);
+    uv_close((uv_handle_t *)&s->hist_timer, tick_closed);
     http_close(s->srv, server_closed, s);
 }
 
@@ -220,6 +247,8 @@ void http_service_free(http_service_t *s)
     metrics_remove_collector(s->m, collect, s);
     for (size_t i = 0; i < TB_ARRAY_LEN(s->rendered); i++)
         tb_buf_free(&s->rendered[i].body);
+    tb_buf_free(&s->hist_body);
+    http__history_free(s);
     http_server_free(s->srv);
     http_service_set_token(s, NULL);
     free(s);

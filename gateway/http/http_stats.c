@@ -6,9 +6,10 @@
  *   { "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason",
  *     "ready", "not_ready_reason", "invariant_ok", "unmatched",
  *     "event_loop_lag_seconds", "cluster": {"state", "up"},
- *     "connections": {"mqtt", "http"}, "process": {...},
+ *     "connections": {"mqtt", "http", ..., "top_talkers": [{"client_id",
+ *                     "messages_per_second"}]}, "process": {...},
  *     "listeners": [ {"listener", "tls", "connections", "publish_denied"} ],
- *     "topics": [ {"topic", "state", "received", "stored", "replicated",
+ *     "topics": [ {"topic", "state", "received", "received_per_second", "stored", "replicated",
  *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
  *                  ..., "stalled", "invariant_ok"} ] }
  *
@@ -25,7 +26,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "topics", "topic", "state", "listeners", "listener", "tls", NULL,
+    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "received_per_second", "listeners", "listener", "tls", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -81,6 +82,9 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (e->json && e->l1 == METRICS_L_TOPIC)
             json_object_set_new(o, e->json, entry_value(e, metrics_fam(s->m, e->id), t));
     }
+    /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
+    double r = http__history_topic_rate(s, t);
+    json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());
     return o;
 }
 
@@ -127,6 +131,19 @@ json_t *http_stats_json(http_service_t *s)
         if (e->json && e->l1 != METRICS_L_TOPIC && e->l1 != METRICS_L_LISTENER)
             set_path(root, e->json, entry_value(e, metrics_fam(s->m, e->id), 0));
     }
+
+    json_t *talkers = json_null();
+    double window = 0;
+    if (s->p.top_talkers) {
+        http_talker_t top[HTTP_TOP_TALKERS];
+        size_t k = s->p.top_talkers(s->p.arg, top, HTTP_TOP_TALKERS, &window);
+        talkers = json_array();
+        for (size_t i = 0; i < k && i < HTTP_TOP_TALKERS; i++)
+            json_array_append_new(talkers, json_pack("{s:s, s:f}", "client_id", top[i].client_id,
+                                                     "messages_per_second", top[i].messages_per_second));
+    }
+    set_path(root, "connections.top_talkers", talkers);
+    set_path(root, "connections.top_talkers_window_seconds", s->p.top_talkers ? json_real(window) : json_null());
 
     json_t *ls = json_array();
     metrics_labels_t *listeners = metrics_listeners(s->m);

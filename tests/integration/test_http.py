@@ -35,7 +35,8 @@ log: {format: json}
 """
 
 TOPIC_FIELDS = {
-    "topic": "string", "state": "string", "received": "integer", "stored": "integer", "replicated": "integer",
+    "topic": "string", "state": "string", "received": "integer", "received_per_second": ["number", "null"],
+    "stored": "integer", "replicated": "integer",
     "queued": "integer", "dropped": "integer", "rejected": "object", "wal_bytes": "integer",
     "wal_segments": "integer", "wal_oldest_offset": "integer", "wal_newest_offset": "integer",
     "acked_offset": "integer", "lag_messages": "integer", "lag_bytes": "integer",
@@ -58,10 +59,18 @@ STATS_SCHEMA = {
         "invariant_ok": {"type": "boolean"},
         "cluster": {"type": "object", "required": ["state", "up"],
                     "properties": {"state": {"enum": ["unknown", "connecting", "connected", "unreachable"]}}},
-        "connections": {"type": "object", "required": ["mqtt", "http", "mqtt_accepted", "mqtt_refused", "mqtt_closed"],
+        "connections": {"type": "object", "required": ["mqtt", "http", "mqtt_accepted", "mqtt_refused", "mqtt_closed",
+                                                       "top_talkers", "top_talkers_window_seconds"],
                         "properties": {"mqtt": {"type": "integer"}, "http": {"type": "integer", "minimum": 1},
                                        "mqtt_accepted": {"type": "integer"}, "mqtt_refused": {"type": "object"},
-                                       "mqtt_closed": {"type": "object"}}},
+                                       "mqtt_closed": {"type": "object"},
+                                       "top_talkers": {"type": "array", "maxItems": 5, "items": {
+                                           "type": "object", "required": ["client_id", "messages_per_second"],
+                                           "properties": {"client_id": {"type": "string"},
+                                                          "messages_per_second": {"type": "number",
+                                                                                  "exclusiveMinimum": 0}},
+                                           "additionalProperties": False}},
+                                       "top_talkers_window_seconds": {"type": "number", "minimum": 0}}},
         "process": {"type": "object",
                     "required": ["resident_memory_bytes", "cpu_seconds", "open_fds", "start_time_seconds",
                                  "disk_write_bytes", "disk_read_bytes"],

@@ -24,6 +24,15 @@ static void fake_readiness(void *arg, http_readiness_t *out) { *out = ((fake_t *
 static http_cluster_state_t fake_cluster(void *arg) { return ((fake_t *)arg)->cluster; }
 static http_topic_state_t fake_topic(void *arg, size_t t) { return ((fake_t *)arg)->topic[t]; }
 static bool fake_listener_tls(void *arg, size_t l) { (void)arg; return l == 1; }
+static size_t fake_talkers(void *arg, http_talker_t *out, size_t n, double *window)
+{
+    (void)arg;
+    static const http_talker_t top[] = { { "plc-7", 120.5 }, { "meter-2", 3 } };
+    size_t k = n < 2 ? n : 2;
+    memcpy(out, top, k * sizeof *out);
+    *window = 5.0;
+    return k;
+}
 static bool fake_healthy(void *arg, char *why, size_t n)
 {
     fake_t *f = arg;
@@ -55,7 +64,7 @@ static void start_tuned(void (*tune)(http_service_opts_t *o))
     metrics_listener_add(M, "0.0.0.0:1883");
     metrics_listener_add(M, "0.0.0.0:8883");
     metrics_add_collector(M, count_renders, NULL);
-    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls };
+    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls, fake_talkers };
     http_service_opts_t o;
     http_service_opts_default(&o);
     o.edge_name = "e1";
@@ -204,8 +213,8 @@ Test(http_render, metrics_and_stats_are_rendered_at_most_once_per_render_period)
         free(get_big("/metrics", &status, ctype, sizeof ctype));
         free(get_big("/stats", &status, ctype, sizeof ctype));
     }
-    int two = 2; /* one /metrics rendering, one /stats rendering */
-    cr_assert(th_wait_until(&T, renders_are, &two, 0));
+    int three = 3; /* the sample ring's baseline at listen, one /metrics rendering, one /stats rendering */
+    cr_assert(th_wait_until(&T, renders_are, &three, 0));
 }
 
 Test(http_render, with_no_render_period_every_request_is_fresh)
@@ -215,8 +224,8 @@ Test(http_render, with_no_render_period_every_request_is_fresh)
     char ctype[128];
     for (int i = 0; i < 3; i++)
         free(get_big("/metrics", &status, ctype, sizeof ctype));
-    int three = 3;
-    cr_assert(th_wait_until(&T, renders_are, &three, 0));
+    int four = 4; /* the sample ring's baseline at listen, then one per request */
+    cr_assert(th_wait_until(&T, renders_are, &four, 0));
 }
 
 /* ---- /stats ------------------------------------------------------------- */
@@ -415,4 +424,155 @@ Test(http_health, healthz_is_503_after_the_loop_was_blocked_then_recovers)
     for (uint64_t deadline = tb_mono_ms() + 2000; status != 200 && tb_mono_ms() < deadline;)
         status = cl_get(T.port, "/healthz", NULL, 0);
     cr_assert_eq(status, 200, "did not recover once the loop ran freely");
+}
+
+/* ---- the operator's page: /, /table, /stats/history ------------------- */
+
+Test(http_endpoints, page_is_one_html_document_with_its_css_and_script_inlined)
+{
+    int status;
+    char ctype[128];
+    char *body = get_big("/", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(ctype, "text/html; charset=utf-8");
+    cr_assert_lt(strlen(body), 100 * 1024, "the page must stay small: %zu bytes", strlen(body));
+    cr_assert_not_null(strstr(body, "<!doctype html>"));
+    cr_assert_not_null(strstr(body, "--badbg"), "page.css is inlined");
+    cr_assert_not_null(strstr(body, "function health(doc)"), "page.js is inlined");
+    cr_assert_null(strstr(body, "/*@CSS@*/"), "the markers are replaced");
+    cr_assert_null(strstr(body, "/*@JS@*/"));
+    cr_assert_not_null(strstr(body, "<noscript><meta http-equiv=\"refresh\" content=\"0; url=/table\"></noscript>"));
+    /* nothing fetched from elsewhere (the SVG namespace URI is a name, not a fetch) */
+    const char *outside[] = { "src=\"http", "href=\"http", "href=\"//", "url(", "@import", "fetch('http" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(outside); i++)
+        cr_assert_null(strstr(body, outside[i]), "%s", outside[i]);
+    free(body);
+}
+
+static json_t *history(void)
+{
+    int status;
+    char ctype[128];
+    char *body = get_big("/stats/history", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(ctype, "application/json");
+    json_error_t err;
+    json_t *doc = json_loads(body, 0, &err);
+    cr_assert_not_null(doc, "not JSON (%s): %s", err.text, body);
+    free(body);
+    return doc;
+}
+
+static void sample_on_loop(th_t *t, void *arg)
+{
+    for (int i = 0, n = *(int *)arg; i < n; i++)
+        http_service_sample(t->svc);
+}
+
+static double last_of(json_t *o, const char *key)
+{
+    json_t *a = json_object_get(o, key);
+    cr_assert(json_is_array(a) && json_array_size(a) > 0, "%s", key);
+    return json_number_value(json_array_get(a, json_array_size(a) - 1));
+}
+
+Test(http_endpoints, history_keeps_rates_and_gauges_per_sample_in_total_and_per_topic)
+{
+    json_t *doc = history(); /* the baseline sample at listen: no point yet */
+    cr_assert_eq(json_integer_value(json_object_get(doc, "seq")), 0);
+    cr_assert_eq(json_array_size(json_object_get(doc, "t")), 0);
+    cr_assert_eq(json_integer_value(json_object_get(doc, "capacity")), 720);
+    cr_assert_eq(json_number_value(json_object_get(doc, "interval_seconds")), 5);
+    json_decref(doc);
+
+    int one = 1;
+    th_call(&T, sample_on_loop, &one); /* a baseline with both topics */
+    acct_t a = { 0, 100, 80, 15, 0, 0 };
+    th_call(&T, account_on_loop, &a);
+    th_call(&T, sample_on_loop, &one);
+    doc = history();
+    cr_assert_eq(json_integer_value(json_object_get(doc, "seq")), 2);
+    cr_assert_eq(json_array_size(json_object_get(doc, "t")), 2);
+    json_t *total = json_object_get(doc, "total");
+    cr_assert_gt(last_of(total, "received_per_second"), 0);
+    cr_assert_gt(last_of(total, "replicated_per_second"), 0);
+    cr_assert_eq(last_of(total, "queued"), 15);
+    cr_assert_eq(last_of(total, "lag_age_seconds"), 2.5);
+    cr_assert_geq(last_of(total, "disk_write_bytes_per_second"), 0);
+    json_t *topics = json_object_get(doc, "topics");
+    cr_assert_eq(json_array_size(topics), 2);
+    json_t *tele = json_array_get(topics, 0), *energy = json_array_get(topics, 1);
+    cr_assert_str_eq(json_string_value(json_object_get(tele, "topic")), "/e1/telemetry");
+    cr_assert_eq(last_of(tele, "received_per_second"), last_of(total, "received_per_second"));
+    cr_assert_eq(last_of(tele, "queued"), 15);
+    cr_assert_eq(last_of(energy, "received_per_second"), 0, "only telemetry received");
+    cr_assert_eq(last_of(energy, "queued"), 0);
+    json_decref(doc);
+}
+
+Test(http_endpoints, history_is_bounded_to_an_hour_of_samples)
+{
+    int many = 730;
+    th_call(&T, sample_on_loop, &many);
+    json_t *doc = history();
+    cr_assert_eq(json_integer_value(json_object_get(doc, "seq")), 730);
+    cr_assert_eq(json_array_size(json_object_get(doc, "t")), 720, "the ring keeps the last 720");
+    cr_assert_eq(json_array_size(json_object_get(json_object_get(doc, "total"), "queued")), 720);
+    json_decref(doc);
+    cr_assert_eq(http_history_bytes(), 720u * (8 + 5 * 4 + 8 * 4 * 4), "the bytes docs/OPERATIONS.md states");
+}
+
+Test(http_endpoints, table_is_the_server_rendered_view_with_the_same_health_words)
+{
+    acct_t a = { 0, 100, 80, 15, 2, 3 };
+    th_call(&T, account_on_loop, &a);
+    int status;
+    char ctype[128];
+    char *body = get_big("/table", &status, ctype, sizeof ctype);
+    cr_assert_eq(status, 200);
+    cr_assert_str_eq(ctype, "text/html; charset=utf-8");
+    /* the fake's /e1/energy is stalled: degraded, and its row stands out */
+    cr_assert_not_null(strstr(body, "data-level=\"degraded\"><b>degraded</b>: 1 topic in trouble"), "%s", body);
+    cr_assert_not_null(strstr(body, "<tr class=\"bad\" data-topic=\"/e1/energy\"><td>/e1/energy</td><td>stalled"));
+    cr_assert_not_null(strstr(body, "<tr class=\"warn\" data-topic=\"/e1/telemetry\">"), "dropped and rejected: amber");
+    cr_assert_not_null(strstr(body, "<td class=\"received\">100</td><td class=\"queued\">15</td>"), "%s", body);
+    cr_assert_not_null(strstr(body, "<td class=\"dropped\">2</td><td class=\"rejected\">3</td><td>log</td>"));
+    cr_assert_null(strstr(body, "<script"), "no script on the static view");
+    free(body);
+}
+
+static void set_token(th_t *t, void *arg)
+{
+    http_service_set_token(t->svc, arg);
+}
+
+Test(http_endpoints, page_table_and_history_ask_for_the_token_as_stats_does)
+{
+    th_call(&T, set_token, "s3cret");
+    const char *paths[] = { "/", "/table", "/stats/history", "/stats" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(paths); i++) {
+        cr_assert_eq(cl_get(T.port, paths[i], NULL, 0), 401, "%s", paths[i]);
+        cl_t *c = cl_open(T.port, 0);
+        char req[256];
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\n\r\n", paths[i]);
+        cl_send(c, req);
+        cl_resp_t r;
+        cr_assert_eq(cl_read(c, &r, false), 0);
+        cr_assert_eq(r.status, 200, "%s", paths[i]);
+        free(r.body);
+        cl_close(c);
+    }
+}
+
+Test(http_endpoints, stats_names_the_top_talkers_the_provider_reports)
+{
+    json_t *doc = stats();
+    json_t *c = json_object_get(doc, "connections");
+    json_t *top = json_object_get(c, "top_talkers");
+    cr_assert_eq(json_array_size(top), 2);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(top, 0), "client_id")), "plc-7");
+    cr_assert_eq(json_real_value(json_object_get(json_array_get(top, 0), "messages_per_second")), 120.5);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(top, 1), "client_id")), "meter-2");
+    cr_assert_eq(json_real_value(json_object_get(c, "top_talkers_window_seconds")), 5.0);
+    json_decref(doc);
 }
