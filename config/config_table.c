@@ -202,8 +202,9 @@ const cfg__key_t cfg__keys[] = {
     K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
       "Listen address for /metrics, /stats, /healthz and /readyz."),
     K("http.auth_token_file", CFG__STR, http.auth_token_file, "", 0, 4096, NULL, 0,
-      "A file holding a bearer token (its first line): /metrics and /stats then answer 401 without "
-      "\"Authorization: Bearer <token>\". Read again on SIGHUP. Empty: no token."),
+      "A file holding a bearer token (its first line): /metrics, /stats and the page then answer 401 without "
+      "\"Authorization: Bearer <token>\" (or HTTP Basic with the token as password, for a browser). Read again "
+      "on SIGHUP. Empty: no token."),
     K("http.auth_probes", CFG__BOOL, http.auth_probes, "false", 0, 0, NULL, 0,
       "With http.auth_token_file: /healthz and /readyz ask for the token too (false: probes stay open)."),
     /* http.tls: the keys of a listener's tls mapping, the same meaning (docs/SECURITY.md) */

@@ -176,7 +176,8 @@ static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *bo
     if (status == 405)
         tb_buf_puts(h, "Allow: GET, HEAD\r\n");
     if (status == 401)
-        tb_buf_puts(h, "WWW-Authenticate: Bearer realm=\"tributary\"\r\n");
+        tb_buf_puts(h, "WWW-Authenticate: Bearer realm=\"tributary\"\r\n"
+                       "WWW-Authenticate: Basic realm=\"tributary\", charset=\"UTF-8\"\r\n");
     if (close)
         tb_buf_puts(h, "Connection: close\r\n");
     else if (minor == 0)

@@ -14,7 +14,8 @@
  *   /stats    JSON; ?pretty indents it
  *
  * With a bearer token (http.auth_token_file) /metrics and /stats answer
- * 401 without "Authorization: Bearer <token>" (compared in constant time);
+ * 401 without "Authorization: Bearer <token>" or HTTP Basic with the token
+ * as its password (a browser's prompt; compared in constant time);
  * the probes stay open unless http.auth_probes is set, so a kubelet or a
  * load balancer needs no secret to see liveness.
  *
@@ -28,6 +29,7 @@
 #include "gateway/http/http_int.h"
 #include "base/base.h"
 
+#include <openssl/evp.h>
 #include <string.h>
 #include <strings.h>
 
@@ -37,27 +39,56 @@ static const char *cluster_name(http_service_t *s)
     return (unsigned)cs < HTTP_CLUSTER__COUNT ? http_cluster_states[cs] : "unknown";
 }
 
-/* Does req carry the token? Constant time in the token's bytes. */
+/* Is a equal to the token? Constant time in the token's bytes. */
+static bool same_token(const char *token, const char *a, size_t m)
+{
+    size_t n = strlen(token);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(token[i] ^ (i < m ? a[i] : 0));
+    return diff == 0;
+}
+
+/* Does req carry the token? As "Bearer <token>" (curl, Prometheus), or as
+ * the password of "Basic base64(user:token)", any user name: the one form a
+ * browser can send, after its own prompt, so a technician can open the
+ * operator's page; the page's own fetches then carry it too. */
 bool http__token_ok(const http_service_t *s, const http_req_t *req)
 {
     if (!s->token)
         return true;
     const char *a = req->authorization;
-    if (strncasecmp(a, "bearer ", 7) != 0)
+    if (strncasecmp(a, "bearer ", 7) == 0) {
+        a += 7;
+        while (*a == ' ')
+            a++;
+        return same_token(s->token, a, strlen(a));
+    }
+    if (strncasecmp(a, "basic ", 6) != 0)
         return false;
-    a += 7;
+    a += 6;
     while (*a == ' ')
         a++;
-    size_t n = strlen(s->token), m = strlen(a);
-    unsigned char diff = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(s->token[i] ^ (i < m ? a[i] : 0));
-    return diff == 0;
+    size_t len = strlen(a);
+    if (len == 0 || len % 4 != 0 || len > 4 * 1024)
+        return false;
+    unsigned char dec[3 * 1024 + 1];
+    int n = EVP_DecodeBlock(dec, (const unsigned char *)a, (int)len);
+    if (n < 0)
+        return false;
+    /* EVP_DecodeBlock counts the padding's zero bytes: take them off */
+    for (const char *e = a + len; e > a && e[-1] == '='; e--)
+        n--;
+    const unsigned char *colon = memchr(dec, ':', (size_t)n);
+    bool ok = colon && same_token(s->token, (const char *)colon + 1, (size_t)(dec + n - colon - 1));
+    explicit_bzero(dec, sizeof dec);
+    return ok;
 }
 
 int http__unauthorized(tb_buf_t *out)
 {
-    tb_buf_puts(out, "unauthorized: this endpoint asks for \"Authorization: Bearer <token>\" (http.auth_token_file)\n");
+    tb_buf_puts(out, "unauthorized: this endpoint asks for \"Authorization: Bearer <token>\" (http.auth_token_file), "
+                     "or the token as the password of HTTP Basic (a browser asks for it)\n");
     return 401;
 }
 

@@ -576,3 +576,42 @@ Test(http_endpoints, stats_names_the_top_talkers_the_provider_reports)
     cr_assert_eq(json_real_value(json_object_get(c, "top_talkers_window_seconds")), 5.0);
     json_decref(doc);
 }
+
+/* One GET with an Authorization header; the response (its head kept). */
+static int get_auth(const char *path, const char *auth, cl_resp_t *r)
+{
+    cl_t *c = cl_open(T.port, 0);
+    char req[512];
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\nAuthorization: %s\r\n\r\n", path, auth);
+    cl_send(c, req);
+    int rc = cl_read(c, r, false);
+    cl_close(c);
+    cr_assert_eq(rc, 0);
+    return r->status;
+}
+
+Test(http_endpoints, a_browser_may_send_the_token_as_the_password_of_basic_auth)
+{
+    th_call(&T, set_token, "s3cret");
+    cl_resp_t r;
+    /* the challenge offers Basic, so a browser prompts instead of showing a bare 401 */
+    cr_assert_eq(get_auth("/", "Bearer wrong", &r), 401);
+    cr_assert_not_null(strstr(r.head, "WWW-Authenticate: Basic realm=\"tributary\""), "%s", r.head);
+    cr_assert_not_null(strstr(r.head, "WWW-Authenticate: Bearer realm=\"tributary\""), "%s", r.head);
+    free(r.body);
+    const struct { const char *auth; int status; } cases[] = {
+        { "Basic dGVjaDpzM2NyZXQ=", 200 },     /* tech:s3cret */
+        { "basic  OnMzY3JldA==", 200 },        /* :s3cret, any (or no) user name */
+        { "Basic YTpiOnMzY3JldA==", 401 },     /* a:b:s3cret: the password is what follows the first colon */
+        { "Basic dGVjaDpzM2NyZXQx", 401 },     /* tech:s3cret1 */
+        { "Basic dGVjaDpzM2NyZQ==", 401 },     /* tech:s3cre */
+        { "Basic czNjcmV0", 401 },             /* s3cret, no colon */
+        { "Basic dGVjaDpzM2NyZXQ", 401 },      /* not a multiple of 4 */
+        { "Basic ****", 401 },                 /* not base64 */
+        { "Basic ", 401 },
+    };
+    for (size_t i = 0; i < TB_ARRAY_LEN(cases); i++) {
+        cr_assert_eq(get_auth("/stats", cases[i].auth, &r), cases[i].status, "%s", cases[i].auth);
+        free(r.body);
+    }
+}
