@@ -443,12 +443,11 @@ int wal__mem_drained(wal_topic_t *t, uint64_t now_ms)
         return rc; /* stays DRAINING; tried again at the next wake */
     wal__step(t, WAL_STEP_T2_WRITTEN);
     pthread_mutex_lock(&m->mu);
-    bool ready = atomic_load(&t->mode) == WAL_MODE_DRAINING;
-    if (ready)
+    if (atomic_load(&t->mode) == WAL_MODE_DRAINING) {
         atomic_store(&t->mode, WAL_MODE_READY);
+        wal__step(t, WAL_STEP_READY); /* under mem.mu: no READY -> MEMORY before it returns */
+    }
     pthread_mutex_unlock(&m->mu);
-    if (ready)
-        wal__step(t, WAL_STEP_READY);
     return 0;
 }
 

@@ -219,7 +219,8 @@ const char *wal_overflow_name(wal_overflow_t p);
  *   SYNCED        writer: the spill's fdatasync returned 0 (K6)
  *   POSTED        writer: the spill's completions posted, the topic DRAINING (K7)
  *   T2_WRITTEN    writer: the switch's checkpoint and reservation written (K8)
- *   READY         writer: DRAINING -> READY done
+ *   READY         writer: DRAINING -> READY done (under the tier's lock: no
+ *                 submit takes the counter back before the hook returns)
  *   MEMORY        wal_submit: READY -> MEMORY done (under the tier's lock),
  *                 the batch that took the counter back not held yet (K0)
  */
