@@ -61,11 +61,13 @@ typedef struct {
     int kill_at;
     crashio_t *c;       /* the power-loss run */
     bool ack_in_spill;  /* the writer waits at the spill's new segment for B's ack */
+    bool bytes_spill;   /* memory_bytes fits one batch and a half: C's submit spills B,
+                           and C follows it to the log (no wal_topic_spill) */
     _Atomic bool at_segment, acked_b;
 } run_t;
 
 static run_t run;
-static bool ack_in_spill; /* the variant the test runs */
+static bool ack_in_spill, bytes_spill; /* the variant the test runs */
 
 /* Both threads report (the writer from the step hook). */
 static pthread_mutex_t emit_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -212,6 +214,15 @@ static int workload(run_t *r, th_t *hh)
     /* A: held, read, acknowledged from memory */
     th_submit(hh, t, 0, 3, PAYLOAD);
     settle(r, t);
+    if (r->bytes_spill) {
+        wal_topic_stats_t st;
+        wal_topic_stats(t, &st);
+        o.memory_bytes = st.held_bytes + st.held_bytes / 2; /* B fits, B and C do not */
+        if (st.held_bytes == 0 || wal_topic_set_durability(t, &o) != 0) {
+            phase = 12;
+            goto out;
+        }
+    }
     if (!read_on(r, t, rd) || !ack(r, t, 3) || !wait_done(r, hh, n + 1) || dead(r)) {
         phase = 4;
         goto out;
@@ -225,7 +236,8 @@ static int workload(run_t *r, th_t *hh)
         phase = 5;
         goto out;
     }
-    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    if (!r->bytes_spill)
+        wal_topic_spill(t, WAL_SPILL_OUTPUT);
     if (r->ack_in_spill) {
         /* B acknowledged while the spill writes it: completed by the ack */
         bool ok = th_wait_until(at_segment, r) && ack(r, t, 6);
@@ -257,11 +269,25 @@ static int workload(run_t *r, th_t *hh)
         goto out;
     }
     settle(r, t);
-    th_submit(hh, t, 15, 3, PAYLOAD);
-    settle(r, t);
-    if (!read_on(r, t, rd) || !ack(r, t, 15) || !wait_done(r, hh, n + 5) || dead(r)) {
-        phase = 10;
-        goto out;
+    if (r->bytes_spill) {
+        /* E and F do not fit together: E is released before F comes */
+        if (!read_on(r, t, rd) || !ack(r, t, 15) || !wait_done(r, hh, n + 5) || dead(r)) {
+            phase = 10;
+            goto out;
+        }
+        th_submit(hh, t, 15, 3, PAYLOAD);
+        settle(r, t);
+        if (!read_on(r, t, rd) || wal_topic_held(t) != 3) {
+            phase = 10;
+            goto out;
+        }
+    } else {
+        th_submit(hh, t, 15, 3, PAYLOAD);
+        settle(r, t);
+        if (!read_on(r, t, rd) || !ack(r, t, 15) || !wait_done(r, hh, n + 5) || dead(r)) {
+            phase = 10;
+            goto out;
+        }
     }
     emit(r, (event_t){ EV_END, 0, 0, 0 });
 out:
@@ -397,7 +423,7 @@ static void check_after(const event_t *ev, size_t nev, const char *what, verdict
 static void child(int fd, int kill_at)
 {
     alarm(60); /* a hung child dies of SIGALRM, which the parent reports */
-    run = (run_t){ .fd = fd, .kill_at = kill_at, .ack_in_spill = ack_in_spill };
+    run = (run_t){ .fd = fd, .kill_at = kill_at, .ack_in_spill = ack_in_spill, .bytes_spill = bytes_spill };
     h.ndone = 0; /* the parent's completions (its checks) are not this life's */
     h.o.step_hook = step_hook;
     h.o.step_arg = &run;
@@ -434,12 +460,17 @@ static int life(int kill_at, event_t *ev, size_t *nev, size_t cap)
     return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
 }
 
-static const wal_step_t expected_steps[] = {
+static const wal_step_t steps_output[] = {
     WAL_STEP_HELD,   WAL_STEP_HELD,   WAL_STEP_HELD,       WAL_STEP_SPILL_QUEUED, WAL_STEP_SEGMENT,
     WAL_STEP_WRITTEN, WAL_STEP_SYNCED, WAL_STEP_POSTED,    WAL_STEP_T2_WRITTEN,  WAL_STEP_READY,
     WAL_STEP_MEMORY, WAL_STEP_HELD,   WAL_STEP_HELD,
 };
-#define NSTEPS (int)(sizeof expected_steps / sizeof expected_steps[0])
+/* the bytes trigger: C is not held, its submit queues the spill */
+static const wal_step_t steps_bytes[] = {
+    WAL_STEP_HELD,   WAL_STEP_HELD,   WAL_STEP_SPILL_QUEUED, WAL_STEP_SEGMENT,     WAL_STEP_WRITTEN,
+    WAL_STEP_SYNCED, WAL_STEP_POSTED, WAL_STEP_T2_WRITTEN,   WAL_STEP_READY,       WAL_STEP_MEMORY,
+    WAL_STEP_HELD,   WAL_STEP_HELD,
+};
 
 /* Every step of the run, killed at each; span: the reservation's (small:
  * the raises, asynchronous, land anywhere among the steps). */
@@ -448,6 +479,9 @@ static void kill_each_step(uint64_t span)
     static event_t ev[256];
     size_t nev;
     h.o.reserve_span = span;
+    const wal_step_t *expected_steps = bytes_spill ? steps_bytes : steps_output;
+    const int NSTEPS = bytes_spill ? (int)(sizeof steps_bytes / sizeof steps_bytes[0])
+                                   : (int)(sizeof steps_output / sizeof steps_output[0]);
     /* the whole run first: the steps, in the order the workload waits for them */
     cr_assert_eq(life(0, ev, &nev, 256), SIGKILL, "the run reached its end");
     int steps = 0;
@@ -509,6 +543,13 @@ Test(memory_kill, sigkill_at_each_step_with_an_ack_during_the_spill_loses_nothin
     kill_each_step(8);
 }
 
+Test(memory_kill, sigkill_at_each_step_of_a_bytes_spill_with_the_batch_behind_it_loses_nothing_completed,
+     .timeout = 300)
+{
+    bytes_spill = true;
+    kill_each_step(8);
+}
+
 /* ---- power loss at each sync point of the same run -------------------------- */
 
 typedef struct {
@@ -521,7 +562,7 @@ static void power_run(int n, uint64_t span, power_t *out)
 {
     h.o.reserve_span = span;
     crashio_t *c = crashio_new((unsigned)n * 7919u + 11);
-    run = (run_t){ .fd = -1, .c = c, .ack_in_spill = ack_in_spill };
+    run = (run_t){ .fd = -1, .c = c, .ack_in_spill = ack_in_spill, .bytes_spill = bytes_spill };
     if (ack_in_spill) {
         h.o.step_hook = step_hook; /* never kills (kill_at 0): holds the spill for the ack */
         h.o.step_arg = &run;
@@ -585,5 +626,12 @@ Test(memory_kill, power_loss_at_each_sync_point_with_reservation_raises_never_re
 Test(memory_kill, power_loss_at_each_sync_point_with_an_ack_during_the_spill_loses_nothing_completed, .timeout = 300)
 {
     ack_in_spill = true;
+    power_each_sync(8);
+}
+
+Test(memory_kill, power_loss_at_each_sync_point_of_a_bytes_spill_with_the_batch_behind_it_loses_nothing_completed,
+     .timeout = 300)
+{
+    bytes_spill = true;
     power_each_sync(8);
 }
