@@ -347,6 +347,9 @@ static void check_after(const event_t *ev, size_t nev, const char *what, verdict
         cr_assert_gt(rec.offset, last, "%s: offset %llu after %llu", what, (unsigned long long)rec.offset,
                      (unsigned long long)last);
         cr_assert_lt(seq, NSEQ);
+        /* the run's offsets are known: message s at offset s + 1 (A at 1..3, ..., F at 16..18) */
+        cr_assert_eq(rec.offset, seq + 1, "%s: message %llu at offset %llu", what, (unsigned long long)seq,
+                     (unsigned long long)rec.offset);
         cr_assert_not(seq_seen[seq], "%s: message %llu twice in the log", what, (unsigned long long)seq);
         seq_seen[seq] = true;
         cr_assert_lt(rec.offset, sizeof v->seq_at / sizeof v->seq_at[0]);
@@ -375,6 +378,8 @@ static void check_after(const event_t *ev, size_t nev, const char *what, verdict
                          (unsigned long long)e->a, (unsigned long long)last_read);
             last_read = e->a;
             v->max_read = TB_MAX(v->max_read, e->a);
+            cr_assert_eq(e->a, e->b + 1, "%s: message %llu read at offset %llu", what, (unsigned long long)e->b,
+                         (unsigned long long)e->a);
             cr_assert(v->seq_at[e->a] == 0 || v->seq_at[e->a] == e->b + 1,
                       "%s: offset %llu was read as message %llu, the log holds %llu", what,
                       (unsigned long long)e->a, (unsigned long long)e->b,
@@ -634,4 +639,13 @@ Test(memory_kill, power_loss_at_each_sync_point_of_a_bytes_spill_with_the_batch_
 {
     bytes_spill = true;
     power_each_sync(8);
+}
+
+Test(memory_kill, the_step_hook_is_for_tests_only_and_off_by_default)
+{
+    wal_opts_t d;
+    memset(&d, 0xa5, sizeof d);
+    wal_opts_default(&d);
+    cr_assert_null(d.step_hook, "production (gateway/run.c starts from the defaults) never calls one");
+    cr_assert_null(d.step_arg);
 }
