@@ -213,8 +213,9 @@ const char *wal_overflow_name(wal_overflow_t p);
  *   HELD          wal_submit (caller's thread): a batch was held (K1/K2)
  *   SPILL_QUEUED  MEMORY -> SPILLING, the spill item queued (under the tier's
  *                 lock: the writer cannot take the snapshot yet) (K3)
- *   SEGMENT       writer: the spill started a new segment at a hole (header
- *                 synced, renamed), no record written in it yet (K4)
+ *   SEGMENT       writer: a new segment started at a hole (header synced,
+ *                 renamed), no record written in it yet: the spill's, or
+ *                 that of the first log batch after an empty spill (K4)
  *   WRITTEN       writer: every record of the spill written, not synced (K5)
  *   SYNCED        writer: the spill's fdatasync returned 0 (K6)
  *   POSTED        writer: the spill's completions posted, the topic DRAINING (K7)
