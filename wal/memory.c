@@ -132,6 +132,7 @@ static void spill_locked(wal_topic_t *t, wal_spill_t why)
     if (why == WAL_SPILL_SHUTDOWN)
         m->sticky = true;
     atomic_store(&t->mode, WAL_MODE_SPILLING);
+    wal__step(t, WAL_STEP_SPILL_QUEUED); /* under mem.mu: the writer's snapshot waits */
 }
 
 void wal_topic_spill(wal_topic_t *t, wal_spill_t why)
@@ -228,6 +229,7 @@ static void to_memory(wal_topic_t *t)
     atomic_store(&t->mode, WAL_MODE_MEMORY);
     tb_info("wal: durability: back to memory", TB_S("topic", t->name), TB_U("next_offset", next),
             TB_U("after_ms", m->memory_ms - m->enter_ms), TB_U("holddown_ms", m->holddown_ms));
+    wal__step(t, WAL_STEP_MEMORY);
 }
 
 bool wal__mem_submit(wal_batch_t *b)
@@ -304,6 +306,7 @@ bool wal__mem_submit(wal_batch_t *b)
     if (was_empty)
         set_head_ms(t);
     pthread_mutex_unlock(&m->mu);
+    wal__step(t, WAL_STEP_HELD);
     if (was_empty)
         wal__kick(t->w); /* the writer's spill timer counts from this batch */
     return true;
@@ -438,9 +441,12 @@ int wal__mem_drained(wal_topic_t *t, uint64_t now_ms)
     }
     if (rc < 0)
         return rc; /* stays DRAINING; tried again at the next wake */
+    wal__step(t, WAL_STEP_T2_WRITTEN);
     pthread_mutex_lock(&m->mu);
-    if (atomic_load(&t->mode) == WAL_MODE_DRAINING)
+    if (atomic_load(&t->mode) == WAL_MODE_DRAINING) {
         atomic_store(&t->mode, WAL_MODE_READY);
+        wal__step(t, WAL_STEP_READY); /* under mem.mu: no READY -> MEMORY before it returns */
+    }
     pthread_mutex_unlock(&m->mu);
     return 0;
 }

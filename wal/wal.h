@@ -205,6 +205,39 @@ const char *wal_overflow_name(wal_overflow_t p);
 
 #define WAL_RESERVE_SPAN_DEFAULT (1ull << 24)
 
+/*
+ * FOR TESTS ONLY: the steps of the memory tier (MEMORY TIER, THE SPILL) at
+ * which wal_opts_t.step_hook is called, so a test can kill the process (or
+ * look) at each one deterministically (tests/unit/wal/test_memory_kill.c).
+ * The docs/design/MEMORY-FIRST.md section 2.9 rows each step stands for:
+ *   HELD          wal_submit (caller's thread): a batch was held (K1/K2)
+ *   SPILL_QUEUED  MEMORY -> SPILLING, the spill item queued (under the tier's
+ *                 lock: the writer cannot take the snapshot yet) (K3)
+ *   SEGMENT       writer: a new segment started at a hole (header synced,
+ *                 renamed), no record written in it yet: the spill's, or
+ *                 that of the first log batch after an empty spill (K4)
+ *   WRITTEN       writer: every record of the spill written, not synced (K5)
+ *   SYNCED        writer: the spill's fdatasync returned 0 (K6)
+ *   POSTED        writer: the spill's completions posted, the topic DRAINING (K7)
+ *   T2_WRITTEN    writer: the switch's checkpoint and reservation written (K8)
+ *   READY         writer: DRAINING -> READY done (under the tier's lock: no
+ *                 submit takes the counter back before the hook returns)
+ *   MEMORY        wal_submit: READY -> MEMORY done (under the tier's lock),
+ *                 the batch that took the counter back not held yet (K0)
+ */
+typedef enum {
+    WAL_STEP_HELD = 1,
+    WAL_STEP_SPILL_QUEUED,
+    WAL_STEP_SEGMENT,
+    WAL_STEP_WRITTEN,
+    WAL_STEP_SYNCED,
+    WAL_STEP_POSTED,
+    WAL_STEP_T2_WRITTEN,
+    WAL_STEP_READY,
+    WAL_STEP_MEMORY,
+    WAL_STEP__END
+} wal_step_t;
+
 typedef struct wal_opts {
     const char *dir;              /* wal.dir: root directory (created if missing) */
     uint64_t segment_bytes;       /* wal.segment_bytes: 16 MiB. A segment is sealed
@@ -248,6 +281,11 @@ typedef struct wal_opts {
     void (*notify)(void *arg);    /* writer thread: completions are waiting */
     void *notify_arg;
     const wal_io_t *io;           /* NULL: wal_io_posix() */
+    /* FOR TESTS ONLY; NULL in production (wal_opts_default). Called at each
+     * wal_step_t, on the thread doing the step, possibly under the topic's
+     * memory lock: it must not call the WAL back (it may raise(SIGKILL)). */
+    void (*step_hook)(void *arg, wal_topic_t *t, wal_step_t step);
+    void *step_arg;
 } wal_opts_t;
 
 /* Fills the documented defaults (dir NULL, notify NULL). Those of options

@@ -389,6 +389,12 @@ static inline void wal__atomic_max(_Atomic uint64_t *a, uint64_t v)
     while (cur < v && !atomic_compare_exchange_weak(a, &cur, v)) {
     }
 }
+/* The test-only step hook (wal_opts_t.step_hook; NULL in production). */
+static inline void wal__step(wal_topic_t *t, wal_step_t step)
+{
+    if (t->w->o.step_hook)
+        t->w->o.step_hook(t->w->o.step_arg, t, step);
+}
 /* Quarantines sealed segment base of t (reader found bad_offset corrupt). */
 void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset);
 /* Renames segment <base>.seg aside as .corrupt (directory synced), counts it

@@ -185,6 +185,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
             goto undo;
         rot_base = off;
         wpos = chunk_fpos = WAL_SEG_HDR_SIZE;
+        wal__step(t, WAL_STEP_SEGMENT);
     }
     while (pos < b->len) {
         uint32_t len = wal__ld32(b->buf + pos);
@@ -670,11 +671,15 @@ static void spill(wal_t *w, wal_topic_t *t)
         if (rc == 0)
             t->dirty = true;
     }
+    if (rc == 0 && n > 0)
+        wal__step(t, WAL_STEP_WRITTEN);
     if (rc == 0 && t->dirty && t->fd >= 0) {
         if ((rc = pad_round(w, t)) == 0)
             rc = wal__fdatasync(w, t->fd);
         if (rc < 0)
             sync_failed(t, rc, false);
+        else
+            wal__step(t, WAL_STEP_SYNCED);
     }
     /* what is durable: everything, or (a failure) only what was synced before */
     uint64_t on_disk = rc == 0 ? end : t->synced_next;
@@ -686,6 +691,7 @@ static void spill(wal_t *w, wal_topic_t *t)
     else
         wal__publish(t);
     wal__mem_spilled(t, rc, on_disk);
+    wal__step(t, WAL_STEP_POSTED);
     for (size_t i = 0; i < n; i++)
         wal__batch_unref(v[i]);
     free(v);
