@@ -60,6 +60,7 @@ class Dom(html.parser.HTMLParser):
         self.rows = {}        # topic -> {cell class: text}
         self.charts = {}      # chart id -> {"points": n, "lines": [points attr of each polyline]}
         self.talkers = []     # client ids in the top talkers list, busiest first
+        self.listeners = {}   # listener address -> (connections, publishes denied)
         self._in_health = 0
         self._row = None
         self._cell = None
@@ -84,6 +85,8 @@ class Dom(html.parser.HTMLParser):
             self._chart["points"] = int(a.get("data-points", "0"))
         elif tag == "li" and "data-client" in a:
             self.talkers.append(a["data-client"])
+        elif tag == "li" and "data-listener" in a:
+            self.listeners[a["data-listener"]] = (int(a["data-connections"]), int(a["data-denied"]))
         elif tag == "polyline" and self._chart is not None:
             self._chart["lines"].append((a.get("class"), a.get("points", "")))
 
@@ -264,6 +267,9 @@ class OperatorPage(unittest.TestCase):
                  30, 0.5, "the publisher among the top talkers")
         dom = self.browser.dom(self.url)
         self.assertIn("page-chart", dom.talkers, self.browser.last_dom[-2000:])
+        # the listeners, as /stats has them (the publisher's connection is open on the one listener)
+        want = {l["listener"]: (l["connections"], l["publish_denied"]) for l in self.stats()["listeners"]}
+        self.assertEqual(dom.listeners, want, self.browser.last_dom[-2000:])
 
         shot = os.path.join(artifact_dir(), "operator-page.png")
         if os.path.exists(shot):

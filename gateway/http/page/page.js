@@ -102,6 +102,7 @@
     $('updated').textContent = new Date().toLocaleTimeString();
     renderTopics(doc.topics || []);
     renderConnections(doc.connections || {});
+    renderListeners(doc.listeners || []);
   }
 
   function row(t) {
@@ -186,6 +187,21 @@
         : c.top_talkers_window_seconds ? 'nobody published' : 'measuring (5 s)'));
     if (c.top_talkers_window_seconds)
       ol.title = 'PUBLISHes per second over the last ' + c.top_talkers_window_seconds.toFixed(1) + ' s';
+  }
+
+  // Each MQTT listener: its address, TLS or not, its connections, and the
+  // PUBLISHes its clients were denied by the ACL (the security counter).
+  function renderListeners(ls) {
+    var ul = $('listeners');
+    ul.textContent = '';
+    ls.forEach(function (l) {
+      var denied = num(l.publish_denied);
+      ul.appendChild(el('li', { 'data-listener': l.listener, 'data-connections': String(num(l.connections)),
+        'data-denied': String(denied), 'class': denied ? 'warn' : '' },
+        l.listener + (l.tls ? ' (TLS)' : '') + ': ' + num(l.connections) + ' conns' +
+        (denied ? ', ' + denied + ' publishes denied' : '')));
+    });
+    if (!ls.length) ul.appendChild(el('li', { 'class': 'none' }, 'none'));
   }
 
   // ---- charts -------------------------------------------------------------
