@@ -16,7 +16,10 @@ static void readiness(void *arg, http_readiness_t *out)
 {
     gw__run_t *r = arg;
     broker_stats_t bs = { 0 };
-    if (r->broker)
+    /* only while the log is open: between the log's close and the broker's
+     * (the drain) its topics' logs are freed, and a probe or the page's
+     * 5 s sample asking then must not read them (not listening: not ready) */
+    if (r->broker && r->topics_open)
         broker_stats(r->broker, &bs);
     out->bootstrap_done = r->booted;
     out->mqtt_listening = bs.listening;
