@@ -329,11 +329,71 @@ static const yaml_node_t *node_at(pctx_t *c, const yaml_node_t *map, const char 
     return n;
 }
 
-/* One level of a listener entry: its keys are cfg__listener_keys paths
- * relative to the entry (rel: "" or "tls"); shown: "mqtt.listeners[0]". */
-static int walk_listener(pctx_t *c, const yaml_node_t *map, const char *rel, const char *shown, cfg_listener_t *l,
-                         bool *seen)
+/* An output's topics: a list of MQTT filters over upstream topic names. */
+static int parse_strlist(pctx_t *c, const cfg__key_t *k, void *base, const yaml_node_t *n, const char *key)
 {
+    if (n->type != YAML_SEQUENCE_NODE)
+        return fail_at(c, n, key, "expected a list of topic filters ([\"/edge1/#\"]), got %s", node_kind(n));
+    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+    if (cnt < k->min || cnt > k->max)
+        return fail_at(c, n, key, "expected %llu to %llu filters, got %zu", (unsigned long long)k->min,
+                       (unsigned long long)k->max, cnt);
+    char ***list = (char ***)((char *)base + k->off);
+    size_t *count = (size_t *)((char *)base + k->off + sizeof(char **));
+    for (size_t i = 0; i < *count; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = tb_calloc(cnt, sizeof **list);
+    *count = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
+        char full[320];
+        snprintf(full, sizeof full, "%s[%zu]", key, i);
+        if (in->type != YAML_SCALAR_NODE || is_null(in))
+            return fail_at(c, in, full, "expected a topic filter, got %s", is_null(in) ? "nothing" : node_kind(in));
+        char *f = scalar_text(c, in, full, false);
+        if (!f)
+            return TB_ECONFIG;
+        (*list)[(*count)++] = f;
+        const char *why = cfg__filter_check(f);
+        if (why)
+            return fail_at(c, in, full, "\"%s\": %s", f, why);
+    }
+    return 0;
+}
+
+/* An entry of a list section (a listener, an output): its keys are the
+ * paths of one table relative to the entry; what was given is kept so
+ * that the caller can check required and kind-specific keys after. */
+typedef struct entry_seen {
+    bool seen[32];
+    const yaml_node_t *at[32]; /* the value node of each key given */
+    const yaml_node_t *tls;    /* the tls section, if given (even empty) */
+} entry_seen_t;
+
+typedef struct entry_tab {
+    const cfg__key_t *keys;
+    size_t n;
+} entry_tab_t;
+
+static void entry_defaults(entry_tab_t tab, void *base)
+{
+    for (size_t i = 0; i < tab.n; i++) {
+        const cfg__key_t *k = &tab.keys[i];
+        if (k->def) {
+            char msg[128];
+            cfg__set_scalar(k, base, k->def, msg, sizeof msg);
+        }
+    }
+}
+
+/* One level of an entry: rel is "" or a section ("tls"); shown names the
+ * entry in messages ("mqtt.listeners[0]", "outputs[1]"). */
+static int walk_entry(pctx_t *c, const yaml_node_t *map, const char *rel, const char *shown, entry_tab_t tab,
+                      void *base, entry_seen_t *es)
+{
+    if (tab.n > sizeof es->seen / sizeof es->seen[0])
+        return fail_at(c, map, shown, "internal: key table of %zu keys is larger than the walker's", tab.n);
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
         yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
@@ -346,26 +406,28 @@ static int walk_listener(pctx_t *c, const yaml_node_t *map, const char *rel, con
         if (check_dup(c, map, p, name, full) < 0)
             return TB_ECONFIG;
         size_t i;
-        for (i = 0; i < cfg__nlistener_keys; i++)
-            if (strcmp(cfg__listener_keys[i].path, path) == 0)
+        for (i = 0; i < tab.n; i++)
+            if (strcmp(tab.keys[i].path, path) == 0)
                 break;
         int rc;
-        if (i < cfg__nlistener_keys) {
-            seen[i] = true;
-            rc = set_leaf(c, &cfg__listener_keys[i], l, vn, full);
-        } else if (is_section_of(cfg__listener_keys, cfg__nlistener_keys, path)) {
+        if (i < tab.n) {
+            const cfg__key_t *k = &tab.keys[i];
+            es->seen[i] = true;
+            es->at[i] = vn;
+            rc = k->type == CFG__STRLIST ? parse_strlist(c, k, base, vn, full) : set_leaf(c, k, base, vn, full);
+        } else if (is_section_of(tab.keys, tab.n, path)) {
             if (strcmp(path, "tls") == 0)
-                l->has_tls = true; /* even empty: then its required keys are missing */
+                es->tls = vn; /* even empty: then its required keys are missing */
             if (vn->type != YAML_MAPPING_NODE) {
                 if (is_null(vn))
                     continue;
                 return fail_at(c, vn, full, "expected a section (a mapping of keys), got %s", node_kind(vn));
             }
-            rc = walk_listener(c, vn, path, shown, l, seen);
+            rc = walk_entry(c, vn, path, shown, tab, base, es);
         } else {
             char sh[160];
             snprintf(sh, sizeof sh, "%s.", shown);
-            return unknown_key(c, kn, sh, rel, name, cfg__listener_keys, cfg__nlistener_keys);
+            return unknown_key(c, kn, sh, rel, name, tab.keys, tab.n);
         }
         if (rc < 0)
             return rc;
@@ -386,17 +448,15 @@ static int parse_listener(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_liste
     if (n->type != YAML_MAPPING_NODE)
         return fail_at(c, n, shown, "expected a mapping with an address (and optionally tls), got %s", node_kind(n));
     l->line = (int)n->start_mark.line + 1;
-    for (size_t i = 0; i < cfg__nlistener_keys; i++) {
-        const cfg__key_t *k = &cfg__listener_keys[i];
-        if (k->def) {
-            char msg[128];
-            cfg__set_scalar(k, l, k->def, msg, sizeof msg);
-        }
-    }
-    bool seen[16] = { false };
-    int rc = walk_listener(c, n, "", shown, l, seen);
+    entry_tab_t tab = { cfg__listener_keys, cfg__nlistener_keys };
+    entry_defaults(tab, l);
+    entry_seen_t es;
+    memset(&es, 0, sizeof es);
+    int rc = walk_entry(c, n, "", shown, tab, l, &es);
     if (rc < 0)
         return rc;
+    l->has_tls = es.tls != NULL;
+    const bool *seen = es.seen;
     for (size_t i = 0; i < cfg__nlistener_keys; i++) {
         const cfg__key_t *k = &cfg__listener_keys[i];
         bool in_tls = strncmp(k->path, "tls.", 4) == 0;
@@ -463,90 +523,7 @@ static int parse_listeners(pctx_t *c, const cfg__key_t *k, const yaml_node_t *n)
 
 /* ---- outputs ------------------------------------------------------------------ */
 
-/* An output's topics: a list of MQTT filters over upstream topic names. */
-static int parse_strlist(pctx_t *c, const cfg__key_t *k, void *base, const yaml_node_t *n, const char *key)
-{
-    if (n->type != YAML_SEQUENCE_NODE)
-        return fail_at(c, n, key, "expected a list of topic filters ([\"/edge1/#\"]), got %s", node_kind(n));
-    size_t cnt = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
-    if (cnt < k->min || cnt > k->max)
-        return fail_at(c, n, key, "expected %llu to %llu filters, got %zu", (unsigned long long)k->min,
-                       (unsigned long long)k->max, cnt);
-    char ***list = (char ***)((char *)base + k->off);
-    size_t *count = (size_t *)((char *)base + k->off + sizeof(char **));
-    for (size_t i = 0; i < *count; i++)
-        free((*list)[i]);
-    free(*list);
-    *list = tb_calloc(cnt, sizeof **list);
-    *count = 0;
-    for (size_t i = 0; i < cnt; i++) {
-        yaml_node_t *in = yaml_document_get_node(c->doc, n->data.sequence.items.start[i]);
-        char full[320];
-        snprintf(full, sizeof full, "%s[%zu]", key, i);
-        if (in->type != YAML_SCALAR_NODE || is_null(in))
-            return fail_at(c, in, full, "expected a topic filter, got %s", is_null(in) ? "nothing" : node_kind(in));
-        char *f = scalar_text(c, in, full, false);
-        if (!f)
-            return TB_ECONFIG;
-        (*list)[(*count)++] = f;
-        const char *why = cfg__filter_check(f);
-        if (why)
-            return fail_at(c, in, full, "\"%s\": %s", f, why);
-    }
-    return 0;
-}
-
-typedef struct out_seen {
-    bool seen[32];
-    const yaml_node_t *at[32]; /* the value node of each key given */
-    const yaml_node_t *tls;    /* the tls section, if given */
-} out_seen_t;
-
-static int walk_output(pctx_t *c, const yaml_node_t *map, const char *rel, const char *shown, cfg_output_t *o,
-                       out_seen_t *os)
-{
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-        yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
-        yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
-        const char *name = key_text(c, kn, shown);
-        if (!name)
-            return TB_ECONFIG;
-        char path[128], full[256];
-        snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "." : "", name);
-        snprintf(full, sizeof full, "%s.%s", shown, path);
-        if (check_dup(c, map, p, name, full) < 0)
-            return TB_ECONFIG;
-        size_t i;
-        for (i = 0; i < cfg__noutputs_keys; i++)
-            if (strcmp(cfg__output_keys[i].path, path) == 0)
-                break;
-        int rc;
-        if (i < cfg__noutputs_keys) {
-            const cfg__key_t *k = &cfg__output_keys[i];
-            os->seen[i] = true;
-            os->at[i] = vn;
-            rc = k->type == CFG__STRLIST ? parse_strlist(c, k, o, vn, full) : set_leaf(c, k, o, vn, full);
-        } else if (!*rel && strcmp(path, "tls") == 0) {
-            o->has_tls = true;
-            os->tls = vn;
-            if (vn->type != YAML_MAPPING_NODE) {
-                if (is_null(vn))
-                    continue;
-                return fail_at(c, vn, full, "expected a section (a mapping of keys), got %s", node_kind(vn));
-            }
-            rc = walk_output(c, vn, path, shown, o, os);
-        } else {
-            char sh[160];
-            snprintf(sh, sizeof sh, "%s.", shown);
-            return unknown_key(c, kn, sh, rel, name, cfg__output_keys, cfg__noutputs_keys);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-static const yaml_node_t *out_at(const out_seen_t *os, const char *path, const yaml_node_t *entry)
+static const yaml_node_t *out_at(const entry_seen_t *os, const char *path, const yaml_node_t *entry)
 {
     for (size_t i = 0; i < cfg__noutputs_keys; i++)
         if (strcmp(cfg__output_keys[i].path, path) == 0 && os->at[i])
@@ -571,18 +548,14 @@ static int parse_output(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_output_
     if (n->type != YAML_MAPPING_NODE)
         return fail_at(c, n, shown, "expected a mapping with name and kind, got %s", node_kind(n));
     o->line = (int)n->start_mark.line + 1;
-    for (size_t i = 0; i < cfg__noutputs_keys; i++) {
-        const cfg__key_t *k = &cfg__output_keys[i];
-        if (k->def) {
-            char msg[128];
-            cfg__set_scalar(k, o, k->def, msg, sizeof msg);
-        }
-    }
-    out_seen_t os;
+    entry_tab_t tab = { cfg__output_keys, cfg__noutputs_keys };
+    entry_defaults(tab, o);
+    entry_seen_t os;
     memset(&os, 0, sizeof os);
-    int rc = walk_output(c, n, "", shown, o, &os);
+    int rc = walk_entry(c, n, "", shown, tab, o, &os);
     if (rc < 0)
         return rc;
+    o->has_tls = os.tls != NULL;
     char full[256];
     for (size_t i = 0; i < cfg__noutputs_keys; i++) {
         const cfg__key_t *k = &cfg__output_keys[i];
