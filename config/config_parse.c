@@ -435,6 +435,18 @@ static int walk_entry(pctx_t *c, const yaml_node_t *map, const char *rel, const 
     return 0;
 }
 
+/* An entry of a list: a mapping, its defaults set, then its keys walked. */
+static int read_entry(pctx_t *c, const yaml_node_t *n, const char *shown, const char *expected, entry_tab_t tab,
+                      void *base, int *line, entry_seen_t *es)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return fail_at(c, n, shown, "expected %s, got %s", expected, node_kind(n));
+    *line = (int)n->start_mark.line + 1;
+    entry_defaults(tab, base);
+    memset(es, 0, sizeof *es);
+    return walk_entry(c, n, "", shown, tab, base, es);
+}
+
 static unsigned addr_port(const char *a)
 {
     const char *colon = strrchr(a, ':');
@@ -445,14 +457,9 @@ static int parse_listener(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_liste
 {
     char shown[64];
     snprintf(shown, sizeof shown, "mqtt.listeners[%zu]", idx);
-    if (n->type != YAML_MAPPING_NODE)
-        return fail_at(c, n, shown, "expected a mapping with an address (and optionally tls), got %s", node_kind(n));
-    l->line = (int)n->start_mark.line + 1;
-    entry_tab_t tab = { cfg__listener_keys, cfg__nlistener_keys };
-    entry_defaults(tab, l);
     entry_seen_t es;
-    memset(&es, 0, sizeof es);
-    int rc = walk_entry(c, n, "", shown, tab, l, &es);
+    int rc = read_entry(c, n, shown, "a mapping with an address (and optionally tls)",
+                        (entry_tab_t){ cfg__listener_keys, cfg__nlistener_keys }, l, &l->line, &es);
     if (rc < 0)
         return rc;
     l->has_tls = es.tls != NULL;
@@ -545,14 +552,9 @@ static int parse_output(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_output_
 {
     char shown[64];
     snprintf(shown, sizeof shown, "outputs[%zu]", idx);
-    if (n->type != YAML_MAPPING_NODE)
-        return fail_at(c, n, shown, "expected a mapping with name and kind, got %s", node_kind(n));
-    o->line = (int)n->start_mark.line + 1;
-    entry_tab_t tab = { cfg__output_keys, cfg__noutputs_keys };
-    entry_defaults(tab, o);
     entry_seen_t os;
-    memset(&os, 0, sizeof os);
-    int rc = walk_entry(c, n, "", shown, tab, o, &os);
+    int rc = read_entry(c, n, shown, "a mapping with name and kind",
+                        (entry_tab_t){ cfg__output_keys, cfg__noutputs_keys }, o, &o->line, &os);
     if (rc < 0)
         return rc;
     o->has_tls = os.tls != NULL;
