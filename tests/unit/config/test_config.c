@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "helper_config.h"
 #include "base/base.h"
-
-static char err[1024];
 
 static const char *HEAD =
     "edge:\n"
@@ -20,22 +19,11 @@ static const char *HEAD =
     "    - mqtt_pattern: a/+/b\n"
     "      danube_topic: /e1/t\n";
 
-static cfg_t *load(const char *yaml, char *const *env)
-{
-    static char *const empty_env[] = { NULL };
-    cfg_t *c = NULL;
-    err[0] = '\0';
-    cfg_load_string("test.yaml", yaml, strlen(yaml), env ? env : empty_env, &c, err, sizeof err);
-    return c;
-}
+static cfg_t *load(const char *yaml, char *const *env) { return cfgt_load(yaml, env); }
 
 static void expect_error(const char *yaml, const char *needle1, const char *needle2)
 {
-    cfg_t *c = load(yaml, NULL);
-    cr_assert_null(c, "expected an error for:\n%s", yaml);
-    cr_assert(strstr(err, needle1), "error \"%s\" lacks \"%s\"", err, needle1);
-    if (needle2)
-        cr_assert(strstr(err, needle2), "error \"%s\" lacks \"%s\"", err, needle2);
+    cfgt_expect_refused(load(yaml, NULL), yaml, needle1, needle2);
 }
 
 static char *cat(const char *a, const char *b)
@@ -46,7 +34,7 @@ static char *cat(const char *a, const char *b)
 Test(config, defaults_match_danube)
 {
     cfg_t *c = load(HEAD, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->edge.heartbeat_interval_ms, 30000);
     cr_assert_eq(c->replicator.batch_size, 100);
     cr_assert_eq(c->replicator.batch_timeout_ms, 1000);
@@ -71,8 +59,8 @@ Test(config, danube_example_accepted_unchanged)
     snprintf(path, sizeof path, "%s/danube-edge.yaml", getenv("TRIB_TESTDATA"));
     static char *const env[] = { NULL };
     cfg_t *c = NULL;
-    int rc = cfg_load(path, env, &c, err, sizeof err);
-    cr_assert_eq(rc, 0, "%s", err);
+    int rc = cfg_load(path, env, &c, cfgt_err, sizeof cfgt_err);
+    cr_assert_eq(rc, 0, "%s", cfgt_err);
     cr_assert_str_eq(c->edge.edge_name, "factory-1");
     cr_assert_eq(c->mqtt.nmappings, 3);
     cr_assert_eq(c->mqtt.mappings[0].validation_policy, CFG_POLICY_ENFORCE);
@@ -87,8 +75,8 @@ Test(config, example_file_accepted)
     snprintf(path, sizeof path, "%s/edge.yaml.example", getenv("TRIB_SOURCE_DIR"));
     static char *const env[] = { "EDGE_TOKEN=abc", NULL };
     cfg_t *c = NULL;
-    int rc = cfg_load(path, env, &c, err, sizeof err);
-    cr_assert_eq(rc, 0, "%s", err);
+    int rc = cfg_load(path, env, &c, cfgt_err, sizeof cfgt_err);
+    cr_assert_eq(rc, 0, "%s", cfgt_err);
     cfg_free(c);
 }
 
@@ -96,7 +84,7 @@ Test(config, embedded_default_loads)
 {
     static char *const env[] = { NULL };
     cfg_t *c = NULL;
-    cr_assert_eq(cfg_load(NULL, env, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(cfg_load(NULL, env, &c, cfgt_err, sizeof cfgt_err), 0, "%s", cfgt_err);
     cr_assert_str_eq(c->mqtt.listener, "127.0.0.1:1883");
     cfg_free(c);
 }
@@ -157,7 +145,7 @@ Test(config, byte_sizes_accept_suffixes)
 {
     char *y = cat(HEAD, "wal:\n  segment_bytes: 8MiB\n  max_topic_bytes: 1GiB\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->wal.segment_bytes, 8u << 20);
     cr_assert_eq(c->wal.max_topic_bytes, 1u << 30);
     cfg_free(c);
@@ -174,7 +162,7 @@ Test(config, min_free_bytes_takes_a_size_or_a_share_of_the_file_system)
         char *tail = tb_asprintf("wal:\n  min_free_bytes: %s\n", ok[i].text);
         char *y = cat(HEAD, tail);
         cfg_t *c = load(y, NULL);
-        cr_assert_not_null(c, "%s: %s", ok[i].text, err);
+        cr_assert_not_null(c, "%s: %s", ok[i].text, cfgt_err);
         cr_assert_eq(c->wal.min_free_bytes.bytes, ok[i].bytes, "%s", ok[i].text);
         cr_assert_eq(c->wal.min_free_bytes.permille, ok[i].permille, "%s", ok[i].text);
         cfg_free(c);
@@ -183,7 +171,7 @@ Test(config, min_free_bytes_takes_a_size_or_a_share_of_the_file_system)
     }
     char *const env[] = { "TRIBUTARY_WAL_MIN_FREE_BYTES=10%", NULL };
     cfg_t *c = load(HEAD, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->wal.min_free_bytes.permille, 100);
     cfg_free(c);
 }
@@ -217,7 +205,7 @@ Test(config, min_free_bytes_prints_as_it_reads)
         char *tail = tb_asprintf("wal:\n  min_free_bytes: %s\n", texts[i]);
         char *y = cat(HEAD, tail);
         cfg_t *c = load(y, NULL);
-        cr_assert_not_null(c, "%s", err);
+        cr_assert_not_null(c, "%s", cfgt_err);
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
@@ -225,7 +213,7 @@ Test(config, min_free_bytes_prints_as_it_reads)
         fclose(f);
         cr_assert(strstr(buf, printed[i]), "%s printed as:\n%s", texts[i], buf);
         cfg_t *again = load(buf, NULL);
-        cr_assert_not_null(again, "%s", err);
+        cr_assert_not_null(again, "%s", cfgt_err);
         cr_assert_eq(again->wal.min_free_bytes.bytes, c->wal.min_free_bytes.bytes);
         cr_assert_eq(again->wal.min_free_bytes.permille, c->wal.min_free_bytes.permille);
         cfg_free(again);
@@ -240,14 +228,14 @@ Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
 {
     char *y = cat(HEAD, "    - mqtt_pattern: c/+\n      danube_topic: /e1/u\n      on_full: drop_newest\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].on_full, CFG_ON_FULL_DROP_OLDEST);
     cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_DROP_NEWEST);
     cfg_free(c);
     free(y);
     y = cat(HEAD, "    - mqtt_pattern: d/+\n      danube_topic: /e1/v\n      on_full: block\n");
     c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[1].on_full, CFG_ON_FULL_BLOCK);
     cfg_free(c);
     free(y);
@@ -267,13 +255,13 @@ Test(config, max_age_is_a_duration_in_ms_s_m_h_or_d_and_none_by_default)
         snprintf(line, sizeof line, "      max_age: %s\n", ok[i].text);
         char *y = cat(HEAD, line);
         cfg_t *c = load(y, NULL);
-        cr_assert_not_null(c, "%s: %s", ok[i].text, err);
+        cr_assert_not_null(c, "%s: %s", ok[i].text, cfgt_err);
         cr_assert_eq(c->mqtt.mappings[0].max_age_ms, ok[i].ms, "%s", ok[i].text);
         cfg_free(c);
         free(y);
     }
     cfg_t *c = load(HEAD, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].max_age_ms, 0, "absent: no age limit");
     cfg_free(c);
     char *y = cat(HEAD, "      max_age: 7w\n");
@@ -355,7 +343,7 @@ Test(config, hash_capture_needs_hash)
     y = cat(HEAD, "    - mqtt_pattern: s/#\n      danube_topic: /e1/s\n      extract_attributes:\n"
                   "        rest: \"$#\"\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cfg_free(c);
     free(y);
 }
@@ -368,7 +356,7 @@ Test(config, template_needs_capture_values)
     y = cat(HEAD, "    - mqtt_pattern: site/+/data\n      danube_topic: /e1/${1}-data\n"
                   "      capture_values:\n        \"$1\": [north, south]\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[1].capvals[0].nvalues, 2);
     cfg_free(c);
     free(y);
@@ -426,7 +414,7 @@ Test(config, env_substitution)
                     "mqtt:\n  topic_mappings:\n    - mqtt_pattern: a\n      danube_topic: /e1/t\n";
     char *const env[] = { "HOST=10.0.0.9", "TOKEN=s3cret", NULL };
     cfg_t *c = load(y, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_str_eq(c->edge.cluster_url, "http://10.0.0.9:6650");
     cr_assert_str_eq(c->edge.token, "s3cret");
     cfg_free(c);
@@ -443,7 +431,7 @@ Test(config, env_override_beats_file)
     char *y = cat(HEAD, "wal:\n  fsync: always\n");
     char *const env[] = { "TRIBUTARY_WAL_FSYNC=interval", "TRIBUTARY_MQTT_INGESTION_BATCH_SIZE=7", NULL };
     cfg_t *c = load(y, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->wal.fsync, CFG_FSYNC_INTERVAL);
     cr_assert_eq(c->mqtt.ingestion.batch_size, 7);
     cfg_free(c);
@@ -455,7 +443,7 @@ Test(config, env_override_bad_value_is_named)
     char *const env[] = { "TRIBUTARY_WAL_FSYNC=maybe", NULL };
     cfg_t *c = load(HEAD, env);
     cr_assert_null(c);
-    cr_assert(strstr(err, "environment TRIBUTARY_WAL_FSYNC: wal.fsync:"), "%s", err);
+    cr_assert(strstr(cfgt_err, "environment TRIBUTARY_WAL_FSYNC: wal.fsync:"), "%s", cfgt_err);
 }
 
 Test(config, env_override_supplies_required_key)
@@ -464,7 +452,7 @@ Test(config, env_override_supplies_required_key)
                     "      danube_topic: /e1/t\n";
     char *const env[] = { "TRIBUTARY_EDGE_CLUSTER_URL=https://c:443", NULL };
     cfg_t *c = load(y, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cfg_free(c);
 }
 
@@ -473,7 +461,7 @@ Test(config, capture_templates_left_alone_by_env_substitution)
     char *y = cat(HEAD, "    - mqtt_pattern: s/+\n      danube_topic: /e1/${1}\n"
                         "      capture_values:\n        \"$1\": [x]\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_str_eq(c->mqtt.mappings[1].danube_topic, "/e1/${1}");
     cfg_free(c);
     free(y);
@@ -484,7 +472,7 @@ Test(config, print_masks_secrets)
     char *y = cat(HEAD, "");
     char *const env[] = { "TRIBUTARY_EDGE_TOKEN=hunter2", NULL };
     cfg_t *c = load(y, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -494,7 +482,7 @@ Test(config, print_masks_secrets)
     cr_assert(strstr(buf, "token: \"***\""), "%s", buf);
     /* the printed configuration is itself a valid configuration */
     cfg_t *again = load(buf, NULL);
-    cr_assert_not_null(again, "%s\n%s", err, buf);
+    cr_assert_not_null(again, "%s\n%s", cfgt_err, buf);
     cfg_free(again);
     free(buf);
     cfg_free(c);
@@ -568,10 +556,10 @@ Test(config, diff_names_each_changed_key)
     char *b = cat(HEAD, "      validation_policy: none\n      schema_subject: s\nlog:\n  level: debug\n"
                         "wal:\n  fsync: never\n  min_free_bytes: 1%\n");
     cfg_t *ca = load(a, NULL);
-    cr_assert_not_null(ca, "%s", err);
+    cr_assert_not_null(ca, "%s", cfgt_err);
     char *const env[] = { "TRIBUTARY_EDGE_TOKEN=new-secret", NULL };
     cfg_t *cb = load(b, env);
-    cr_assert_not_null(cb, "%s", err);
+    cr_assert_not_null(cb, "%s", cfgt_err);
     ndiffs = 0;
     cfg_diff(ca, cb, collect_diff, NULL);
     cr_assert_eq(ndiffs, 5);

@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "helper_config.h"
 #include "base/base.h"
-
-static char err[1024];
 
 static const char *HEAD =
     "edge: {edge_name: e1, cluster_url: \"http://127.0.0.1:6650\"}\n"
@@ -22,30 +21,17 @@ static const char *HEAD =
     "  listener: \"127.0.0.1:9443\"\n";
 
 /* HEAD, then the text under http: (indented by the caller). */
-static cfg_t *load_with(const char *http_extra, char *const *env)
-{
-    static char *const empty_env[] = { NULL };
-    char *y = tb_asprintf("%s%s", HEAD, http_extra);
-    cfg_t *c = NULL;
-    err[0] = '\0';
-    cfg_load_string("test.yaml", y, strlen(y), env ? env : empty_env, &c, err, sizeof err);
-    free(y);
-    return c;
-}
+static cfg_t *load_with(const char *http_extra, char *const *env) { return cfgt_load_cat(HEAD, http_extra, env); }
 
 static void expect_error(const char *extra, const char *needle1, const char *needle2)
 {
-    cfg_t *c = load_with(extra, NULL);
-    cr_assert_null(c, "expected an error for:\n%s", extra);
-    cr_assert(strstr(err, needle1), "error \"%s\" lacks \"%s\"", err, needle1);
-    if (needle2)
-        cr_assert(strstr(err, needle2), "error \"%s\" lacks \"%s\"", err, needle2);
+    cfgt_expect_refused(load_with(extra, NULL), extra, needle1, needle2);
 }
 
 Test(http_tls, absent_means_plain_http)
 {
     cfg_t *c = load_with("", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert(!c->http.has_tls);
     cr_assert_str_eq(c->http.tls.cert_file, "");
     cr_assert_str_eq(c->http.tls.key_file, "");
@@ -56,7 +42,7 @@ Test(http_tls, absent_means_plain_http)
 Test(http_tls, the_listener_keys_with_the_listener_defaults)
 {
     cfg_t *c = load_with("  tls: {cert_file: http.pem, key_file: http.key}\n", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert(c->http.has_tls);
     cr_assert_str_eq(c->http.tls.cert_file, "http.pem");
     cr_assert_str_eq(c->http.tls.key_file, "http.key");
@@ -74,7 +60,7 @@ Test(http_tls, the_listener_keys_with_the_listener_defaults)
                   "    min_version: 1.3\n"
                   "    ciphers: ECDHE+AESGCM\n",
                   NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_str_eq(c->http.tls.ca_file, "ca.pem");
     cr_assert(c->http.tls.require_client_cert);
     cr_assert_eq(c->http.tls.min_version, CFG_TLS_1_3);
@@ -113,14 +99,14 @@ Test(http_tls, the_environment_turns_it_on)
 {
     char *const env[] = { "TRIBUTARY_HTTP_TLS_CERT_FILE=/etc/e.pem", "TRIBUTARY_HTTP_TLS_KEY_FILE=/etc/e.key", NULL };
     cfg_t *c = load_with("", env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert(c->http.has_tls);
     cr_assert_str_eq(c->http.tls.cert_file, "/etc/e.pem");
     cfg_free(c);
     char *const half[] = { "TRIBUTARY_HTTP_TLS_CERT_FILE=/etc/e.pem", NULL };
     c = load_with("", half);
     cr_assert_null(c);
-    cr_assert(strstr(err, "http.tls.key_file: required key missing"), "%s", err);
+    cr_assert(strstr(cfgt_err, "http.tls.key_file: required key missing"), "%s", cfgt_err);
 }
 
 static char diffs[8][128];
@@ -136,7 +122,7 @@ Test(http_tls, diff_names_each_changed_key)
 {
     cfg_t *a = load_with("  tls: {cert_file: a, key_file: b}\n", NULL);
     cfg_t *b = load_with("  tls: {cert_file: a2, key_file: b, min_version: \"1.3\"}\n", NULL);
-    cr_assert(a && b, "%s", err);
+    cr_assert(a && b, "%s", cfgt_err);
     ndiffs = 0;
     cfg_diff(a, b, collect, NULL);
     cr_assert_eq(ndiffs, 2);
@@ -154,15 +140,15 @@ static cfg_t *printed_and_read_back(const cfg_t *a, char **text)
     cfg_print(a, f);
     fclose(f);
     cfg_t *b = NULL;
-    cfg_load_string("printed", *text, len, empty_env, &b, err, sizeof err);
-    cr_assert_not_null(b, "%s\n%s", err, *text);
+    cfg_load_string("printed", *text, len, empty_env, &b, cfgt_err, sizeof cfgt_err);
+    cr_assert_not_null(b, "%s\n%s", cfgt_err, *text);
     return b;
 }
 
 Test(http_tls, the_effective_configuration_reads_back)
 {
     cfg_t *a = load_with("  tls: {cert_file: a, key_file: b, ca_file: c, require_client_cert: yes}\n", NULL);
-    cr_assert_not_null(a, "%s", err);
+    cr_assert_not_null(a, "%s", cfgt_err);
     char *text = NULL;
     cfg_t *b = printed_and_read_back(a, &text);
     cr_assert(b->http.has_tls);

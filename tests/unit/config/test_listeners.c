@@ -8,9 +8,8 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "helper_config.h"
 #include "base/base.h"
-
-static char err[1024];
 
 static const char *HEAD =
     "edge: {edge_name: e1, cluster_url: \"http://127.0.0.1:6650\"}\n"
@@ -19,30 +18,17 @@ static const char *HEAD =
     "    - {mqtt_pattern: a/+/b, danube_topic: /e1/t}\n";
 
 /* HEAD, then the text under mqtt: (indented by the caller). */
-static cfg_t *load_with(const char *mqtt_extra, char *const *env)
-{
-    static char *const empty_env[] = { NULL };
-    char *y = tb_asprintf("%s%s", HEAD, mqtt_extra);
-    cfg_t *c = NULL;
-    err[0] = '\0';
-    cfg_load_string("test.yaml", y, strlen(y), env ? env : empty_env, &c, err, sizeof err);
-    free(y);
-    return c;
-}
+static cfg_t *load_with(const char *mqtt_extra, char *const *env) { return cfgt_load_cat(HEAD, mqtt_extra, env); }
 
 static void expect_error(const char *extra, const char *needle1, const char *needle2)
 {
-    cfg_t *c = load_with(extra, NULL);
-    cr_assert_null(c, "expected an error for:\n%s", extra);
-    cr_assert(strstr(err, needle1), "error \"%s\" lacks \"%s\"", err, needle1);
-    if (needle2)
-        cr_assert(strstr(err, needle2), "error \"%s\" lacks \"%s\"", err, needle2);
+    cfgt_expect_refused(load_with(extra, NULL), extra, needle1, needle2);
 }
 
 Test(listeners, absent_means_mqtt_listener_alone)
 {
     cfg_t *c = load_with("  listener: \"127.0.0.1:1884\"\n", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.nlisteners, 0);
     cr_assert_null(c->mqtt.listeners);
     cr_assert_str_eq(c->mqtt.listener, "127.0.0.1:1884");
@@ -56,7 +42,7 @@ Test(listeners, plain_and_tls_entries_with_defaults)
                          "    - address: \"[::1]:8883\"\n"
                          "      tls: { cert_file: server.pem, key_file: server.key }\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.nlisteners, 2);
     const cfg_listener_t *a = &c->mqtt.listeners[0], *b = &c->mqtt.listeners[1];
     cr_assert_str_eq(a->address, "0.0.0.0:1883");
@@ -88,7 +74,7 @@ Test(listeners, every_tls_key)
                          "        ciphers: \"ECDHE+AESGCM\"\n"
                          "        use_identity_as_username: true\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     const cfg_listener_t *l = &c->mqtt.listeners[0];
     cr_assert_str_eq(l->tls.ca_file, "ca.pem");
     cr_assert(l->tls.require_client_cert);
@@ -104,7 +90,7 @@ Test(listeners, min_version_as_an_unquoted_number)
                          "    - address: \"127.0.0.1:8883\"\n"
                          "      tls: {cert_file: s.pem, key_file: s.key, min_version: 1.3}\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.listeners[0].tls.min_version, CFG_TLS_1_3);
     cfg_free(c);
     expect_error("  listeners:\n"
@@ -128,7 +114,7 @@ Test(listeners, listener_from_the_environment_with_listeners_is_an_error)
                          "    - address: \"127.0.0.1:1884\"\n",
                          env);
     cr_assert_null(c);
-    cr_assert(strstr(err, "mqtt.listener:") && strstr(err, "TRIBUTARY_MQTT_LISTENER"), "%s", err);
+    cr_assert(strstr(cfgt_err, "mqtt.listener:") && strstr(cfgt_err, "TRIBUTARY_MQTT_LISTENER"), "%s", cfgt_err);
 }
 
 Test(listeners, address_is_required)
@@ -202,7 +188,7 @@ Test(listeners, same_address_twice)
                          "    - address: \"127.0.0.1:0\"\n"
                          "    - address: \"127.0.0.1:0\"\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cfg_free(c);
 }
 
@@ -230,7 +216,7 @@ Test(listeners, diff_names_each_changed_listener_key)
     cfg_t *c = load_with("  listeners:\n"
                          "    - address: \"127.0.0.1:1883\"\n",
                          NULL);
-    cr_assert(a && b && c, "%s", err);
+    cr_assert(a && b && c, "%s", cfgt_err);
     ndiffs = 0;
     cfg_diff(a, b, collect, NULL);
     cr_assert_eq(ndiffs, 2);
@@ -255,7 +241,7 @@ Test(listeners, the_effective_configuration_reads_back)
                          "    - address: \"127.0.0.1:8883\"\n"
                          "      tls: {cert_file: a, key_file: b, ca_file: c, require_client_cert: yes}\n",
                          NULL);
-    cr_assert_not_null(a, "%s", err);
+    cr_assert_not_null(a, "%s", cfgt_err);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -264,8 +250,8 @@ Test(listeners, the_effective_configuration_reads_back)
     cr_assert_null(strstr(buf, "listener: \"0.0.0.0:1883\""), "mqtt.listener is not printed beside mqtt.listeners:\n%s", buf);
     static char *const empty_env[] = { NULL };
     cfg_t *b = NULL;
-    cfg_load_string("printed", buf, len, empty_env, &b, err, sizeof err);
-    cr_assert_not_null(b, "%s\n%s", err, buf);
+    cfg_load_string("printed", buf, len, empty_env, &b, cfgt_err, sizeof cfgt_err);
+    cr_assert_not_null(b, "%s\n%s", cfgt_err, buf);
     ndiffs = 0;
     cfg_diff(a, b, collect, NULL);
     cr_assert_eq(ndiffs, 0, "%s differs once printed", diffs[0]);
@@ -277,8 +263,8 @@ Test(listeners, the_effective_configuration_reads_back)
     f = open_memstream(&buf, &len);
     cfg_print(a, f);
     fclose(f);
-    cfg_load_string("printed", buf, len, empty_env, &b, err, sizeof err);
-    cr_assert_not_null(b, "%s\n%s", err, buf);
+    cfg_load_string("printed", buf, len, empty_env, &b, cfgt_err, sizeof cfgt_err);
+    cr_assert_not_null(b, "%s\n%s", cfgt_err, buf);
     cr_assert_eq(b->mqtt.nlisteners, 0);
     free(buf);
     cfg_free(a);

@@ -10,9 +10,8 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "helper_config.h"
 #include "base/base.h"
-
-static char err[1024];
 
 static const char *HEAD =
     "edge: {edge_name: e1, cluster_url: \"http://127.0.0.1:6650\"}\n"
@@ -20,31 +19,14 @@ static const char *HEAD =
     "  topic_mappings:\n"
     "    - {mqtt_pattern: a/+/b, danube_topic: /e1/t}\n";
 
-static cfg_t *load_text(const char *y, char *const *env)
-{
-    static char *const empty_env[] = { NULL };
-    cfg_t *c = NULL;
-    err[0] = '\0';
-    cfg_load_string("test.yaml", y, strlen(y), env ? env : empty_env, &c, err, sizeof err);
-    return c;
-}
+static cfg_t *load_text(const char *y, char *const *env) { return cfgt_load(y, env); }
 
 /* HEAD, then extra (top-level YAML). */
-static cfg_t *load_with(const char *extra, char *const *env)
-{
-    char *y = tb_asprintf("%s%s", HEAD, extra);
-    cfg_t *c = load_text(y, env);
-    free(y);
-    return c;
-}
+static cfg_t *load_with(const char *extra, char *const *env) { return cfgt_load_cat(HEAD, extra, env); }
 
 static void expect_error(const char *extra, const char *needle1, const char *needle2)
 {
-    cfg_t *c = load_with(extra, NULL);
-    cr_assert_null(c, "expected an error for:\n%s", extra);
-    cr_assert(strstr(err, needle1), "error \"%s\" lacks \"%s\"", err, needle1);
-    if (needle2)
-        cr_assert(strstr(err, needle2), "error \"%s\" lacks \"%s\"", err, needle2);
+    cfgt_expect_refused(load_with(extra, NULL), extra, needle1, needle2);
 }
 
 static const char *MQTT_OUT =
@@ -68,7 +50,7 @@ static const char *MQTT_OUT =
 Test(outputs, absent_is_one_implied_danube_output)
 {
     cfg_t *c = load_with("", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->noutputs, 1);
     const cfg_output_t *o = &c->outputs[0];
     cr_assert_str_eq(o->name, "danube");
@@ -86,7 +68,7 @@ Test(outputs, absent_is_one_implied_danube_output)
 Test(outputs, the_issue_shape_parses_exactly)
 {
     cfg_t *c = load_with(MQTT_OUT, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->noutputs, 2);
     const cfg_output_t *d = &c->outputs[0], *m = &c->outputs[1];
     cr_assert_not(d->implied);
@@ -122,7 +104,7 @@ Test(outputs, defaults_of_mqtt_and_sparkplug)
                          "    device: \"${1}\"\n"
                          "    primary_host_id: \"\"\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     const cfg_output_t *m = &c->outputs[0], *s = &c->outputs[1];
     cr_assert_str_eq(m->remote_topic, "${topic}");
     cr_assert_eq(m->protocol, 5);
@@ -139,7 +121,7 @@ Test(outputs, defaults_of_mqtt_and_sparkplug)
     cfg_free(c);
     /* without device: node metrics */
     c = load_with("outputs:\n  - {name: s, kind: sparkplug, broker: \"h:1\", group_id: G, edge_node_id: n1}\n", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_null(c->outputs[0].device);
     cr_assert_str_eq(c->outputs[0].edge_node_id, "n1");
     cfg_free(c);
@@ -151,12 +133,12 @@ Test(outputs, env_rule_in_template_keys)
     cfg_t *c = load_with("outputs:\n"
                          "  - {name: up, kind: mqtt, broker: \"h:1\", remote_topic: \"${SITE}/${topic}/${upstream}\"}\n",
                          env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_str_eq(c->outputs[0].remote_topic, "plant7/${topic}/${upstream}");
     cfg_free(c);
     /* ${topic} unset in the environment is no error there */
     c = load_with("outputs:\n  - {name: up, kind: mqtt, broker: \"h:1\", remote_topic: \"f/${topic}\"}\n", NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cfg_free(c);
     /* in another key it is still the environment */
     expect_error("outputs:\n  - {name: up, kind: mqtt, broker: \"h:1\", username: \"${topic}\"}\n",
@@ -217,7 +199,7 @@ Test(outputs, names_kinds_and_client_ids)
     cfg_t *c = load_with("outputs:\n  - {name: a, kind: mqtt, broker: \"h:1\", client_id: same}\n"
                          "  - {name: b, kind: mqtt, broker: \"h:2\", client_id: same}\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cfg_free(c);
 }
 
@@ -252,17 +234,17 @@ Test(outputs, cluster_url_only_with_a_danube_output)
                          "mqtt:\n  topic_mappings:\n    - {mqtt_pattern: a, danube_topic: /e1/t}\n"
                          "outputs:\n  - {name: up, kind: mqtt, broker: \"h:1\"}\n",
                          NULL);
-    cr_assert_not_null(c, "no danube output, no cluster: %s", err);
+    cr_assert_not_null(c, "no danube output, no cluster: %s", cfgt_err);
     cfg_free(c);
     c = load_text("edge: {edge_name: e1}\nmqtt:\n  topic_mappings:\n    - {mqtt_pattern: a, danube_topic: /e1/t}\n",
                   NULL);
     cr_assert_null(c);
-    cr_assert(strstr(err, "edge.cluster_url: required key missing"), "%s", err);
+    cr_assert(strstr(cfgt_err, "edge.cluster_url: required key missing"), "%s", cfgt_err);
     c = load_text("edge: {edge_name: e1}\nmqtt:\n  topic_mappings:\n    - {mqtt_pattern: a, danube_topic: /e1/t}\n"
                   "outputs:\n  - {name: d, kind: danube}\n",
                   NULL);
     cr_assert_null(c);
-    cr_assert(strstr(err, "test.yaml:6:") && strstr(err, "the danube output sends to it"), "%s", err);
+    cr_assert(strstr(cfgt_err, "test.yaml:6:") && strstr(cfgt_err, "the danube output sends to it"), "%s", cfgt_err);
 }
 
 Test(outputs, mapping_priority)
@@ -270,14 +252,14 @@ Test(outputs, mapping_priority)
     cfg_t *c = load_text("edge: {edge_name: e1, cluster_url: \"http://h:1\"}\nmqtt:\n  topic_mappings:\n"
                          "    - {mqtt_pattern: a, danube_topic: /e1/t, priority: 5}\n",
                          NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].priority, 5);
     cfg_free(c);
     c = load_text("edge: {edge_name: e1, cluster_url: \"http://h:1\"}\nmqtt:\n  topic_mappings:\n"
                   "    - {mqtt_pattern: a, danube_topic: /e1/t, priority: 256}\n",
                   NULL);
     cr_assert_null(c);
-    cr_assert(strstr(err, "mqtt.topic_mappings[0].priority"), "%s", err);
+    cr_assert(strstr(cfgt_err, "mqtt.topic_mappings[0].priority"), "%s", cfgt_err);
 }
 
 static void collect(void *arg, const char *key)
@@ -290,7 +272,7 @@ static void collect(void *arg, const char *key)
 Test(outputs, printed_config_reads_back_the_same)
 {
     cfg_t *c = load_with(MQTT_OUT, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -299,7 +281,7 @@ Test(outputs, printed_config_reads_back_the_same)
     cr_assert(strstr(text, "remote_topic: \"site1/${topic}\""), "%s", text);
     cr_assert(strstr(text, "kind: mqtt"), "%s", text);
     cfg_t *back = load_text(text, NULL);
-    cr_assert_not_null(back, "%s\n%s", err, text);
+    cr_assert_not_null(back, "%s\n%s", cfgt_err, text);
     char diffs[2048] = "";
     cfg_diff(c, back, collect, diffs);
     cr_assert_str_eq(diffs, "", "read back differs: %s\n%s", diffs, text);
@@ -314,7 +296,7 @@ Test(outputs, printed_config_reads_back_the_same)
     fclose(f);
     cr_assert(strstr(text, "outputs:  # implied"), "%s", text);
     back = load_text(text, NULL);
-    cr_assert_not_null(back, "%s\n%s", err, text);
+    cr_assert_not_null(back, "%s\n%s", cfgt_err, text);
     cr_assert_str_eq(back->outputs[0].name, "danube");
     free(text);
     cfg_free(back);
@@ -324,13 +306,13 @@ Test(outputs, printed_config_reads_back_the_same)
 Test(outputs, diff_by_name)
 {
     cfg_t *a = load_with(MQTT_OUT, NULL);
-    cr_assert_not_null(a, "%s", err);
+    cr_assert_not_null(a, "%s", cfgt_err);
     char *changed = tb_asprintf("%s", MQTT_OUT);
     char *q = strstr(changed, "qos: 1");
     q[5] = '2';
     char *y = tb_asprintf("%s%s  - {name: extra, kind: mqtt, broker: \"h:1\"}\n", HEAD, changed);
     cfg_t *b = load_text(y, NULL);
-    cr_assert_not_null(b, "%s", err);
+    cr_assert_not_null(b, "%s", cfgt_err);
     char diffs[2048] = "";
     cfg_diff(a, b, collect, diffs);
     cr_assert_str_eq(diffs, "outputs[central].qos;outputs[extra];");

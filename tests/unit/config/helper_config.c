@@ -1,0 +1,35 @@
+/* helper_config: see helper_config.h. */
+#include "helper_config.h"
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+
+char cfgt_err[1024];
+
+cfg_t *cfgt_load(const char *yaml, char *const *env)
+{
+    static char *const empty_env[] = { NULL };
+    cfg_t *c = NULL;
+    cfgt_err[0] = '\0';
+    cfg_load_string("test.yaml", yaml, strlen(yaml), env ? env : empty_env, &c, cfgt_err, sizeof cfgt_err);
+    return c;
+}
+
+cfg_t *cfgt_load_cat(const char *head, const char *extra, char *const *env)
+{
+    char *y = tb_asprintf("%s%s", head, extra);
+    cfg_t *c = cfgt_load(y, env);
+    free(y);
+    return c;
+}
+
+void cfgt_expect_refused(cfg_t *c, const char *yaml, const char *needle1, const char *needle2)
+{
+    cr_assert_null(c, "expected an error for:\n%s", yaml);
+    cr_assert(strstr(cfgt_err, needle1), "error \"%s\" lacks \"%s\"", cfgt_err, needle1);
+    if (needle2)
+        cr_assert(strstr(cfgt_err, needle2), "error \"%s\" lacks \"%s\"", cfgt_err, needle2);
+}
