@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <criterion/criterion.h>
 
 static void notify_cb(void *arg)
 {
@@ -260,4 +263,56 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 void th_rmrf(const char *path)
 {
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int th_fork_life(void (*body)(int fd, void *arg), void *arg, void *buf, size_t rec_size, size_t cap, size_t *n)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        body(p[1], arg);
+        _exit(100); /* body returned: reported as exit status 100 */
+    }
+    close(p[1]);
+    uint8_t rec[256];
+    cr_assert_leq(rec_size, sizeof rec);
+    while (read(p[0], rec, rec_size) == (ssize_t)rec_size)
+        if (*n < cap)
+            memcpy((uint8_t *)buf + (*n)++ * rec_size, rec, rec_size);
+    close(p[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+}
+
+void *th_follow(void *arg)
+{
+    th_follower_t *f = arg;
+    wal_reader_t *r;
+    if (wal_reader_open(f->t, 1, &r) != 0) {
+        f->in_order = false;
+        return NULL;
+    }
+    f->in_order = true;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (f->got < f->want && tb_mono_ms() < deadline) {
+        wal_record_t rec;
+        int rc = wal_reader_next(r, &rec);
+        if (rc == WAL_END) {
+            struct timespec ts = { 0, 100000 };
+            nanosleep(&ts, NULL); /* polls the readable end; the deadline bounds the wait */
+            continue;
+        }
+        uint64_t seq;
+        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, f->payload_len, &seq) || seq != f->got) {
+            f->in_order = false;
+            break;
+        }
+        f->got++;
+    }
+    wal_reader_close(r);
+    return NULL;
 }

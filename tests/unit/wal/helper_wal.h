@@ -68,6 +68,21 @@ bool th_record_ok(const wal_record_t *r, size_t payload_len, uint64_t *seq);
  * intact or the reader failed; *gaps counts WAL_GAP results. */
 long th_read_all(wal_topic_t *t, uint64_t from, size_t payload_len, uint64_t *out, size_t max, int *gaps);
 
+/* Runs body(fd, arg) in a forked child (body must not return: it ends in
+ * _exit or a signal) and appends what the child writes to fd, as records
+ * of rec_size bytes, to buf (cap records at most, *n counts them). Returns
+ * the child's signal, or minus its exit status. */
+int th_fork_life(void (*body)(int fd, void *arg), void *arg, void *buf, size_t rec_size, size_t cap, size_t *n);
+/* A reader thread (pthread_create(..., th_follow, &f)): reads t from offset
+ * 1 until want records were read or 20 s passed; in_order stays true while
+ * each record is the next offset and message got (payload_len bytes). */
+typedef struct th_follower {
+    wal_topic_t *t;
+    size_t payload_len;
+    uint64_t want, got;
+    bool in_order;
+} th_follower_t;
+void *th_follow(void *arg);
 /* Files named *.seg in dir (a topic directory). */
 int th_count_files(const char *dir, const char *suffix);
 /* Path of a topic directory: h->wal_dir/<encoded name>. Caller frees. */

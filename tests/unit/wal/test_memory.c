@@ -465,46 +465,14 @@ Test(memory, a_spill_keeps_what_received_already_answered)
     cr_assert_eq(read_through(wal_topic_find(h.w, "/e/t"), 1, &holes), 20, "the answered messages are in the log");
 }
 
-typedef struct {
-    wal_topic_t *t;
-    uint64_t want, got;
-    bool in_order;
-} follower_t;
-
-static void *follow(void *arg)
-{
-    follower_t *f = arg;
-    wal_reader_t *r;
-    wal_reader_open(f->t, 1, &r);
-    f->in_order = true;
-    uint64_t deadline = tb_mono_ms() + 20000;
-    while (f->got < f->want && tb_mono_ms() < deadline) {
-        wal_record_t rec;
-        int rc = wal_reader_next(r, &rec);
-        if (rc == WAL_END) {
-            struct timespec ts = { 0, 100000 };
-            nanosleep(&ts, NULL); /* polls the readable end; the deadline bounds the wait */
-            continue;
-        }
-        uint64_t seq;
-        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, PAYLOAD, &seq) || seq != f->got) {
-            f->in_order = false;
-            break;
-        }
-        f->got++;
-    }
-    wal_reader_close(r);
-    return NULL;
-}
-
 Test(memory, a_reader_sees_every_record_once_in_order_across_the_spill)
 {
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = open_topic();
     enter_memory(t, WAL_ACK_UPSTREAM, 20000); /* ~13 batches fit, then the spill */
-    follower_t f = { t, 1000, 0, false };
+    th_follower_t f = { .t = t, .payload_len = PAYLOAD, .want = 1000 };
     pthread_t th;
-    pthread_create(&th, NULL, follow, &f);
+    pthread_create(&th, NULL, th_follow, &f);
     for (uint64_t seq = 0; seq < 1000; seq += 10)
         th_submit(&h, t, seq, 10, PAYLOAD);
     pthread_join(th, NULL);
@@ -601,8 +569,9 @@ Test(memory, the_mode_is_checked)
  * the pipe: what the replicator would send the cluster) and acknowledges
  * about half of what it reads, until n offsets were read; then SIGKILL, with
  * none of the held records on disk. */
-static void child(int fd, uint64_t n)
+static void child(int fd, void *arg)
 {
+    uint64_t n = *(uint64_t *)arg;
     alarm(30);
     wal_topic_t *t;
     if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0)
@@ -647,23 +616,7 @@ static void child(int fd, uint64_t n)
 
 static int life(uint64_t n, uint64_t *seen, size_t *nseen, size_t cap)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        close(p[0]);
-        child(p[1], n);
-    }
-    close(p[1]);
-    uint64_t o;
-    while (read(p[0], &o, sizeof o) == (ssize_t)sizeof o)
-        if (*nseen < cap)
-            seen[(*nseen)++] = o;
-    close(p[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+    return th_fork_life(child, &n, seen, sizeof *seen, cap, nseen);
 }
 
 Test(memory, offsets_continue_above_everything_read_after_sigkill)

@@ -425,8 +425,9 @@ static void check_after(const event_t *ev, size_t nev, const char *what, verdict
 
 /* ---- SIGKILL at each step --------------------------------------------------- */
 
-static void child(int fd, int kill_at)
+static void child(int fd, void *arg)
 {
+    int kill_at = *(int *)arg;
     alarm(60); /* a hung child dies of SIGALRM, which the parent reports */
     run = (run_t){ .fd = fd, .kill_at = kill_at, .ack_in_spill = ack_in_spill, .bytes_spill = bytes_spill };
     h.ndone = 0; /* the parent's completions (its checks) are not this life's */
@@ -445,24 +446,8 @@ static void child(int fd, int kill_at)
  * the child's signal, or minus its exit status. */
 static int life(int kill_at, event_t *ev, size_t *nev, size_t cap)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        close(p[0]);
-        child(p[1], kill_at);
-    }
-    close(p[1]);
-    event_t e;
     *nev = 0;
-    while (read(p[0], &e, sizeof e) == (ssize_t)sizeof e)
-        if (*nev < cap)
-            ev[(*nev)++] = e;
-    close(p[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+    return th_fork_life(child, &kill_at, ev, sizeof *ev, cap, nev);
 }
 
 static const wal_step_t steps_output[] = {

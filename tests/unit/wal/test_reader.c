@@ -174,46 +174,13 @@ Test(reader, does_not_return_records_a_bound_dropped_from_the_segment_it_has_ope
     wal_reader_close(r);
 }
 
-typedef struct {
-    wal_topic_t *t;
-    uint64_t want;
-    uint64_t got;
-    bool in_order;
-} follower_t;
-
-static void *follow(void *arg)
-{
-    follower_t *f = arg;
-    wal_reader_t *r;
-    wal_reader_open(f->t, 1, &r);
-    f->in_order = true;
-    uint64_t deadline = tb_mono_ms() + 20000;
-    while (f->got < f->want && tb_mono_ms() < deadline) {
-        wal_record_t rec;
-        int rc = wal_reader_next(r, &rec);
-        if (rc == WAL_END) {
-            struct timespec ts = { 0, 100000 };
-            nanosleep(&ts, NULL); /* poll the readable end; the deadline bounds the wait */
-            continue;
-        }
-        uint64_t seq;
-        if (rc != 0 || rec.offset != f->got + 1 || !th_record_ok(&rec, PAYLOAD, &seq) || seq != f->got) {
-            f->in_order = false;
-            break;
-        }
-        f->got++;
-    }
-    wal_reader_close(r);
-    return NULL;
-}
-
 Test(reader, concurrent_reader_sees_every_record_in_order)
 {
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = open_topic();
-    follower_t f = { .t = t, .want = 2000 };
+    th_follower_t f = { .t = t, .payload_len = PAYLOAD, .want = 2000 };
     pthread_t th;
-    pthread_create(&th, NULL, follow, &f);
+    pthread_create(&th, NULL, th_follow, &f);
     for (uint64_t i = 0; i < 200; i++)
         th_submit(&h, t, i * 10, 10, PAYLOAD);
     cr_assert(th_wait(&h, 200));

@@ -376,8 +376,9 @@ typedef struct { uint64_t kind, offset, count; } event_t;
 /* The child: opens the log, appends a batch of 4 (the offsets the log gave
  * them go to the pipe), hands out n offsets beyond the log (each to the pipe
  * once covered), and dies by SIGKILL with none of them on disk. */
-static void child(int fd, uint64_t n)
+static void child(int fd, void *arg)
 {
+    uint64_t n = *(uint64_t *)arg;
     alarm(30); /* a hung child dies of SIGALRM, which the parent reports */
     wal_topic_t *t;
     if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0)
@@ -407,24 +408,7 @@ static void child(int fd, uint64_t n)
 /* Runs one life; appends its events to ev. Returns the child's signal. */
 static int life(uint64_t n, event_t *ev, size_t *nev, size_t cap)
 {
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        close(p[0]);
-        child(p[1], n);
-    }
-    close(p[1]);
-    event_t e;
-    ssize_t r;
-    while ((r = read(p[0], &e, sizeof e)) == (ssize_t)sizeof e)
-        if (*nev < cap)
-            ev[(*nev)++] = e;
-    close(p[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : -WEXITSTATUS(status);
+    return th_fork_life(child, &n, ev, sizeof *ev, cap, nev);
 }
 
 Test(reserve, offsets_handed_out_past_the_disk_are_never_reused_after_sigkill)
