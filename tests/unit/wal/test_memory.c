@@ -657,44 +657,39 @@ Test(memory, offsets_continue_above_everything_read_after_sigkill)
     free(seen);
 }
 
+/* The child of the next test: 1..50 held, 1..10 acknowledged, the rest
+ * spilled; writes the first offset of each batch its publishers were told
+ * of, then dies. */
+static void spill_then_die(int fd, void *arg)
+{
+    (void)arg;
+    alarm(30);
+    wal_topic_t *t;
+    wal_memory_opts_t mo;
+    wal_memory_opts_default(&mo);
+    mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+    if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0 || wal_topic_set_durability(t, &mo) != 0)
+        _exit(2);
+    for (uint64_t seq = 0; seq < 50; seq += 10)
+        th_submit(&h, t, seq, 10, PAYLOAD); /* 1..50 held */
+    if (wal_checkpoint(t, 10) != 0 || !th_wait(&h, 1))
+        _exit(3);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT); /* 11..50 to the log */
+    if (!th_wait(&h, 5))
+        _exit(4);
+    for (size_t i = 0; i < 5; i++) /* what the publishers were told: in the cluster or in the log */
+        if (h.done[i].rc != 0 || write(fd, &h.done[i].first_offset, 8) != 8)
+            _exit(5);
+    raise(SIGKILL);
+    _exit(6);
+}
+
 Test(memory, what_a_spill_completed_survives_a_sigkill_and_offsets_continue_above_it)
 {
     h.o.reserve_span = 1000;
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        close(p[0]);
-        alarm(30);
-        wal_topic_t *t;
-        wal_memory_opts_t mo;
-        wal_memory_opts_default(&mo);
-        mo.durability = WAL_DURABILITY_MEMORY_FIRST;
-        if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0 || wal_topic_set_durability(t, &mo) != 0)
-            _exit(2);
-        for (uint64_t seq = 0; seq < 50; seq += 10)
-            th_submit(&h, t, seq, 10, PAYLOAD); /* 1..50 held */
-        if (wal_checkpoint(t, 10) != 0 || !th_wait(&h, 1))
-            _exit(3);
-        wal_topic_spill(t, WAL_SPILL_OUTPUT); /* 11..50 to the log */
-        if (!th_wait(&h, 5))
-            _exit(4);
-        for (size_t i = 0; i < 5; i++) /* what the publishers were told: in the cluster or in the log */
-            if (h.done[i].rc != 0 || write(p[1], &h.done[i].first_offset, 8) != 8)
-                _exit(5);
-        raise(SIGKILL);
-        _exit(6);
-    }
-    close(p[1]);
     uint64_t firsts[8];
     size_t n = 0;
-    while (n < 8 && read(p[0], &firsts[n], 8) == 8)
-        n++;
-    close(p[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %d", status);
+    cr_assert_eq(th_fork_life(spill_then_die, NULL, firsts, sizeof firsts[0], 8, &n), SIGKILL);
     cr_assert_eq(n, 5);
     cr_assert_eq(th_open(&h), 0);
     wal_topic_t *t = wal_topic_find(h.w, "/e/t");
