@@ -46,6 +46,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lat_hist.h"
+
 typedef struct conn {
     struct mosquitto *m;
     int idx;
@@ -57,8 +59,6 @@ typedef struct conn {
 
 /* Ack latency histogram: 0.1 ms buckets up to 10 s, the last one open. */
 #define LAT_RING 4096   /* > any window: mids in flight never collide */
-#define LAT_BUCKETS 100001
-static atomic_uint g_lat[LAT_BUCKETS];
 
 static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
 static long g_messages = 100000;
@@ -107,8 +107,7 @@ static void on_publish(struct mosquitto *m, void *arg, int mid)
     if (g_qos == 0)
         return; /* libmosquitto reports QoS 0 messages as written: not an ack */
     double lat = now_s() - c->sent_at[mid % LAT_RING];
-    long b = lat <= 0 ? 0 : (long)(lat * 1e4);
-    atomic_fetch_add(&g_lat[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1], 1);
+    lat_add(lat);
     c->acked++;
     c->inflight--;
     atomic_fetch_add(&g_acked_total, 1);
@@ -182,25 +181,6 @@ static void pump(conn_t *c)
             atomic_fetch_add(&g_acked_total, c->total);
         }
     }
-}
-
-/* The q-quantile of the ack latencies, in ms (the upper edge of its bucket). */
-static double lat_quantile(double q)
-{
-    unsigned long total = 0, seen = 0;
-    for (long b = 0; b < LAT_BUCKETS; b++)
-        total += atomic_load(&g_lat[b]);
-    if (total == 0)
-        return 0;
-    unsigned long want = (unsigned long)(q * (double)total + 0.5);
-    if (want < 1)
-        want = 1;
-    for (long b = 0; b < LAT_BUCKETS; b++) {
-        seen += atomic_load(&g_lat[b]);
-        if (seen >= want)
-            return (double)(b + 1) / 10.0;
-    }
-    return (double)LAT_BUCKETS / 10.0;
 }
 
 typedef struct { conn_t *conns; int n; } worker_t;

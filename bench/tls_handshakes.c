@@ -48,8 +48,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LAT_BUCKETS 100001 /* 0.1 ms steps up to 10 s, the last one open */
-static atomic_uint g_lat[LAT_BUCKETS];
+#include "lat_hist.h"
+
 static atomic_long g_taken, g_done, g_resumed, g_failed;
 static long g_total = 2000;
 static int g_port = 0, g_parallel = 8;
@@ -155,8 +155,7 @@ static SSL_SESSION *one(long i, SSL_SESSION *sess)
         goto out;
     }
     double lat = now_s() - t0;
-    long b = (long)(lat * 1e4);
-    atomic_fetch_add(&g_lat[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1], 1);
+    lat_add(lat);
     if (SSL_session_reused(ssl))
         atomic_fetch_add(&g_resumed, 1);
     static const unsigned char disconnect[] = {0xe0, 0x00};
@@ -187,24 +186,6 @@ static void *worker(void *arg)
         sess = one(i, sess);
     SSL_SESSION_free(sess);
     return NULL;
-}
-
-static double quantile(double q)
-{
-    unsigned long total = 0, seen = 0;
-    for (long b = 0; b < LAT_BUCKETS; b++)
-        total += atomic_load(&g_lat[b]);
-    if (total == 0)
-        return 0;
-    unsigned long want = (unsigned long)(q * (double)total + 0.5);
-    if (want < 1)
-        want = 1;
-    for (long b = 0; b < LAT_BUCKETS; b++) {
-        seen += atomic_load(&g_lat[b]);
-        if (seen >= want)
-            return (double)(b + 1) / 10.0;
-    }
-    return (double)LAT_BUCKETS / 10.0;
 }
 
 int main(int argc, char **argv)
@@ -275,8 +256,8 @@ int main(int argc, char **argv)
     long done = atomic_load(&g_done);
     printf("connections=%ld seconds=%.3f rate=%.0f resumed=%ld failed=%ld p50_ms=%.1f p99_ms=%.1f max_ms=%.1f "
            "client_cpu_s=%.3f\n",
-           done, secs, (double)done / secs, atomic_load(&g_resumed), atomic_load(&g_failed), quantile(0.5),
-           quantile(0.99), quantile(1), cpu);
+           done, secs, (double)done / secs, atomic_load(&g_resumed), atomic_load(&g_failed), lat_quantile(0.5),
+           lat_quantile(0.99), lat_quantile(1), cpu);
     SSL_CTX_free(g_ctx);
     free(th);
     return atomic_load(&g_failed) ? 1 : 0;
