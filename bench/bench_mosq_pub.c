@@ -7,6 +7,8 @@
  *   bench_mosq_pub pub  --port P [--host H] [--count N] [--size B] [--qos Q]
  *                       [--window W] [--topics T] [--prefix S] [--id ID] [--v5]
  *                       [--nodelay]
+ *   bench_mosq_pub raw  --port P [--host H] [--count N] [--size B] [--window W]
+ *                       [--topics T] [--prefix S] [--id ID]
  *   bench_mosq_pub sink --port P [--host H] --expect N [--filter F] [--qos Q]
  *                       [--id ID] [--timeout-s S]
  *
@@ -21,6 +23,13 @@
  * (secs from the first publish to the last ack; cpu_s: user+sys of this
  * process, getrusage).
  *
+ * raw: the ceiling of a publisher of our own (design 4.10, lever 3): no
+ * libmosquitto; MQTT 3.1.1 CONNECT, then the same N QoS 1 PUBLISHes
+ * encoded by this program into one buffer and written with one write()
+ * per turn (up to 64 KiB), at most W unacknowledged, PUBACKs parsed from
+ * what is read. Prints the same "pub ..." line. A figure to decide with,
+ * not a client: it handles no session, no error but a lost connection.
+ *
  * sink: subscribes F (default "#") at QoS Q (default 1), counts messages
  * and prints "sink ready" once the SUBACK came (the bench script waits for
  * that line), then, once N messages arrived,
@@ -29,7 +38,10 @@
  * seen on that topic). Exits 1 without N within --timeout-s (default 600)
  * of its subscription.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <mosquitto.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -38,6 +50,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #define MAX_TOPICS 1024
@@ -303,9 +317,133 @@ static int run_sink(void)
     return 0;
 }
 
+/* ---- raw: our own encoder, batched writes ---------------------------------- */
+
+static size_t put_str(uint8_t *p, const char *s, size_t n)
+{
+    p[0] = (uint8_t)(n >> 8);
+    p[1] = (uint8_t)n;
+    memcpy(p + 2, s, n);
+    return n + 2;
+}
+
+static size_t put_varint(uint8_t *p, size_t v)
+{
+    size_t i = 0;
+    do {
+        uint8_t b = v % 128;
+        v /= 128;
+        p[i++] = (uint8_t)(b | (v ? 0x80 : 0));
+    } while (v);
+    return i;
+}
+
+static bool write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static int run_raw(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)g_port) };
+    if (fd < 0 || inet_pton(AF_INET, g_host, &sa.sin_addr) != 1 || connect(fd, (struct sockaddr *)&sa, sizeof sa)) {
+        fprintf(stderr, "bench_mosq_pub raw: connect %s:%d: %s\n", g_host, g_port, strerror(errno));
+        return 1;
+    }
+    const char *id = g_id ? g_id : "bench-raw-pub";
+    uint8_t pkt[512], *q = pkt + 8;
+    q += put_str(q, "MQTT", 4);
+    *q++ = 4;    /* 3.1.1 */
+    *q++ = 0x02; /* clean session */
+    *q++ = 0;
+    *q++ = 60;
+    q += put_str(q, id, strlen(id));
+    size_t body = (size_t)(q - (pkt + 8));
+    uint8_t head[5] = { 0x10 };
+    size_t hl = 1 + put_varint(head + 1, body);
+    memcpy(pkt + 8 - hl, head, hl);
+    if (!write_all(fd, pkt + 8 - hl, hl + body))
+        return 1;
+    uint8_t ack[4];
+    if (read(fd, ack, 4) != 4 || ack[0] != 0x20 || ack[3] != 0) {
+        fprintf(stderr, "bench_mosq_pub raw: no CONNACK\n");
+        return 1;
+    }
+    char topics[MAX_TOPICS][128];
+    for (int i = 0; i < g_topics; i++)
+        snprintf(topics[i], 128, "%s/%d", g_prefix, i);
+    enum { OUT = 65536 };
+    uint8_t *out = malloc(OUT + 4096), in[65536];
+    size_t inlen = 0;
+    if (!out)
+        return 1;
+    double c0 = cpu_s();
+    g_t_first = now_s();
+    uint16_t mid = 0;
+    while (g_acked < g_count) {
+        size_t olen = 0;
+        while (g_sent < g_count && g_sent < g_acked + g_window && olen < OUT) {
+            const char *t = topics[g_sent % g_topics];
+            size_t tl = strlen(t), rl = 2 + tl + 2 + (size_t)g_size;
+            uint8_t *o = out + olen;
+            o[0] = 0x32; /* PUBLISH, QoS 1 */
+            size_t k = 1 + put_varint(o + 1, rl);
+            k += put_str(o + k, t, tl);
+            if (++mid == 0)
+                mid = 1;
+            o[k++] = (uint8_t)(mid >> 8);
+            o[k++] = (uint8_t)mid;
+            int n = snprintf((char *)o + k, 24, "%ld ", g_sent / g_topics);
+            memset(o + k + n, 'x', (size_t)g_size - (size_t)n);
+            olen += k + (size_t)g_size;
+            g_sent++;
+        }
+        if (olen && !write_all(fd, out, olen)) {
+            fprintf(stderr, "bench_mosq_pub raw: write failed after %ld acks\n", g_acked);
+            return 1;
+        }
+        ssize_t r = read(fd, in + inlen, sizeof in - inlen);
+        if (r <= 0) {
+            fprintf(stderr, "bench_mosq_pub raw: connection lost after %ld acks\n", g_acked);
+            return 1;
+        }
+        inlen += (size_t)r;
+        size_t i = 0;
+        while (inlen - i >= 4 && in[i] == 0x40 && in[i + 1] == 2) { /* PUBACK */
+            g_acked++;
+            i += 4;
+        }
+        if (inlen - i >= 2 && !(in[i] == 0x40 && in[i + 1] == 2)) {
+            fprintf(stderr, "bench_mosq_pub raw: unexpected packet 0x%02x\n", in[i]);
+            return 1;
+        }
+        memmove(in, in + i, inlen - i);
+        inlen -= i;
+        g_t_last = now_s();
+    }
+    double secs = g_t_last - g_t_first;
+    printf("pub sent=%ld acked=%ld window=%ld secs=%.3f rate=%.0f cpu_s=%.2f\n", g_sent, g_acked, g_window,
+           secs, secs > 0 ? (double)g_acked / secs : 0.0, cpu_s() - c0);
+    static const uint8_t disc[2] = { 0xe0, 0 };
+    write_all(fd, disc, 2);
+    close(fd);
+    free(out);
+    return 0;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_mosq_pub pub|sink --port P [--host H] [--count N] [--size B] [--qos Q]\n"
+    fprintf(stderr, "usage: bench_mosq_pub pub|raw|sink --port P [--host H] [--count N] [--size B] [--qos Q]\n"
                     "       [--window W] [--topics T] [--prefix S] [--id ID] [--v5] [--nodelay] [--expect N]\n"
                     "       [--filter F] [--timeout-s S]\n");
     exit(2);
@@ -342,7 +480,10 @@ int main(int argc, char **argv)
         g_topics < 1 || g_topics > MAX_TOPICS)
         usage();
     mosquitto_lib_init();
-    int rc = strcmp(mode, "pub") == 0 ? run_pub() : strcmp(mode, "sink") == 0 ? run_sink() : (usage(), 2);
+    int rc = strcmp(mode, "pub") == 0    ? run_pub()
+             : strcmp(mode, "raw") == 0  ? run_raw()
+             : strcmp(mode, "sink") == 0 ? run_sink()
+                                         : (usage(), 2);
     mosquitto_lib_cleanup();
     return rc;
 }

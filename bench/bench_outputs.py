@@ -27,7 +27,9 @@ backlog of the same N messages into the same kind of broker in the same run.
 Every figure is first-to-last arrival at far's subscriber, so each column
 pays for the same broker and the same subscriber. Ours reads no log: it is
 the floor of the libmosquitto path (design 4.10: ~5 syscalls a message),
-what the MQTT output (O6) can at best reach; the drain from the WAL is
+what the MQTT output (O6) can at best reach; the raw rows (bench_mosq_pub
+raw: PUBLISHes encoded by the sender into 64 KiB writes, no library) are the
+ceiling of a publisher of our own, design 4.10's lever 3; the drain from the WAL is
 measured again when the output exists (--only drain, later). Nothing passes
 or fails on time; the script prints the figures, the ratio to the bridge and
 the issue's target (>= 3x the bridge), and fails only if a subscriber did
@@ -74,8 +76,8 @@ def sink_result(p, out, timeout):
     raise RuntimeError(f"sink printed no result: {text.strip()}")
 
 
-def pub(build, port, n, size, window, name, prefix="bench", timeout=900):
-    r = subprocess.run([os.path.join(build, "bench", "bench_mosq_pub"), "pub", "--port", str(port), "--count",
+def pub(build, port, n, size, window, name, prefix="bench", timeout=900, mode="pub"):
+    r = subprocess.run([os.path.join(build, "bench", "bench_mosq_pub"), mode, "--port", str(port), "--count",
                         str(n), "--size", str(size), "--qos", "1", "--window", str(window), "--topics", "3",
                         "--prefix", prefix, "--id", name], capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
@@ -87,15 +89,17 @@ def pub(build, port, n, size, window, name, prefix="bench", timeout=900):
 def baseline(a, work):
     far = L.mosquitto(work, "far", unlimited=True, extra=["persistence false"])
     rows = []
-    for w in a.windows:
-        sp, so = sink(a.build, work, f"sink-w{w}", far.port, a.count, a.timeout)
+    runs = [("pub", w, f"ours (libmosquitto), window {w}") for w in a.windows]
+    runs += [("raw", w, f"own encoder, batched writes, window {w}") for w in a.raw_windows]
+    for mode, w, who in runs:
+        sp, so = sink(a.build, work, f"sink-{mode}{w}", far.port, a.count, a.timeout)
         cpu0 = L.cpu_seconds(far.pid)
-        p = pub(a.build, far.port, a.count, a.size, w, f"ours-w{w}", timeout=a.timeout)
+        p = pub(a.build, far.port, a.count, a.size, w, f"ours-{mode}{w}", timeout=a.timeout, mode=mode)
         s = sink_result(sp, so, a.timeout)
-        rows.append({"who": f"ours, window {w}", "rate": s["rate"], "secs": s["first_to_last_s"],
+        rows.append({"who": who, "rate": s["rate"], "secs": s["first_to_last_s"],
                      "ooo": s["out_of_order"], "client_cpu": p["cpu_s"],
                      "far_cpu": L.cpu_seconds(far.pid) - cpu0, "pub_rate": p["rate"]})
-        print(f"  ours window {w}: {s['rate']:.0f} msg/s at the subscriber (publisher {p['rate']:.0f}/s, "
+        print(f"  {who}: {s['rate']:.0f} msg/s at the subscriber (publisher {p['rate']:.0f}/s, "
               f"client {p['cpu_s']:.1f} CPU-s)", file=sys.stderr)
 
     # The bridge: near queues the backlog for its lazy bridge; the N-th
@@ -133,7 +137,7 @@ def report(a, rows):
     lines += ["", f"target (issue 17): >= 3x the bridge = {3 * bridge:.0f} msg/s; best of ours: "
               f"{best['rate']:.0f} msg/s ({best['who']}), {best['rate'] / bridge:.2f}x: "
               f"{'met' if best['rate'] >= 3 * bridge else 'NOT met'}",
-              "(sender CPU-s: bench_mosq_pub for ours, the near Mosquitto for the bridge)"]
+              "(sender CPU-s: bench_mosq_pub for ours and the raw sender, the near Mosquitto for the bridge)"]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
@@ -150,11 +154,14 @@ def main():
     ap.add_argument("--count", type=int, default=1000000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--windows", default="20,100,1000")
+    ap.add_argument("--raw-windows", default="100,1000",
+                    help="windows of the raw sender (own encoder, batched writes: the ceiling of our own publisher)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per step before giving up")
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     a.windows = [int(x) for x in a.windows.split(",")]
+    a.raw_windows = [int(x) for x in a.raw_windows.split(",") if x]
     a.build = os.path.abspath(a.build)
     a.load = open("/proc/loadavg").read().split()[0]
     if not os.access(os.path.join(a.build, "bench", "bench_mosq_pub"), os.X_OK):
