@@ -120,6 +120,10 @@ void broker__will_cancel(broker_session_t *s)
 
 static void arm(broker_will_t *w, uint64_t in_ms)
 {
+    /* libuv counts a timer from the loop's cached clock; at a restore that
+     * clock is from before the recovery (hundreds of ms on a slow card or
+     * under ASan), and the will would go that much before it is due. */
+    uv_update_time(w->srv->loop);
     uv_timer_init(w->srv->loop, &w->timer);
     w->timer.data = w;
     uv_timer_start(&w->timer, will_fire, in_ms, 0);
