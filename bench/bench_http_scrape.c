@@ -11,6 +11,11 @@
  * a full ring of 720 samples (rendered anew after a sample, then a copy
  * until the next), and the 5 s sample itself (collect + read every topic).
  * Prints figures only; never passes or fails.
+ *
+ *   bench_http_scrape [RUNS [TOPICS ...]]   (default 200 runs of 10, 100, 1000)
+ *
+ * A few runs of one size are what `valgrind --tool=callgrind` can count
+ * (instructions, repeatable under any load): bench_http_scrape 3 1000.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +26,8 @@
 #include "gateway/http/http.h"
 #include "gateway/metrics/metrics.h"
 
-#define RUNS 200
+#define MAX_RUNS 1000
+static int RUNS = 200;
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -85,7 +91,7 @@ static void bench(size_t ntopics)
     o.render_ms = 0; /* every /table request renders: the worst case */
     http_service_new(&loop, &o, m, NULL, &s);
 
-    uint64_t ns[RUNS];
+    uint64_t ns[MAX_RUNS];
     size_t bytes = 0;
     for (int i = 0; i < RUNS; i++) {
         tb_buf_t b = TB_BUF_INIT;
@@ -115,7 +121,7 @@ static void bench(size_t ntopics)
     report("/table", ntopics, bytes, ns);
     for (int i = 0; i < 720; i++) /* a full ring: an hour of samples */
         http_service_sample(s);
-    uint64_t fresh[RUNS], sample[RUNS];
+    uint64_t fresh[MAX_RUNS], sample[MAX_RUNS];
     for (int i = 0; i < RUNS; i++) {
         uint64_t t0 = tb_mono_ns();
         http_service_sample(s);
@@ -134,9 +140,20 @@ static void bench(size_t ntopics)
     metrics_free(m);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     tb_log_setup(TB_LOG_WARN, TB_LOG_TEXT, 2);
+    if (argc > 1)
+        RUNS = atoi(argv[1]);
+    if (RUNS < 1 || RUNS > MAX_RUNS) {
+        fprintf(stderr, "usage: bench_http_scrape [RUNS (1..%d) [TOPICS ...]]\n", MAX_RUNS);
+        return 2;
+    }
+    if (argc > 2) {
+        for (int i = 2; i < argc; i++)
+            bench((size_t)strtoul(argv[i], NULL, 10));
+        return 0;
+    }
     bench(10);
     bench(100);
     bench(1000);
