@@ -36,7 +36,10 @@ void tb_buf_puts(tb_buf_t *b, const char *s)
 
 void tb_buf_putc(tb_buf_t *b, char c)
 {
-    tb_buf_append(b, &c, 1);
+    if (b->len + 2 > b->cap) /* the byte and the NUL */
+        reserve(b, 1);
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
 }
 
 void tb_buf_vprintf(tb_buf_t *b, const char *fmt, va_list ap)

@@ -45,15 +45,15 @@ void metrics_format_value(char *dst, size_t n, int64_t raw, uint64_t div)
 
 static void put_escaped(tb_buf_t *out, const char *s, bool quote)
 {
-    for (; *s; s++) {
-        if (*s == '\\')
-            tb_buf_puts(out, "\\\\");
-        else if (*s == '\n')
-            tb_buf_puts(out, "\\n");
-        else if (quote && *s == '"')
-            tb_buf_puts(out, "\\\"");
-        else
-            tb_buf_putc(out, *s);
+    const char *special = quote ? "\\\n\"" : "\\\n";
+    for (;;) {
+        size_t run = strcspn(s, special); /* the plain run goes in one append */
+        tb_buf_append(out, s, run);
+        s += run;
+        if (!*s)
+            return;
+        tb_buf_puts(out, *s == '\\' ? "\\\\" : *s == '\n' ? "\\n" : "\\\"");
+        s++;
     }
 }
 
