@@ -5,6 +5,7 @@ certificate in the same run: ingest rate and new connections per second.
     bench/bench_tls.py [--quick] [-n 200000] [--conns 10,100] [--qos 0,1] [--size 100]
                        [--repeats 3] [--handshakes 2000] [--parallel 8] [--fsync always]
                        [--server-cpus 0] [--client-cpus 1] [--no-plain] [--only ingest,handshakes]
+                       [--coalesce-ms MS] [--probe K --rate R]
                        [--build build]
                        [--out build/bench/tls.md]
 
@@ -37,6 +38,12 @@ hits both; the figure is the median.
               CPU per message: the server's utime+stime over the run (all
               its threads), and the client's own (loadgen cpu_s): with one
               core each, a client near its core's share is the limit.
+              --coalesce-ms sets Tributary's tls.read_coalesce_ms. --probe K
+              (QoS 0): every K-th message of a connection goes at QoS 1 and
+              its PUBLISH -> PUBACK time is shown (p50 / p99); with --rate
+              the client is paced below its core's limit, so the time is
+              the server's, not the client's own queue (unpaced, loadgen
+              writes as long as the socket takes it and reads the acks late).
   (ratio: of the medians; "ratio in each pair": the lowest and highest of
   Tributary's i-th run over Mosquitto's i-th, made back to back)
   handshakes  bench/tls_handshakes: --handshakes new connections, each TCP
@@ -93,8 +100,8 @@ def stored(srv):
 def ingest_once(a, srv, port, ca, qos, conns):
     before_cpu = L.cpu_seconds(srv.pid)
     before = stored(srv) if srv.http else 0
-    extra = ["--cafile", ca] if ca else []
-    r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, extra=extra),
+    extra = (["--cafile", ca] if ca else []) + (["--probe", str(a.probe)] if a.probe and qos == 0 else [])
+    r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, rate=a.rate, extra=extra),
                          timeout=600)
     r["server_cpu_s"] = L.cpu_seconds(srv.pid) - before_cpu
     if srv.http:  # every message in the log, not only acknowledged (QoS 0: plus one barrier per connection)
@@ -148,6 +155,12 @@ def main():
     ap.add_argument("--server-cpus", default="0" if os.cpu_count() > 1 else None)
     ap.add_argument("--client-cpus", default="1" if os.cpu_count() > 1 else None)
     ap.add_argument("--no-plain", action="store_true", help="skip the plain-TCP reference rows")
+    ap.add_argument("--rate", type=int, default=0,
+                    help="pace each run's total to this many messages/s (for --probe: a client with room to read)")
+    ap.add_argument("--probe", type=int, default=0,
+                    help="QoS 0: every K-th message of a connection at QoS 1, its PUBLISH -> PUBACK time shown")
+    ap.add_argument("--coalesce-ms", type=int, default=None,
+                    help="Tributary's tls.read_coalesce_ms (default: the server's default)")
     ap.add_argument("--only", default="ingest,handshakes", help="which sections (default both)")
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
     ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
@@ -170,7 +183,9 @@ def main():
     try:
         ca, cert, key = certificates(work)
         trib = L.tributary(a.build, os.path.join(work, "t"), "http://127.0.0.1:1", fsync=a.fsync,
-                           cpus=a.server_cpus, tls={"cert_file": cert, "key_file": key})
+                           cpus=a.server_cpus, tls={"cert_file": cert, "key_file": key,
+                                                       **({} if a.coalesce_ms is None
+                                                          else {"read_coalesce_ms": a.coalesce_ms})})
         mosq = L.mosquitto(work, "mosquitto", unlimited=True, tls=(cert, key), cpus=a.server_cpus,
                            extra=["set_tcp_nodelay true"])
         servers = (("tributary", trib), ("mosquitto", mosq))
@@ -211,8 +226,9 @@ def main():
              ""]
     if ingest:
         lines += ["| transport | QoS | connections | Tributary msg/s | Mosquitto msg/s | ratio | ratio in each pair | "
-                  "server CPU us/msg Tributary / Mosquitto | client CPU us/msg with Tributary / Mosquitto |",
-                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                  "server CPU us/msg Tributary / Mosquitto | client CPU us/msg with Tributary / Mosquitto |" +
+                  (" probe ack p50 / p99 ms, Tributary | Mosquitto |" if a.probe else ""),
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if a.probe else "")]
     for row in ingest:
         t, m = row["runs"]["tributary"], row["runs"]["mosquitto"]
         row["tributary"], row["mosquitto"] = med(t, "rate"), med(m, "rate")
@@ -222,7 +238,10 @@ def main():
         lines.append(f"| {row['transport']} | {row['qos']} | {row['connections']} | {row['tributary']:,.0f} | "
                      f"{row['mosquitto']:,.0f} | {row['tributary'] / row['mosquitto']:.2f} | {pairs(t, m)} | "
                      f"{row['tributary_cpu_us']:.1f} / {row['mosquitto_cpu_us']:.1f} | "
-                     f"{row['tributary_client_cpu_us']:.1f} / {row['mosquitto_client_cpu_us']:.1f} |")
+                     f"{row['tributary_client_cpu_us']:.1f} / {row['mosquitto_client_cpu_us']:.1f} |" +
+                     (f" {med(t, 'ack_p50_ms'):.1f} / {med(t, 'ack_p99_ms'):.1f} | "
+                      f"{med(m, 'ack_p50_ms'):.1f} / {med(m, 'ack_p99_ms'):.1f} |" if a.probe and row["qos"] == 0
+                      else " | |" if a.probe else ""))
     if hs:
         lines += ["", f"New connections (TCP + TLS 1.3 handshake + CONNECT/CONNACK + DISCONNECT), {a.handshakes:,} a "
                   f"run by {a.parallel} parallel clients, median of {a.repeats}:", "",
