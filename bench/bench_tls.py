@@ -62,6 +62,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,12 +98,41 @@ def stored(srv):
     return sum(t["stored"] for t in srv.stats()["topics"])
 
 
+PERF_EVENTS = "raw_syscalls:sys_enter,context-switches"
+
+
+def perf_counts(path):
+    """perf stat -x, output: {event: count}."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            v = line.strip().split(",")
+            if len(v) > 2 and v[0].isdigit():
+                out[v[2]] = int(v[0])
+    return out
+
+
 def ingest_once(a, srv, port, ca, qos, conns):
     before_cpu = L.cpu_seconds(srv.pid)
     before = stored(srv) if srv.http else 0
     extra = (["--cafile", ca] if ca else []) + (["--probe", str(a.probe)] if a.probe and qos == 0 else [])
-    r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, rate=a.rate, extra=extra),
-                         timeout=600)
+    if a.perf:  # syscalls and context switches, the server's (all its threads) and the client's
+        sf, cf = (os.path.join(a.work, f) for f in ("perf-server.txt", "perf-client.txt"))
+        sp = L.popen(["perf", "stat", "-x,", "-e", PERF_EVENTS, "-p", str(srv.pid), "-o", sf])
+        time.sleep(0.3)  # perf's own start-up before the load begins (it says nothing when attached)
+        cmd = [os.path.join(a.build, "bench", "loadgen"), "-p", str(port), "-c", str(conns), "-n", str(a.n),
+               "-s", str(a.size), "-q", str(qos), "-t", "bench", *extra] + (["-r", str(a.rate)] if a.rate else [])
+        p = L.popen(["perf", "stat", "-x,", "-e", PERF_EVENTS, "-o", cf, *cmd], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+        r = L.loadgen_result(p, timeout=600)
+        sp.send_signal(signal.SIGINT)
+        sp.wait(timeout=30)
+        s, c = perf_counts(sf), perf_counts(cf)
+        r["server_syscalls"], r["server_cs"] = s["raw_syscalls:sys_enter"], s["context-switches"]
+        r["client_syscalls"], r["client_cs"] = c["raw_syscalls:sys_enter"], c["context-switches"]
+    else:
+        r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, rate=a.rate,
+                                       extra=extra), timeout=600)
     r["server_cpu_s"] = L.cpu_seconds(srv.pid) - before_cpu
     if srv.http:  # every message in the log, not only acknowledged (QoS 0: plus one barrier per connection)
         want = a.n + (conns if qos == 0 else 0)
@@ -157,6 +187,8 @@ def main():
     ap.add_argument("--no-plain", action="store_true", help="skip the plain-TCP reference rows")
     ap.add_argument("--rate", type=int, default=0,
                     help="pace each run's total to this many messages/s (for --probe: a client with room to read)")
+    ap.add_argument("--perf", action="store_true",
+                    help="count syscalls and context switches per message (perf stat), server's and client's")
     ap.add_argument("--probe", type=int, default=0,
                     help="QoS 0: every K-th message of a connection at QoS 1, its PUBLISH -> PUBACK time shown")
     ap.add_argument("--coalesce-ms", type=int, default=None,
@@ -176,7 +208,7 @@ def main():
         os.sched_setaffinity(0, {int(c) for c in a.client_cpus.split(",")})  # inherited by every client
     qoses = [int(q) for q in a.qos.split(",")]
     connss = [int(c) for c in a.conns.split(",")]
-    work = tempfile.mkdtemp(prefix="bench-tls-", dir=a.dir)
+    work = a.work = tempfile.mkdtemp(prefix="bench-tls-", dir=a.dir)
     load0 = os.getloadavg()
     t0 = time.time()
     ingest, hs = [], []
@@ -227,8 +259,11 @@ def main():
     if ingest:
         lines += ["| transport | QoS | connections | Tributary msg/s | Mosquitto msg/s | ratio | ratio in each pair | "
                   "server CPU us/msg Tributary / Mosquitto | client CPU us/msg with Tributary / Mosquitto |" +
-                  (" probe ack p50 / p99 ms, Tributary | Mosquitto |" if a.probe else ""),
-                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if a.probe else "")]
+                  (" probe ack p50 / p99 ms, Tributary | Mosquitto |" if a.probe else "") +
+                  (" syscalls / context switches per msg, server, Tributary | Mosquitto | client, with Tributary |"
+                   " with Mosquitto |" if a.perf else ""),
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if a.probe else "") +
+                  ("--:|--:|--:|--:|" if a.perf else "")]
     for row in ingest:
         t, m = row["runs"]["tributary"], row["runs"]["mosquitto"]
         row["tributary"], row["mosquitto"] = med(t, "rate"), med(m, "rate")
@@ -241,7 +276,10 @@ def main():
                      f"{row['tributary_client_cpu_us']:.1f} / {row['mosquitto_client_cpu_us']:.1f} |" +
                      (f" {med(t, 'ack_p50_ms'):.1f} / {med(t, 'ack_p99_ms'):.1f} | "
                       f"{med(m, 'ack_p50_ms'):.1f} / {med(m, 'ack_p99_ms'):.1f} |" if a.probe and row["qos"] == 0
-                      else " | |" if a.probe else ""))
+                      else " | |" if a.probe else "") +
+                     ("".join(f" {statistics.median(r[side + '_syscalls'] / r['acked'] for r in runs):.2f} / "
+                              f"{statistics.median(r[side + '_cs'] / r['acked'] for r in runs):.3f} |"
+                              for side in ("server", "client") for runs in (t, m)) if a.perf else ""))
     if hs:
         lines += ["", f"New connections (TCP + TLS 1.3 handshake + CONNECT/CONNACK + DISCONNECT), {a.handshakes:,} a "
                   f"run by {a.parallel} parallel clients, median of {a.repeats}:", "",

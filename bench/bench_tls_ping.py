@@ -11,8 +11,9 @@ The probe (this script, pinned to --client-cpus) opens one TLS connection,
 CONNECTs (MQTT 3.1.1), then writes 100-byte QoS 0 PUBLISHes paced at --rate
 a second, each its own TLS record and its own write (so the server sees a
 busy connection: small reads close together); after every --every of them
-it writes a PINGREQ and waits for the PINGRESP (blocking), the time between
-the two being one sample. A PINGREQ that arrives while the connection's
+it writes a PINGREQ and waits for the PINGRESP (spinning on a non-blocking
+read, so the probe's own wake-up on a busy core is not counted), the time
+between the two being one sample. A PINGREQ that arrives while the connection's
 reading pauses waits for the pause's end; one read with the PUBLISHes before
 it is answered at once. The servers are pinned to --server-cpus, each run
 alternating them so a change in the machine's load hits all. Prints a
@@ -64,8 +65,13 @@ def probe(port, ca, rate, every, seconds):
             t = time.perf_counter()
             s.sendall(b"\xc0\x00")
             got = b""
+            s.setblocking(False)  # spin, not sleep: the probe's own wake-up is not the server's time
             while len(got) < 2:
-                got += s.recv(2 - len(got))
+                try:
+                    got += s.recv(2 - len(got))
+                except ssl.SSLWantReadError:
+                    pass
+            s.setblocking(True)
             samples.append((time.perf_counter() - t) * 1e3)
             if got != b"\xd0\x00":
                 raise RuntimeError(f"expected a PINGRESP, got {got!r}")
