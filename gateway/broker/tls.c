@@ -27,6 +27,18 @@
  * until they are read: a client that sends its last PUBLISH and closes at
  * once is answered as on plain TCP.
  *
+ * Coalescing (tls.read_coalesce_ms): read at each arrival, a busy QoS 0
+ * stream costs a read, a wakeup and a pass of this file per few records.
+ * After a read, broker__nap_rule (broker_int.h) may pause a connection:
+ * its socket is left unread (uv_read_stop; conn.c still sees it reading)
+ * and the server's one timer (srv->nap, running only while a connection
+ * pauses) reads it again after pause_ms, with everything that came
+ * meanwhile in one read. Only a quiet connection pauses: past CONNECT,
+ * nothing kept or held, no QoS 1/2 PUBLISH awaiting its answer; so an
+ * ack is never what waits, and a PINGREQ or PUBLISH that arrives during a
+ * pause waits pause_ms at most (plus the loop's lateness). read_stop,
+ * read_start and close end a pause.
+ *
  * Timeouts: the connection is started (broker__conn_start) at accept, so
  * mqtt.connect_timeout_ms, swept by conn.c, covers the handshake and the
  * CONNECT together. A handshake that fails (not TLS, no certificate the
