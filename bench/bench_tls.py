@@ -5,6 +5,7 @@ certificate in the same run: ingest rate and new connections per second.
     bench/bench_tls.py [--quick] [-n 200000] [--conns 10,100] [--qos 0,1] [--size 100]
                        [--repeats 3] [--handshakes 2000] [--parallel 8] [--fsync always]
                        [--server-cpus 0] [--client-cpus 1] [--no-plain] [--only ingest,handshakes]
+                       [--coalesce-ms MS] [--probe K --rate R]
                        [--build build]
                        [--out build/bench/tls.md]
 
@@ -37,6 +38,12 @@ hits both; the figure is the median.
               CPU per message: the server's utime+stime over the run (all
               its threads), and the client's own (loadgen cpu_s): with one
               core each, a client near its core's share is the limit.
+              --coalesce-ms sets Tributary's tls.read_coalesce_ms. --probe K
+              (QoS 0): every K-th message of a connection goes at QoS 1 and
+              its PUBLISH -> PUBACK time is shown (p50 / p99); with --rate
+              the client is paced below its core's limit, so the time is
+              the server's, not the client's own queue (unpaced, loadgen
+              writes as long as the socket takes it and reads the acks late).
   (ratio: of the medians; "ratio in each pair": the lowest and highest of
   Tributary's i-th run over Mosquitto's i-th, made back to back)
   handshakes  bench/tls_handshakes: --handshakes new connections, each TCP
@@ -55,6 +62,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -90,12 +98,41 @@ def stored(srv):
     return sum(t["stored"] for t in srv.stats()["topics"])
 
 
+PERF_EVENTS = "raw_syscalls:sys_enter,context-switches"
+
+
+def perf_counts(path):
+    """perf stat -x, output: {event: count}."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            v = line.strip().split(",")
+            if len(v) > 2 and v[0].isdigit():
+                out[v[2]] = int(v[0])
+    return out
+
+
 def ingest_once(a, srv, port, ca, qos, conns):
     before_cpu = L.cpu_seconds(srv.pid)
     before = stored(srv) if srv.http else 0
-    extra = ["--cafile", ca] if ca else []
-    r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, extra=extra),
-                         timeout=600)
+    extra = (["--cafile", ca] if ca else []) + (["--probe", str(a.probe)] if a.probe and qos == 0 else [])
+    if a.perf:  # syscalls and context switches, the server's (all its threads) and the client's
+        sf, cf = (os.path.join(a.work, f) for f in ("perf-server.txt", "perf-client.txt"))
+        sp = L.popen(["perf", "stat", "-x,", "-e", PERF_EVENTS, "-p", str(srv.pid), "-o", sf])
+        time.sleep(0.3)  # perf's own start-up before the load begins (it says nothing when attached)
+        cmd = [os.path.join(a.build, "bench", "loadgen"), "-p", str(port), "-c", str(conns), "-n", str(a.n),
+               "-s", str(a.size), "-q", str(qos), "-t", "bench", *extra] + (["-r", str(a.rate)] if a.rate else [])
+        p = L.popen(["perf", "stat", "-x,", "-e", PERF_EVENTS, "-o", cf, *cmd], stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True)
+        r = L.loadgen_result(p, timeout=600)
+        sp.send_signal(signal.SIGINT)
+        sp.wait(timeout=30)
+        s, c = perf_counts(sf), perf_counts(cf)
+        r["server_syscalls"], r["server_cs"] = s["raw_syscalls:sys_enter"], s["context-switches"]
+        r["client_syscalls"], r["client_cs"] = c["raw_syscalls:sys_enter"], c["context-switches"]
+    else:
+        r = L.loadgen_result(L.loadgen(a.build, port, a.n, conns=conns, qos=qos, size=a.size, rate=a.rate,
+                                       extra=extra), timeout=600)
     r["server_cpu_s"] = L.cpu_seconds(srv.pid) - before_cpu
     if srv.http:  # every message in the log, not only acknowledged (QoS 0: plus one barrier per connection)
         want = a.n + (conns if qos == 0 else 0)
@@ -148,6 +185,14 @@ def main():
     ap.add_argument("--server-cpus", default="0" if os.cpu_count() > 1 else None)
     ap.add_argument("--client-cpus", default="1" if os.cpu_count() > 1 else None)
     ap.add_argument("--no-plain", action="store_true", help="skip the plain-TCP reference rows")
+    ap.add_argument("--rate", type=int, default=0,
+                    help="pace each run's total to this many messages/s (for --probe: a client with room to read)")
+    ap.add_argument("--perf", action="store_true",
+                    help="count syscalls and context switches per message (perf stat), server's and client's")
+    ap.add_argument("--probe", type=int, default=0,
+                    help="QoS 0: every K-th message of a connection at QoS 1, its PUBLISH -> PUBACK time shown")
+    ap.add_argument("--coalesce-ms", type=int, default=None,
+                    help="Tributary's tls.read_coalesce_ms (default: the server's default)")
     ap.add_argument("--only", default="ingest,handshakes", help="which sections (default both)")
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
     ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
@@ -163,14 +208,16 @@ def main():
         os.sched_setaffinity(0, {int(c) for c in a.client_cpus.split(",")})  # inherited by every client
     qoses = [int(q) for q in a.qos.split(",")]
     connss = [int(c) for c in a.conns.split(",")]
-    work = tempfile.mkdtemp(prefix="bench-tls-", dir=a.dir)
+    work = a.work = tempfile.mkdtemp(prefix="bench-tls-", dir=a.dir)
     load0 = os.getloadavg()
     t0 = time.time()
     ingest, hs = [], []
     try:
         ca, cert, key = certificates(work)
         trib = L.tributary(a.build, os.path.join(work, "t"), "http://127.0.0.1:1", fsync=a.fsync,
-                           cpus=a.server_cpus, tls={"cert_file": cert, "key_file": key})
+                           cpus=a.server_cpus, tls={"cert_file": cert, "key_file": key,
+                                                       **({} if a.coalesce_ms is None
+                                                          else {"read_coalesce_ms": a.coalesce_ms})})
         mosq = L.mosquitto(work, "mosquitto", unlimited=True, tls=(cert, key), cpus=a.server_cpus,
                            extra=["set_tcp_nodelay true"])
         servers = (("tributary", trib), ("mosquitto", mosq))
@@ -211,8 +258,12 @@ def main():
              ""]
     if ingest:
         lines += ["| transport | QoS | connections | Tributary msg/s | Mosquitto msg/s | ratio | ratio in each pair | "
-                  "server CPU us/msg Tributary / Mosquitto | client CPU us/msg with Tributary / Mosquitto |",
-                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+                  "server CPU us/msg Tributary / Mosquitto | client CPU us/msg with Tributary / Mosquitto |" +
+                  (" probe ack p50 / p99 ms, Tributary | Mosquitto |" if a.probe else "") +
+                  (" syscalls / context switches per msg, server, Tributary | Mosquitto | client, with Tributary |"
+                   " with Mosquitto |" if a.perf else ""),
+                  "|---|--:|--:|--:|--:|--:|--:|--:|--:|" + ("--:|--:|" if a.probe else "") +
+                  ("--:|--:|--:|--:|" if a.perf else "")]
     for row in ingest:
         t, m = row["runs"]["tributary"], row["runs"]["mosquitto"]
         row["tributary"], row["mosquitto"] = med(t, "rate"), med(m, "rate")
@@ -222,7 +273,13 @@ def main():
         lines.append(f"| {row['transport']} | {row['qos']} | {row['connections']} | {row['tributary']:,.0f} | "
                      f"{row['mosquitto']:,.0f} | {row['tributary'] / row['mosquitto']:.2f} | {pairs(t, m)} | "
                      f"{row['tributary_cpu_us']:.1f} / {row['mosquitto_cpu_us']:.1f} | "
-                     f"{row['tributary_client_cpu_us']:.1f} / {row['mosquitto_client_cpu_us']:.1f} |")
+                     f"{row['tributary_client_cpu_us']:.1f} / {row['mosquitto_client_cpu_us']:.1f} |" +
+                     (f" {med(t, 'ack_p50_ms'):.1f} / {med(t, 'ack_p99_ms'):.1f} | "
+                      f"{med(m, 'ack_p50_ms'):.1f} / {med(m, 'ack_p99_ms'):.1f} |" if a.probe and row["qos"] == 0
+                      else " | |" if a.probe else "") +
+                     ("".join(f" {statistics.median(r[side + '_syscalls'] / r['acked'] for r in runs):.2f} / "
+                              f"{statistics.median(r[side + '_cs'] / r['acked'] for r in runs):.3f} |"
+                              for side in ("server", "client") for runs in (t, m)) if a.perf else ""))
     if hs:
         lines += ["", f"New connections (TCP + TLS 1.3 handshake + CONNECT/CONNACK + DISCONNECT), {a.handshakes:,} a "
                   f"run by {a.parallel} parallel clients, median of {a.repeats}:", "",

@@ -6,6 +6,7 @@
  *   loadgen -p PORT -c CONNECTIONS -n MESSAGES -s PAYLOAD_BYTES -q QOS
  *           [-t TOPIC_PREFIX] [-V 311|5] [-w INFLIGHT] [-j THREADS] [-r RATE]
  *           [-u USER -P PASSWORD] [--cafile|-C CA.pem [--cert CLIENT.pem --key CLIENT.key]]
+ *           [--probe K]
  *
  * The connections share MESSAGES (each takes the next one when its window
  * has room, so all run out together) and publish to TOPIC_PREFIX/<conn>/tele.
@@ -23,6 +24,11 @@
  * cpu_s is the CPU time loadgen itself spent while the clock ran (user and
  * system: on one machine, whether the client was the limit).
  * Connections are spread over -j threads, each polling its sockets.
+ *
+ * --probe K (QoS 0): every K-th message of a connection is sent at QoS 1
+ * instead (one such probe in flight per connection; the next waits its
+ * turn), and the ack figures are the probes' PUBLISH -> PUBACK times: what
+ * a QoS 0 stream's reading adds to a message that wants an answer.
  *
  * --cafile makes every connection MQTT over TLS (libmosquitto's own TLS,
  * OpenSSL underneath: the server's certificate is verified against the CA
@@ -54,6 +60,8 @@ typedef struct conn {
     long total, sent, acked, inflight;
     bool connected, barrier_sent, barrier_acked, done;
     int barrier_mid;
+    int probe_mid;    /* --probe: the probe in flight (0: none) */
+    double probe_at;
     double *sent_at;  /* [LAT_RING] by mid: when each message in flight was published */
 } conn_t;
 
@@ -61,7 +69,7 @@ typedef struct conn {
 #define LAT_RING 4096   /* > any window: mids in flight never collide */
 
 static int g_port = 1883, g_conns = 10, g_qos = 1, g_size = 100, g_inflight = 20, g_threads = 2, g_version = 4;
-static long g_messages = 100000;
+static long g_messages = 100000, g_probe = 0;
 static double g_rate = 0;
 static const char *g_user = NULL, *g_pass = NULL;
 static const char *g_prefix = "bench", *g_host = "127.0.0.1";
@@ -102,6 +110,13 @@ static void on_publish(struct mosquitto *m, void *arg, int mid)
     conn_t *c = arg;
     if (c->barrier_sent && mid == c->barrier_mid) {
         c->barrier_acked = true;
+        return;
+    }
+    if (c->probe_mid && mid == c->probe_mid) {
+        double lat = now_s() - c->probe_at;
+        long b = lat <= 0 ? 0 : (long)(lat * 1e4);
+        atomic_fetch_add(&g_lat[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1], 1);
+        c->probe_mid = 0;
         return;
     }
     if (g_qos == 0)
@@ -152,9 +167,14 @@ static void pump(conn_t *c)
         snprintf(topic, sizeof topic, "%s/c%d/tele", g_prefix, c->idx);
         int mid = 0;
         double t = now_s();
-        int rc = mosquitto_publish(c->m, &mid, topic, g_size, g_payload, g_qos, false);
+        bool probe = g_qos == 0 && g_probe > 0 && c->sent % g_probe == g_probe - 1 && c->probe_mid == 0;
+        int rc = mosquitto_publish(c->m, &mid, topic, g_size, g_payload, probe ? 1 : g_qos, false);
         if (g_qos > 0)
             c->sent_at[mid % LAT_RING] = t;
+        if (probe) {
+            c->probe_mid = mid;
+            c->probe_at = t;
+        }
         if (rc != MOSQ_ERR_SUCCESS) {
             fprintf(stderr, "loadgen: publish failed: %s\n", mosquitto_strerror(rc));
             exit(1);
@@ -236,6 +256,7 @@ int main(int argc, char **argv)
         {"cafile", required_argument, NULL, 'A'},
         {"cert", required_argument, NULL, 'E'},
         {"key", required_argument, NULL, 'K'},
+        {"probe", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     int ch;
@@ -258,10 +279,11 @@ int main(int argc, char **argv)
         case 'C': g_cafile = optarg; break; /* -C: the test suite's TLS run (tests/integration/tlib/tls.py) */
         case 'E': g_certfile = optarg; break;
         case 'K': g_keyfile = optarg; break;
+        case 'R': g_probe = atol(optarg); break;
         default:
             fprintf(stderr, "usage: loadgen -p PORT -c CONNS -n MSGS -s BYTES -q QOS [-h HOST] [-t PREFIX] [-V 311|5] "
                             "[-w INFLIGHT] [-j THREADS] [-r RATE] [-u USER -P PASSWORD] "
-                            "[--cafile CA.pem [--cert CLIENT.pem --key CLIENT.key]]\n");
+                            "[--cafile CA.pem [--cert CLIENT.pem --key CLIENT.key]] [--probe K]\n");
             return 2;
         }
     }

@@ -125,6 +125,7 @@ typedef struct cfg_tls {
     char *ciphers;             /* OpenSSL cipher list (TLS 1.2); "" = OpenSSL's default */
     bool use_identity_as_username; /* the client certificate's CN is the user name (listeners only:
                                       HTTP has no user names, http.tls has no such key) */
+    uint32_t read_coalesce_ms;     /* listeners only: a busy connection's pause between reads (0: none) */
 } cfg_tls_t;
 
 /* One entry of mqtt.listeners. Without a tls mapping (has_tls false) the

@@ -299,6 +299,12 @@ const cfg__key_t cfg__listener_keys[] = {
     L("tls.use_identity_as_username", CFG__BOOL, tls.use_identity_as_username, "false", 0, 0, NULL, 0,
       "The client certificate's Common Name is the client's user name (for auth.acl_file), instead of "
       "the CONNECT's, which is then not checked against auth.password_file (needs require_client_cert)."),
+    L("tls.read_coalesce_ms", CFG__U32, tls.read_coalesce_ms, "1", 0, 10, NULL, 0,
+      "Milliseconds a busy TLS connection's socket is left unread after a read, so what the client sends "
+      "meanwhile is taken in one read (fewer reads and wakeups: less server CPU per message). Busy: its last "
+      "4 reads were each under 16 KiB and within this long (+1 ms) of the one before. Never paused: before "
+      "CONNECT, with a QoS 1/2 PUBLISH awaiting its ack, or a client sending more slowly; a message that "
+      "arrives during a pause waits this long at most. 0 = read every arrival at once."),
 };
 const size_t cfg__nlistener_keys = sizeof cfg__listener_keys / sizeof cfg__listener_keys[0];
 

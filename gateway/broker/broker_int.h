@@ -320,6 +320,10 @@ struct broker {
     uv_timer_t sweep;               /* connect timeout and keepalive */
     uv_async_t wal_async;           /* the WAL writer's completions */
     uv_check_t flush_check;         /* writes every connection's replies once per loop turn */
+    uv_timer_t nap;                 /* tls.c: the one tick that reads again the connections pausing
+                                       (tls.read_coalesce_ms); running only while one does */
+    struct tls *napping;            /* tls.c: those connections */
+    uint64_t naps;                  /* tls.c: pauses made since start */
     broker_conn_t *dirty;
     wal_t *wal;
     void (*on_stored)(void *arg, size_t topic); /* broker_on_stored (NULL: nobody) */
@@ -407,6 +411,21 @@ struct broker {
  * session and connection list; nothing here is freed by its caller unless
  * a function says so.
  */
+
+/* tls.c: read coalescing (tls.read_coalesce_ms). A connection's recent
+ * reads; after each read broker__nap_rule says whether to pause reading it
+ * for pause_ms: when its last BROKER_NAP_STREAK reads were each smaller
+ * than BROKER_NAP_SMALL and came within pause_ms + 1 ms (the loop clock's
+ * tick) of the one before, and it is quiet (past CONNECT, no QoS 1/2
+ * PUBLISH without its answer, nothing held). A client that sends more
+ * slowly, or waits for an ack, is never paused. */
+#define BROKER_NAP_STREAK 4
+#define BROKER_NAP_SMALL 16384
+typedef struct broker_nap {
+    uint64_t last_ms;               /* loop time of its latest read */
+    uint32_t streak;                /* reads in a row, small and close together */
+} broker_nap_t;
+bool broker__nap_rule(broker_nap_t *n, uint64_t now_ms, size_t nread, uint32_t pause_ms, bool quiet);
 
 /* server.c (and broker.h) */
 /* Fills srv->listeners from the configuration (once; broker_set_tls and broker_listen call it). */

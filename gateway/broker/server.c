@@ -410,6 +410,8 @@ int broker_new(uv_loop_t *loop, broker_t **out)
     uv_unref((uv_handle_t *)&srv->flush_check);
     uv_timer_init(loop, &srv->sweep);
     srv->sweep.data = srv;
+    uv_timer_init(loop, &srv->nap); /* tls.c starts it */
+    srv->nap.data = srv;
     *out = srv;
     return 0;
 }
@@ -742,6 +744,7 @@ void broker_close(broker_t *srv, void (*cb)(void *arg), void *arg)
     broker__sessions_free(srv);
     broker__conn_flush_dirty(srv);
     close_handle(srv, (uv_handle_t *)&srv->sweep);
+    close_handle(srv, (uv_handle_t *)&srv->nap);
     close_handle(srv, (uv_handle_t *)&srv->wal_async);
     close_handle(srv, (uv_handle_t *)&srv->flush_check);
     for (uint32_t i = 0; i < srv->nlisteners; i++)

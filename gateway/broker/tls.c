@@ -27,6 +27,18 @@
  * until they are read: a client that sends its last PUBLISH and closes at
  * once is answered as on plain TCP.
  *
+ * Coalescing (tls.read_coalesce_ms): read at each arrival, a busy QoS 0
+ * stream costs a read, a wakeup and a pass of this file per few records.
+ * After a read, broker__nap_rule (broker_int.h) may pause a connection:
+ * its socket is left unread (uv_read_stop; conn.c still sees it reading)
+ * and the server's one timer (srv->nap, running only while a connection
+ * pauses) reads it again after pause_ms, with everything that came
+ * meanwhile in one read. Only a quiet connection pauses: past CONNECT,
+ * nothing kept or held, no QoS 1/2 PUBLISH awaiting its answer; so an
+ * ack is never what waits, and a PINGREQ or PUBLISH that arrives during a
+ * pause waits pause_ms at most (plus the loop's lateness). read_stop,
+ * read_start and close end a pause.
+ *
  * Timeouts: the connection is started (broker__conn_start) at accept, so
  * mqtt.connect_timeout_ms, swept by conn.c, covers the handshake and the
  * CONNECT together. A handshake that fails (not TLS, no certificate the
@@ -47,6 +59,11 @@
 typedef struct tls {
     tls_stream_t *s;            /* NULL: no memory for it (the connection is aborted) */
     broker_conn_t *c;
+    struct tls *nap_prev, *nap_next; /* srv->napping, while napping */
+    uint64_t wake_ms;           /* napping: loop time it is read again */
+    broker_nap_t nap;           /* its recent reads (broker__nap_rule) */
+    uint32_t pause_ms;          /* its listener's tls.read_coalesce_ms (0: never pauses) */
+    bool napping;               /* reading, but the socket not read until wake_ms (srv->nap's tick) */
     uv_timer_t later;           /* input left at a pause, handled a loop turn after read_start */
     size_t held;                /* the stream's kept ciphertext counted in c->mem */
     int eof;                    /* libuv's end of the stream (UV_EOF or an error), held until what came before is read */
@@ -200,6 +217,90 @@ static void settle(broker_conn_t *c)
         rx_end(c, t->eof);
 }
 
+/* ---- read coalescing (tls.read_coalesce_ms) ------------------------------------ */
+
+bool broker__nap_rule(broker_nap_t *n, uint64_t now_ms, size_t nread, uint32_t pause_ms, bool quiet)
+{
+    bool close_by = n->last_ms != 0 && now_ms - n->last_ms <= (uint64_t)pause_ms + 1; /* +1: the clock's ms */
+    n->last_ms = now_ms;
+    if (pause_ms == 0 || nread >= BROKER_NAP_SMALL || !close_by) {
+        n->streak = 0; /* a large read, or after a gap: the next reads are at once */
+        return false;
+    }
+    if (n->streak < BROKER_NAP_STREAK)
+        n->streak++;
+    return quiet && n->streak >= BROKER_NAP_STREAK;
+}
+
+static void nap_unlink(broker_conn_t *c)
+{
+    tls_t *t = c->tp_state;
+    if (!t->napping)
+        return;
+    if (t->nap_prev)
+        t->nap_prev->nap_next = t->nap_next;
+    else
+        c->srv->napping = t->nap_next;
+    if (t->nap_next)
+        t->nap_next->nap_prev = t->nap_prev;
+    t->nap_prev = t->nap_next = NULL;
+    t->napping = false;
+    if (!c->srv->napping)
+        uv_timer_stop(&c->srv->nap); /* nobody left to wake */
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* The tick: reads again every connection whose pause is over; runs again
+ * for the earliest still pausing. */
+static void nap_tick(uv_timer_t *h)
+{
+    broker_t *srv = h->data;
+    uint64_t now = uv_now(srv->loop), next = 0;
+    for (tls_t *t = srv->napping, *after; t; t = after) {
+        after = t->nap_next;
+        broker_conn_t *c = t->c;
+        if (t->wake_ms > now) {
+            next = next && next < t->wake_ms ? next : t->wake_ms;
+            continue;
+        }
+        nap_unlink(c);
+        int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        if (rc < 0) {
+            t->reading = false;
+            broker__conn_close(c, 0, uv_strerror(rc));
+        }
+    }
+    if (srv->napping && next)
+        uv_timer_start(&srv->nap, nap_tick, next - now, 0);
+}
+
+/* After a read was handled: pauses c's reading when broker__nap_rule says
+ * so. A QoS 1/2 PUBLISH, its PUBREL, a CONNECT or a PINGREQ that arrives
+ * meanwhile waits t->pause_ms at most; what is already read is answered as
+ * ever (writing never waits on reading). */
+static void maybe_nap(broker_conn_t *c, size_t nread)
+{
+    tls_t *t = c->tp_state;
+    broker_t *srv = c->srv;
+    uint64_t now = uv_now(srv->loop);
+    bool quiet = t->reading && !t->eof && !c->tp_closed && !c->closing && c->connected && !c->auth &&
+                 !c->blocked && c->unanswered == 0 && c->inflight == 0 && t->held == 0 && !pending(t);
+    if (!broker__nap_rule(&t->nap, now, nread, t->pause_ms, quiet))
+        return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    t->napping = true;
+    t->wake_ms = now + t->pause_ms;
+    t->nap_prev = NULL;
+    t->nap_next = srv->napping;
+    if (srv->napping)
+        srv->napping->nap_prev = t;
+    srv->napping = t;
+    srv->naps++;
+    if (!uv_is_active((uv_handle_t *)&srv->nap))
+        uv_timer_start(&srv->nap, nap_tick, t->pause_ms, 0);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     broker_conn_t *c = s->data;
@@ -219,6 +320,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     tls_stream_feed(t->s, (const uint8_t *)buf->base, (size_t)nread);
     pump(c);
     keep_rest(c);
+    if (t->pause_ms)
+        maybe_nap(c, (size_t)nread);
 }
 
 static void later_cb(uv_timer_t *h)
@@ -235,6 +338,7 @@ static void later_cb(uv_timer_t *h)
 static int tls_read_start(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
+    nap_unlink(c); /* (conn.c starts only what it stopped: never a napping one) */
     int rc = t->eof ? 0 : uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read); /* past the end: nothing to read */
     if (rc < 0)
         return rc;
@@ -247,6 +351,7 @@ static int tls_read_start(broker_conn_t *c)
 static void tls_read_stop(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
+    nap_unlink(c);
     if (!t->eof)
         uv_read_stop((uv_stream_t *)&c->tcp);
     t->reading = false;
@@ -288,6 +393,7 @@ static void tls_close(broker_conn_t *c)
 {
     tls_t *t = c->tp_state;
     uv_timer_stop(&t->later);
+    nap_unlink(c);
     if (t->s && !c->abort)
         tls_stream_close_notify(t->s); /* when sound: the client knows the stream was not cut */
     /* conn.c gave back what c->mem counted (the kept ciphertext with it) before calling close */
@@ -310,6 +416,7 @@ static void tls_accept(broker_t *srv, uv_stream_t *server)
     uv_timer_init(srv->loop, &t->later);
     t->later.data = c;
     t->use_identity = l->use_identity;
+    t->pause_ms = l->cfg ? l->cfg->tls.read_coalesce_ms : 0;
     t->s = tls_stream_new(l->tls, send_records, c);
     if (!t->s) {
         c->abort = true;

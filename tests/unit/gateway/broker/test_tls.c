@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "unit/gateway/tls/helper_cert.h"
@@ -346,5 +349,239 @@ Test(tls, a_file_that_does_not_load_names_its_key_and_file)
     snprintf(tls, sizeof tls, "{cert_file: \"%s\", key_file: \"%s\", ca_file: \"%s\"}", cert, key, key);
     cr_assert_eq(load_tls(tls, err, sizeof err), TB_ECONFIG);
     cr_assert(strstr(err, "mqtt.listeners[1].tls.ca_file"), "%s", err);
+    rm_certs();
+}
+
+/* ---- read coalescing (tls.read_coalesce_ms) ------------------------------------ */
+
+Test(tls_nap, a_run_of_small_close_reads_pauses_only_when_quiet)
+{
+    broker_nap_t n = { 0 };
+    uint64_t t = 1000;
+    /* the first read has nothing before it; then BROKER_NAP_STREAK close ones */
+    cr_assert_not(broker__nap_rule(&n, t, 300, 1, true));
+    for (int i = 1; i < BROKER_NAP_STREAK; i++)
+        cr_assert_not(broker__nap_rule(&n, ++t, 300, 1, true), "read %d", i);
+    cr_assert(broker__nap_rule(&n, ++t, 300, 1, true), "a busy quiet connection pauses");
+    /* the same run with a QoS 1/2 PUBLISH awaiting its ack: never */
+    cr_assert_not(broker__nap_rule(&n, t + 1, 300, 1, false));
+    cr_assert_not(broker__nap_rule(&n, t + 2, 300, 1, false));
+    /* quiet again: pauses again at once (the run went on) */
+    cr_assert(broker__nap_rule(&n, t + 3, 300, 1, true));
+}
+
+Test(tls_nap, a_slow_client_or_large_reads_or_0_never_pause)
+{
+    broker_nap_t slow = { 0 }, large = { 0 }, off = { 0 };
+    for (uint64_t i = 0; i < 100; i++) {
+        /* a read every 3 ms: more than the pause and the clock's ms apart */
+        cr_assert_not(broker__nap_rule(&slow, 1000 + 3 * i, 100, 1, true), "read %llu", (unsigned long long)i);
+        cr_assert_not(broker__nap_rule(&large, 1000 + i, BROKER_NAP_SMALL, 1, true));
+        cr_assert_not(broker__nap_rule(&off, 1000 + i / 10, 100, 0, true));
+    }
+    /* a gap ends a run: the reads after it are at once again */
+    broker_nap_t n = { 0 };
+    uint64_t t = 1000;
+    for (int i = 0; i <= BROKER_NAP_STREAK; i++)
+        broker__nap_rule(&n, t++, 100, 2, true);
+    cr_assert(broker__nap_rule(&n, t + 2, 100, 2, true), "3 ms after, with a 2 ms pause: still the run");
+    cr_assert_not(broker__nap_rule(&n, t + 20, 100, 2, true), "after a gap");
+    cr_assert_not(broker__nap_rule(&n, t + 21, 100, 2, true));
+}
+
+/* A client that streams PUBLISHes, each record its own TCP write (so the
+ * broker sees small reads), gap_us apart, then a PINGREQ, and reads until
+ * the PINGRESP (counting PUBACKs on the way). */
+typedef struct streamer {
+    int port;
+    int count, qos, gap_us;
+    int pubacks;
+    bool pingresp;
+    atomic_bool done;
+    char why[256];
+} streamer_t;
+
+static void *streamer_main(void *arg)
+{
+    streamer_t *s = arg;
+    client_t k = { .port = s->port };
+    k.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)k.port) };
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    struct timeval tv = { 5, 0 };
+    setsockopt(k.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int one = 1;
+    setsockopt(k.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx, cert, NULL);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    k.ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx);
+    k.rd = BIO_new(BIO_s_mem());
+    k.wr = BIO_new(BIO_s_mem());
+    SSL_set_bio(k.ssl, k.rd, k.wr);
+    SSL_set_connect_state(k.ssl);
+    if (connect(k.fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        snprintf(s->why, sizeof s->why, "connect failed");
+        goto out;
+    }
+    for (;;) {
+        int r = SSL_do_handshake(k.ssl);
+        flush_out(&k);
+        if (r == 1)
+            break;
+        if (SSL_get_error(k.ssl, r) != SSL_ERROR_WANT_READ || !feed(&k)) {
+            snprintf(s->why, sizeof s->why, "handshake failed");
+            goto out;
+        }
+    }
+    const uint8_t connect_[] = { 0x10, 15, 0, 4, 'M', 'Q', 'T', 'T', 4, 0x02, 0, 60, 0, 3, 's', 't', 'r' };
+    SSL_write(k.ssl, connect_, sizeof connect_);
+    flush_out(&k);
+    for (int i = 1; i <= s->count; i++) {
+        uint16_t id = (uint16_t)(i % 65535 + 1);
+        const uint8_t q1[] = { 0x32, 9, 0, 3, 't', '/', 'x', (uint8_t)(id >> 8), (uint8_t)id, 'h', 'i' };
+        const uint8_t q0[] = { 0x30, 7, 0, 3, 't', '/', 'x', 'h', 'i' };
+        if (s->qos)
+            SSL_write(k.ssl, q1, sizeof q1);
+        else
+            SSL_write(k.ssl, q0, sizeof q0);
+        flush_out(&k); /* a record, a TCP write */
+        if (s->gap_us) {
+            struct timespec ts = { 0, (long)s->gap_us * 1000 }; /* the client's pace, not a wait for the broker */
+            nanosleep(&ts, NULL);
+        }
+    }
+    const uint8_t ping[] = { 0xc0, 0 };
+    SSL_write(k.ssl, ping, sizeof ping);
+    flush_out(&k);
+    /* CONNACK, PUBACKs, then the PINGRESP: each packet here is < 128 bytes */
+    for (;;) {
+        size_t at = 0;
+        while (at + 2 <= k.in_len && at + 2 + k.in[at + 1] <= k.in_len) {
+            if (k.in[at] == 0x40)
+                s->pubacks++;
+            if (k.in[at] == 0xd0)
+                s->pingresp = true;
+            at += 2 + k.in[at + 1];
+        }
+        memmove(k.in, k.in + at, k.in_len - at);
+        k.in_len -= at;
+        if (s->pingresp && s->pubacks >= (s->qos ? s->count : 0))
+            break; /* (a PINGRESP may pass PUBACKs waiting for the log) */
+        int n = SSL_read(k.ssl, k.in + k.in_len, (int)(sizeof k.in - k.in_len));
+        if (n > 0) {
+            k.in_len += (size_t)n;
+            continue;
+        }
+        flush_out(&k);
+        if (SSL_get_error(k.ssl, n) != SSL_ERROR_WANT_READ || !feed(&k)) {
+            snprintf(s->why, sizeof s->why, "read: the stream ended before the PINGRESP (%d PUBACKs)", s->pubacks);
+            break;
+        }
+    }
+out:
+    SSL_free(k.ssl);
+    close(k.fd);
+    atomic_store(&s->done, true);
+    return NULL;
+}
+
+static bool streamer_done(void *arg)
+{
+    return atomic_load(&((streamer_t *)arg)->done);
+}
+
+static void run_streamer(hb_t *h, streamer_t *s)
+{
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, streamer_main, s), 0);
+    cr_assert(hb_run_until(h, streamer_done, s, 60000), "the client did not finish");
+    pthread_join(th, NULL);
+    cr_assert(s->pingresp, "%s", s->why);
+}
+
+typedef struct { hb_t *h; uint64_t n; } want_t;
+static bool received_n(void *arg)
+{
+    want_t *w = arg;
+    return broker_topic(w->h->b, 0)->received >= w->n;
+}
+
+/* The listener's extra keys under its tls mapping. */
+static int open_tls_pause(hb_t *h, const char *tls_extra, const char *mqtt_extra)
+{
+    make_cert();
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "  listeners:\n"
+             "    - address: \"127.0.0.1:0\"\n"
+             "      tls: {cert_file: \"%s\", key_file: \"%s\"%s}\n"
+             "%s",
+             cert, key, tls_extra, mqtt_extra);
+    hb_open_with(h, yaml);
+    broker_tls_t *t;
+    char err[512];
+    cr_assert_eq(broker_tls_load(h->cfg, &t, err, sizeof err), 0, "%s", err);
+    broker_set_tls(h->b, t);
+    cr_assert_eq(broker_listen(h->b), 0);
+    const char *addr = broker_listener_addr(h->b, 0);
+    return atoi(strrchr(addr, ':') + 1);
+}
+
+Test(tls_nap, a_busy_qos0_stream_pauses_and_loses_nothing)
+{
+    hb_t h;
+    streamer_t s = { .count = 20000 };
+    s.port = open_tls_pause(&h, ", read_coalesce_ms: 1", "");
+    run_streamer(&h, &s);
+    want_t w = { &h, 20000 };
+    cr_assert(hb_run_until(&h, received_n, &w, 10000), "received %llu of 20000",
+              (unsigned long long)broker_topic(h.b, 0)->received);
+    cr_assert_gt(h.b->naps, 0, "a stream of small records in small writes is coalesced");
+    cr_assert_null(h.b->napping, "nothing pauses once the client is gone");
+    cr_assert_not(uv_is_active((uv_handle_t *)&h.b->nap), "and the tick is stopped");
+    hb_close(&h);
+    rm_certs();
+}
+
+Test(tls_nap, an_ack_is_never_waited_on_a_pause)
+{
+    /* the same stream at QoS 1, sent without waiting for the acks: a
+     * PUBLISH is nearly always awaiting its PUBACK, and a connection with
+     * one is never paused (its next ack does not wait behind a pause) */
+    hb_t h;
+    streamer_t s = { .count = 5000, .qos = 1 };
+    s.port = open_tls_pause(&h, ", read_coalesce_ms: 10", "  receive_maximum: 65535\n");
+    run_streamer(&h, &s);
+    cr_assert_eq(s.pubacks, 5000, "%s", s.why);
+    cr_assert_eq(h.b->naps, 0, "paused %llu times with acks owed", (unsigned long long)h.b->naps);
+    hb_close(&h);
+    rm_certs();
+}
+
+Test(tls_nap, a_slow_client_is_read_at_once)
+{
+    hb_t h;
+    streamer_t s = { .count = 100, .gap_us = 5000 }; /* 200 messages a second */
+    s.port = open_tls_pause(&h, ", read_coalesce_ms: 1", "");
+    run_streamer(&h, &s);
+    cr_assert_eq(h.b->naps, 0, "a client sending every 5 ms paused %llu times", (unsigned long long)h.b->naps);
+    want_t w = { &h, 100 };
+    cr_assert(hb_run_until(&h, received_n, &w, 5000));
+    hb_close(&h);
+    rm_certs();
+}
+
+Test(tls_nap, zero_reads_every_arrival_at_once)
+{
+    hb_t h;
+    streamer_t s = { .count = 20000 };
+    s.port = open_tls_pause(&h, ", read_coalesce_ms: 0", "");
+    run_streamer(&h, &s);
+    want_t w = { &h, 20000 };
+    cr_assert(hb_run_until(&h, received_n, &w, 10000));
+    cr_assert_eq(h.b->naps, 0);
+    hb_close(&h);
     rm_certs();
 }
