@@ -113,9 +113,7 @@ static void on_publish(struct mosquitto *m, void *arg, int mid)
         return;
     }
     if (c->probe_mid && mid == c->probe_mid) {
-        double lat = now_s() - c->probe_at;
-        long b = lat <= 0 ? 0 : (long)(lat * 1e4);
-        atomic_fetch_add(&g_lat[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1], 1);
+        lat_add(now_s() - c->probe_at);
         c->probe_mid = 0;
         return;
     }
