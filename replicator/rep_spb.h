@@ -173,7 +173,8 @@ void rep__spb_data_begin(rep__spb_node_t *n, rep__spb_data_t *d, uint32_t dev, u
  *   TB_EINVALID     the payload cannot be flattened, or a value does not
  *                   fit its metric's type ("telemetry/temp is Double, got
  *                   string"): a dead letter with err, nothing added;
- *   TB_EFULL        the table is full (err says which limit).
+ *   TB_EFULL        the table is full (err says which limit);
+ *   TB_EUNSUPPORTED an Avro schema in Avro's JSON encoding (not flattened).
  * A metric appears at most once per message at one millisecond: a leaf
  * whose metric is already in this message with the same ts returns
  * REP_SPB_FULL (nothing added; send the message, begin another). */
