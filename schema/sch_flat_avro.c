@@ -160,6 +160,11 @@ static int blocks(fwalk_t *w, const sch__av_node_t *n, size_t plen, int depth)
                     rc = refuse(w, "\"%.200s\": an empty map key cannot name a metric%s", w->path, "");
                     break;
                 }
+                if (memchr(k, '\0', slen)) {
+                    rc = refuse(w, "a map key under \"%.200s\" holds a NUL byte, which cannot name a metric%s", w->path,
+                                "");
+                    break;
+                }
                 if (memchr(k, '/', slen)) {
                     rc = refuse(w, "a map key under \"%.200s\" holds '/', the metric path separator%s", w->path, "");
                     break;

@@ -189,7 +189,7 @@ int sch_flatten_json(const uint8_t *payload, size_t len, sch_flat_cb cb, void *a
  * first checked by the validator's bounded walker (sch_avro.h: so hostile
  * bytes are refused before anything is decoded), then walked: record
  * fields by name, arrays by index, map entries by key (an empty key, a key
- * holding '/' or a key twice in one map is refused, as in JSON); a union
+ * holding '/' or a NUL byte, or a key twice in one map is refused); a union
  * is its branch's value at the same path (the null branch: SCH_FLAT_NULL);
  * int and long are SCH_FLAT_INT, float and double SCH_FLAT_DOUBLE (the
  * float widened exactly), string and enum symbols SCH_FLAT_STRING, bytes

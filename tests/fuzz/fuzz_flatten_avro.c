@@ -26,16 +26,16 @@
     } while (0)
 
 static const char *SCHEMAS[] = {
-    "{\"type\":\"record\",\"name\":\"T\",\"fields\":[{\"name\":\"temp\",\"type\":\"double\"},"
+    ("{\"type\":\"record\",\"name\":\"T\",\"fields\":[{\"name\":\"temp\",\"type\":\"double\"},"
     "{\"name\":\"n\",\"type\":\"long\"},{\"name\":\"i\",\"type\":\"int\"},{\"name\":\"f\",\"type\":\"float\"},"
     "{\"name\":\"on\",\"type\":\"boolean\"},{\"name\":\"s\",\"type\":\"string\"},{\"name\":\"b\",\"type\":\"bytes\"},"
     "{\"name\":\"x\",\"type\":{\"type\":\"fixed\",\"name\":\"X\",\"size\":2}},"
-    "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"B\"]}}]}",
-    "{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":"
+    "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"B\"]}}]}"),
+    ("{\"type\":\"record\",\"name\":\"R\",\"fields\":[{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":"
     "[\"null\",\"int\",{\"type\":\"record\",\"name\":\"P\",\"fields\":[{\"name\":\"v\",\"type\":\"double\"}]}]}},"
-    "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\",\"values\":\"string\"}}}]}",
-    "{\"type\":\"record\",\"name\":\"N\",\"fields\":[{\"name\":\"v\",\"type\":\"int\"},"
-    "{\"name\":\"next\",\"type\":[\"null\",\"N\"]},{\"name\":\"kids\",\"type\":{\"type\":\"array\",\"items\":\"N\"}}]}",
+    "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":{\"type\":\"map\",\"values\":\"string\"}}}]}"),
+    ("{\"type\":\"record\",\"name\":\"N\",\"fields\":[{\"name\":\"v\",\"type\":\"int\"},"
+    "{\"name\":\"next\",\"type\":[\"null\",\"N\"]},{\"name\":\"kids\",\"type\":{\"type\":\"array\",\"items\":\"N\"}}]}"),
 };
 #define NSCHEMAS (sizeof SCHEMAS / sizeof SCHEMAS[0])
 

@@ -5,7 +5,8 @@
  * Aborts if a refusal gives no reason or a wrong code, if a second parse
  * of the same bytes answers differently, or if it reports a rebirth that
  * protobuf-c's own reading of the bytes does not hold (a metric named
- * Node Control/Rebirth with boolean_value true). Sanitizers catch the rest.
+ * Node Control/Rebirth, datatype Boolean or absent, boolean_value true).
+ * Sanitizers catch the rest.
  */
 #include "replicator/rep_spb.h"
 
@@ -43,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < p->n_metrics; i++) {
         const Spb__Payload__Metric *m = p->metrics[i];
         if (m->name && strcmp(m->name, REP_SPB_REBIRTH_NAME) == 0 &&
+            (!m->has_datatype || m->datatype == SPB__DATA_TYPE__Boolean) &&
             m->value_case == SPB__PAYLOAD__METRIC__VALUE_BOOLEAN_VALUE && m->boolean_value)
             seen = true;
     }

@@ -152,6 +152,15 @@ Test(flat_avro, arrays_by_index_maps_by_key)
     hb_long(&e, 0);
     refused(v, &e);
     cr_assert(strstr(err, "empty"), "%s", err);
+
+    hbuf_t z = { 0 };
+    hb_long(&z, 0);
+    hb_long(&z, 1);
+    hb_bytes(&z, "a\0b", 3);
+    hb_byte(&z, 0);
+    hb_long(&z, 0);
+    refused(v, &z);
+    cr_assert(strstr(err, "NUL"), "a NUL would cut the metric name: %s", err);
     sch_validator_unref(v);
 }
 
