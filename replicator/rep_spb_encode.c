@@ -18,8 +18,9 @@
  * protobuf's own serializers give (the unit tests compare with Python's).
  * Values by datatype: Int8/Int16/Int32 sign-extended to 32 bits in
  * int_value (two's complement: -7 is 0xFFFFFFF9; the specification
- * leaves the narrow ones open, and this is what Eclipse Tahu's encoders
- * do); UInt8..UInt32 in int_value; Int64, UInt64, DateTime in long_value
+ * leaves the narrow ones open, and sign extension makes a decoder that
+ * reads the uint32 as int32 right whatever the width); UInt8..UInt32 in
+ * int_value; Int64, UInt64, DateTime in long_value
  * (two's complement for Int64); String, Text, UUID in string_value;
  * Bytes, File in bytes_value. A null metric carries is_null and no value.
  *
