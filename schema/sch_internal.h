@@ -22,4 +22,11 @@ void sch__errf(char *err, size_t errlen, const char *fmt, ...)
 int sch__simple_validate(sch_kind_t kind, const uint8_t *payload, size_t len, char *err,
                          size_t errlen);
 
+/* A validator's compiled form, for the flatteners (sch_flat_avro.c,
+ * sch_fields.c): NULL when v is of another kind. */
+struct sch__avro;
+struct sch__json;
+const struct sch__avro *sch__validator_avro(const sch_validator_t *v);
+const struct sch__json *sch__validator_json(const sch_validator_t *v);
+
 #endif

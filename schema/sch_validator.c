@@ -123,3 +123,13 @@ sch_kind_t sch_validator_kind(const sch_validator_t *v)
 {
     return v->kind;
 }
+
+const struct sch__avro *sch__validator_avro(const sch_validator_t *v)
+{
+    return v && v->kind == SCH_AVRO ? v->u.avro : NULL;
+}
+
+const struct sch__json *sch__validator_json(const sch_validator_t *v)
+{
+    return v && v->kind == SCH_JSON_SCHEMA ? v->u.json : NULL;
+}

@@ -167,6 +167,7 @@ typedef enum {
     SCH_FLAT_INT,    /* a JSON integer (fits int64) */
     SCH_FLAT_DOUBLE, /* a JSON number with a fraction or exponent */
     SCH_FLAT_STRING, /* UTF-8, may hold NUL (s, len) */
+    SCH_FLAT_BYTES,  /* Avro bytes or fixed (s, len): any bytes */
 } sch_flat_type_t;
 
 typedef struct sch_flat_value {
@@ -174,7 +175,7 @@ typedef struct sch_flat_value {
     bool b;
     int64_t i;
     double d;
-    const char *s; /* STRING: valid during the callback */
+    const char *s; /* STRING, BYTES: valid during the callback */
     size_t len;
 } sch_flat_value_t;
 
@@ -182,5 +183,45 @@ typedef struct sch_flat_value {
 typedef int (*sch_flat_cb)(void *arg, const char *path, size_t path_len, const sch_flat_value_t *v);
 
 int sch_flatten_json(const uint8_t *payload, size_t len, sch_flat_cb cb, void *arg, char *err, size_t errlen);
+
+/* sch_flatten_avro: the same for one Avro binary datum of an Avro validator
+ * `v` (the topic's writer schema) whose root is a record. The payload is
+ * first checked by the validator's bounded walker (sch_avro.h: so hostile
+ * bytes are refused before anything is decoded), then walked: record
+ * fields by name, arrays by index, map entries by key (an empty key, a key
+ * holding '/' or a NUL byte, or a key twice in one map is refused); a union
+ * is its branch's value at the same path (the null branch: SCH_FLAT_NULL);
+ * int and long are SCH_FLAT_INT, float and double SCH_FLAT_DOUBLE (the
+ * float widened exactly), string and enum symbols SCH_FLAT_STRING, bytes
+ * and fixed SCH_FLAT_BYTES. Same limits and returns as sch_flatten_json;
+ * TB_EUNSUPPORTED when v is not Avro or uses Avro's JSON encoding (not
+ * flattened yet), TB_EINVALID when the root is not a record. */
+int sch_flatten_avro(const sch_validator_t *v, const uint8_t *payload, size_t len, sch_flat_cb cb, void *arg,
+                     char *err, size_t errlen);
+
+/* sch_field_types: the leaf paths a schema declares, with their types, for
+ * an output that must announce its fields before it sees any value (a
+ * Sparkplug birth). JSON Schema: `properties` recursively from the root
+ * (local "$ref": "#/..." followed, at most SCH_FLAT_MAX_DEPTH deep), a
+ * `type` of integer, number, boolean or string (or one of them with
+ * "null": nullable); Avro: the fields of the root record recursively, a
+ * `["null", T]` union as T nullable. What has no fixed path or one type
+ * (arrays, maps, other unions, a record inside itself, a property without
+ * a type) is not listed: the output infers those at first sight. Paths are
+ * those the flatteners give. cb in schema order; its nonzero return stops
+ * the walk and is returned. TB_EUNSUPPORTED for other kinds (no fields). */
+typedef enum {
+    SCH_FIELD_BOOL,
+    SCH_FIELD_INT32,  /* Avro int */
+    SCH_FIELD_INT64,  /* Avro long, JSON Schema integer */
+    SCH_FIELD_FLOAT,  /* Avro float */
+    SCH_FIELD_DOUBLE, /* Avro double, JSON Schema number */
+    SCH_FIELD_STRING, /* Avro string or enum, JSON Schema string */
+    SCH_FIELD_BYTES,  /* Avro bytes or fixed */
+} sch_field_type_t;
+
+typedef int (*sch_field_cb)(void *arg, const char *path, size_t path_len, sch_field_type_t type, bool nullable);
+
+int sch_field_types(const sch_validator_t *v, sch_field_cb cb, void *arg, char *err, size_t errlen);
 
 #endif
