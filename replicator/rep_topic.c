@@ -393,6 +393,20 @@ static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
                              now >= t->open.started_ms + r->o.batch_timeout_ms);
 }
 
+/*
+ * memory_first (wal.h MEMORY TIER): the log holds records in memory whose
+ * publishers wait for the cluster's ack (or which spill to the log after
+ * spill_after_ms), so a batch that reached the readable end goes now if the
+ * window may send it, instead of waiting for batch_timeout_ms. With the
+ * window full, records gather until an ack opens it: light load sends small
+ * batches at once, heavy load fills them.
+ */
+static bool end_due(rep__topic_t *t)
+{
+    uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* pump's slow start */
+    return t->open.count && t->state == REP_TOPIC_STREAMING && t->win.sent < may_send && wal_topic_held(t->wal) > 0;
+}
+
 /* With wal.fsync interval the readable end moves without a completion. */
 static void maybe_recheck(rep_t *r, rep__topic_t *t)
 {
@@ -435,7 +449,7 @@ static bool read_more(rep_t *r, rep__topic_t *t)
         tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
                 REP__LOG_TOPIC(t), TB_U("from", t->src.gap_from), TB_U("to", t->src.gap_to));
     }
-    if (rc == 1 || (rc == 0 && open_due(r, t, now))) {
+    if (rc == 1 || (rc == 0 && (open_due(r, t, now) || end_due(t)))) {
         finish_open(r, t);
         return true;
     }
