@@ -85,6 +85,8 @@ typedef struct broker_pending {
     bool close;          /* 3.1.1 cannot say "refused": close instead of acking */
     uint8_t refused;     /* broker_refuse_t + 1 when refused (broker__refuse), 0 otherwise */
     bool stored_journaled; /* QoS 2: its STORED record went to the session journal */
+    bool stored_deferred; /* QoS 2 to a memory_first topic: its STORED is journaled at the message's
+                             completion (the cluster's ack), never before (ingest.c) */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
     bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } broker_pending_t;

@@ -340,6 +340,14 @@ void broker__ingest_completions(broker_t *srv)
                 broker__refuse(c, p, done->refused_at_bound ? BROKER_REFUSE_QUOTA : BROKER_REFUSE_LOG_UNAVAILABLE);
                 p->qos2_record = false;
             }
+            if (p->stored_deferred) {
+                /* memory_first QoS 2: the message is in the cluster (or the log) now */
+                p->stored_deferred = false;
+                if (done->rc == 0 && p->qos2_record && p->session) {
+                    broker__journal_qos2(srv, p->session, p->packet_id, true, p); /* p->waits++ */
+                    p->stored_journaled = true;
+                }
+            }
             p->waits--;
             broker__conn_drain_acks(c);
             broker__conn_unref(c);

@@ -710,8 +710,8 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
      * its completions answer the publishers, and the topic stays in the
      * log until the close, so wills and anything later are written too */
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i].durability == CFG_DURABILITY_MEMORY_FIRST)
-            wal_topic_spill(srv->topics[i].wal, WAL_SPILL_SHUTDOWN);
+        if (srv->topics[i].durability == CFG_DURABILITY_MEMORY_FIRST && srv->topics[i].wal)
+            wal_topic_spill(srv->topics[i].wal, WAL_SPILL_SHUTDOWN); /* (no log: broker_init failed) */
     /* on_full block: what waits for room is not acknowledged, and the
      * cluster may never make room; refuse it (QoS 1/2 are resent after the
      * restart) rather than wait out shutdown_timeout_ms */

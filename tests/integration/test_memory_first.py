@@ -16,6 +16,9 @@ stored):
     before the cluster's ack, the message is then in the log, the spill is
     counted in /stats (spills.timeout) and /metrics, and the topic returns
     to memory once the cluster is quick again (to_memory);
+  * QoS 2 on a persistent session: the PUBREC waits for the cluster too,
+    and the STORED record (journaled after the cluster's ack, never
+    before) makes a resend after a SIGKILL an answer, not a second copy;
   * SIGTERM writes what is held (a cluster that does not acknowledge
     within the test): every held message is PUBACKed and in the log;
   * SIGKILL in memory mode, then a restart: the next offsets are above
@@ -214,6 +217,35 @@ class Upstream(MemoryFirst):
         got = {r["payload"] for r in self.stored()}
         want = {"a%d" % i for i in range(30)} | {"b%d" % i for i in range(20)}
         self.assertEqual(got, want, "an acknowledged message is missing")
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+
+class QoS2(MemoryFirst):
+    def test_qos2_pubrec_waits_for_the_cluster_and_stays_exactly_once_across_a_kill(self):
+        self.mc.control.fault(ack_delay_ms=100)
+        c = mr.Raw(self.port, timeout=10)
+        c.send(mr.connect("q2", clean=False))
+        c.expect(mr.CONNACK)
+        t0 = time.monotonic()
+        c.send(mr.publish(MQTT_TOPIC, b"once", qos=2, pid=7))
+        self.assertEqual(c.expect(mr.PUBREC).packet_id, 7)
+        dt = time.monotonic() - t0
+        self.assertGreaterEqual(dt, 0.100, "PUBREC before the cluster's ack")
+        self.assertEqual([r["payload"] for r in self.stored()], ["once"])
+        # killed before PUBREL: the restart must know id 7 was stored (its STORED record, journaled
+        # after the cluster's ack), so the resend is answered, not stored again
+        self.gw.kill()
+        c.close()
+        self.start_gateway(self.gw)
+        c = mr.Raw(self.port, timeout=10)
+        c.send(mr.connect("q2", clean=False))
+        c.expect(mr.CONNACK)
+        c.send(mr.publish(MQTT_TOPIC, b"once", qos=2, pid=7, dup=True))
+        self.assertEqual(c.expect(mr.PUBREC).packet_id, 7)
+        c.send(mr.pubrel(7))
+        self.assertEqual(c.expect(mr.PUBCOMP).packet_id, 7)
+        c.close()
+        self.assertEqual([r["payload"] for r in self.stored()], ["once"], "stored twice, or lost")
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
 
