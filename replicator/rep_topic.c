@@ -184,11 +184,27 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
     rep__lookup_start(r, t, NULL);
 }
 
+/*
+ * memory_first (wal.h THE SPILL): the topic's stream is down (refused,
+ * unavailable, no ack in time, lookup failed) or the cluster forgot the
+ * topic, so no ack comes soon: what the log holds in memory is written to
+ * it now rather than spill_after_ms later, and its publishers answered. A
+ * no-op unless the topic is in memory. The WAL returns it to memory once
+ * the log is acknowledged (no "up" needed).
+ */
+static void output_down(rep__topic_t *t)
+{
+    if (wal_topic_mode(t->wal) == WAL_MODE_MEMORY)
+        wal_topic_spill(t->wal, WAL_SPILL_OUTPUT);
+}
+
 /* quiet: an idle stream the cluster closed cleanly is no outage: reopen
  * (with the backoff, so a peer that keeps doing it is not hammered) */
 static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
 {
     t->st.retries[why]++;
+    if (!quiet)
+        output_down(t);
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
     if (!t->outage_logged && !quiet) {
         t->outage_logged = true;
@@ -216,6 +232,8 @@ void rep__topic_unregistered(rep_t *r, rep__topic_t *t)
 {
     t->registered = false;
     t->st.registered = false;
+    if (!r->stopping)
+        output_down(t);
     switch (t->state) {
     case REP_TOPIC_STREAMING:
         rep__stream_cancel(t->stream, REP_RETRY_STATUS); /* its end leaves it UNREGISTERED */
@@ -270,6 +288,7 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
     }
     t->st.stream_resets++;
     if (!t->registered) {
+        output_down(t);
         set_state(r, t, REP_TOPIC_UNREGISTERED);
         return;
     }

@@ -19,6 +19,9 @@ stored):
   * QoS 2 on a persistent session: the PUBREC waits for the cluster too,
     and the STORED record (journaled after the cluster's ack, never
     before) makes a resend after a SIGKILL an answer, not a second copy;
+  * a cluster that is unavailable or refuses connections: the stream's
+    end spills at once (spills.output), well before spill_after_ms (5 s
+    here), and the topic returns to memory when the cluster is back;
   * SIGTERM writes what is held (a cluster that does not acknowledge
     within the test): every held message is PUBACKed and in the log;
   * SIGKILL in memory mode, then a restart: the next offsets are above
@@ -247,6 +250,37 @@ class QoS2(MemoryFirst):
         c.close()
         self.assertEqual([r["payload"] for r in self.stored()], ["once"], "stored twice, or lost")
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+
+class StreamDown(MemoryFirst):
+    """C11: a refused or unavailable cluster spills at once, not spill_after_ms later."""
+    wal = "fsync: always, memory_first: {spill_after_ms: 5000}"
+
+    def check(self, mode):
+        c = Raw(self.port, "down")
+        c.publish(b"before")  # in memory, acknowledged by the cluster
+        self.mc.control.fault(mode)
+        dt = c.publish(b"during")
+        self.assertLess(dt, 1.0, f"answered after {dt:.3f} s: not by an immediate spill (spill_after_ms is 5 s)")
+        t = stats_when(self.hp, lambda t: t["spills"]["output"] >= 1, "the spill counted as output")
+        self.assertEqual(t["spills"]["timeout"], 0, t)
+        self.assertIn("during", [r["payload"] for r in log_records(self.gw)])
+        self.assertIn("reason=output", self.gw.log())
+        self.mc.control.fault("normal")
+        wait_until(lambda: "during" in [r["payload"] for r in self.stored()], WAIT, "the spilled message replicated")
+        stats_when(self.hp, lambda t: t["durability"] in ("ready", "memory"), "the log acknowledged")
+        c.publish(b"after")
+        c.close()
+        t = stats_when(self.hp, lambda t: t["received"] == 3, "3 received")
+        self.assertEqual(t["durability"], "memory", t)
+        wait_until(lambda: len({r["payload"] for r in self.stored()}) == 3, WAIT, "all 3 at the cluster")
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+    def test_an_unavailable_cluster_spills_at_once(self):
+        self.check("unavailable")
+
+    def test_a_refusing_cluster_spills_at_once(self):
+        self.check("refuse")
 
 
 class Shutdown(MemoryFirst):
