@@ -40,6 +40,7 @@
 
 static void pump(rep_t *r, rep__topic_t *t);
 static void connect_topic(rep_t *r, rep__topic_t *t);
+static void output_down(rep__topic_t *t);
 
 static void set_state(rep_t *r, rep__topic_t *t, rep_topic_state_t s)
 {
@@ -170,6 +171,11 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
 {
     rep__chan_t *need = t->chan ? t->chan : r->cluster;
     if (need->state != GRPC_CHANNEL_READY) {
+        /* a reconnect that finds the cluster unreachable (a stream that
+         * ended cleanly, then a refused connection) is an outage too; the
+         * first connect at start is not */
+        if (t->st.stream_resets)
+            output_down(t);
         t->wait = need;
         set_state(r, t, REP_TOPIC_CONNECTING);
         rep__chan_connect(r, need);
