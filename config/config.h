@@ -44,6 +44,14 @@ typedef enum { CFG_TLS_1_2, CFG_TLS_1_3 } cfg_tls_version_t;
  * switch the compiler holds to every member: a new one, block, cannot be
  * forgotten there). */
 typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST, CFG_ON_FULL_BLOCK } cfg_on_full_t;
+/* wal.durability and mqtt.topic_mappings[].durability (docs/WAL.md "The
+ * memory tier"): log writes every message before its ack; memory_first
+ * holds it in memory while the cluster confirms, and writes it only when
+ * the cluster does not (wal.memory_first.*). */
+typedef enum { CFG_DURABILITY_LOG, CFG_DURABILITY_MEMORY_FIRST } cfg_durability_t;
+/* wal.memory_first.ack: when a memory_first message is acknowledged to its
+ * publisher: once the cluster has it, or as soon as it is held. */
+typedef enum { CFG_MF_ACK_UPSTREAM, CFG_MF_ACK_RECEIVED } cfg_mf_ack_t;
 
 /* A value of type "bytes or %": a size ("64MiB") or a share of a file system
  * ("2%", "0.5%"): one of the two fields is set, the other 0. */
@@ -107,6 +115,8 @@ typedef struct cfg_mapping {
     cfg_on_full_t on_full;         /* at a disk bound; every mapping of one upstream topic agrees */
     uint64_t max_age_ms;           /* older at send time: dropped unsent (0: none); mappings of a topic agree */
     uint32_t priority;             /* 0..255: higher drains first when an output is behind; a topic's agree */
+    cfg_durability_t durability;   /* absent in the file: wal.durability (cfg_load resolves it); a topic's agree */
+    bool durability_given;         /* the file gave it (else it follows wal.durability) */
     cfg_attr_t *attrs;
     size_t nattrs;
     cfg_capvals_t *capvals;
@@ -204,6 +214,12 @@ typedef struct cfg {
         cfg_fsync_t fsync;
         uint32_t fsync_interval_ms;
         cfg_space_t min_free_bytes; /* below it the log behaves as full */
+        cfg_durability_t durability; /* the default of each mapping's durability */
+        struct {
+            cfg_mf_ack_t ack;
+            uint32_t spill_after_ms;  /* the oldest held message waits at most this for the cluster */
+            uint64_t memory_bytes;    /* the most a topic holds in memory */
+        } memory_first;
     } wal;
     struct cfg_auth {
         char *password_file;       /* "" = none: user names are not checked */

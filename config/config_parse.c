@@ -273,6 +273,8 @@ static int parse_mapping(pctx_t *c, const yaml_node_t *n, size_t idx, cfg_mappin
         else rc = set_leaf(c, k, m, vn, full);
         if (rc < 0)
             return rc;
+        if (strcmp(k->path, "durability") == 0)
+            m->durability_given = true; /* else wal.durability, resolved once the whole file is read */
     }
     for (size_t i = 0; i < cfg__nmapping_keys; i++) {
         if ((cfg__mapping_keys[i].flags & CFG__F_REQUIRED) && !seen[i]) {
@@ -911,6 +913,11 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
         rc = walk(&c, root, "");
     if (rc == 0)
         rc = apply_env(&c);
+    /* a mapping without its own durability takes wal.durability, wherever
+     * in the file (or the environment) that was given */
+    for (size_t i = 0; rc == 0 && i < cfg->mqtt.nmappings; i++)
+        if (!cfg->mqtt.mappings[i].durability_given)
+            cfg->mqtt.mappings[i].durability = cfg->wal.durability;
     if (rc == 0)
         rc = check_one_listener_key(&c);
 

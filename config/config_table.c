@@ -41,6 +41,8 @@ static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 static const char *const tls_versions[] = { "1.2", "1.3", NULL };
 static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", "block", NULL }; /* cfg_on_full_t */
+static const char *const durabilities[] = { "log", "memory_first", NULL };   /* cfg_durability_t */
+static const char *const mf_acks[] = { "upstream", "received", NULL };          /* cfg_mf_ack_t */
 const char *const cfg__output_kinds[] = { "danube", "mqtt", "sparkplug", NULL }; /* cfg_output_kind_t */
 
 const cfg__key_t cfg__keys[] = {
@@ -176,6 +178,22 @@ const cfg__key_t cfg__keys[] = {
       "(2%, 0.5%; at most 50%), for the OS and other programs sharing it: below it the log behaves as at "
       "max_total_bytes (each mapping's on_full acts; the session journal is exempt) and takes writes again by "
       "itself once space returns. 0: off."),
+    K("wal.durability", CFG__ENUM, wal.durability, "log", 0, 0, durabilities, 0,
+      "The durability of every mapping that does not say its own (mqtt.topic_mappings[].durability). log: "
+      "every message is written (and synced per wal.fsync) before its PUBACK/PUBREC; memory_first: held in "
+      "memory while the cluster confirms, written to the log only when it does not (wal.memory_first.*); "
+      "docs/WAL.md \"The memory tier\", docs/GUARANTEES.md."),
+    K("wal.memory_first.ack", CFG__ENUM, wal.memory_first.ack, "upstream", 0, 0, mf_acks, 0,
+      "memory_first topics: upstream acknowledges a QoS 1/2 message to its publisher once the cluster "
+      "acknowledged it (or once it is in the log after a spill); received as soon as it is held: a hard "
+      "kill with the link up then loses what was held."),
+    K("wal.memory_first.spill_after_ms", CFG__MS, wal.memory_first.spill_after_ms, "250", 10, 60000, NULL, 0,
+      "memory_first topics: when the cluster has not acknowledged the oldest held message within this "
+      "time, everything held is written to the log (synced) and acknowledged; the topic then runs as log "
+      "until its backlog is replicated, and returns to memory."),
+    K("wal.memory_first.memory_bytes", CFG__BYTES, wal.memory_first.memory_bytes, "8MiB", 65536, 1ull << 30, NULL, 0,
+      "memory_first topics: the most one topic holds in memory (message records); a message that would "
+      "pass it makes the topic write what it holds to the log first."),
 
     K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, 0,
       "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "
@@ -272,6 +290,9 @@ const cfg__key_t cfg__mapping_keys[] = {
     M("priority", CFG__U32, priority, "0", 0, 255, NULL, 0,
       "When an output is behind (its rate cap or window is the limit), topics of higher priority drain "
       "first; equal priorities share. Every mapping of one danube_topic must say the same."),
+    M("durability", CFG__ENUM, durability, NULL, 0, 0, durabilities, 0,
+      "log or memory_first (see wal.durability, its default when absent, and wal.memory_first.*). Every "
+      "mapping of one danube_topic must say the same."),
 };
 const size_t cfg__nmapping_keys = sizeof cfg__mapping_keys / sizeof cfg__mapping_keys[0];
 

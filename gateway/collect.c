@@ -192,6 +192,16 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_BATCHES_SENT, mi, 0, rs.batches_sent);
         SET(METRICS_BATCHES_RESENT, mi, 0, rs.batches_resent);
         SET(METRICS_STREAM_RESETS, mi, 0, rs.stream_resets);
+        /* memory_first (wal.h MEMORY TIER): the mode, what is held, the switches */
+        _Static_assert(METRICS_MODE__COUNT == WAL_MODE_READY + 1, "metrics_modes follows wal_mode_t");
+        _Static_assert(METRICS_SPILL__COUNT == WAL_SPILL__COUNT, "metrics_spill_reasons follows wal_spill_t");
+        for (size_t k = 0; k < METRICS_MODE__COUNT; k++)
+            SET(METRICS_TOPIC_MODE, mi, k, (size_t)st.mode == k);
+        SET(METRICS_MEMORY_HELD, mi, 0, st.held_msgs);
+        SET(METRICS_MEMORY_HELD_BYTES, mi, 0, st.held_bytes);
+        for (size_t k = 0; k < METRICS_SPILL__COUNT; k++)
+            SET(METRICS_SPILLS, mi, k, st.spills[k]);
+        SET(METRICS_TO_MEMORY, mi, 0, st.to_memory);
         for (int k = 0; k < REP_RETRY__COUNT; k++) {
             int li = metrics_labels_find(retry, rep_retry_name((rep_retry_t)k));
             if (li >= 0)

@@ -40,6 +40,7 @@
 
 static void pump(rep_t *r, rep__topic_t *t);
 static void connect_topic(rep_t *r, rep__topic_t *t);
+static void output_down(rep__topic_t *t);
 
 static void set_state(rep_t *r, rep__topic_t *t, rep_topic_state_t s)
 {
@@ -170,6 +171,11 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
 {
     rep__chan_t *need = t->chan ? t->chan : r->cluster;
     if (need->state != GRPC_CHANNEL_READY) {
+        /* a reconnect that finds the cluster unreachable (a stream that
+         * ended cleanly, then a refused connection) is an outage too; the
+         * first connect at start is not */
+        if (t->st.stream_resets)
+            output_down(t);
         t->wait = need;
         set_state(r, t, REP_TOPIC_CONNECTING);
         rep__chan_connect(r, need);
@@ -184,11 +190,27 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
     rep__lookup_start(r, t, NULL);
 }
 
+/*
+ * memory_first (wal.h THE SPILL): the topic's stream is down (refused,
+ * unavailable, no ack in time, lookup failed) or the cluster forgot the
+ * topic, so no ack comes soon: what the log holds in memory is written to
+ * it now rather than spill_after_ms later, and its publishers answered. A
+ * no-op unless the topic is in memory. The WAL returns it to memory once
+ * the log is acknowledged (no "up" needed).
+ */
+static void output_down(rep__topic_t *t)
+{
+    if (wal_topic_mode(t->wal) == WAL_MODE_MEMORY)
+        wal_topic_spill(t->wal, WAL_SPILL_OUTPUT);
+}
+
 /* quiet: an idle stream the cluster closed cleanly is no outage: reopen
  * (with the backoff, so a peer that keeps doing it is not hammered) */
 static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
 {
     t->st.retries[why]++;
+    if (!quiet)
+        output_down(t);
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
     if (!t->outage_logged && !quiet) {
         t->outage_logged = true;
@@ -216,6 +238,8 @@ void rep__topic_unregistered(rep_t *r, rep__topic_t *t)
 {
     t->registered = false;
     t->st.registered = false;
+    if (!r->stopping)
+        output_down(t);
     switch (t->state) {
     case REP_TOPIC_STREAMING:
         rep__stream_cancel(t->stream, REP_RETRY_STATUS); /* its end leaves it UNREGISTERED */
@@ -270,6 +294,7 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
     }
     t->st.stream_resets++;
     if (!t->registered) {
+        output_down(t);
         set_state(r, t, REP_TOPIC_UNREGISTERED);
         return;
     }
@@ -393,6 +418,20 @@ static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
                              now >= t->open.started_ms + r->o.batch_timeout_ms);
 }
 
+/*
+ * memory_first (wal.h MEMORY TIER): the log holds records in memory whose
+ * publishers wait for the cluster's ack (or which spill to the log after
+ * spill_after_ms), so a batch that reached the readable end goes now if the
+ * window may send it, instead of waiting for batch_timeout_ms. With the
+ * window full, records gather until an ack opens it: light load sends small
+ * batches at once, heavy load fills them.
+ */
+static bool end_due(rep__topic_t *t)
+{
+    uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* pump's slow start */
+    return t->open.count && t->state == REP_TOPIC_STREAMING && t->win.sent < may_send && wal_topic_held(t->wal) > 0;
+}
+
 /* With wal.fsync interval the readable end moves without a completion. */
 static void maybe_recheck(rep_t *r, rep__topic_t *t)
 {
@@ -435,7 +474,7 @@ static bool read_more(rep_t *r, rep__topic_t *t)
         tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
                 REP__LOG_TOPIC(t), TB_U("from", t->src.gap_from), TB_U("to", t->src.gap_to));
     }
-    if (rc == 1 || (rc == 0 && open_due(r, t, now))) {
+    if (rc == 1 || (rc == 0 && (open_due(r, t, now) || end_due(t)))) {
         finish_open(r, t);
         return true;
     }

@@ -412,7 +412,7 @@ int wal_topic_set_own_bound(wal_t *w, wal_topic_t *t, uint64_t max_bytes);
 /*
  * OFFSET RESERVATION: for offsets handed to readers before their records are
  * in the log (memory-first durability, issue 16: a message held in memory
- * while the cluster confirms it). Nothing in the gateway uses it yet.
+ * while the cluster confirms it): the memory tier below uses it.
  *
  * The rule: an offset that is not in the log may be handed out (to a reader,
  * so to the cluster) only below wal_topic_reserved(t), the topic's durable
@@ -475,7 +475,8 @@ uint64_t wal_topic_reserved(const wal_topic_t *t);
 
 /*
  * MEMORY TIER (memory-first durability, issue 16; docs/WAL.md "The memory
- * tier"). Not reachable from the configuration yet: only tests set it.
+ * tier"). The gateway sets it for topics whose mappings say durability:
+ * memory_first (gateway/broker/server.c).
  *
  * In MEMORY mode a topic's submitted batches are not written: wal_submit
  * gives their records offsets at once (on the caller's thread, from the

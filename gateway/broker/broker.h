@@ -71,6 +71,7 @@ typedef struct broker_topic {
     cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
     cfg_on_full_t on_full;       /* its mappings' on_full (they must agree): its log's overflow policy */
     uint64_t max_age_ms;         /* its mappings' max_age (they must agree; 0: none): the replicator's */
+    cfg_durability_t durability; /* its mappings' durability (they must agree): its log's (wal.h MEMORY TIER) */
     /* the schema block (written by the replication glue) */
     sch_validator_t *validator;  /* NULL until resolved (or on compile failure); owned */
     bool has_schema;
@@ -94,6 +95,7 @@ typedef struct broker_topic {
     uint64_t batch_quiet_ms;     /* when every sender in it will have been quiet long enough (pace.c) */
     uint32_t inflight;           /* batches at the writer */
     bool journal_dep;            /* its open batch holds a QoS 2 message the journal's open batch says STORED */
+    bool turn_listed;            /* memory_first, in memory: its open batch goes at the end of this loop turn */
     uint32_t nwaiters, cap_waiters;
     struct broker_conn **waiters; /* on_full block: connections not read until its log has room (ingest.c) */
     uint64_t blocked_pauses;     /* times a publisher of it was paused so (on_full block) */

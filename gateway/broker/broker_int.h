@@ -85,6 +85,8 @@ typedef struct broker_pending {
     bool close;          /* 3.1.1 cannot say "refused": close instead of acking */
     uint8_t refused;     /* broker_refuse_t + 1 when refused (broker__refuse), 0 otherwise */
     bool stored_journaled; /* QoS 2: its STORED record went to the session journal */
+    bool stored_deferred; /* QoS 2 to a memory_first topic: its STORED is journaled at the message's
+                             completion (the cluster's ack), never before (ingest.c) */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
     bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } broker_pending_t;
@@ -339,6 +341,9 @@ struct broker {
     broker_topic_t *journal;
     /* topics whose open batch must reach the writer before the journal's
      * (ingest.c): its STORED records promise what they hold */
+    broker_topic_t **turn;          /* memory_first topics in memory with an open batch: submitted at the
+                                       end of the loop turn (flush_check_cb, broker__ingest_turn) */
+    size_t nturn, cap_turn;
     broker_topic_t **jdeps;
     size_t njdeps, cap_jdeps;
     uint64_t journal_records;       /* since its checkpoint: compaction trigger */
@@ -589,6 +594,10 @@ typedef struct broker_msg {
 int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, broker_pending_t *p);
 /* Submits t's open batch now (METRICS_BATCH_FLUSH), if any. */
 void broker__ingest_flush(broker_topic_t *t);
+/* End of a loop turn: submits the open batch of every memory_first topic
+ * in memory (METRICS_BATCH_TURN): it is held, not written, so waiting for
+ * more would only delay it. */
+void broker__ingest_turn(broker_t *srv);
 /* on_full block: c just published to t, whose log holds batches for room
  * (wal_topic_blocked): c is neither read nor processed further until the
  * log has written them (broker__ingest_completions wakes it). */

@@ -43,6 +43,17 @@
  * other topics are never paused, so a flood to a blocked topic stops at
  * one PUBLISH per flooding connection and cannot starve them.
  *
+ * memory_first (wal.h MEMORY TIER; docs/WAL.md "The memory tier"): while
+ * the topic's log holds in memory (MEMORY, or READY to), a batch is not a
+ * write, so there is nothing to gather for: no timer and no pace; the open
+ * batch is submitted at the end of the loop turn that filled it
+ * (broker__ingest_turn, from the server's uv_check), the records are
+ * readable at once, and the outputs are told then (broker_on_stored) rather
+ * than at the completion, which for ack upstream comes only once the
+ * cluster acknowledged the batch: so the PUBACK waits for the cluster
+ * through the same completion path as a log write. When the topic spills,
+ * its batches go to the log as any log topic's.
+ *
  * A batch context keeps, per message with a pending ack, the connection
  * (one reference each) and the pending entry. A completed batch of an
  * upstream topic also tells whoever reads its log (broker_on_stored: the
@@ -80,7 +91,31 @@ static void submit(broker_topic_t *t, metrics_batch_t why)
     wal_batch_t *b = t->batch;
     t->batch = NULL;
     t->ctx = NULL;
+    uint64_t end = t->durability == CFG_DURABILITY_MEMORY_FIRST ? wal_topic_readable_end(t->wal) : 0;
     wal_submit(b, ctx);
+    /* held: readable now, and its completion waits for the cluster (ack
+     * upstream), so the outputs are told now (one coalesced kick) */
+    if (end && wal_topic_readable_end(t->wal) != end && srv->on_stored && t->id != UINT32_MAX)
+        srv->on_stored(srv->on_stored_arg, t->id);
+}
+
+/* The topic's log holds in memory: its batches are not writes. */
+static bool holds_in_memory(const broker_topic_t *t)
+{
+    if (t->durability != CFG_DURABILITY_MEMORY_FIRST)
+        return false;
+    wal_mode_t mode = wal_topic_mode(t->wal);
+    return mode == WAL_MODE_MEMORY || mode == WAL_MODE_READY;
+}
+
+void broker__ingest_turn(broker_t *srv)
+{
+    for (size_t i = 0; i < srv->nturn; i++) {
+        broker_topic_t *t = srv->turn[i];
+        t->turn_listed = false;
+        submit(t, METRICS_BATCH_TURN);
+    }
+    srv->nturn = 0;
 }
 
 void broker__ingest_flush(broker_topic_t *t)
@@ -137,7 +172,19 @@ int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, b
                 timeout = TB_MIN(timeout, cfg->mqtt.ingestion.idle_flush_ms);
             t->batch_first_ms = uv_now(t->srv->loop);
             t->batch_quiet_ms = 0;
-            uv_timer_start(&t->timer, timer_cb, timeout, 0);
+            if (holds_in_memory(t)) {
+                broker_t *srv = t->srv; /* submitted at the end of this loop turn, not on a timer */
+                if (!t->turn_listed) {
+                    if (srv->nturn == srv->cap_turn) {
+                        srv->cap_turn = srv->cap_turn ? srv->cap_turn * 2 : 8;
+                        srv->turn = tb_realloc(srv->turn, srv->cap_turn * sizeof *srv->turn);
+                    }
+                    srv->turn[srv->nturn++] = t;
+                    t->turn_listed = true;
+                }
+            } else {
+                uv_timer_start(&t->timer, timer_cb, timeout, 0);
+            }
         }
         int rc = wal_batch_add(t->batch, &wm);
         if (rc == TB_EFULL && attempt == 0) {
@@ -292,6 +339,14 @@ void broker__ingest_completions(broker_t *srv)
                 /* not stored (or, for the dead-letter log, not kept): never say it was */
                 broker__refuse(c, p, done->refused_at_bound ? BROKER_REFUSE_QUOTA : BROKER_REFUSE_LOG_UNAVAILABLE);
                 p->qos2_record = false;
+            }
+            if (p->stored_deferred) {
+                /* memory_first QoS 2: the message is in the cluster (or the log) now */
+                p->stored_deferred = false;
+                if (done->rc == 0 && p->qos2_record && p->session) {
+                    broker__journal_qos2(srv, p->session, p->packet_id, true, p); /* p->waits++ */
+                    p->stored_journaled = true;
+                }
             }
             p->waits--;
             broker__conn_drain_acks(c);

@@ -284,8 +284,16 @@ void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
         return; /* closed while routing (a payload over the limit): broker__conn_close drained the acks
                    that were not waiting for the log, p among them, so p is gone */
     if (p && p->qos2_record && p->waits > 0) {
-        broker__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
-        p->stored_journaled = s->persistent && srv->journal;
+        if (p->topic && p->topic->durability == CFG_DURABILITY_MEMORY_FIRST && s->persistent && srv->journal) {
+            /* held in memory, not in the log: a STORED now could outlive the
+             * message in a kill, and the client's resend would then be taken
+             * for a duplicate. It is journaled at the completion instead
+             * (the cluster has the message), and the PUBREC waits for both. */
+            p->stored_deferred = true;
+        } else {
+            broker__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
+            p->stored_journaled = s->persistent && srv->journal;
+        }
     }
     if (p && p->waits == 0)
         broker__conn_drain_acks(c);

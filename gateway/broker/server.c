@@ -129,6 +129,7 @@ static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, si
     if (!*first) {
         t->on_full = m->on_full;
         t->max_age_ms = m->max_age_ms;
+        t->durability = m->durability;
         *first = r + 1;
         return 0;
     }
@@ -140,6 +141,17 @@ static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, si
                   "%s, but topic %s already has on_full %s from mqtt.topic_mappings[%zu] (line %d); every mapping "
                   "of one upstream topic must say the same",
                   on_full_name(m->on_full), t->name, on_full_name(t->on_full), *first - 1, f->line);
+        return TB_ECONFIG;
+    }
+    if (f->durability != m->durability) {
+        /* one log per topic, in memory or not */
+        static const char *const names[] = { "log", "memory_first" };
+        snprintf(key, sizeof key, "mqtt.topic_mappings[%zu].durability", r);
+        cfg_error(cfg, for_check, m->line, key, err, errlen,
+                  "%s, but topic %s already has durability %s from mqtt.topic_mappings[%zu] (line %d)%s; every "
+                  "mapping of one upstream topic must say the same",
+                  names[m->durability], t->name, names[f->durability], *first - 1, f->line,
+                  f->durability_given ? "" : " (its default, wal.durability)");
         return TB_ECONFIG;
     }
     if (f->max_age_ms != m->max_age_ms) {
@@ -321,6 +333,27 @@ static int settle_topics(broker_t *srv, bool for_check, char *err, size_t errlen
     return 0;
 }
 
+/* durability memory_first (not persisted: every start). A log that cannot
+ * go to memory now (it failed to write at open, or holds batches for room)
+ * stays a log topic, said once: nothing is lost by writing. */
+static int set_memory_first(const cfg_t *cfg, broker_topic_t *t)
+{
+    wal_memory_opts_t mo;
+    wal_memory_opts_default(&mo);
+    mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+    mo.ack = cfg->wal.memory_first.ack == CFG_MF_ACK_RECEIVED ? WAL_ACK_RECEIVED : WAL_ACK_UPSTREAM;
+    mo.spill_after_ms = cfg->wal.memory_first.spill_after_ms;
+    mo.memory_bytes = cfg->wal.memory_first.memory_bytes;
+    int rc = wal_topic_set_durability(t->wal, &mo);
+    if (rc == TB_ENOTREADY) {
+        tb_warn("durability memory_first: the topic's log is not writable now; it runs as log until a restart",
+                TB_S("topic", t->name), TB_S("error", tb_strerror(wal_topic_error(t->wal))));
+        t->durability = CFG_DURABILITY_LOG;
+        return 0;
+    }
+    return rc;
+}
+
 static int build_topics(broker_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
@@ -346,6 +379,8 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
         rc = wal_topic_open(srv->wal, t->name, &t->wal);
         if (rc == 0)
             rc = wal_topic_set_overflow(t->wal, overflow_of(t->on_full)); /* not persisted: every start */
+        if (rc == 0 && t->durability == CFG_DURABILITY_MEMORY_FIRST)
+            rc = set_memory_first(cfg, t);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the log of topic %s: %s", t->name, tb_strerror(rc));
             return rc;
@@ -390,6 +425,7 @@ int broker_check_config(const cfg_t *cfg, char *err, size_t errlen)
 /* The async handle must exist before the WAL's writer thread can call notify. */
 static void flush_check_cb(uv_check_t *h)
 {
+    broker__ingest_turn(h->data); /* memory_first: the turn's held batches */
     broker__conn_flush_dirty(h->data);
 }
 
@@ -672,6 +708,12 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     for (broker_conn_t *c = srv->conns; c; c = c->next)
         broker__conn_pause(c);
     flush_all(srv);
+    /* memory_first: what is held is written to the log now (and synced);
+     * its completions answer the publishers, and the topic stays in the
+     * log until the close, so wills and anything later are written too */
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (srv->topics[i].durability == CFG_DURABILITY_MEMORY_FIRST && srv->topics[i].wal)
+            wal_topic_spill(srv->topics[i].wal, WAL_SPILL_SHUTDOWN); /* (no log: broker_init failed) */
     /* on_full block: what waits for room is not acknowledged, and the
      * cluster may never make room; refuse it (QoS 1/2 are resent after the
      * restart) rather than wait out shutdown_timeout_ms */
@@ -711,6 +753,7 @@ static void handle_closed(uv_handle_t *h)
     free(srv->dead_letter);
     free(srv->journal);
     free(srv->jdeps);
+    free(srv->turn);
     free(srv->rules);
     free(srv->scratch);
     for (uint32_t i = 0; i < srv->nout_pool; i++)

@@ -26,7 +26,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "received_per_second", "listeners", "listener", "tls", NULL,
+    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "listeners", "listener", "tls", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -82,6 +82,13 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (e->json && e->l1 == METRICS_L_TOPIC)
             json_object_set_new(o, e->json, entry_value(e, metrics_fam(s->m, e->id), t));
     }
+    /* the durability mode the collector marked (tributary_topic_mode): "log" for a log topic */
+    metrics_family_t *mode = metrics_fam(s->m, METRICS_TOPIC_MODE);
+    const char *dur = metrics_modes[0];
+    for (size_t j = 0; j < METRICS_MODE__COUNT; j++)
+        if (metrics_get(mode, t, j) != 0)
+            dur = metrics_modes[j];
+    json_object_set_new(o, "durability", json_string(dur));
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
     double r = http__history_topic_rate(s, t);
     json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());

@@ -232,6 +232,11 @@ typedef enum {
     METRICS_BATCHES_RESENT,
     METRICS_RETRIES,
     METRICS_STREAM_RESETS,
+    METRICS_TOPIC_MODE,
+    METRICS_MEMORY_HELD,
+    METRICS_MEMORY_HELD_BYTES,
+    METRICS_SPILLS,
+    METRICS_TO_MEMORY,
     /* gateway-wide */
     METRICS_INVARIANT_OK,
     METRICS_UNMATCHED,
@@ -276,7 +281,8 @@ typedef enum {
 /* Which label set a catalog metric draws from. */
 typedef enum {
     METRICS_L_NONE, METRICS_L_TOPIC, METRICS_L_REASON, METRICS_L_CODE, METRICS_L_TIMEOUT, METRICS_L_VERSION,
-    METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L__COUNT
+    METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L_MODE,
+    METRICS_L_SPILL, METRICS_L__COUNT
 } metrics_label_kind_t;
 
 typedef struct metrics_entry {
@@ -353,9 +359,20 @@ typedef enum {
     METRICS_BATCH_TIMEOUT, /* mqtt.ingestion.batch_timeout_ms after its first message */
     METRICS_BATCH_IDLE,    /* every client in it had gone quiet (idle_flush_ms, or its pace) */
     METRICS_BATCH_FLUSH,   /* the drain at shutdown, the session journal's compaction, or a journal batch that says STORED for its QoS 2 messages */
+    METRICS_BATCH_TURN,    /* a memory_first topic in memory: at the end of the loop turn that filled it */
     METRICS_BATCH__COUNT
 } metrics_batch_t;
 extern const char *const metrics_batch_reasons[METRICS_BATCH__COUNT];
+
+/* A topic's durability mode (label "mode" of tributary_topic_mode; /stats
+ * durability): log for a log topic; a memory_first topic is memory,
+ * spilling, draining (in the log until its backlog is acknowledged) or
+ * ready (about to return to memory). In the order of wal.h's wal_mode_t. */
+#define METRICS_MODE__COUNT 5
+extern const char *const metrics_modes[METRICS_MODE__COUNT];
+/* Why a memory_first topic spilled (label "reason"), in the order of wal.h's wal_spill_t. */
+#define METRICS_SPILL__COUNT 4
+extern const char *const metrics_spill_reasons[METRICS_SPILL__COUNT];
 
 /* HTTP status codes counted by tributary_http_requests_total (label "code"); "other" for the rest. */
 extern const int metrics_http_codes[];

@@ -106,7 +106,8 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_WAL_BATCHES, "tributary_wal_batches_total",
       "Batches submitted to the topic's log (one write each; with wal.fsync always, one fdatasync for those "
       "pending together), by why: full (batch_size or its byte bound), timeout (batch_timeout_ms), idle (every "
-      "client in it had gone quiet), flush (drain or shutdown). stored / batches is messages per batch.",
+      "client in it had gone quiet), flush (drain or shutdown), turn (a memory_first topic in memory: the end of the "
+      "loop turn). stored / batches is messages per batch.",
       METRICS_L_TOPIC, METRICS_L_BATCH, "wal_batches"),
     G(METRICS_BATCHES_IN_FLIGHT, "tributary_replication_batches_in_flight",
       "Replication batches built and not yet acknowledged (sent, or waiting to be sent again).", 1, METRICS_L_TOPIC,
@@ -121,6 +122,24 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_STREAM_RESETS, "tributary_replication_stream_resets_total",
       "Replication streams that ended while open (cancelled or failed) and were rebuilt.", METRICS_L_TOPIC, METRICS_L_NONE,
       "stream_resets"),
+    /* a gauge with a second label: /stats shows it as the string durability (http_stats.c) */
+    [METRICS_TOPIC_MODE] = { METRICS_TOPIC_MODE, { "tributary_topic_mode", METRICS_GAUGE,
+      "1 for the topic's current durability mode (label mode): log (a log topic), or for a memory_first topic "
+      "memory, spilling, draining (in the log until its backlog is acknowledged) or ready; 0 for the others.",
+      1, NULL, 0 }, METRICS_L_TOPIC, METRICS_L_MODE, NULL, false },
+    G(METRICS_MEMORY_HELD, "tributary_memory_held_messages",
+      "memory_first: messages held in memory and not yet acknowledged by the cluster.", 1, METRICS_L_TOPIC,
+      "held_messages", false),
+    G(METRICS_MEMORY_HELD_BYTES, "tributary_memory_held_bytes",
+      "memory_first: bytes of the records held in memory (bounded by wal.memory_first.memory_bytes).", 1,
+      METRICS_L_TOPIC, "held_bytes", false),
+    C(METRICS_SPILLS, "tributary_spills_total",
+      "memory_first: switches from memory to the log since start (everything held written and synced), by "
+      "reason: timeout (no ack within spill_after_ms), bytes (memory_bytes), output (the stream went down), "
+      "shutdown.", METRICS_L_TOPIC, METRICS_L_SPILL, "spills"),
+    C(METRICS_TO_MEMORY, "tributary_durability_to_memory_total",
+      "memory_first: switches from the log back to memory since start (the backlog acknowledged).",
+      METRICS_L_TOPIC, METRICS_L_NONE, "to_memory"),
 
     /* gateway-wide */
     G(METRICS_INVARIANT_OK, "tributary_invariant_ok", "1 when the accounting invariant holds for every topic.", 1,
@@ -254,7 +273,11 @@ const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {
     [METRICS_BATCH_TIMEOUT] = "timeout",
     [METRICS_BATCH_IDLE] = "idle",
     [METRICS_BATCH_FLUSH] = "flush",
+    [METRICS_BATCH_TURN] = "turn",
 };
+
+const char *const metrics_modes[METRICS_MODE__COUNT] = { "log", "memory", "spilling", "draining", "ready" };
+const char *const metrics_spill_reasons[METRICS_SPILL__COUNT] = { "timeout", "bytes", "output", "shutdown" };
 
 const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_MALFORMED] = "malformed",
@@ -300,7 +323,9 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_fixed(m, "reason", metrics_mqtt_close_reasons, METRICS_CLOSE__COUNT,
                                       &L[METRICS_L_CLOSE])) < 0 ||
         (rc = metrics_labels_fixed(m, "reason", metrics_batch_reasons, METRICS_BATCH__COUNT, &L[METRICS_L_BATCH])) < 0 ||
-        (rc = metrics_labels_bounded(m, "listener", METRICS_MAX_LISTENERS, &L[METRICS_L_LISTENER])) < 0)
+        (rc = metrics_labels_bounded(m, "listener", METRICS_MAX_LISTENERS, &L[METRICS_L_LISTENER])) < 0 ||
+        (rc = metrics_labels_fixed(m, "mode", metrics_modes, METRICS_MODE__COUNT, &L[METRICS_L_MODE])) < 0 ||
+        (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];

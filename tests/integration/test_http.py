@@ -45,7 +45,8 @@ TOPIC_FIELDS = {
     "wal_lost_total": "integer", "wal_write_errors": "integer", "batches_in_flight": "integer",
     "dropped_age": "integer", "wal_dropped_age_total": "integer", "blocked": "boolean", "blocked_pauses": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
-    "wal_batches": "object",
+    "wal_batches": "object", "durability": "string", "held_messages": "integer", "held_bytes": "integer",
+    "spills": "object", "to_memory": "integer",
 }
 STATS_SCHEMA = {
     "type": "object",

@@ -244,6 +244,50 @@ Test(config, on_full_is_drop_oldest_unless_a_mapping_says_drop_newest)
     free(y);
 }
 
+Test(config, durability_is_wal_durability_unless_a_mapping_says_its_own)
+{
+    /* wal.durability after the mappings in the file: still their default */
+    char *y = cat(HEAD, "    - mqtt_pattern: c/+\n      danube_topic: /e1/u\n      durability: log\n"
+                        "wal:\n  durability: memory_first\n"
+                        "  memory_first: {ack: received, spill_after_ms: 100, memory_bytes: 1MiB}\n");
+    cfg_t *c = load(y, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_MEMORY_FIRST, "wal.durability's");
+    cr_assert_eq(c->mqtt.mappings[1].durability, CFG_DURABILITY_LOG, "its own");
+    cr_assert_eq(c->wal.memory_first.ack, CFG_MF_ACK_RECEIVED);
+    cr_assert_eq(c->wal.memory_first.spill_after_ms, 100);
+    cr_assert_eq(c->wal.memory_first.memory_bytes, 1u << 20);
+    cfg_free(c);
+    free(y);
+    /* the environment's wal.durability is the default too */
+    static char *const env[] = { "TRIBUTARY_WAL_DURABILITY=memory_first", NULL };
+    c = load(HEAD, env);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_MEMORY_FIRST);
+    cfg_free(c);
+    /* defaults: log, upstream, 250 ms, 8 MiB */
+    c = load(HEAD, NULL);
+    cr_assert_not_null(c, "%s", err);
+    cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_LOG);
+    cr_assert_eq(c->wal.durability, CFG_DURABILITY_LOG);
+    cr_assert_eq(c->wal.memory_first.ack, CFG_MF_ACK_UPSTREAM);
+    cr_assert_eq(c->wal.memory_first.spill_after_ms, 250);
+    cr_assert_eq(c->wal.memory_first.memory_bytes, 8u << 20);
+    cfg_free(c);
+    y = cat(HEAD, "      durability: memory-first\n");
+    expect_error(y, "test.yaml:8:19: mqtt.topic_mappings[0].durability:", "expected one of log, memory_first");
+    free(y);
+    y = cat(HEAD, "wal:\n  memory_first:\n    spill_after_ms: 5\n");
+    expect_error(y, "test.yaml:10:21: wal.memory_first.spill_after_ms:", "10");
+    free(y);
+    y = cat(HEAD, "wal:\n  memory_first:\n    ack: sent\n");
+    expect_error(y, "test.yaml:10:10: wal.memory_first.ack:", "expected one of upstream, received");
+    free(y);
+    y = cat(HEAD, "wal:\n  memory_first:\n    memory_bytes: 4KiB\n");
+    expect_error(y, "test.yaml:10:19: wal.memory_first.memory_bytes:", NULL);
+    free(y);
+}
+
 Test(config, max_age_is_a_duration_in_ms_s_m_h_or_d_and_none_by_default)
 {
     static const struct { const char *text; uint64_t ms; } ok[] = {
