@@ -13,6 +13,12 @@
 #                   bounded  max_topic_bytes 16 MiB, below the outage's
 #                            ~43 MiB per topic: every loss counted in
 #                            dropped_total, and the oldest
+#                   memory_first  as always, every mapping durability:
+#                            memory_first (issue 16's safety run)
+#                   flap     memory_first, no outage: the cluster alternates
+#                            5 s healthy and 5 s slow (acks held 750 ms, past
+#                            spill_after_ms 250) for 3 minutes, 3 SIGKILLs in
+#                            it; the report counts the switches
 #                 Reports go to build/bench/storeforward-<name>.{txt,json},
 #                 with the timeline (.events.jsonl) and the gateway's log.
 #   compare       bench/compare (Tributary beside Mosquitto 2, ~17 minutes);
@@ -29,7 +35,7 @@
 #                 build/bench/outputs-baseline.md
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
-# shorten or lengthen the scenarios, SF_ONLY=always|bounded runs one of them;
+# shorten or lengthen the scenarios, SF_ONLY=always|bounded|memory_first|flap runs one of them;
 # COMPARE_ARGS is passed to bench/compare, TLS_ARGS to bench/bench_tls.py
 # (TLS_ARGS=--quick: a smoke run of a few seconds), OUTPUTS_ARGS to
 # bench/bench_outputs.py (OUTPUTS_ARGS="--count 100000": a shorter run).
@@ -76,6 +82,12 @@ if [[ $WHAT == storeforward || $WHAT == all ]]; then
     fi
     if [[ ${SF_ONLY:-bounded} == bounded ]]; then
         scenario bounded OUTAGE=silent SEGMENT_BYTES=1MiB MAX_TOPIC_BYTES=16MiB MAX_TOTAL_BYTES=64MiB BOUNDED=1 || rc=1
+    fi
+    if [[ ${SF_ONLY:-memory_first} == memory_first ]]; then
+        scenario memory_first OUTAGE=refused DURABILITY=memory_first || rc=1
+    fi
+    if [[ ${SF_ONLY:-flap} == flap ]]; then
+        scenario flap OUTAGE=none KILLS_REPLAY=0 DURABILITY=memory_first FLAP=5/5 FLAP_SECS=180 FLAP_KILLS=3 || rc=1
     fi
 fi
 if [[ $WHAT == compare || $WHAT == all ]]; then

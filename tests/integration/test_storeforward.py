@@ -46,6 +46,8 @@ class FakeRun:
         self.offsets = None  # default: 1, 2, 3... in store order
         self.dropped = 0
         self.last_offset = None
+        self.durability = "log"
+        self.kills = 0
 
     def write(self):
         with open(os.path.join(self.dir, "devices", "summary.json"), "w") as f:
@@ -64,7 +66,17 @@ class FakeRun:
             f.write(json.dumps({"topic": "/sf/t0", "last_offset": last, "records": 1,
                                 "dropped": self.dropped, "lost": 0}) + "\n")
         with open(os.path.join(self.dir, "events.jsonl"), "w") as f:
-            f.write(json.dumps({"at_ms": 0, "event": "scenario", "bounded": int(self.bounded)}) + "\n")
+            f.write(json.dumps({"at_ms": 0, "event": "scenario", "bounded": int(self.bounded),
+                                "durability": self.durability}) + "\n")
+            for k in range(self.kills):
+                f.write(json.dumps({"at_ms": 1 + k, "event": "gateway_killed", "phase": "outage"}) + "\n")
+        return self
+
+    def skip_after_kill(self):
+        """Offsets as memory_first leaves them across a SIGKILL: the second
+        half of the readings continue above the offset reservation."""
+        n = len(self.store)
+        self.offsets = list(range(1, n // 2 + 1)) + list(range(2 ** 24 + 1, 2 ** 24 + 1 + n - n // 2))
         return self
 
     def judge(self):
@@ -143,6 +155,32 @@ class Judge(unittest.TestCase):
         rc, r = run.write().judge()
         self.assertEqual((rc, r["offsets_not_received"], r["missing_uncounted"]), (1, 2, 2), r)
 
+    def test_a_memory_first_restart_above_the_reservation_is_not_a_loss(self):
+        run = FakeRun().skip_after_kill()
+        run.durability, run.kills = "memory_first", 1
+        rc, r = run.write().judge()
+        self.assertEqual((rc, r["missing_uncounted"], r["offsets_skipped_at_restart"]), (0, 0, 2 ** 24 - 5), r)
+
+    def test_the_same_gap_in_a_log_run_is_records_lost(self):
+        run = FakeRun().skip_after_kill()
+        run.kills = 1
+        rc, r = run.write().judge()
+        self.assertEqual((rc, r["missing_uncounted"]), (1, 2 ** 24 - 5), r)
+
+    def test_more_offset_skips_than_restarts_fail(self):
+        run = FakeRun().skip_after_kill()
+        run.durability = "memory_first"            # no kill: nothing may skip the reservation
+        rc, r = run.write().judge()
+        self.assertEqual(rc, 1, r)
+        self.assertIn("more offset skips than restarts", " ".join(r["failures"]))
+
+    def test_a_small_gap_in_a_memory_first_run_is_still_records_lost(self):
+        run = FakeRun()
+        run.durability, run.kills = "memory_first", 1
+        run.offsets = [1, 2, 3, 4, 5, 8, 9, 10, 11, 12]
+        rc, r = run.write().judge()
+        self.assertEqual((rc, r["missing_uncounted"]), (1, 2), r)
+
 
 def scenario(out, **knobs):
     """Runs tests/storeforward/run.sh with the knobs; returns (rc, report, output)."""
@@ -192,6 +230,21 @@ class Scenarios(unittest.TestCase):
         rc, r, out = self.run_scenario(DEVICES=4, RATE=50, OUTAGE="killed", OUTAGE_SECS=3, KILLS_OUTAGE=1,
                                        KILLS_REPLAY=0)
         self.assertEqual((r["missing"], r["out_of_order"], r["offset_order"]), (0, 0, 0), out)
+        self.assertEqual(rc, 0, out)
+        self.passed()
+
+    def test_memory_first_through_a_flapping_cluster_and_kills_loses_nothing_and_keeps_order(self):
+        """Issue 16's safety runs, short: memory_first while the cluster
+        alternates healthy and slow (acks held past spill_after_ms), with
+        SIGKILLs in the flapping, in an outage and in its replay."""
+        rc, r, out = self.run_scenario(DEVICES=4, RATE=50, DURABILITY="memory_first", FLAP="2/2", FLAP_SECS=8,
+                                       FLAP_KILLS=2, OUTAGE="refused", OUTAGE_SECS=3, KILLS_OUTAGE=1, KILLS_REPLAY=1,
+                                       REPLAY_KILL_AFTER_MS=0, MOCK_ACK_DELAY_MS=100)
+        self.assertEqual((r["missing"], r["out_of_order"], r["offset_order"]), (0, 0, 0), out)
+        self.assertGreater(r["acknowledged"], 0, out)
+        self.assertGreaterEqual(r["kills"], 3, out)
+        self.assertGreater(r["switches_to_log"], 0, "the slow phases never spilled:\n" + out)
+        self.assertGreater(r["switches_to_memory"], 0, "no topic went back to memory:\n" + out)
         self.assertEqual(rc, 0, out)
         self.passed()
 

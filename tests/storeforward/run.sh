@@ -42,6 +42,14 @@
 #   RETRY_MAX_MS=30000  replicator.retry_max_ms (the product default)
 #   MOCK_ACK_DELAY_MS=0 the mock cluster holds each ack this long (a slower
 #                       replay, so a short run's replay kill lands mid-replay)
+#   DURABILITY=log      log | memory_first: every mapping's durability (issue 16)
+#   MF_ACK=upstream     wal.memory_first.ack (upstream | received)
+#   SPILL_AFTER_MS=250  wal.memory_first.spill_after_ms
+#   FLAP=""             H/S: before the outage, the cluster alternates H
+#                       seconds healthy and S seconds slow (each ack held
+#                       FLAP_SLOW_MS, past spill_after_ms) for FLAP_SECS,
+#                       with FLAP_KILLS gateway SIGKILLs spread across it
+#   FLAP_SECS=0 FLAP_KILLS=0 FLAP_SLOW_MS=(3 x SPILL_AFTER_MS)
 #   AFTER=2             seconds of steady load after the drain
 #   DRAIN_TIMEOUT=120   seconds allowed for the backlog to drain
 #   LOG_LEVEL=info
@@ -57,7 +65,7 @@ while [[ $# -gt 0 ]]; do
         --build) BUILD=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         *=*) export "${1?}"; shift ;;
-        *) sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 : "${DEVICES:=4}" "${RATE:=50}" "${QOS:=1}" "${SIZE:=100}" "${WINDOW:=20}" "${TOPICS:=2}"
@@ -65,6 +73,10 @@ done
 : "${REPLAY_KILL_AFTER_MS:=200}" "${RESTART_DELAY:=0.5}" "${FSYNC:=always}" "${FSYNC_INTERVAL_MS:=1000}"
 : "${SEGMENT_BYTES:=16MiB}" "${MAX_TOPIC_BYTES:=1GiB}" "${MAX_TOTAL_BYTES:=4GiB}" "${BOUNDED:=0}"
 : "${RETRY_MAX_MS:=30000}" "${MOCK_ACK_DELAY_MS:=0}" "${AFTER:=2}" "${DRAIN_TIMEOUT:=120}" "${LOG_LEVEL:=info}" "${KILL_TIMES:=}"
+: "${DURABILITY:=log}" "${MF_ACK:=upstream}" "${SPILL_AFTER_MS:=250}" "${FLAP:=}" "${FLAP_SECS:=0}" "${FLAP_KILLS:=0}"
+: "${FLAP_SLOW_MS:=$(( 3 * SPILL_AFTER_MS ))}"
+case $DURABILITY in log|memory_first) ;; *) echo "run.sh: DURABILITY must be log|memory_first" >&2; exit 2 ;; esac
+if [[ -n $FLAP && ! $FLAP =~ ^[0-9]+/[0-9]+$ ]]; then echo "run.sh: FLAP must be H/S (seconds healthy/slow)" >&2; exit 2; fi
 case $OUTAGE in refused|silent|killed|none) ;; *) echo "run.sh: OUTAGE must be refused|silent|killed|none" >&2; exit 2 ;; esac
 
 TRIB=${TRIBUTARY_BIN:-$BUILD/tributary}
@@ -125,10 +137,11 @@ GRPC_PORT=$(free_port) CTL_PORT=$(free_port) MQTT_PORT=$(free_port) HTTP_PORT=$(
     echo "  listener: \"127.0.0.1:$MQTT_PORT\""
     echo "  topic_mappings:"
     for ((t = 0; t < TOPICS; t++)); do
-        echo "    - {mqtt_pattern: \"sf/t$t/+\", danube_topic: /sf/t$t, extract_attributes: {device: \"\$1\"}}"
+        echo "    - {mqtt_pattern: \"sf/t$t/+\", danube_topic: /sf/t$t, extract_attributes: {device: \"\$1\"}, durability: $DURABILITY}"
     done
     echo "wal: {dir: $OUT/wal, fsync: $FSYNC, fsync_interval_ms: $FSYNC_INTERVAL_MS, segment_bytes: $SEGMENT_BYTES,"
-    echo "      max_topic_bytes: $MAX_TOPIC_BYTES, max_total_bytes: $MAX_TOTAL_BYTES}"
+    echo "      max_topic_bytes: $MAX_TOPIC_BYTES, max_total_bytes: $MAX_TOTAL_BYTES,"
+    echo "      memory_first: {ack: $MF_ACK, spill_after_ms: $SPILL_AFTER_MS}}"
     echo "http: {listener: \"127.0.0.1:$HTTP_PORT\"}"
     echo "log: {level: $LOG_LEVEL}"
 } > "$OUT/edge.yaml"
@@ -146,7 +159,16 @@ start_gateway() {
     until_true 30 "the gateway's HTTP port" port_open "$HTTP_PORT"
     event gateway_started "\"pid\":$GW_PID"
 }
+# Switches between memory and the log (memory_first): /stats counts them
+# since the process started, so each life's counts are read before it dies.
+SPILLS=0 TO_MEMORY=0
+count_switches() {
+    local s; s=$(stats 2>/dev/null) || return 0
+    SPILLS=$(( SPILLS + $(jq '[.topics[] | (.spills // {}) | to_entries[] | select(.key != "shutdown") | .value] | add // 0' <<<"$s") ))
+    TO_MEMORY=$(( TO_MEMORY + $(jq '[.topics[] | (.to_memory // 0)] | add // 0' <<<"$s") ))
+}
 kill_gateway() { # where
+    count_switches
     local l; l=$(lag 2>/dev/null || echo null)
     kill -9 "$GW_PID"
     wait "$GW_PID" 2>/dev/null || true
@@ -157,7 +179,7 @@ kill_gateway() { # where
 sleep_until_ms() { local d=$(( $1 - $(now_ms) )); (( d > 0 )) && sleep "$(awk -v d="$d" 'BEGIN { print d / 1000 }')" || true; }
 
 # ---- the timeline ------------------------------------------------------------
-event scenario "\"devices\":$DEVICES,\"rate\":$RATE,\"qos\":$QOS,\"size\":$SIZE,\"topics\":$TOPICS,\"outage\":\"$OUTAGE\",\"outage_secs\":$OUTAGE_SECS,\"kills_outage\":$KILLS_OUTAGE,\"kill_times\":\"$KILL_TIMES\",\"kills_replay\":$KILLS_REPLAY,\"fsync\":\"$FSYNC\",\"max_topic_bytes\":\"$MAX_TOPIC_BYTES\",\"max_total_bytes\":\"$MAX_TOTAL_BYTES\",\"segment_bytes\":\"$SEGMENT_BYTES\",\"bounded\":$BOUNDED"
+event scenario "\"durability\":\"$DURABILITY\",\"mf_ack\":\"$MF_ACK\",\"flap\":\"$FLAP\",\"flap_secs\":$FLAP_SECS,\"devices\":$DEVICES,\"rate\":$RATE,\"qos\":$QOS,\"size\":$SIZE,\"topics\":$TOPICS,\"outage\":\"$OUTAGE\",\"outage_secs\":$OUTAGE_SECS,\"kills_outage\":$KILLS_OUTAGE,\"kill_times\":\"$KILL_TIMES\",\"kills_replay\":$KILLS_REPLAY,\"fsync\":\"$FSYNC\",\"max_topic_bytes\":\"$MAX_TOPIC_BYTES\",\"max_total_bytes\":\"$MAX_TOTAL_BYTES\",\"segment_bytes\":\"$SEGMENT_BYTES\",\"bounded\":$BOUNDED"
 start_mock
 start_gateway
 "$DEVBIN" -p "$MQTT_PORT" -o "$OUT/devices" -d "$DEVICES" -r "$RATE" -q "$QOS" -s "$SIZE" -w "$WINDOW" -T "$TOPICS" \
@@ -166,6 +188,35 @@ DEV_PID=$!
 until_true 30 "$DEVICES devices connected" devices_connected
 event devices_connected
 sleep "$WARMUP"
+
+if [[ -n $FLAP ]]; then
+    # the cluster flaps: healthy H s, then every ack held FLAP_SLOW_MS for S s
+    healthy=${FLAP%/*} slow=${FLAP#*/}
+    T0=$(now_ms)
+    END=$(( T0 + FLAP_SECS * 1000 ))
+    kill_at=$(for ((k = 1; k <= FLAP_KILLS; k++)); do echo $(( T0 + FLAP_SECS * 1000 * k / (FLAP_KILLS + 1) )); done)
+    event flap_start "\"healthy_s\":$healthy,\"slow_s\":$slow,\"slow_ms\":$FLAP_SLOW_MS"
+    phase_end=$T0 phase=slow
+    while (( $(now_ms) < END )); do
+        if (( $(now_ms) >= phase_end )); then
+            if [[ $phase == slow ]]; then phase=healthy d=0 len=$healthy; else phase=slow d=$FLAP_SLOW_MS len=$slow; fi
+            curl -sf -XPOST "http://127.0.0.1:$CTL_PORT/fault" -d "{\"mode\":\"normal\",\"ack_delay_ms\":$d}" > /dev/null
+            event flap_phase "\"phase\":\"$phase\""
+            phase_end=$(( $(now_ms) + len * 1000 ))
+        fi
+        next=$(( phase_end < END ? phase_end : END ))
+        for at in $kill_at; do
+            if (( at > $(now_ms) && at < next )); then next=$at; fi
+        done
+        sleep_until_ms "$next"
+        for at in $kill_at; do
+            if (( at <= $(now_ms) )); then kill_gateway flap; fi
+        done
+        kill_at=$(for at in $kill_at; do (( at > $(now_ms) )) && echo "$at"; done || true)
+    done
+    curl -sf -XPOST "http://127.0.0.1:$CTL_PORT/fault" -d "{\"mode\":\"normal\",\"ack_delay_ms\":$MOCK_ACK_DELAY_MS}" > /dev/null
+    event flap_end
+fi
 
 if [[ $OUTAGE != none ]]; then
     T0=$(now_ms)
@@ -215,6 +266,8 @@ DEV_PID=""
 event devices_stopped
 until_true "$DRAIN_TIMEOUT" "the last readings to reach the cluster" drained
 stats > "$OUT/stats.json"
+count_switches
+event switches "\"spills\":$SPILLS,\"to_memory\":$TO_MEMORY"
 kill -TERM "$GW_PID"
 wait "$GW_PID" || { echo "run.sh: gateway exited with $? on SIGTERM" >&2; exit 1; }
 GW_PID=""
