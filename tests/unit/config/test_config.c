@@ -251,7 +251,7 @@ Test(config, durability_is_wal_durability_unless_a_mapping_says_its_own)
                         "wal:\n  durability: memory_first\n"
                         "  memory_first: {ack: received, spill_after_ms: 100, memory_bytes: 1MiB}\n");
     cfg_t *c = load(y, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_MEMORY_FIRST, "wal.durability's");
     cr_assert_eq(c->mqtt.mappings[1].durability, CFG_DURABILITY_LOG, "its own");
     cr_assert_eq(c->wal.memory_first.ack, CFG_MF_ACK_RECEIVED);
@@ -262,12 +262,12 @@ Test(config, durability_is_wal_durability_unless_a_mapping_says_its_own)
     /* the environment's wal.durability is the default too */
     static char *const env[] = { "TRIBUTARY_WAL_DURABILITY=memory_first", NULL };
     c = load(HEAD, env);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_MEMORY_FIRST);
     cfg_free(c);
     /* defaults: log, upstream, 250 ms, 8 MiB */
     c = load(HEAD, NULL);
-    cr_assert_not_null(c, "%s", err);
+    cr_assert_not_null(c, "%s", cfgt_err);
     cr_assert_eq(c->mqtt.mappings[0].durability, CFG_DURABILITY_LOG);
     cr_assert_eq(c->wal.durability, CFG_DURABILITY_LOG);
     cr_assert_eq(c->wal.memory_first.ack, CFG_MF_ACK_UPSTREAM);
