@@ -52,6 +52,8 @@ typedef enum { CFG_DURABILITY_LOG, CFG_DURABILITY_MEMORY_FIRST } cfg_durability_
 /* wal.memory_first.ack: when a memory_first message is acknowledged to its
  * publisher: once the cluster has it, or as soon as it is held. */
 typedef enum { CFG_MF_ACK_UPSTREAM, CFG_MF_ACK_RECEIVED } cfg_mf_ack_t;
+/* wal.retire: what a drained topic no mapping routes to becomes (read from a later release, issue 19) */
+typedef enum { CFG_RETIRE_REMOVE, CFG_RETIRE_KEEP } cfg_retire_t;
 
 /* A value of type "bytes or %": a size ("64MiB") or a share of a file system
  * ("2%", "0.5%"): one of the two fields is set, the other 0. */
@@ -174,6 +176,7 @@ typedef struct cfg {
         uint32_t retry_initial_ms;
         uint32_t retry_max_ms;
         uint32_t shutdown_grace_ms;
+        uint32_t max_attempts;     /* read from a later release (issue 19: poison batches) */
     } replicator;
     struct {
         char *listener;
@@ -192,6 +195,7 @@ typedef struct cfg {
         uint64_t max_will_bytes;
         cfg_unmatched_t unmatched;
         bool dead_letter;
+        uint64_t dead_letter_max_bytes; /* read from a later release (issue 19: the log's own bound) */
         struct {
             uint32_t batch_size;
             uint32_t batch_timeout_ms;
@@ -220,6 +224,7 @@ typedef struct cfg {
             uint32_t spill_after_ms;  /* the oldest held message waits at most this for the cluster */
             uint64_t memory_bytes;    /* the most a topic holds in memory */
         } memory_first;
+        cfg_retire_t retire;        /* read from a later release (issue 19: retiring topics) */
     } wal;
     struct cfg_auth {
         char *password_file;       /* "" = none: user names are not checked */
@@ -234,6 +239,7 @@ typedef struct cfg {
         char *listener;
         char *auth_token_file;     /* "" = no token asked for */
         bool auth_probes;          /* /healthz and /readyz ask for it too */
+        char *admin_token_file;    /* "" = none; checked, served from a later release (issue 19: admin API) */
         /* http.tls: HTTPS on http.listener. has_tls when the file has an
          * http.tls mapping or the environment sets an http.tls key; then
          * cert_file and key_file are required (as a listener's). Without
@@ -245,6 +251,9 @@ typedef struct cfg {
         uint32_t stall_after_ms;
     } health;
     uint32_t shutdown_timeout_ms;
+    struct {
+        uint32_t watch_ms;         /* 0: off; read from a later release (issue 19: the file watcher) */
+    } reload;
     /* outputs: never empty (the implied danube entry when the file has none) */
     cfg_output_t *outputs;
     size_t noutputs;
@@ -265,6 +274,31 @@ int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t
 /* Same, from a YAML text in memory; `name` is used in error messages. */
 int cfg_load_string(const char *name, const char *yaml, size_t len, char *const *envp,
                     cfg_t **out, char *err, size_t errlen);
+
+/*
+ * A configuration error in parts, for answers that are read by programs
+ * (a reload's log fields, later the admin API's JSON): the file, the
+ * 1-based line and column (0 when not known: an environment override, a
+ * missing required key, a file that cannot be opened), the key ("" when
+ * the error is not about one: a YAML syntax error says "(yaml)"), the
+ * message alone, and `text`: the whole line exactly as cfg_load's err
+ * ("file:line:col: key: message"), which is what people read. Every
+ * field is NUL-terminated (truncated when longer).
+ */
+typedef struct cfg_err {
+    char file[256];
+    int line, column;
+    char key[128];
+    char message[512];
+    char text[1024];
+} cfg_err_t;
+/* cfg_load and cfg_load_string, the error in parts (e zeroed on success). */
+int cfg_load_ex(const char *path, char *const *envp, cfg_t **out, cfg_err_t *e /* OUT */);
+int cfg_load_string_ex(const char *name, const char *yaml, size_t len, char *const *envp, cfg_t **out,
+                       cfg_err_t *e /* OUT */);
+/* Fills e from its parts; text becomes "file:line:col: key: message" (the
+ * parts that are absent left out, as cfg_load prints them). */
+void cfg_err_set(cfg_err_t *e, const char *file, int line, int column, const char *key, const char *message);
 void cfg_free(cfg_t *cfg);
 
 /*
@@ -328,5 +362,34 @@ bool cfg_key_find(const char *path, cfg_key_info_t *out /* OUT */);
  * added or removed is "outputs[central]").
  * Secrets are compared but never passed to cb by value. */
 void cfg_diff(const cfg_t *a, const cfg_t *b, void (*cb)(void *arg, const char *key), void *arg);
+
+/*
+ * Reload class of a key: whether a reload (SIGHUP) applies a change to it
+ * or it needs a restart. One flag per row of the key table (RL in
+ * config_table.c) is the only source: gateway/reload.c asks this for every
+ * key cfg_diff reports, `tributary config --describe --reloadable` lists
+ * the live ones, and a unit test holds reload.c's appliers to the list.
+ *
+ * `path` is a top-level key ("log.level") or a key of a list entry in the
+ * form cfg_diff reports ("mqtt.topic_mappings[2].validation_policy",
+ * "mqtt.listeners[0].tls.cert_file", "outputs[central].qos") or with an
+ * empty index ("mqtt.topic_mappings[].validation_policy"). Anything that is
+ * not a key (a list whose length changed, "mqtt.listeners[1].tls" turned on
+ * or off, an output added) is RESTART.
+ *
+ * A LIVE key inside a structure is applied while that structure keeps its
+ * shape, and otherwise is named with the restart keys: a listener's tls.*
+ * while the listeners keep their addresses and which of them are TLS;
+ * http.tls.* while http.listener and whether it is TLS stay; a mapping's
+ * validation_policy while every other key of that mapping stays.
+ */
+typedef enum { CFG_RELOAD_RESTART, CFG_RELOAD_LIVE } cfg_reload_class_t;
+cfg_reload_class_t cfg_reload_class(const char *path);
+/* Every key of the table in the generic form --describe prints
+ * ("mqtt.topic_mappings[].on_full"), with its class; false past the end. */
+bool cfg_key_path_at(size_t i, char *path, size_t len, cfg_reload_class_t *cls /* OUT */);
+/* The LIVE keys, one a line (markdown: the list of docs/CONFIG.md's
+ * "Reload classes" section). */
+void cfg_describe_reloadable(FILE *out, bool markdown);
 
 #endif

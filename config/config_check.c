@@ -19,8 +19,7 @@ typedef struct {
     const cfg_t *cfg;
     cfg__locate_fn locate;
     void *arg;
-    char *err;
-    size_t errlen;
+    cfg_err_t *e;
 } check_t;
 
 static int fail(check_t *c, long idx, const char *field, const char *fmt, ...)
@@ -39,10 +38,7 @@ static int fail(check_t *c, long idx, const char *field, const char *fmt, ...)
         snprintf(key, sizeof key, "mqtt.topic_mappings[%ld]%s%s", idx, field ? "." : "", field ? field : "");
     else
         snprintf(key, sizeof key, "%s", field);
-    if (line)
-        snprintf(c->err, c->errlen, "%s:%d:%d: %s: %s", c->cfg->source, line, col, key, msg);
-    else
-        snprintf(c->err, c->errlen, "%s: %s: %s", c->cfg->source, key, msg);
+    cfg_err_set(c->e, c->cfg->source, line, line ? col : 0, key, msg);
     return TB_ECONFIG;
 }
 
@@ -179,9 +175,9 @@ static int check_mapping(check_t *c, long idx, const cfg_mapping_t *m)
     return check_topic(c, idx, m, nplus, ends_hash);
 }
 
-int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, size_t errlen)
+int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, cfg_err_t *e)
 {
-    check_t c = { cfg, locate, arg, err, errlen };
+    check_t c = { cfg, locate, arg, e };
     if (!valid_name(cfg->edge.edge_name, strlen(cfg->edge.edge_name)))
         return fail(&c, -1, "edge.edge_name", "\"%s\": use letters, digits, _ and - only (it is a namespace)",
                     cfg->edge.edge_name);
@@ -221,6 +217,8 @@ int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, si
             return fail(&c, -1, "http.tls.require_client_cert",
                         "needs http.tls.ca_file: the CAs client certificates are checked against");
     }
+    if (cfg->reload.watch_ms && cfg->reload.watch_ms < 1000)
+        return fail(&c, -1, "reload.watch_ms", "%u: 0 (off) or at least 1000", cfg->reload.watch_ms);
     if (cfg->replicator.retry_max_ms < cfg->replicator.retry_initial_ms)
         return fail(&c, -1, "replicator.retry_max_ms", "must be at least replicator.retry_initial_ms (%u)",
                     cfg->replicator.retry_initial_ms);

@@ -83,6 +83,15 @@ void cfg_describe(FILE *out, bool md)
                      "underscores in upper case (e.g. TRIBUTARY_WAL_FSYNC=interval).\n");
 }
 
+void cfg_describe_reloadable(FILE *out, bool md)
+{
+    char path[192];
+    cfg_reload_class_t cls;
+    for (size_t i = 0; cfg_key_path_at(i, path, sizeof path, &cls); i++)
+        if (cls == CFG_RELOAD_LIVE)
+            fprintf(out, md ? "- `%s`\n" : "%s\n", path);
+}
+
 static void yaml_str(FILE *out, const char *s)
 {
     fputc('"', out);

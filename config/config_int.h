@@ -38,6 +38,9 @@ enum {
     CFG__F_K_DANUBE = 1 << 4,
     CFG__F_K_MQTT   = 1 << 5,
     CFG__F_K_SPB    = 1 << 6,
+    /* Reload class LIVE: a reload applies a change to it (cfg_reload_class;
+     * without the flag a change needs a restart). */
+    CFG__F_RELOAD   = 1 << 7,
 };
 
 typedef struct cfg__key {
@@ -91,9 +94,9 @@ char *cfg__expand_env(const char *s, char *const *envp, bool template, char *msg
 /* config_check.c: cross-key rules after parsing. `locate` gives the
  * 1-based line and column of a mapping's field (field NULL: the mapping
  * itself; idx -1: the top-level key named by field), or 0 when unknown.
- * On failure fills err ("file:line:col: key: msg") and returns TB_ECONFIG. */
+ * On failure fills e (text "file:line:col: key: msg") and returns TB_ECONFIG. */
 typedef void (*cfg__locate_fn)(void *arg, long idx, const char *field, int *line, int *col);
-int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, char *err, size_t errlen);
+int cfg__check(const cfg_t *cfg, cfg__locate_fn locate, void *arg, cfg_err_t *e);
 
 /* Levenshtein distance, for "did you mean". */
 size_t cfg__distance(const char *a, const char *b);

@@ -30,8 +30,7 @@ typedef struct pctx {
     const yaml_node_t *mappings; /* the mqtt.topic_mappings sequence, if given */
     const yaml_node_t *listeners; /* the mqtt.listeners sequence, if given (not null) */
     const yaml_node_t *outputs; /* the outputs sequence, if given */
-    char *err;
-    size_t errlen;
+    cfg_err_t *e;
 } pctx_t;
 
 static int fail_at(pctx_t *c, const yaml_node_t *n, const char *key, const char *fmt, ...)
@@ -43,11 +42,8 @@ static int fail_at(pctx_t *c, const yaml_node_t *n, const char *key, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (n)
-        snprintf(c->err, c->errlen, "%s:%zu:%zu: %s: %s", c->file, n->start_mark.line + 1,
-                 n->start_mark.column + 1, key, msg);
-    else
-        snprintf(c->err, c->errlen, "%s: %s: %s", c->file, key, msg);
+    cfg_err_set(c->e, c->file, n ? (int)n->start_mark.line + 1 : 0, n ? (int)n->start_mark.column + 1 : 0, key,
+                msg);
     return TB_ECONFIG;
 }
 
@@ -819,7 +815,8 @@ static int apply_env(pctx_t *c)
                 continue;
             char msg[256];
             if (cfg__set_scalar(k, c->cfg, *e + nlen + 1, msg, sizeof msg) < 0) {
-                snprintf(c->err, c->errlen, "environment %s: %s: %s", name, k->path, msg);
+                cfg_err_set(c->e, c->file, 0, 0, k->path, msg);
+                snprintf(c->e->text, sizeof c->e->text, "environment %s: %s: %s", name, k->path, msg);
                 return TB_ECONFIG;
             }
             c->seen[i] = true;
@@ -879,10 +876,44 @@ static void locate(void *arg, long idx, const char *field, int *line, int *col)
 
 extern char **environ;
 
+void cfg_err_set(cfg_err_t *e, const char *file, int line, int column, const char *key, const char *message)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->file, sizeof e->file, "%s", file ? file : "");
+    e->line = line > 0 ? line : 0;
+    e->column = e->line && column > 0 ? column : 0;
+    snprintf(e->key, sizeof e->key, "%s", key ? key : "");
+    snprintf(e->message, sizeof e->message, "%s", message ? message : "");
+    char where[32] = "";
+    if (e->column)
+        snprintf(where, sizeof where, ":%d:%d", e->line, e->column);
+    else if (e->line)
+        snprintf(where, sizeof where, ":%d", e->line);
+    snprintf(e->text, sizeof e->text, "%s%s: %s%s%s", file ? file : "", where, key ? key : "",
+             key && *key ? ": " : "", e->message);
+}
+
+static void copy_text(const cfg_err_t *e, char *err, size_t errlen)
+{
+    if (errlen)
+        snprintf(err, errlen, "%s", e->text);
+}
+
 int cfg_load_string(const char *name, const char *yaml, size_t len, char *const *envp,
                     cfg_t **out, char *err, size_t errlen)
 {
+    cfg_err_t e;
+    int rc = cfg_load_string_ex(name, yaml, len, envp, out, &e);
+    if (rc < 0)
+        copy_text(&e, err, errlen);
+    return rc;
+}
+
+int cfg_load_string_ex(const char *name, const char *yaml, size_t len, char *const *envp, cfg_t **out,
+                       cfg_err_t *e)
+{
     *out = NULL;
+    memset(e, 0, sizeof *e);
     cfg_t *cfg = tb_calloc(1, sizeof *cfg);
     cfg->source = tb_strdup(name);
     cfg__set_defaults(cfg);
@@ -890,7 +921,7 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
     bool seen[cfg__nkeys];
     memset(seen, 0, sizeof seen);
     pctx_t c = { .file = name, .envp = envp ? envp : environ, .cfg = cfg, .seen = seen,
-                 .err = err, .errlen = errlen };
+                 .e = e };
 
     yaml_parser_t parser;
     yaml_document_t doc;
@@ -898,9 +929,10 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     int rc = 0;
     if (!yaml_parser_load(&parser, &doc)) {
-        snprintf(err, errlen, "%s:%zu:%zu: (yaml): %s%s%s", name, parser.problem_mark.line + 1,
-                 parser.problem_mark.column + 1, parser.problem ? parser.problem : "syntax error",
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s%s%s", parser.problem ? parser.problem : "syntax error",
                  parser.context ? " " : "", parser.context ? parser.context : "");
+        cfg_err_set(e, name, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1, "(yaml)", msg);
         yaml_parser_delete(&parser);
         cfg_free(cfg);
         return TB_ECONFIG;
@@ -927,7 +959,7 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
     if (rc == 0)
         rc = finish_outputs(&c);
     if (rc == 0)
-        rc = cfg__check(cfg, locate, &c, err, errlen);
+        rc = cfg__check(cfg, locate, &c, e);
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     if (rc < 0) {
@@ -940,15 +972,28 @@ int cfg_load_string(const char *name, const char *yaml, size_t len, char *const 
 
 int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t errlen)
 {
+    cfg_err_t e;
+    int rc = cfg_load_ex(path, envp, out, &e);
+    if (rc < 0)
+        copy_text(&e, err, errlen);
+    return rc;
+}
+
+int cfg_load_ex(const char *path, char *const *envp, cfg_t **out, cfg_err_t *e)
+{
     *out = NULL;
+    memset(e, 0, sizeof *e);
     if (!path) {
         const char *y = cfg_embedded_default();
-        return cfg_load_string("<embedded default>", y, strlen(y), envp, out, err, errlen);
+        return cfg_load_string_ex("<embedded default>", y, strlen(y), envp, out, e);
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -errno;
+        int en = errno;
+        char msg[300];
+        snprintf(msg, sizeof msg, "cannot open: %s", strerror(en));
+        cfg_err_set(e, path, 0, 0, NULL, msg);
+        return -en;
     }
     char *buf = NULL;
     size_t len = 0, cap = 0;
@@ -958,7 +1003,7 @@ int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t
             if (cap > (16u << 20)) {
                 fclose(f);
                 free(buf);
-                snprintf(err, errlen, "%s: file larger than 16 MiB", path);
+                cfg_err_set(e, path, 0, 0, NULL, "file larger than 16 MiB");
                 return TB_ECONFIG;
             }
             buf = tb_realloc(buf, cap);
@@ -972,10 +1017,10 @@ int cfg_load(const char *path, char *const *envp, cfg_t **out, char *err, size_t
     fclose(f);
     if (ioerr) {
         free(buf);
-        snprintf(err, errlen, "%s: read error", path);
+        cfg_err_set(e, path, 0, 0, NULL, "read error");
         return -EIO;
     }
-    int rc = cfg_load_string(path, buf ? buf : "", len, envp, out, err, errlen);
+    int rc = cfg_load_string_ex(path, buf ? buf : "", len, envp, out, e);
     free(buf);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "config/config_int.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define K(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
@@ -28,6 +29,7 @@
 #define KM CFG__F_K_MQTT
 #define KS CFG__F_K_SPB
 #define KALL (KD | KM | KS)
+#define RL CFG__F_RELOAD /* reload class LIVE (cfg_reload_class): a reload applies it */
 #define U32MAX 4294967295u
 #define DAY_MS 86400000u
 
@@ -40,6 +42,7 @@ static const char *const log_formats[] = { "text", "json", NULL };
 static const char *const anon_modes[] = { "auto", "true", "false", NULL };
 static const char *const throttle_modes[] = { "delay", "refuse", NULL };
 static const char *const tls_versions[] = { "1.2", "1.3", NULL };
+static const char *const retire_modes[] = { "remove", "keep", NULL }; /* cfg_retire_t */
 static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", "block", NULL }; /* cfg_on_full_t */
 static const char *const durabilities[] = { "log", "memory_first", NULL };   /* cfg_durability_t */
 static const char *const mf_acks[] = { "upstream", "received", NULL };          /* cfg_mf_ack_t */
@@ -86,6 +89,11 @@ const cfg__key_t cfg__keys[] = {
       "Cap of the stream rebuild delay."),
     K("replicator.shutdown_grace_ms", CFG__MS, replicator.shutdown_grace_ms, "2000", 0, 60000, NULL, 0,
       "At shutdown, how long batches in flight may take to be acknowledged before streams are closed."),
+    K("replicator.max_attempts", CFG__U32, replicator.max_attempts, "10", 1, 1000, NULL, 0,
+      "Attempts of a batch the cluster refuses as invalid (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE) "
+      "before its messages go to the dead-letter log and the topic moves on. Used from a later release (issue "
+      "19, poison batches): this build checks the value and nothing reads it; every refused batch is retried "
+      "with the backoff, as before."),
 
     K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
       "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "
@@ -140,6 +148,10 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.dead_letter", CFG__BOOL, mqtt.dead_letter, "false", 0, 0, NULL, 0,
       "Keep payloads refused by their schema (enforce) in a local dead-letter log, topic "
       "\"$dead-letter\" in wal.dir, with the validation error; `tributary wal dump` reads it."),
+    K("mqtt.dead_letter_max_bytes", CFG__BYTES, mqtt.dead_letter_max_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
+      "Disk bound of the dead-letter log itself, outside wal.max_total_bytes; past it its oldest entries are "
+      "dropped and counted. Used from a later release (issue 19): this build checks the value and nothing reads "
+      "it; $dead-letter is bounded as any topic of the log (wal.max_topic_bytes, wal.max_total_bytes)."),
     K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
       "Most messages per write-ahead-log batch (one write, one sync)."),
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,
@@ -194,53 +206,63 @@ const cfg__key_t cfg__keys[] = {
     K("wal.memory_first.memory_bytes", CFG__BYTES, wal.memory_first.memory_bytes, "8MiB", 65536, 1ull << 30, NULL, 0,
       "memory_first topics: the most one topic holds in memory (message records); a message that would "
       "pass it makes the topic write what it holds to the log first."),
+    K("wal.retire", CFG__ENUM, wal.retire, "remove", 0, 0, retire_modes, 0,
+      "A topic no mapping routes to any more, once its backlog is replicated: remove (its directory is deleted, "
+      "its counters and next offset kept in <wal.dir>/RETIRED) or keep (the directory stays, not replicated). "
+      "Used from a later release (issue 19, retiring topics): this build checks the value and nothing reads it; "
+      "such a topic's directory stays on disk, unreplicated, as before."),
 
-    K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, 0,
+    K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, RL,
       "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "
       "user name is checked against it (MQTT 5 0x86 / 3.1.1 4 when wrong). Re-read on SIGHUP; a file "
       "that fails to parse keeps the one in force. Empty: user names are not checked."),
-    K("auth.acl_file", CFG__STR, auth.acl_file, "", 0, 4096, NULL, 0,
+    K("auth.acl_file", CFG__STR, auth.acl_file, "", 0, 4096, NULL, RL,
       "Mosquitto acl_file (topic, user, pattern lines): a PUBLISH or a will to a topic the client may not "
       "write is refused (MQTT 5 0x87; 3.1.1 QoS 1/2 closed, QoS 0 dropped), never stored. Re-read on "
       "SIGHUP. Empty: every topic may be written."),
-    K("auth.allow_anonymous", CFG__ENUM, auth.allow_anonymous, "auto", 0, 0, anon_modes, 0,
+    K("auth.allow_anonymous", CFG__ENUM, auth.allow_anonymous, "auto", 0, 0, anon_modes, RL,
       "Whether a CONNECT without a user name is accepted (refused: MQTT 5 0x87 / 3.1.1 5). auto: false "
       "when auth.password_file is set, true otherwise."),
-    K("auth.max_failures", CFG__U32, auth.max_failures, "10", 0, 1000000, NULL, 0,
+    K("auth.max_failures", CFG__U32, auth.max_failures, "10", 0, 1000000, NULL, RL,
       "Failed authentications from one address within auth.failure_window_ms before its CONNECTs are "
       "throttled (auth.throttle); 0: never throttled."),
-    K("auth.failure_window_ms", CFG__MS, auth.failure_window_ms, "60000", 1000, DAY_MS, NULL, 0,
+    K("auth.failure_window_ms", CFG__MS, auth.failure_window_ms, "60000", 1000, DAY_MS, NULL, RL,
       "The window auth.max_failures counts in; an address is forgiven once a window passes without a failure."),
-    K("auth.throttle", CFG__ENUM, auth.throttle, "delay", 0, 0, throttle_modes, 0,
+    K("auth.throttle", CFG__ENUM, auth.throttle, "delay", 0, 0, throttle_modes, RL,
       "A throttled address: delay answers each CONNECT after auth.throttle_delay_ms (checked then, so a "
       "right password still gets in); refuse answers at once, unchecked, MQTT 5 0x9F / 3.1.1 3."),
-    K("auth.throttle_delay_ms", CFG__MS, auth.throttle_delay_ms, "2000", 0, 600000, NULL, 0,
+    K("auth.throttle_delay_ms", CFG__MS, auth.throttle_delay_ms, "2000", 0, 600000, NULL, RL,
       "How long a throttled address's CONNECT waits (auth.throttle: delay)."),
 
     K("http.listener", CFG__ADDR, http.listener, "127.0.0.1:9090", 0, 0, NULL, 0,
       "Listen address for /metrics, /stats, /healthz and /readyz."),
-    K("http.auth_token_file", CFG__STR, http.auth_token_file, "", 0, 4096, NULL, 0,
+    K("http.auth_token_file", CFG__STR, http.auth_token_file, "", 0, 4096, NULL, RL,
       "A file holding a bearer token (its first line): /metrics, /stats and the page then answer 401 without "
       "\"Authorization: Bearer <token>\" (or HTTP Basic with the token as password, for a browser). Read again "
       "on SIGHUP. Empty: no token."),
     K("http.auth_probes", CFG__BOOL, http.auth_probes, "false", 0, 0, NULL, 0,
       "With http.auth_token_file: /healthz and /readyz ask for the token too (false: probes stay open)."),
+    K("http.admin_token_file", CFG__STR, http.admin_token_file, "", 0, 4096, NULL, 0,
+      "A file holding the admin API's bearer token (its first line, as http.auth_token_file); without it the admin "
+      "API answers loopback clients only. Used from a later release (issue 19): this build serves no admin API; "
+      "it reads the file where it reads the other token file (start, `tributary check`, SIGHUP), so a file that "
+      "does not load is found now."),
     /* http.tls: the keys of a listener's tls mapping, the same meaning (docs/SECURITY.md) */
-    K("http.tls.cert_file", CFG__STR, http.tls.cert_file, "", 0, 4096, NULL, 0,
+    K("http.tls.cert_file", CFG__STR, http.tls.cert_file, "", 0, 4096, NULL, RL,
       "With http.tls: the endpoint serves HTTPS only, with this PEM server certificate (optionally followed "
       "by its intermediate CAs); needs key_file. Read at start (a file that does not load is a "
       "configuration error) and again on SIGHUP. Without http.tls: plain HTTP."),
-    K("http.tls.key_file", CFG__STR, http.tls.key_file, "", 0, 4096, NULL, 0,
+    K("http.tls.key_file", CFG__STR, http.tls.key_file, "", 0, 4096, NULL, RL,
       "With http.tls: PEM private key of cert_file (unencrypted)."),
-    K("http.tls.ca_file", CFG__STR, http.tls.ca_file, "", 0, 4096, NULL, 0,
+    K("http.tls.ca_file", CFG__STR, http.tls.ca_file, "", 0, 4096, NULL, RL,
       "PEM CAs that HTTPS client certificates are checked against; a client may then present one, and an "
       "untrusted one fails the handshake. Empty: no client certificate is asked for."),
-    K("http.tls.require_client_cert", CFG__BOOL, http.tls.require_client_cert, "false", 0, 0, NULL, 0,
+    K("http.tls.require_client_cert", CFG__BOOL, http.tls.require_client_cert, "false", 0, 0, NULL, RL,
       "An HTTPS client without a certificate that ca_file trusts fails the handshake (needs ca_file); "
       "probes then need one too."),
-    K("http.tls.min_version", CFG__ENUM, http.tls.min_version, "1.2", 0, 0, tls_versions, 0,
+    K("http.tls.min_version", CFG__ENUM, http.tls.min_version, "1.2", 0, 0, tls_versions, RL,
       "Oldest TLS version the endpoint accepts: 1.2 or 1.3."),
-    K("http.tls.ciphers", CFG__STR, http.tls.ciphers, "", 0, 4096, NULL, 0,
+    K("http.tls.ciphers", CFG__STR, http.tls.ciphers, "", 0, 4096, NULL, RL,
       "OpenSSL cipher list for TLS 1.2 (`openssl ciphers` syntax); empty: OpenSSL's default. TLS 1.3 "
       "suites are OpenSSL's."),
 
@@ -251,10 +273,14 @@ const cfg__key_t cfg__keys[] = {
       "A topic is stalled when messages wait and no acknowledgement from the cluster has moved it for "
       "this long (counted from when they began to wait): /stats, tributary_topic_stalled, and one log "
       "line when it starts and one when it ends."),
+    K("reload.watch_ms", CFG__MS, reload.watch_ms, "0", 0, 3600000, NULL, 0,
+      "How often edge.yaml and the files it names are checked for a change, which then starts a reload as "
+      "SIGHUP does; 0 or at least 1000; 0: off. Used from a later release (issue 19): this build reloads on "
+      "SIGHUP only."),
 
-    K("log.level", CFG__ENUM, log.level, "info", 0, 0, log_levels, 0,
+    K("log.level", CFG__ENUM, log.level, "info", 0, 0, log_levels, RL,
       "Least severe level written: debug, info, warn or error."),
-    K("log.format", CFG__ENUM, log.format, "text", 0, 0, log_formats, 0,
+    K("log.format", CFG__ENUM, log.format, "text", 0, 0, log_formats, RL,
       "text (logfmt key=value) or json (one object per line); logs go to stderr."),
 };
 const size_t cfg__nkeys = sizeof cfg__keys / sizeof cfg__keys[0];
@@ -266,7 +292,7 @@ const cfg__key_t cfg__mapping_keys[] = {
       "Upstream topic, /{edge_name}/name; may use ${1}.. only with capture_values."),
     M("schema_subject", CFG__STR, schema_subject, NULL, 1, 1024, NULL, D,
       "Schema subject in the cluster registry; absent = raw bytes, no schema."),
-    M("validation_policy", CFG__ENUM, validation_policy, "none", 0, 0, policies, D,
+    M("validation_policy", CFG__ENUM, validation_policy, "none", 0, 0, policies, D | RL,
       "none: stamp schema id/version only; enforce: refuse invalid payloads."),
     M("extract_attributes", CFG__ATTRS, attrs, NULL, 0, 64, NULL, D,
       "Map of attribute name to capture (\"$1\", \"$2\", ... or \"$#\")."),
@@ -302,22 +328,22 @@ const cfg__key_t cfg__listener_keys[] = {
     L("allow_anonymous", CFG__ENUM, allow_anonymous, "auto", 0, 0, anon_modes, 0,
       "This listener's choice for a CONNECT without a user name: true, false, or auto (auth.allow_anonymous). "
       "E.g. a loopback listener for local tools that need none beside an authenticated 8883."),
-    L("tls.cert_file", CFG__STR, tls.cert_file, NULL, 1, 4096, NULL, R,
+    L("tls.cert_file", CFG__STR, tls.cert_file, NULL, 1, 4096, NULL, R | RL,
       "With tls: PEM server certificate, optionally followed by its intermediate CAs. Read at start "
       "(a file that does not load is a configuration error) and again on SIGHUP."),
-    L("tls.key_file", CFG__STR, tls.key_file, NULL, 1, 4096, NULL, R,
+    L("tls.key_file", CFG__STR, tls.key_file, NULL, 1, 4096, NULL, R | RL,
       "With tls: PEM private key of cert_file (unencrypted)."),
-    L("tls.ca_file", CFG__STR, tls.ca_file, "", 0, 4096, NULL, 0,
+    L("tls.ca_file", CFG__STR, tls.ca_file, "", 0, 4096, NULL, RL,
       "PEM CAs that client certificates are checked against; a client may then present one, and an "
       "untrusted one fails the handshake. Empty: no client certificate is asked for."),
-    L("tls.require_client_cert", CFG__BOOL, tls.require_client_cert, "false", 0, 0, NULL, 0,
+    L("tls.require_client_cert", CFG__BOOL, tls.require_client_cert, "false", 0, 0, NULL, RL,
       "A client without a certificate that ca_file trusts fails the handshake (needs ca_file)."),
-    L("tls.min_version", CFG__ENUM, tls.min_version, "1.2", 0, 0, tls_versions, 0,
+    L("tls.min_version", CFG__ENUM, tls.min_version, "1.2", 0, 0, tls_versions, RL,
       "Oldest TLS version accepted: 1.2 or 1.3."),
-    L("tls.ciphers", CFG__STR, tls.ciphers, "", 0, 4096, NULL, 0,
+    L("tls.ciphers", CFG__STR, tls.ciphers, "", 0, 4096, NULL, RL,
       "OpenSSL cipher list for TLS 1.2 (`openssl ciphers` syntax); empty: OpenSSL's default. TLS 1.3 "
       "suites are OpenSSL's."),
-    L("tls.use_identity_as_username", CFG__BOOL, tls.use_identity_as_username, "false", 0, 0, NULL, 0,
+    L("tls.use_identity_as_username", CFG__BOOL, tls.use_identity_as_username, "false", 0, 0, NULL, RL,
       "The client certificate's Common Name is the client's user name (for auth.acl_file), instead of "
       "the CONNECT's, which is then not checked against auth.password_file (needs require_client_cert)."),
     L("tls.read_coalesce_ms", CFG__U32, tls.read_coalesce_ms, "1", 0, 10, NULL, 0,
@@ -432,6 +458,73 @@ bool cfg_key_at(size_t i, cfg_key_info_t *out)
         return false;
     info(&cfg__keys[i], out);
     return true;
+}
+
+/* The table of a list's entries for a path "LIST[...].rest": sets *rest. */
+static const cfg__key_t *entry_table(const char *path, size_t *n, const char **rest)
+{
+    static const struct {
+        const char *list;
+        const cfg__key_t *tab;
+        const size_t *n;
+    } lists[] = {
+        { "mqtt.topic_mappings[", cfg__mapping_keys, &cfg__nmapping_keys },
+        { "mqtt.listeners[", cfg__listener_keys, &cfg__nlistener_keys },
+        { "outputs[", cfg__output_keys, &cfg__noutputs_keys },
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        size_t len = strlen(lists[i].list);
+        if (strncmp(path, lists[i].list, len) != 0)
+            continue;
+        const char *close = strchr(path + len, ']');
+        if (!close || close[1] != '.')
+            return NULL; /* "outputs[central]": an entry added or removed, not a key */
+        *rest = close + 2;
+        *n = *lists[i].n;
+        return lists[i].tab;
+    }
+    return NULL;
+}
+
+cfg_reload_class_t cfg_reload_class(const char *path)
+{
+    const cfg__key_t *tab = cfg__keys;
+    size_t n = cfg__nkeys;
+    const char *key = path;
+    if (strchr(path, '[')) {
+        tab = entry_table(path, &n, &key);
+        if (!tab)
+            return CFG_RELOAD_RESTART;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(tab[i].path, key) == 0)
+            return (tab[i].flags & CFG__F_RELOAD) ? CFG_RELOAD_LIVE : CFG_RELOAD_RESTART;
+    return CFG_RELOAD_RESTART; /* not a key ("mqtt.listeners[1].tls" turned on): the conservative answer */
+}
+
+bool cfg_key_path_at(size_t i, char *path, size_t len, cfg_reload_class_t *cls)
+{
+    static const struct {
+        const char *prefix;
+        const cfg__key_t *tab;
+        const size_t *n;
+    } parts[] = {
+        { "", cfg__keys, &cfg__nkeys },
+        { "mqtt.listeners[].", cfg__listener_keys, &cfg__nlistener_keys },
+        { "mqtt.topic_mappings[].", cfg__mapping_keys, &cfg__nmapping_keys },
+        { "outputs[].", cfg__output_keys, &cfg__noutputs_keys },
+    };
+    for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++) {
+        if (i >= *parts[p].n) {
+            i -= *parts[p].n;
+            continue;
+        }
+        const cfg__key_t *k = &parts[p].tab[i];
+        snprintf(path, len, "%s%s", parts[p].prefix, k->path);
+        *cls = (k->flags & CFG__F_RELOAD) ? CFG_RELOAD_LIVE : CFG_RELOAD_RESTART;
+        return true;
+    }
+    return false;
 }
 
 bool cfg_key_find(const char *path, cfg_key_info_t *out)

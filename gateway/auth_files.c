@@ -19,15 +19,15 @@
 
 #define MAX_TOKEN 4096
 
-int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
+/* A bearer token file (its first line, blanks trimmed): the key names it in errors. */
+static int token_file_load(const char *key, const char *path, char **token, char *err, size_t errlen)
 {
     *token = NULL;
-    const char *path = cfg->http.auth_token_file;
     if (!*path)
         return 0;
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "http.auth_token_file: %s: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s: cannot open: %s", key, path, strerror(errno));
         return TB_ECONFIG;
     }
     char buf[MAX_TOKEN + 2];
@@ -35,7 +35,7 @@ int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
     fclose(f);
     size_t n = got ? strcspn(buf, "\r\n") : 0;
     if (got && n == sizeof buf - 1) {
-        snprintf(err, errlen, "http.auth_token_file: %s:1: longer than %d bytes", path, MAX_TOKEN);
+        snprintf(err, errlen, "%s: %s:1: longer than %d bytes", key, path, MAX_TOKEN);
         return TB_ECONFIG;
     }
     buf[n] = '\0';
@@ -48,20 +48,30 @@ int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e) {
             explicit_bzero(buf, sizeof buf);
-            snprintf(err, errlen, "http.auth_token_file: %s:1: the token holds a blank or a non-printable byte",
-                     path);
+            snprintf(err, errlen, "%s: %s:1: the token holds a blank or a non-printable byte",
+                     key, path);
             return TB_ECONFIG;
         }
     }
     if (n < 16) {
         explicit_bzero(buf, sizeof buf);
-        snprintf(err, errlen, "http.auth_token_file: %s:1: the token is %s (at least 16 bytes)", path,
+        snprintf(err, errlen, "%s: %s:1: the token is %s (at least 16 bytes)", key, path,
                  n ? "too short" : "empty");
         return TB_ECONFIG;
     }
     *token = tb_strdup(s);
     explicit_bzero(buf, sizeof buf);
     return 0;
+}
+
+int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
+{
+    return token_file_load("http.auth_token_file", cfg->http.auth_token_file, token, err, errlen);
+}
+
+int gw_admin_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen)
+{
+    return token_file_load("http.admin_token_file", cfg->http.admin_token_file, token, err, errlen);
 }
 
 int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *err, size_t errlen)

@@ -29,6 +29,9 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
 /* Reads cfg's http.auth_token_file (its first line, blanks trimmed): *token
  * (malloc'd; NULL when not set), 0; or TB_ECONFIG with err naming the file. */
 int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
+/* The same for http.admin_token_file (the admin API's token, served from a
+ * later release; read now so a file that does not load is found). */
+int gw_admin_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
 
 /* The mapping rules that need the router's topics (broker_check_config):
  * 0, or TB_ECONFIG with err = "mqtt.topic_mappings[i].KEY (line N): why". */
@@ -38,5 +41,17 @@ int gw_topics_check(const cfg_t *cfg, char *err, size_t errlen);
  * the HTTP endpoint (http.tls), and frees them: 0, or TB_ECONFIG with err =
  * "mqtt.listeners[i].tls.KEY (line N): FILE: why" / "http.tls.KEY: FILE: why". */
 int gw_tls_check(const cfg_t *cfg, char *err, size_t errlen);
+
+/*
+ * Everything a configuration names beyond edge.yaml itself, checked the
+ * one way `tributary check`, `tributary run` and a reload (SIGHUP; later
+ * the admin API and the file watcher) all use: the auth files, the token
+ * files, the mapping rules that need the router (gw_topics_check), the TLS
+ * files (gw_tls_check); nothing is kept. 0, or TB_ECONFIG with e filled:
+ * file = cfg->source, key and line from the check's own text ("KEY (line
+ * N): why" or "KEY: why"), message = why, and text = "SOURCE: the check's
+ * text", the line `tributary check` has always printed.
+ */
+int gw_check(const cfg_t *cfg, cfg_err_t *e /* OUT */);
 
 #endif

@@ -132,9 +132,14 @@ int gw__http_tls_load(const cfg_t *cfg, tls_ctx_t **out /* OUT */, char *err, si
  * time (log level and format, each mapping's validation_policy, auth.*
  * with the password and ACL files read again, the TLS certificates of the
  * listeners and of the HTTP endpoint) and logs every other changed key as
- * needing a restart. An invalid file, or an authentication file
- * that does not parse, changes nothing. b may be NULL (before the log service started).
+ * needing a restart, by the key table's reload class (cfg_reload_class).
+ * An invalid file, or one gw_check refuses (as `tributary check` would),
+ * changes nothing. b may be NULL (before the log service started).
  */
 void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running);
+/* Whether reload.c has an applier for the key cfg_diff reports (its paths:
+ * "mqtt.listeners[0].tls.ciphers"). Every key of reload class LIVE has
+ * one and no other key has (tests/unit/gateway/test_reload_keys.c). */
+bool gw__reload_applies(const char *key);
 
 #endif

@@ -34,10 +34,8 @@ int cli_status(int argc, char **argv);
  * after printing the usage on stdout (the command then exits GW_EXIT_OK), or
  * GW_EXIT_USAGE after printing it on stderr. */
 int cli_parse_config_opt(int argc, char **argv, const char **path /* OUT */);
-/* The files the configuration names that are read at start (auth.*, the
- * TLS listeners' certificates and keys): 0, or -1 with err naming the key
- * and the file (and the line, for auth files). */
-int cli_check_files(const cfg_t *cfg, char *err, size_t errlen);
+/* (The files a configuration names are checked by gw_check, gateway.h:
+ * check, run and a reload share it.) */
 
 /* ---- `tributary status` (cli_http.c, cli_status_render.c) --------------- */
 

@@ -1,4 +1,4 @@
-/* cli_config.c: `tributary check` and `tributary config --describe`. */
+/* cli_config.c: `tributary check` and `tributary config --describe [--reloadable]`. */
 #include "gateway/cli/cli.h"
 #include "base/base.h"
 
@@ -33,26 +33,6 @@ int cli_parse_config_opt(int argc, char **argv, const char **path)
     return 0;
 }
 
-int cli_check_files(const cfg_t *cfg, char *err, size_t errlen)
-{
-    auth_passwd_t *pw;
-    auth_acl_t *acl;
-    if (gw_auth_load(cfg, &pw, &acl, err, errlen) < 0)
-        return -1;
-    auth_passwd_unref(pw);
-    auth_acl_unref(acl);
-    char *token;
-    if (gw_http_token_load(cfg, &token, err, errlen) < 0)
-        return -1;
-    if (token) {
-        explicit_bzero(token, strlen(token));
-        free(token);
-    }
-    if (gw_topics_check(cfg, err, errlen) < 0)
-        return -1;
-    return gw_tls_check(cfg, err, errlen) < 0 ? -1 : 0;
-}
-
 int cli_check(int argc, char **argv)
 {
     const char *path;
@@ -69,8 +49,9 @@ int cli_check(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return GW_EXIT_USAGE;
     }
-    if (cli_check_files(cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cfg->source, err);
+    cfg_err_t e;
+    if (gw_check(cfg, &e) < 0) {
+        fprintf(stderr, "%s\n", e.text);
         cfg_free(cfg);
         return GW_EXIT_USAGE;
     }
@@ -87,10 +68,11 @@ int cli_check(int argc, char **argv)
 
 int cli_config(int argc, char **argv)
 {
-    bool describe = false, markdown = false;
+    bool describe = false, markdown = false, reloadable = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--describe") == 0) describe = true;
         else if (strcmp(argv[i], "--markdown") == 0) markdown = true;
+        else if (strcmp(argv[i], "--reloadable") == 0) reloadable = true;
         else {
             fprintf(stderr, "tributary config: unknown option \"%s\"\n\n", argv[i]);
             cli_usage(stderr);
@@ -98,9 +80,12 @@ int cli_config(int argc, char **argv)
         }
     }
     if (!describe) {
-        fprintf(stderr, "usage: tributary config --describe [--markdown]\n");
+        fprintf(stderr, "usage: tributary config --describe [--reloadable] [--markdown]\n");
         return GW_EXIT_USAGE;
     }
-    cfg_describe(stdout, markdown);
+    if (reloadable)
+        cfg_describe_reloadable(stdout, markdown); /* the keys a reload applies (their reload class) */
+    else
+        cfg_describe(stdout, markdown);
     return GW_EXIT_OK;
 }

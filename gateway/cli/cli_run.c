@@ -41,8 +41,9 @@ int cli_run(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return GW_EXIT_USAGE;
     }
-    if (cli_check_files(cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cfg->source, err);
+    cfg_err_t e;
+    if (gw_check(cfg, &e) < 0) {
+        fprintf(stderr, "%s\n", e.text);
         cfg_free(cfg);
         return GW_EXIT_USAGE;
     }

@@ -31,8 +31,9 @@
  * HTTP/2 stack a loopback metrics port does not need, and the limits below
  * (a whole-request deadline, a connection cap that evicts, one buffered
  * response per connection) would still be ours to build around it. What
- * we need is GET/HEAD of a few in-memory documents: a few hundred lines we
- * can fuzz (tests/fuzz/fuzz_http_request.c) and bound exactly.
+ * we need is GET/HEAD of a few in-memory documents (and bodiless POSTs for
+ * the admin API, issue 19): a few hundred lines we can fuzz
+ * (tests/fuzz/fuzz_http_request.c) and bound exactly.
  *
  * LIMITS (http_opts_t; defaults in brackets). A request head (request
  * line + headers) over max_head_bytes [8 KiB] gets 431 and the connection
@@ -87,7 +88,9 @@
 
 /* ---- requests (http_parse.c: pure functions, fuzzed) -------------------- */
 
-typedef enum { HTTP_GET = 1, HTTP_HEAD, HTTP_OTHER } http_method_t;
+/* POST takes no body either (http_parse: Content-Length > 0 is 413): its
+ * parameters are in the path and the query (the admin API, issue 19). */
+typedef enum { HTTP_GET = 1, HTTP_HEAD, HTTP_OTHER, HTTP_POST } http_method_t;
 
 typedef struct http_req {
     http_method_t method;
@@ -110,7 +113,7 @@ size_t http_head_end(const char *buf, size_t len, size_t from);
  * NULs into buf; req's strings point into it. Returns 0, or the status to
  * answer before closing: 400 (malformed, missing Host on 1.1, a
  * Transfer-Encoding), 413 (Content-Length > 0), 505 (not HTTP/1.x).
- * A method other than GET and HEAD is not an error here (method OTHER).
+ * A method other than GET, HEAD and POST is not an error here (method OTHER).
  */
 int http_parse(char *buf, size_t len, http_req_t *req /* OUT */);
 
@@ -164,6 +167,16 @@ typedef struct http_server http_server_t;
 int http_server_new(uv_loop_t *loop, const http_opts_t *opts, http_server_t **out /* OUT */);
 /* Serves GET/HEAD `path` (exact match, query ignored) with fn. 0, TB_EFULL or TB_EINVALID. */
 int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg);
+/*
+ * The same for the methods in `methods` (HTTP_M_*): one path may have a
+ * route per method (GET /x answers, POST /x acts). A request whose path has
+ * routes but none for its method is 405 with Allow naming the path's
+ * methods; a path without routes is 404 (any method but OTHER, which is 405
+ * everywhere). TB_EINVALID also for no method, or a method the path already
+ * has.
+ */
+enum { HTTP_M_GET = 1 << 0 /* and HEAD */, HTTP_M_POST = 1 << 1 };
+int http_route_methods(http_server_t *s, unsigned methods, const char *path, http_handler_fn fn, void *arg);
 /*
  * Listens on "host:port" or "[v6]:port" (port 0: ephemeral) and logs
  * "http listening" with addr=HOST:PORT (the bound port). 0 or -errno /

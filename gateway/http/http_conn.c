@@ -161,7 +161,7 @@ static int encrypt(http__conn_t *c, uv_buf_t *bufs, unsigned *n)
  * connection. minor: the request's HTTP/1.x (0: say keep-alive explicitly).
  */
 static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *body, bool head_only, bool close,
-                    int minor)
+                    int minor, unsigned allow)
 {
     http_server_t *s = c->srv;
     close = close || s->closing;
@@ -174,7 +174,8 @@ static void respond(http__conn_t *c, int status, const char *ctype, tb_buf_t *bo
     tb_buf_printf(h, "Content-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n",
                   ctype ? ctype : "text/plain; charset=utf-8", c->body.len);
     if (status == 405)
-        tb_buf_puts(h, "Allow: GET, HEAD\r\n");
+        tb_buf_printf(h, "Allow: %s%s%s\r\n", (allow & HTTP_M_GET) || !allow ? "GET, HEAD" : "",
+                      (allow & HTTP_M_GET) && (allow & HTTP_M_POST) ? ", " : "", allow & HTTP_M_POST ? "POST" : "");
     if (status == 401)
         tb_buf_puts(h, "WWW-Authenticate: Bearer realm=\"tributary\"\r\n"
                        "WWW-Authenticate: Basic realm=\"tributary\", charset=\"UTF-8\"\r\n");
@@ -216,7 +217,7 @@ static void respond_error(http__conn_t *c, int status, const char *text)
 {
     tb_buf_t body = TB_BUF_INIT;
     tb_buf_printf(&body, "%s\n", text);
-    respond(c, status, NULL, &body, false, true, 1);
+    respond(c, status, NULL, &body, false, true, 1, 0);
 }
 
 /* ---- after a response --------------------------------------------------- */
@@ -289,14 +290,15 @@ static void handle(http__conn_t *c, size_t head_len)
     }
     tb_buf_t body = TB_BUF_INIT;
     const char *ctype = NULL;
-    int status = http__dispatch(c->srv, &req, &body, &ctype);
+    unsigned allow = 0;
+    int status = http__dispatch(c->srv, &req, &body, &ctype, &allow);
     bool head_only = req.method == HTTP_HEAD, keep = req.keep_alive;
     int minor = req.minor;
     /* req points into c->in: consume the head only now */
     memmove(c->in, c->in + head_len, c->in_len - head_len);
     c->in_len -= head_len;
     c->scanned = 0;
-    respond(c, status, ctype, &body, head_only, !keep, minor);
+    respond(c, status, ctype, &body, head_only, !keep, minor, allow);
 }
 
 /* A TLS record's first byte (a handshake: a ClientHello) where a request line should be. */

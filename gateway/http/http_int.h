@@ -56,6 +56,7 @@ struct http_server {
     bool listener_closed;
     struct {
         char *path;
+        unsigned methods;   /* HTTP_M_* */
         http_handler_fn fn;
         void *arg;
     } routes[HTTP_MAX_ROUTES];
@@ -140,8 +141,9 @@ void http__history_free(http_service_t *s);
 /* http_server.c */
 void http__list_append(http_server_t *s, http__conn_t *c);
 void http__list_remove(http_server_t *s, http__conn_t *c);
-/* Runs the route's handler (or answers 404/405); returns the status, body in out. */
-int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype);
+/* Runs the route's handler (or answers 404/405); returns the status, body in
+ * out; *allow: a 405's Allow methods (HTTP_M_*). */
+int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype, unsigned *allow);
 /* A connection's memory was freed: the drain may be complete. */
 void http__released(http_server_t *s);
 

@@ -10,7 +10,7 @@
  *   header-field = token ":" OWS value OWS; no space before the colon, no
  *                  obs-fold continuation lines, no control characters
  *   Host is required on HTTP/1.1 (§3.2) and may appear once.
- * Bodies are refused: the endpoints take none, and not reading one means
+ * Bodies are refused (POST too): the endpoints take none, and not reading one means
  * there is no body framing to get wrong. Content-Length must be digits
  * (repeats must agree); any value > 0 is 413. Transfer-Encoding of any kind
  * is 400. The caller closes the connection after either.
@@ -92,6 +92,8 @@ static int parse_request_line(char *line, size_t n, http_req_t *req)
         req->method = HTTP_GET;
     else if (mlen == 4 && memcmp(line, "HEAD", 4) == 0)
         req->method = HTTP_HEAD;
+    else if (mlen == 4 && memcmp(line, "POST", 4) == 0)
+        req->method = HTTP_POST; /* bodiless, as every request here */
     else
         req->method = HTTP_OTHER;
 

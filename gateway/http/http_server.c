@@ -54,25 +54,45 @@ int http_server_new(uv_loop_t *loop, const http_opts_t *opts, http_server_t **ou
 
 int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg)
 {
-    if (!path || path[0] != '/' || !fn)
+    return http_route_methods(s, HTTP_M_GET, path, fn, arg);
+}
+
+int http_route_methods(http_server_t *s, unsigned methods, const char *path, http_handler_fn fn, void *arg)
+{
+    if (!path || path[0] != '/' || !fn || !methods || (methods & ~(unsigned)(HTTP_M_GET | HTTP_M_POST)))
         return TB_EINVALID;
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (strcmp(s->routes[i].path, path) == 0 && (s->routes[i].methods & methods))
+            return TB_EINVALID;
     if (s->nroutes == HTTP_MAX_ROUTES)
         return TB_EFULL;
     s->routes[s->nroutes].path = tb_strdup(path);
+    s->routes[s->nroutes].methods = methods;
     s->routes[s->nroutes].fn = fn;
     s->routes[s->nroutes].arg = arg;
     s->nroutes++;
     return 0;
 }
 
-int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype)
+static const char *methods_text(unsigned m)
 {
-    if (req->method == HTTP_OTHER) {
-        tb_buf_puts(out, "method not allowed: this endpoint serves GET and HEAD\n");
+    return m == (HTTP_M_GET | HTTP_M_POST) ? "GET, HEAD and POST" : m == HTTP_M_POST ? "POST" : "GET and HEAD";
+}
+
+int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char **ctype, unsigned *allow)
+{
+    unsigned want = req->method == HTTP_POST ? HTTP_M_POST : req->method == HTTP_OTHER ? 0 : HTTP_M_GET;
+    unsigned has = 0;
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (strcmp(s->routes[i].path, req->path) == 0)
+            has |= s->routes[i].methods;
+    if (!(has & want) && (has || req->method == HTTP_OTHER)) {
+        *allow = has ? has : HTTP_M_GET;
+        tb_buf_printf(out, "method not allowed: this endpoint serves %s\n", methods_text(*allow));
         return 405;
     }
     for (size_t i = 0; i < s->nroutes; i++) {
-        if (strcmp(s->routes[i].path, req->path) != 0)
+        if (strcmp(s->routes[i].path, req->path) != 0 || !(s->routes[i].methods & want))
             continue;
         s->stats.handler_calls++;
         int status = s->routes[i].fn(s->routes[i].arg, req, out, ctype);

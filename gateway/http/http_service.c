@@ -204,7 +204,8 @@ int http_service_answer(http_service_t *s, http_req_t *req, tb_buf_t *out, const
     if (rc < 0)
         return 500;
     *ctype = NULL;
-    return http__dispatch(s->srv, req, out, ctype);
+    unsigned allow; /* (a 405's Allow header: not part of this answer) */
+    return http__dispatch(s->srv, req, out, ctype, &allow);
 }
 
 http_server_t *http_service_server(http_service_t *s)

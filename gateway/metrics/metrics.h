@@ -48,11 +48,17 @@
 
 typedef enum { METRICS_COUNTER, METRICS_GAUGE, METRICS_HISTOGRAM } metrics_type_t;
 
+/* Bounds, not allocations: a registry holds two pointer arrays of FAMILIES
+ * and LABELSETS entries (1.2 KiB together); a family allocates its own label
+ * capacities multiplied, 8 bytes a series (a histogram's (nbounds + 2) x 8),
+ * so raising SERIES costs nothing until a family is that large (131,072
+ * series: 1 MiB). Raised for issue 19 and the outputs and memory-first
+ * families (docs/design/RELOAD.md 2.9, 8.4). */
 #define METRICS_MAX_BUCKETS    24  /* finite upper bounds per histogram */
-#define METRICS_MAX_FAMILIES   96
-#define METRICS_MAX_LABELSETS  16
+#define METRICS_MAX_FAMILIES   128
+#define METRICS_MAX_LABELSETS  24
 #define METRICS_MAX_COLLECTORS 16
-#define METRICS_MAX_SERIES     65536 /* per family: label set capacities multiplied */
+#define METRICS_MAX_SERIES     131072 /* per family: label set capacities multiplied */
 
 typedef struct metrics metrics_t;               /* a registry */
 typedef struct metrics_family metrics_family_t; /* one metric name, all its series */

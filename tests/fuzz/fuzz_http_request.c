@@ -41,7 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (rc == 0) {
             if (req.path < buf || req.path >= buf + whole || req.path[0] != '/')
                 abort();
-            if (req.method != HTTP_GET && req.method != HTTP_HEAD && req.method != HTTP_OTHER)
+            if (req.method != HTTP_GET && req.method != HTTP_HEAD && req.method != HTTP_POST &&
+                req.method != HTTP_OTHER)
                 abort();
             if (req.minor != 0 && req.minor != 1)
                 abort();

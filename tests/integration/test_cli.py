@@ -82,6 +82,36 @@ class Cli(unittest.TestCase):
                     "mqtt.topic_mappings[].mqtt_pattern"):
             self.assertIn(key, r.stdout)
 
+    def test_describe_reloadable_lists_the_live_keys_only(self):
+        r = run_cli("config", "--describe", "--reloadable")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        live = r.stdout.split()
+        described = run_cli("config", "--describe").stdout
+        for key in live:
+            self.assertIn("\n" + key + " ", "\n" + described, f"{key} is not a key of --describe")
+        for key in ("log.level", "auth.password_file", "http.tls.cert_file", "mqtt.listeners[].tls.cert_file",
+                    "mqtt.topic_mappings[].validation_policy"):
+            self.assertIn(key, live)
+        for key in ("wal.dir", "mqtt.listener", "mqtt.topic_mappings[].mqtt_pattern", "reload.watch_ms",
+                    "edge.cluster_url", "http.listener"):
+            self.assertNotIn(key, live)
+        md = run_cli("config", "--describe", "--reloadable", "--markdown")
+        self.assertEqual(md.stdout.splitlines(), ["- `%s`" % k for k in live])
+
+    def test_check_names_the_file_and_key_of_a_file_that_does_not_load(self):
+        """gw_check (shared with run and SIGHUP) prints what check always printed: SOURCE: KEY: why."""
+        g = Gateway(MINIMAL.replace('http: {listener: "127.0.0.1:0"}',
+                                    'http: {listener: "127.0.0.1:0", admin_token_file: /nonexistent/admin}'))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.strip(), f"{g.config}: http.admin_token_file: /nonexistent/admin: cannot open: "
+                                           "No such file or directory")
+        self.assertEqual(r.stdout, "")
+        g = Gateway(MINIMAL.replace("wal: {dir: ./wal}", "wal: {dir: ./wal}\nauth: {password_file: /nonexistent/pw}"))
+        r = run_cli("check", "-c", g.config)
+        self.assertEqual(r.returncode, 2)
+        self.assertTrue(r.stderr.startswith(f"{g.config}: auth.password_file: "), r.stderr)
+
     def test_run_stops_cleanly_on_sigterm_with_json_logs(self):
         with Gateway(MINIMAL) as g:
             g.wait_log('"msg":"starting"')

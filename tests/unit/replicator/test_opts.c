@@ -45,6 +45,7 @@ static const struct carried {
 /* edge.* and replicator.* keys that are deliberately not the replicator's. */
 static const char *const NOT_CARRIED[] = {
     "replicator.checkpoint_interval_ms", /* the WAL's checkpoint_flush_ms (gateway/run.c) */
+    "replicator.max_attempts",           /* parsed only: poison batches come in a later commit (issue 19 R7) */
 };
 
 /* Every carried key away from its default (and wal.fsync interval for recheck_ms). */

@@ -143,6 +143,12 @@ static void server_fn(th_t *t, void *arg)
     http_route(t->srv, "/b", route_text, "B");
     http_route(t->srv, "/big", route_big, NULL);
     http_route(t->srv, "/bad", route_bad, NULL);
+    /* method routes: POST only, and one path with a GET and a POST route */
+    cr_assert_eq(http_route_methods(t->srv, HTTP_M_POST, "/p", route_text, "P"), 0);
+    cr_assert_eq(http_route_methods(t->srv, HTTP_M_GET, "/both", route_text, "G"), 0);
+    cr_assert_eq(http_route_methods(t->srv, HTTP_M_POST, "/both", route_text, "W"), 0);
+    cr_assert_eq(http_route_methods(t->srv, HTTP_M_POST, "/both", route_text, "again"), TB_EINVALID);
+    cr_assert_eq(http_route_methods(t->srv, 0, "/none", route_text, "x"), TB_EINVALID);
     cr_assert_eq(http_listen(t->srv, "127.0.0.1:0"), 0);
     port_from_bound(t, http_bound(t->srv));
 }

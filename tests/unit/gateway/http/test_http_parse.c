@@ -36,6 +36,14 @@ Test(http_parse, head_and_other_methods_are_told_apart)
     cr_assert_eq(req.method, HTTP_HEAD);
     cr_assert_eq(PARSE("DELETE / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
     cr_assert_eq(req.method, HTTP_OTHER);
+    cr_assert_eq(PARSE("POST /admin/reload?wait_ms=5 HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n"), 0);
+    cr_assert_eq(req.method, HTTP_POST);
+    cr_assert_str_eq(req.path, "/admin/reload");
+    cr_assert_str_eq(req.query, "wait_ms=5");
+    cr_assert_eq(PARSE("POSTS / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+    cr_assert_eq(req.method, HTTP_OTHER);
+    cr_assert_eq(PARSE("post / HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+    cr_assert_eq(req.method, HTTP_OTHER);
     cr_assert_eq(PARSE("get / HTTP/1.1\r\nHost: h\r\n\r\n"), 0); /* methods are case-sensitive */
     cr_assert_eq(req.method, HTTP_OTHER);
 }
@@ -139,6 +147,7 @@ Test(http_parse, a_body_is_413)
     int rc;
     cr_assert_eq(PARSE("GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n"), 413);
     cr_assert_eq(PARSE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999\r\n\r\n"), 413);
+    cr_assert_eq(PARSE("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n\r\n"), 413, "POST is bodiless too");
 }
 
 Test(http_parse, bad_or_conflicting_content_length_is_400)

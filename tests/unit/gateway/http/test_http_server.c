@@ -67,6 +67,64 @@ Test(http_server, post_is_405_and_names_the_allowed_methods)
     cl_close(c);
 }
 
+/* One request on a new connection: status, Allow and body. */
+static int ask(const char *request, char *allow, size_t n, char *body, size_t bn)
+{
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, request);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, strncmp(request, "HEAD ", 5) == 0), 0, "%s", request);
+    int status = r.status;
+    cl_header(&r, "Allow", allow, n);
+    snprintf(body, bn, "%s", r.body ? r.body : "");
+    cl_resp_free(&r);
+    cl_close(c);
+    return status;
+}
+
+Test(http_server, post_routes_answer_post_and_405_the_rest)
+{
+    char allow[64], body[128];
+    cr_assert_eq(ask("POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", allow, sizeof allow, body,
+                     sizeof body), 200);
+    cr_assert_str_eq(body, "P");
+    cr_assert_eq(ask("POST /p?wait_ms=10 HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body),
+                 200, "no Content-Length at all: bodiless");
+    cr_assert_eq(ask("GET /p HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 405);
+    cr_assert_str_eq(allow, "POST");
+    cr_assert_str_eq(body, "method not allowed: this endpoint serves POST\n");
+    cr_assert_eq(ask("HEAD /p HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 405);
+    cr_assert_str_eq(allow, "POST");
+    cr_assert_eq(ask("POST /nope HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 404);
+    cr_assert_eq(ask("DELETE /nope HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 405,
+                 "another method is 405 everywhere, as before");
+    cr_assert_str_eq(allow, "GET, HEAD");
+}
+
+Test(http_server, a_path_may_have_a_get_and_a_post_route)
+{
+    char allow[64], body[128];
+    cr_assert_eq(ask("GET /both HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 200);
+    cr_assert_str_eq(body, "G");
+    cr_assert_eq(ask("POST /both HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 200);
+    cr_assert_str_eq(body, "W");
+    cr_assert_eq(ask("PUT /both HTTP/1.1\r\nHost: t\r\n\r\n", allow, sizeof allow, body, sizeof body), 405);
+    cr_assert_str_eq(allow, "GET, HEAD, POST");
+    cr_assert_str_eq(body, "method not allowed: this endpoint serves GET, HEAD and POST\n");
+}
+
+Test(http_server, a_post_with_a_body_is_413_and_closed)
+{
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0);
+    cr_assert_eq(r.status, 413);
+    cl_resp_free(&r);
+    cr_assert(cl_eof(c));
+    cl_close(c);
+}
+
 Test(http_server, head_sends_the_get_headers_and_no_body)
 {
     cl_t *c = cl_open(T.port, 0);

@@ -362,3 +362,43 @@ Test(metrics, json_histogram_has_count_sum_and_cumulative_buckets)
     free(s2);
     json_decref(v);
 }
+
+/* The registry's limits (raised for issue 19 and the branches beside it:
+ * docs/design/RELOAD.md 2.9, 8.4) hold exactly: the last family, label set
+ * and series fit, one more is refused. The limits allocate nothing: a
+ * family's series are its label sets' capacities multiplied. */
+Test(metrics, limits_are_128_families_24_label_sets_131072_series)
+{
+    cr_assert_eq(METRICS_MAX_FAMILIES, 128);
+    cr_assert_eq(METRICS_MAX_LABELSETS, 24);
+    cr_assert_eq(METRICS_MAX_SERIES, 131072);
+    static char names[METRICS_MAX_FAMILIES + 1][32];
+    for (size_t i = 0; i < METRICS_MAX_FAMILIES; i++) {
+        snprintf(names[i], sizeof names[i], "fam_%zu", i);
+        reg(names[i], METRICS_GAUGE, NULL, NULL);
+    }
+    metrics_spec_t s = { "one_too_many", METRICS_GAUGE, "Help.", 1, NULL, 0 };
+    cr_assert_eq(metrics_register(M, &s, NULL, NULL, NULL), TB_EFULL);
+
+    metrics_labels_t *l[METRICS_MAX_LABELSETS + 1];
+    for (size_t i = 0; i < METRICS_MAX_LABELSETS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "l%zu", i);
+        cr_assert_eq(metrics_labels_bounded(M, name, i == 0 ? 512 : i == 1 ? 256 : i == 2 ? 257 : 1, &l[i]), 0);
+    }
+    cr_assert_eq(metrics_labels_bounded(M, "extra", 1, &l[METRICS_MAX_LABELSETS]), TB_EFULL);
+    cr_assert_eq(metrics_labels_bounded(M, "huge", METRICS_MAX_SERIES + 1, &l[METRICS_MAX_LABELSETS]),
+                 TB_EINVALID);
+    metrics_t *m2;
+    metrics_new(&m2);
+    metrics_labels_t *a, *b, *c;
+    cr_assert_eq(metrics_labels_bounded(m2, "topic", 512, &a), 0);
+    cr_assert_eq(metrics_labels_bounded(m2, "reason", 256, &b), 0);
+    cr_assert_eq(metrics_labels_bounded(m2, "other", 257, &c), 0);
+    metrics_spec_t full = { "full_total", METRICS_COUNTER, "Help.", 1, NULL, 0 };
+    metrics_family_t *f;
+    cr_assert_eq(metrics_register(m2, &full, a, b, &f), 0, "512 x 256 = 131072 series fit");
+    metrics_spec_t over = { "over_total", METRICS_COUNTER, "Help.", 1, NULL, 0 };
+    cr_assert_eq(metrics_register(m2, &over, a, c, NULL), TB_EINVALID, "512 x 257 does not");
+    metrics_free(m2);
+}
