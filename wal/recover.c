@@ -285,6 +285,8 @@ int wal__topic_recover(wal_topic_t *t)
     /* 5: where offsets continue: past the log, and past every offset the
      * reservation covers (they may have been handed out from memory) */
     uint64_t disk_next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
+    for (size_t i = 0; i < m.nslots; i++) /* no output's checkpoint names an offset to come */
+        disk_next = TB_MAX(disk_next, m.slots[i].checkpoint + 1);
     uint64_t next = TB_MAX(disk_next, m.reserved);
     if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && disk_next < prev_next) {
         /* acknowledged after write(2), then lost to a failed fdatasync */

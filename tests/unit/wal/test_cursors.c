@@ -124,7 +124,7 @@ Test(cursors, outputs_parser_accepts_only_the_documented_form)
     for (size_t i = 0; i < 1024; i++)
         free(names[i]), names[i] = NULL;
     const char *bad[] = { "0 danube\n3 central\n3 other\n", "0 danube\n03 central\n", "0 danube\n3  central\n",
-                          "0 danube\n3 cen tral\n", "0 danube\n1 danube\n", "1 central\n0 other\n" };
+                          "0 danube\n3 cen tral\n", "0 danube\n1 danube\n", "1 central\n0 other\n", "4 danube\n" };
     for (size_t k = 0; k < TB_ARRAY_LEN(bad); k++) {
         char buf[160];
         snprintf(buf, sizeof buf, "%scrc %08x\n", bad[k], wal__crc32c(0, bad[k], strlen(bad[k])));
