@@ -928,6 +928,10 @@ int wal_reader_seek(wal_reader_t *r, uint64_t offset);
 uint64_t wal_reader_offset(const wal_reader_t *r);
 /* Where the next record starts (for wal_topic_bytes_after). */
 void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out /* OUT */);
+/* The reader's buffer, in bytes: 16 KiB while it follows the live end,
+ * doubled up to 256 KiB by a backlog (each pread that fills it whole),
+ * halved after 16 WAL_ENDs in a row; larger only for a record that needs it. */
+size_t wal_reader_buffer(const wal_reader_t *r);
 /* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
 /*

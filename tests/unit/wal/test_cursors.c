@@ -390,6 +390,41 @@ Test(cursors, memory_tier_releases_a_batch_only_when_the_minimum_passes_it)
     wal_cursor_close(a);
 }
 
+Test(cursors, a_readers_buffer_grows_for_a_backlog_and_shrinks_back_when_caught_up)
+{
+    h.o.segment_bytes = 1 << 20;
+    h.o.max_topic_bytes = 4 << 20;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    for (uint64_t s = 0; s < 4000; s += 100)
+        cr_assert_eq(th_append(&h, t, s, 100, PAYLOAD), 0); /* about 560 KB in one segment */
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, 1, &r), 0);
+    cr_assert_eq(wal_reader_buffer(r), 16 << 10, "a reader starts small");
+    wal_record_t rec;
+    uint64_t seq, n = 0;
+    while (wal_reader_next(r, &rec) == 0) {
+        cr_assert(th_record_ok(&rec, PAYLOAD, &seq));
+        cr_assert_eq(seq, n++);
+    }
+    cr_assert_eq(n, 4000);
+    cr_assert_eq(wal_reader_buffer(r), 256 << 10, "a backlog doubled it to the most");
+    size_t want[] = { 128 << 10, 64 << 10, 32 << 10, 16 << 10, 16 << 10 };
+    for (size_t k = 0; k < TB_ARRAY_LEN(want); k++) {
+        for (int i = 0; i < 16; i++)
+            cr_assert_eq(wal_reader_next(r, &rec), WAL_END);
+        cr_assert_eq(wal_reader_buffer(r), want[k], "after %zu x 16 WAL_ENDs", k + 1);
+    }
+    cr_assert_eq(th_append(&h, t, 4000, 10, PAYLOAD), 0); /* live: still read whole, from 16 KiB */
+    for (uint64_t i = 0; i < 10; i++) {
+        cr_assert_eq(wal_reader_next(r, &rec), 0);
+        cr_assert(th_record_ok(&rec, PAYLOAD, &seq));
+        cr_assert_eq(seq, 4000 + i);
+    }
+    cr_assert_eq(wal_reader_buffer(r), 16 << 10);
+    wal_reader_close(r);
+}
+
 /* ---- power losses at every sync of a two-cursor workload ----------------------- */
 
 #define KILL_POINTS 40
