@@ -683,7 +683,8 @@ int wal_cursor_ack(wal_cursor_t *c, uint64_t acked, uint64_t *drop_floor /* OUT,
 /* As wal_cursor_ack, adding aged to the slot's dropped_age (wal_checkpoint_ex). */
 int wal_cursor_ack_ex(wal_cursor_t *c, uint64_t acked, uint64_t aged, uint64_t *drop_floor /* OUT, may be NULL */);
 void wal_cursor_stats(wal_cursor_t *c, wal_cursor_stats_t *out /* OUT */);
-/* Parks the slot (kept, not waited for) and frees c. */
+/* Parks the slot (kept, not waited for) and frees c. Every cursor is closed
+ * before wal_close (like a wal_reader: it points into the topic). */
 void wal_cursor_close(wal_cursor_t *c);
 /* Offline (refuses with -EWOULDBLOCK while <dir>/LOCK is held): removes output
  * `name` from <dir>/OUTPUTS and its slot from every topic's meta file, printing

@@ -483,9 +483,13 @@ closed:
     if (th_open(&k) != 0 || wal_topic_open(k.w, "/e/t", &t) != 0)
         goto done;
     out->reopened = true;
+    a = b = NULL;
     if (wal_output_id(k.w, "a", &ia) != 0 || wal_output_id(k.w, "b", &ib) != 0 ||
-        wal_cursor_open(t, ia, &eo, &a) != 0 || wal_cursor_open(t, ib, &eo, &b) != 0)
+        wal_cursor_open(t, ia, &eo, &a) != 0 || wal_cursor_open(t, ib, &eo, &b) != 0) {
+        out->reopened = false;
+        wal_cursor_close(a);
         goto done;
+    }
     out->got_a = wal_cursor_checkpoint(a);
     out->got_b = wal_cursor_checkpoint(b);
     out->dropped_a = cstats(a).dropped_total;
