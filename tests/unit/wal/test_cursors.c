@@ -357,6 +357,29 @@ Test(cursors, forgetting_the_last_other_output_brings_back_version_1)
     wal_cursor_close(a);
 }
 
+Test(cursors, each_output_counts_its_own_aged_records_and_the_topic_shows_slot_0s)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t seq = 0;
+    fill(t, 3, &seq);
+    wal_cursor_t *a = cursor(t, "a", WAL_START_EARLIEST);
+    cr_assert_eq(wal_cursor_ack_ex(a, 10, 4, NULL), 0);
+    cr_assert_eq(wal_cursor_ack_ex(a, 10, 9, NULL), 0); /* no move: not counted again */
+    cr_assert_eq(wal_checkpoint_ex(t, 20, 2, NULL), 0);  /* slot 0 */
+    cr_assert_eq(cstats(a).dropped_age_total, 4);
+    cr_assert_eq(stats(t).dropped_age_total, 2, "the topic's (meta header) is slot 0's");
+    wal_cursor_close(a);
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    t = wal_topic_find(h.w, "/e/t");
+    a = cursor(t, "a", WAL_START_LATEST);
+    cr_assert_eq(cstats(a).dropped_age_total, 4, "persisted in its slot");
+    cr_assert_eq(cstats(a).checkpoint, 10);
+    cr_assert_eq(stats(t).dropped_age_total, 2);
+    wal_cursor_close(a);
+}
+
 Test(cursors, memory_tier_releases_a_batch_only_when_the_minimum_passes_it)
 {
     cr_assert_eq(th_open(&h), 0);
