@@ -10,6 +10,8 @@
  */
 #include "wal/wal_int.h"
 
+#include <stdlib.h>
+
 /* ---- segment header ------------------------------------------------------ */
 
 void wal__seghdr_encode(uint8_t out[WAL_SEG_HDR_SIZE], const wal_seghdr_t *h)
@@ -225,13 +227,16 @@ bool wal_record_attr_next(const wal_record_t *r, size_t *pos, wal_attr_t *out)
 
 unsigned wal__meta_version(const wal_meta_t *m)
 {
+    if (m->nslots > 0)
+        return 3u;
     return m->reserved == 0 && m->dropped_age == 0 ? 1u : 2u;
 }
 
 size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m)
 {
     unsigned version = wal__meta_version(m);
-    size_t size = version == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE;
+    size_t n = TB_MIN(m->nslots, WAL_MAX_CURSORS);
+    size_t size = version == 1 ? WAL_META_V1_SIZE : version == 2 ? WAL_META_V2_SIZE : WAL_META_V3_SIZE(n);
     memset(out, 0, size);
     memcpy(out, WAL_META_MAGIC, 4);
     wal__st16(out + 4, (uint16_t)version);
@@ -241,9 +246,21 @@ size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m)
     wal__st64(out + 24, m->dropped);
     wal__st64(out + 32, m->quarantined);
     wal__st64(out + 40, m->lost);
-    if (version == 2) {
+    if (version >= 2) {
         wal__st64(out + 48, m->reserved);
         wal__st64(out + 56, m->dropped_age);
+    }
+    if (version == 3) {
+        wal__st16(out + 64, (uint16_t)n);
+        for (size_t i = 0; i < n; i++) {
+            uint8_t *p = out + WAL_META_V3_HEAD + WAL_META_SLOT_SIZE * i;
+            const wal_meta_slot_t *sl = &m->slots[i];
+            wal__st16(p, sl->id);
+            wal__st16(p + 2, sl->flags);
+            wal__st64(p + 8, sl->checkpoint);
+            wal__st64(p + 16, sl->dropped);
+            wal__st64(p + 24, sl->dropped_age);
+        }
     }
     wal__st32(out + size - 4, wal__crc32c(0, out, size - 4));
     return size;
@@ -262,23 +279,49 @@ int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m, unsigned *versi
     uint16_t v = wal__ld16(in + 4);
     if (v < 1 || v > WAL_META_VERSION)
         return TB_EUNSUPPORTED;
-    if (n != (v == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE))
+    size_t nslots = 0;
+    if (v == 3) {
+        if (n < WAL_META_V3_SIZE(0))
+            return TB_ECORRUPT;
+        nslots = wal__ld16(in + 64);
+        if (nslots > WAL_MAX_CURSORS || n != WAL_META_V3_SIZE(nslots))
+            return TB_ECORRUPT;
+    } else if (n != (v == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE)) {
         return TB_ECORRUPT;
-    wal_meta_t d = {
-        .floor = wal__ld64(in + 8),
-        .checkpoint = wal__ld64(in + 16),
-        .dropped = wal__ld64(in + 24),
-        .quarantined = wal__ld64(in + 32),
-        .lost = wal__ld64(in + 40),
-    };
-    if (v >= 2) {
-        d.reserved = wal__ld64(in + 48);
-        d.dropped_age = wal__ld64(in + 56);
     }
-    if (d.floor > WAL_OFFSET_MAX || d.checkpoint > WAL_OFFSET_MAX || d.reserved > WAL_OFFSET_MAX)
-        return TB_ECORRUPT;
-    *m = d;
-    if (version)
-        *version = v;
-    return 0;
+    wal_meta_t *d = tb_calloc(1, sizeof *d);
+    d->floor = wal__ld64(in + 8);
+    d->checkpoint = wal__ld64(in + 16);
+    d->dropped = wal__ld64(in + 24);
+    d->quarantined = wal__ld64(in + 32);
+    d->lost = wal__ld64(in + 40);
+    if (v >= 2) {
+        d->reserved = wal__ld64(in + 48);
+        d->dropped_age = wal__ld64(in + 56);
+    }
+    int rc = 0;
+    if (d->floor > WAL_OFFSET_MAX || d->checkpoint > WAL_OFFSET_MAX || d->reserved > WAL_OFFSET_MAX)
+        rc = TB_ECORRUPT;
+    d->nslots = (uint16_t)nslots;
+    for (size_t i = 0; i < nslots && rc == 0; i++) {
+        const uint8_t *p = in + WAL_META_V3_HEAD + WAL_META_SLOT_SIZE * i;
+        wal_meta_slot_t *sl = &d->slots[i];
+        sl->id = wal__ld16(p);
+        sl->flags = wal__ld16(p + 2);
+        sl->checkpoint = wal__ld64(p + 8);
+        sl->dropped = wal__ld64(p + 16);
+        sl->dropped_age = wal__ld64(p + 24);
+        if (sl->checkpoint > WAL_OFFSET_MAX)
+            rc = TB_ECORRUPT;
+        for (size_t j = 0; j < i && rc == 0; j++)
+            if (d->slots[j].id == sl->id)
+                rc = TB_ECORRUPT; /* one slot per output */
+    }
+    if (rc == 0) {
+        *m = *d;
+        if (version)
+            *version = v;
+    }
+    free(d);
+    return rc;
 }

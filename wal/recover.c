@@ -229,7 +229,8 @@ int wal__topic_recover(wal_topic_t *t)
         m.floor = 1;
     wal_meta_t m0 = m;
     uint64_t ck = TB_MAX(atomic_load(&t->ck_req), m.checkpoint);
-    atomic_store(&t->ck_req, ck);
+    if (!repairing) /* a repair keeps the live slots and their minimum */
+        wal__slots_load(t, &m); /* the outputs' slots; ck_req is their minimum (cursor.c) */
     t->meta = m;
 
     u64vec_t bases = { 0 };
@@ -284,6 +285,8 @@ int wal__topic_recover(wal_topic_t *t)
     /* 5: where offsets continue: past the log, and past every offset the
      * reservation covers (they may have been handed out from memory) */
     uint64_t disk_next = TB_MAX(TB_MAX(m.floor, ck + 1), TB_MAX(newest_base, a.next_bound));
+    for (size_t i = 0; i < m.nslots; i++) /* no output's checkpoint names an offset to come */
+        disk_next = TB_MAX(disk_next, m.slots[i].checkpoint + 1);
     uint64_t next = TB_MAX(disk_next, m.reserved);
     if (repairing && w->o.fsync != WAL_FSYNC_ALWAYS && t->rewrite_unsynced && disk_next < prev_next) {
         /* acknowledged after write(2), then lost to a failed fdatasync */
@@ -299,8 +302,8 @@ int wal__topic_recover(wal_topic_t *t)
          * Behind a backlog it stays a hole until the checkpoint passes it. */
         bool trailing = disk_next == ck + 1;
         if (trailing) {
+            wal__slots_raise(t, ck, next - 1); /* every slot at the end of the log moves over it */
             ck = next - 1;
-            atomic_store(&t->ck_req, ck);
         } else {
             atomic_store(&t->hole_from, disk_next);
             atomic_store(&t->hole_to, next);

@@ -72,6 +72,24 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     }
     if (bound && dropped > 0)
         t->drop_floor = TB_MAX(t->drop_floor, t->segs[n].base);
+    /* the same per slot, with the slot's checkpoint: each output counts what
+     * it had not acknowledged (a parked one too, and an active one ahead of
+     * the minimum counts nothing), persisted in the same write below */
+    wal__slots_fill_locked(t, &m);
+    for (size_t k = 0; k < t->nslots; k++) {
+        wal_slot_t *s = &t->slots[k];
+        uint64_t d = 0;
+        for (size_t i = 0; i < n; i++) {
+            d += unacked(t->segs[i].base, t->segs[i + 1].base, s->ck);
+            uint64_t from = TB_MAX(TB_MAX(t->segs[i].base, t->open_next), s->drop_floor);
+            if (t->open_next)
+                s->dropped_open += unacked(from, t->segs[i + 1].base, s->ck);
+        }
+        if (d > 0)
+            s->drop_floor = TB_MAX(s->drop_floor, t->segs[n].base);
+        if (m.nslots > 0)
+            m.slots[k].dropped += d; /* fill put the table in the live slots' order */
+    }
     pthread_mutex_unlock(&t->acct_mu);
     m.dropped += dropped;
     m.floor = TB_MAX(m.floor, t->segs[n].base);
@@ -232,13 +250,16 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
     uint64_t ck = atomic_load(&t->ck_req);
     uint64_t aged = atomic_load(&t->dropped_age);
     pthread_mutex_unlock(&t->acct_mu);
-    if (ck <= t->meta.checkpoint)
+    /* a slot (output) that moved over records on disk is worth a write even
+     * while the minimum stays: after a restart it resends less */
+    bool slots = wal__slots_dirty(t);
+    if (ck <= t->meta.checkpoint && !slots)
         return 0;
     t->ck_persist_at_ms = now + t->w->o.checkpoint_flush_ms;
     size_t n = 0;
     while (n + 1 < t->nsegs && t->segs[n + 1].base <= ck + 1)
         n++;
-    if (n == 0 && t->meta.checkpoint + 1 >= t->next)
+    if (n == 0 && t->meta.checkpoint + 1 >= t->next && !slots)
         /* nothing on disk lies above the persisted checkpoint (the memory
          * tier acknowledged offsets past the log's end): the write would
          * tell recovery nothing, which after a kill moves the checkpoint
@@ -251,7 +272,7 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
         rc = delete_oldest(t, n, false);
     } else {
         wal_meta_t m = t->meta;
-        m.checkpoint = ck;
+        m.checkpoint = TB_MAX(m.checkpoint, ck); /* the minimum goes down when a slot opens below it */
         m.dropped_age = TB_MAX(m.dropped_age, aged);
         rc = wal__meta_write(t, &m);
     }

@@ -307,6 +307,23 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
                                                : mrc == TB_EUNSUPPORTED ? "unsupported"
                                                                         : "corrupt"));
     json_object_set_new(o, "meta_version", json_integer(mver));
+    if (mrc == 0 && m.nslots > 0) {
+        /* version 3: each output's checkpoint and drops, by its name in OUTPUTS */
+        json_t *outs = json_object();
+        for (size_t i = 0; i < m.nslots; i++) {
+            const wal_meta_slot_t *sl = &m.slots[i];
+            char *oname = wal__output_name(root, sl->id);
+            char *key = oname ? oname : tb_asprintf("#%u", (unsigned)sl->id); /* not in OUTPUTS */
+            json_t *so = json_object();
+            json_object_set_new(so, "id", json_integer(sl->id));
+            json_object_set_new(so, "checkpoint", json_integer((json_int_t)sl->checkpoint));
+            json_object_set_new(so, "dropped", json_integer((json_int_t)sl->dropped));
+            json_object_set_new(so, "dropped_age", json_integer((json_int_t)sl->dropped_age));
+            json_object_set_new(outs, key, so);
+            free(key);
+        }
+        json_object_set_new(o, "outputs", outs);
+    }
     json_object_set_new(o, "corrupt_segments", corrupt_list);
     json_object_set_new(o, "torn_tail_bytes", json_integer((json_int_t)torn));
     if (rc < 0)

@@ -133,6 +133,8 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     atomic_init(&t->disk_end, 1);
     wal__mem_init(t);
     atomic_init(&t->ck_req, 0);
+    t->nslots = 1; /* the default slot (id 0): wal_checkpoint's (cursor.c) */
+    t->slots[0] = (wal_slot_t){ .id = 0, .state = WAL_SLOT_ACTIVE };
     atomic_init(&t->ck_pending, false);
     atomic_init(&t->next_pub, 1);
     atomic_init(&t->dropped, 0);
@@ -195,17 +197,27 @@ void wal__topic_register(wal_t *w, wal_topic_t *t)
 
 int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
 {
+    /* the slot table from the live slots (ids and checkpoints), with the
+     * drop counts m carries (the persisted ones plus what the caller added) */
+    wal_meta_t *mm = tb_malloc(sizeof *mm);
+    *mm = *m;
+    pthread_mutex_lock(&t->acct_mu);
+    wal__slots_fill_locked(t, mm);
+    pthread_mutex_unlock(&t->acct_mu);
     uint8_t buf[WAL_META_MAX];
-    size_t n = wal__meta_encode(buf, m);
+    size_t n = wal__meta_encode(buf, mm);
     char *path = tb_asprintf("%s/meta", t->dir);
     const wal_io_t *io = t->w->io;
     int rc = io->write_atomic(io->ctx, path, buf, n);
     free(path);
     if (rc < 0) {
         tb_warn("wal: cannot persist topic meta", TB_S("topic", t->name), TB_ERR(rc));
+        free(mm);
         return rc;
     }
-    t->meta = *m;
+    t->meta = *mm;
+    wal__slots_persisted(t, mm);
+    free(mm);
     atomic_store(&t->dropped, m->dropped);
     atomic_store(&t->lost, m->lost);
     atomic_store(&t->quarantined, m->quarantined);
@@ -272,41 +284,6 @@ void wal_topic_retry(wal_topic_t *t)
 {
     atomic_store(&t->retry_now, true);
     wal__kick(t->w);
-}
-
-int wal_checkpoint(wal_topic_t *t, uint64_t acked_offset)
-{
-    return wal_checkpoint_floor(t, acked_offset, NULL);
-}
-
-int wal_checkpoint_floor(wal_topic_t *t, uint64_t acked_offset, uint64_t *drop_floor)
-{
-    return wal_checkpoint_ex(t, acked_offset, 0, drop_floor);
-}
-
-int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint64_t *drop_floor)
-{
-    if (drop_floor)
-        *drop_floor = 0;
-    if (acked_offset >= wal_topic_readable_end(t))
-        return TB_EINVALID;
-    pthread_mutex_lock(&t->acct_mu);
-    bool moved = acked_offset > atomic_load(&t->ck_req);
-    if (moved) {
-        atomic_store(&t->ck_req, acked_offset);
-        if (aged)
-            atomic_fetch_add(&t->dropped_age, aged);
-    }
-    if (drop_floor)
-        *drop_floor = t->drop_floor;
-    pthread_mutex_unlock(&t->acct_mu);
-    if (moved)
-        wal__mem_release(t, atomic_load(&t->ck_req)); /* held batches it passed: completed now */
-    /* wake the writer only when it does not know yet: acks come often;
-     * but every one while DRAINING (the writer decides the return to memory) */
-    if (moved && (!atomic_exchange(&t->ck_pending, true) || wal_topic_mode(t) == WAL_MODE_DRAINING))
-        wal__kick(t->w);
-    return 0;
 }
 
 void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)

@@ -160,6 +160,7 @@ static void free_wal(wal_t *w)
     pthread_mutex_destroy(&w->sp_rl.mu);
     pthread_mutex_destroy(&w->sp_err_rl.mu);
     free(w->pad_buf);
+    wal__outputs_free(w);
     free(w->dir);
     free(w);
 }
@@ -191,7 +192,8 @@ int wal_open(const wal_opts_t *opts, wal_t **out)
     w->sp_err_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     pthread_mutex_init(&w->sp_err_rl.mu, NULL);
 
-    if ((rc = tb_mkdir_p(w->dir, 0755)) < 0 || (rc = lock_dir(w)) < 0 || (rc = open_topics(w)) < 0)
+    if ((rc = tb_mkdir_p(w->dir, 0755)) < 0 || (rc = lock_dir(w)) < 0 || (rc = wal__outputs_load(w)) < 0 ||
+        (rc = open_topics(w)) < 0)
         goto fail;
     wal__space_refresh(w); /* after recovery: the reading includes what the log holds */
     w->pad_align = opts->pad_align ? opts->pad_align : wal__pad_align(w->dir);

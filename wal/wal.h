@@ -628,6 +628,71 @@ int wal_checkpoint_ex(wal_topic_t *t, uint64_t acked_offset, uint64_t aged, uint
  * persisted. Replication resumes at wal_topic_checkpoint(t) + 1. */
 uint64_t wal_topic_checkpoint(const wal_topic_t *t);
 
+/*
+ * CURSORS: several outputs read one topic's log, each with its own
+ * persistent checkpoint, a *slot* of the topic (at most WAL_MAX_CURSORS,
+ * 32, per topic). An output is known by a small persistent id
+ * (wal_output_id; "danube" is 0 in every log). The topic's checkpoint
+ * (wal_topic_checkpoint, what retention and the memory tier go by) is the
+ * minimum over its ACTIVE slots: a sealed segment is deleted only when
+ * every active slot is past it, or by a bound; each slot counts its own
+ * drops (records deleted before that output acknowledged them), persisted
+ * with the checkpoints in the topic's one meta file (version 3; versions 1
+ * and 2 are still written while the topic has only the default slot, id 0).
+ * A PARKED slot (wal_cursor_close, or not opened by wal_cursors_settled)
+ * keeps its checkpoint and its drop count but is not waited for.
+ *
+ * wal_checkpoint, wal_checkpoint_floor and wal_checkpoint_ex act on slot 0:
+ * a log whose only reader uses them behaves and is stored as before.
+ * Records are read with a wal_reader opened at wal_cursor_checkpoint + 1.
+ */
+typedef struct wal_cursor wal_cursor_t;
+typedef enum { WAL_START_LATEST, WAL_START_EARLIEST } wal_start_t;
+typedef struct wal_cursor_opts {
+    wal_start_t start;   /* for a slot that never existed */
+    bool protects;       /* informational for now (persisted in the slot's flags) */
+} wal_cursor_opts_t;
+typedef struct wal_cursor_stats {
+    uint64_t checkpoint;
+    uint64_t dropped_total;      /* deleted before this output acknowledged them; persistent */
+    uint64_t dropped_since_open; /* of those, at or above the topic's open_offset */
+    uint64_t drop_floor;         /* offsets below it were deleted above its checkpoint (0: none) */
+    uint64_t dropped_age_total;  /* what wal_cursor_ack_ex counted; persistent */
+    bool protects, active;
+} wal_cursor_stats_t;
+
+/* The persistent id of output `name` ([A-Za-z0-9_-]{1,64}) in <wal.dir>/OUTPUTS,
+ * added (atomic replace) when new. Any thread; blocks on the write. Returns 0,
+ * TB_EINVALID for a bad name, TB_EFULL past 1,023 outputs besides danube, or the write's -errno. */
+int wal_output_id(wal_t *w, const char *name, uint16_t *id /* OUT */);
+/* Opens (or reactivates) output id's slot on t: its persisted checkpoint; for
+ * a slot that never existed, readable_end - 1 (LATEST) or the oldest offset on
+ * disk - 1 (EARLIEST). From now on retention waits for it (the topic's
+ * checkpoint may go down). Any thread. Returns 0, TB_EFULL when t has
+ * WAL_MAX_CURSORS slots, or TB_EINVALID when the slot has an open cursor. */
+int wal_cursor_open(wal_topic_t *t, uint16_t id, const wal_cursor_opts_t *o, wal_cursor_t **out /* OUT */);
+/* After the boot's cursors are open: slots nobody opened (wal_cursor_open,
+ * or for id 0 wal_checkpoint*) are PARKED and each topic's checkpoint is
+ * recomputed. Until then it is the minimum over every persisted slot. */
+void wal_cursors_settled(wal_t *w);
+uint64_t wal_cursor_checkpoint(const wal_cursor_t *c);
+/* wal_checkpoint_floor for one slot: moves it (lower values ignored; 0 or
+ * TB_EINVALID at or past the readable end), and when the minimum moved,
+ * releases the memory tier's batches it passed and wakes the writer.
+ * *drop_floor is the slot's. */
+int wal_cursor_ack(wal_cursor_t *c, uint64_t acked, uint64_t *drop_floor /* OUT, may be NULL */);
+/* As wal_cursor_ack, adding aged to the slot's dropped_age (wal_checkpoint_ex). */
+int wal_cursor_ack_ex(wal_cursor_t *c, uint64_t acked, uint64_t aged, uint64_t *drop_floor /* OUT, may be NULL */);
+void wal_cursor_stats(wal_cursor_t *c, wal_cursor_stats_t *out /* OUT */);
+/* Parks the slot (kept, not waited for) and frees c. Every cursor is closed
+ * before wal_close (like a wal_reader: it points into the topic). */
+void wal_cursor_close(wal_cursor_t *c);
+/* Offline (refuses with -EWOULDBLOCK while <dir>/LOCK is held): removes output
+ * `name` from <dir>/OUTPUTS and its slot from every topic's meta file, printing
+ * what went to report (may be NULL). "danube" cannot be forgotten (TB_EINVALID);
+ * an unknown name is -ENOENT. */
+int wal_forget_output(const char *dir, const char *name, FILE *report);
+
 typedef struct wal_topic_stats {
     uint64_t bytes;           /* on disk, all segments */
     uint32_t segments;
@@ -865,6 +930,10 @@ int wal_reader_seek(wal_reader_t *r, uint64_t offset);
 uint64_t wal_reader_offset(const wal_reader_t *r);
 /* Where the next record starts (for wal_topic_bytes_after). */
 void wal_reader_pos(const wal_reader_t *r, wal_pos_t *out /* OUT */);
+/* The reader's buffer, in bytes: 16 KiB while it follows the live end,
+ * doubled up to 256 KiB by a backlog (each pread that fills it whole),
+ * halved after 16 WAL_ENDs in a row; larger only for a record that needs it. */
+size_t wal_reader_buffer(const wal_reader_t *r);
 /* After WAL_GAP: the skipped range [*from, *to) and the total skipped so far. */
 uint64_t wal_reader_gap(const wal_reader_t *r, uint64_t *from /* OUT */, uint64_t *to /* OUT */);
 /*

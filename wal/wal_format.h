@@ -170,7 +170,7 @@
  *   - meta is replaced with write-temp, fdatasync, rename, fsync-directory:
  *     after a crash it is either the old or the new version, whole.
  *
- * META FILE (version 1: 64 bytes; version 2: 80 bytes). The meta file has
+ * META FILE (version 1: 64 bytes; version 2: 80 bytes; version 3: 84 + 32 n). The meta file has
  * a version of its own, WAL_META_VERSION, apart from the segments'; a change
  * to it bumps that one (and adds golden files: tests/data/wal/meta-v*.bin).
  *
@@ -193,18 +193,35 @@
  *                     max_age (0: none)
  *   64  12  zero
  *   76   4  crc       CRC32C of bytes 0..75
+ *  version 3 (CURSOR SLOTS: several outputs read the topic, each with its
+ *  own checkpoint): version 2's fields at the same places, then a table
+ *   64   2  n         slots, at most 32 (WAL_MAX_CURSORS)
+ *   66  14  zero
+ *   80 + 32 i  slot i:  0 2 id (the output's, <wal.dir>/OUTPUTS)
+ *                       2 2 flags (bit 0: protects; informational)   4 4 zero
+ *                       8 8 checkpoint   16 8 dropped   24 8 dropped_age
+ *   80 + 32 n  4  crc  CRC32C of every byte before
+ *  so the size is 84 + 32 n (1,108 bytes at most: one page, one atomic
+ *  replace whatever the number of outputs). In version 3 the header's
+ *  checkpoint is the highest the minimum over the waited-for slots ever
+ *  reached (what deleted segments), dropped is the topic's (deleted while
+ *  at least one waited-for output had not acknowledged it) and dropped_age
+ *  slot 0's; each slot has its own. Slot ids are distinct.
  *
  * Every version frames the file the same way: the magic, the size field
  * equal to the file's length, the crc in the last 4 bytes over all before
- * it. A file so framed with a version other than 1 or 2 is TB_EUNSUPPORTED
+ * it. A file so framed with a version other than 1, 2 or 3 is TB_EUNSUPPORTED
  * (a newer build's); otherwise it is valid when its size is that of its
- * version and floor, checkpoint and reserved are at most WAL_OFFSET_MAX
- * (2^62: no log gets there, and offsets computed from them cannot wrap),
+ * version (and, in version 3, of its n), floor, checkpoint, reserved and
+ * every slot's checkpoint are at most WAL_OFFSET_MAX (2^62: no log gets
+ * there, and offsets computed from them cannot wrap) and no slot id repeats,
  * else TB_ECORRUPT. The zero bytes are written as zeros and not checked.
  * Recovery treats an invalid meta file as absent (logged).
  *
- * Which version is written: version 1 while reserved and dropped_age are
- * both 0, else version 2. So a log that never reserved offsets nor dropped a
+ * Which version is written: version 3 as soon as the topic has a slot
+ * other than the default one (id 0, the Danube output and every caller of
+ * wal_checkpoint); while it has only that one, version 1 while reserved and
+ * dropped_age are both 0, else version 2. So a log that never reserved offsets nor dropped a
  * message for its age keeps a file every older build reads, and a gateway
  * can be downgraded across this change (an older build takes a version 2
  * file for corrupt: it would restart replication at the oldest record on
@@ -240,10 +257,14 @@
 #define WAL_REC_HEAD 28u
 #define WAL_REC_SCHEMA 12u
 #define WAL_REC_ATTR_HEAD 4u
-#define WAL_META_VERSION 2u      /* the newest meta version; 1 is still read and written (META FILE) */
+#define WAL_META_VERSION 3u      /* the newest meta version; 1 and 2 are still read and written (META FILE) */
 #define WAL_META_V1_SIZE 64u
 #define WAL_META_V2_SIZE 80u
-#define WAL_META_MAX WAL_META_V2_SIZE
+#define WAL_META_V3_HEAD 80u     /* version 3: the header, then 32 bytes per slot, then the crc */
+#define WAL_META_SLOT_SIZE 32u
+#define WAL_MAX_CURSORS 32u      /* slots (outputs) per topic, until forgotten */
+#define WAL_META_V3_SIZE(n) (WAL_META_V3_HEAD + WAL_META_SLOT_SIZE * (n) + 4u)
+#define WAL_META_MAX WAL_META_V3_SIZE(WAL_MAX_CURSORS)
 #define WAL_META_READ_MAX 4096u     /* meta files are read up to this, so a newer version is told from damage */
 #define WAL_OFFSET_MAX (1ull << 62) /* no valid meta names an offset above it */
 #define WAL_RECORD_MAX (64u * 1024u * 1024u)
@@ -353,6 +374,16 @@ void wal__pad_encode(uint8_t *out, uint32_t len, uint64_t next_offset, uint32_t 
 
 /* ---- meta file (format.c) ----------------------------------------------- */
 
+/* One output's slot in a version 3 meta file (CURSOR SLOTS). */
+typedef struct wal_meta_slot {
+    uint16_t id;           /* the output's id in <wal.dir>/OUTPUTS */
+    uint16_t flags;        /* WAL_SLOT_F_PROTECTS (informational) */
+    uint64_t checkpoint;
+    uint64_t dropped;      /* deleted before this output acknowledged them */
+    uint64_t dropped_age;  /* this output skipped for their age */
+} wal_meta_slot_t;
+#define WAL_SLOT_F_PROTECTS 1u
+
 typedef struct wal_meta {
     uint64_t floor;
     uint64_t checkpoint;
@@ -361,12 +392,17 @@ typedef struct wal_meta {
     uint64_t lost;
     uint64_t reserved;     /* version 2 (0 when read from version 1) */
     uint64_t dropped_age;  /* version 2 (0 when read from version 1) */
+    /* version 3: the slot table. nslots 0 is the implied single default
+     * slot (id 0) of versions 1 and 2: its checkpoint, dropped and
+     * dropped_age are the topic's. Unused entries are zero. */
+    uint16_t nslots;
+    wal_meta_slot_t slots[WAL_MAX_CURSORS];
 } wal_meta_t;
 
-/* The version wal__meta_encode writes for m: 1 while reserved and
- * dropped_age are 0, else 2. */
+/* The version wal__meta_encode writes for m: 3 when it has a slot table
+ * (nslots > 0), else 1 while reserved and dropped_age are 0, else 2. */
 unsigned wal__meta_version(const wal_meta_t *m);
-/* Encodes m at out; returns the file's size (WAL_META_V1_SIZE or _V2_SIZE). */
+/* Encodes m at out; returns the file's size (WAL_META_V1_SIZE, _V2_SIZE or _V3_SIZE(n)). */
 size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m);
 /* Decodes a whole meta file of n bytes. Returns 0 and fills *m (and
  * *version, if not NULL: the file's version), TB_EUNSUPPORTED for an unknown

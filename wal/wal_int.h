@@ -93,6 +93,31 @@ typedef struct wal_mem_cursor {
     size_t cap;
 } wal_mem_cursor_t;
 
+/* ---- cursor slots (cursor.c; wal.h CURSORS) -------------------------------- */
+
+enum { WAL_SLOT_ACTIVE = 1, /* retention waits for it */
+       WAL_SLOT_PARKED = 2  /* kept (checkpoint, drops counted), not waited for */ };
+
+/* One output's place in a topic, under t->acct_mu. */
+typedef struct wal_slot {
+    uint16_t id;                  /* the output's id (<wal.dir>/OUTPUTS) */
+    uint8_t state;                /* WAL_SLOT_ACTIVE | WAL_SLOT_PARKED */
+    bool protects;
+    bool opened;                  /* a cursor (for id 0: wal_checkpoint) took it since the open */
+    wal_cursor_t *cur;            /* the open cursor, or NULL */
+    uint64_t ck;                  /* its checkpoint */
+    uint64_t drop_floor;          /* offsets below it were deleted above ck (0: none) */
+    uint64_t dropped_open;        /* of its drops, offsets >= open_next */
+    uint64_t dropped;             /* persisted: its drops, as in the meta file */
+    uint64_t dropped_age;         /* with what wal_cursor_ack_ex added since the last meta write */
+} wal_slot_t;
+
+struct wal_cursor {
+    wal_topic_t *t;
+    uint16_t id;
+    size_t idx;                   /* in t->slots: stable (slots only go offline) */
+};
+
 /* ---- segments and topics ------------------------------------------------- */
 
 typedef struct wal_seg {
@@ -188,6 +213,10 @@ struct wal_topic {
     uint64_t open_next;           /* next offset when the log was opened (0: not yet) */
     uint64_t drop_floor;          /* offsets below it were deleted by a bound (0: none) */
     uint64_t dropped_open;        /* dropped offsets >= open_next */
+    /* the outputs' slots: ck_req is the minimum of ck over the ACTIVE ones
+     * (unchanged while none is); slot 0 (id 0) exists from creation */
+    wal_slot_t slots[WAL_MAX_CURSORS];
+    size_t nslots;
 
     tb_ratelimit_t drop_rl;       /* "dropping messages" at most once a minute */
     tb_ratelimit_t retry_rl;      /* "still cannot write" at most once a minute */
@@ -209,6 +238,11 @@ struct wal {
     bool kick;                    /* checkpoint or retry asked for: wake the writer */
 
     tb_mbox_t done;
+
+    /* <wal.dir>/OUTPUTS (cursor.c): ids by name, guarded by out_mu */
+    pthread_mutex_t out_mu;
+    char **out_names;             /* out_names[id], NULL for an unused id */
+    size_t out_n;
 
     pthread_mutex_t topics_mu;    /* guards the topics array (sorted by name) */
     wal_topic_t **topics;
@@ -472,6 +506,35 @@ void wal__batch_unref(wal_batch_t *b);
 /* Stores the log's readable end: disk_end, and the readable end as the
  * larger of it and the memory tier's end (monotonic once memory is used). */
 void wal__publish_end(wal_topic_t *t, uint64_t disk_end);
+
+/* ---- cursor.c: slots, cursors, OUTPUTS -------------------------------------- */
+
+/* Recovery (first, not a repair): the slots from meta m (its table, or the
+ * one default slot with the header's checkpoint), every one ACTIVE until
+ * wal_cursors_settled, and ck_req their minimum. */
+void wal__slots_load(wal_topic_t *t, const wal_meta_t *m);
+/* Recovery moved the checkpoint over offsets with no record from from to
+ * to: every slot at or above from moves to to, then the minimum. */
+void wal__slots_raise(wal_topic_t *t, uint64_t from, uint64_t to);
+/* Rebuilds m's slot table from the live slots (acct_mu held): ids, flags
+ * and checkpoints live, dropped and dropped_age from m's entry of the same
+ * id (the persisted ones, plus what the caller added). */
+void wal__slots_fill_locked(wal_topic_t *t, wal_meta_t *m);
+/* After a meta write of m returned: the slots' persisted drop counts. */
+void wal__slots_persisted(wal_topic_t *t, const wal_meta_t *m);
+/* Writer: whether a slot's checkpoint moved past what the meta file holds
+ * over records on disk, or a slot is not in the file yet. */
+bool wal__slots_dirty(wal_topic_t *t);
+/* m's entry for id (the implied default slot of a version 1/2 m in *tmp), or NULL. */
+const wal_meta_slot_t *wal__meta_slot(const wal_meta_t *m, uint16_t id, wal_meta_slot_t *tmp);
+/* wal_open: reads <wal.dir>/OUTPUTS (absent: only "danube", id 0). */
+int wal__outputs_load(wal_t *w);
+void wal__outputs_free(wal_t *w);
+/* Parses an OUTPUTS file of n bytes into names[1024] (strdup'd; names[0] is
+ * "danube"). 0, or TB_ECORRUPT with *line the first bad line (names freed). */
+int wal__outputs_parse(const char *buf, size_t n, char **names, size_t *line /* OUT */);
+/* The name of output id in <dir>/OUTPUTS (malloc'd), or NULL (wal_check). */
+char *wal__output_name(const char *dir, uint16_t id);
 
 /* ---- space.c: the free-space floor ---------------------------------------- */
 

@@ -6,7 +6,7 @@
  *   tributary run [-c FILE]            run in the foreground (logs to stderr)
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--reloadable] [--markdown]
- *   tributary wal dump|check --dir DIR ...
+ *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
@@ -24,7 +24,8 @@ static const struct {
     { "run", cli_run, "run the gateway in the foreground" },
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--reloadable] [--markdown])" },
-    { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR" },
+    { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR | "
+             "wal forget-output NAME --dir DIR" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };

@@ -5,10 +5,13 @@
  *
  *   tributary wal dump --dir DIR [--topic T] [--from N]   one JSON object per record
  *   tributary wal check --dir DIR                          verify every CRC; exit 1 if corrupt
+ *   tributary wal forget-output NAME --dir DIR             drop an output's slots (refused while
+ *                                                          the gateway runs: it holds the LOCK)
  */
 #include "gateway/cli/cli.h"
 #include "wal/wal.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +19,8 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: tributary wal dump --dir DIR [--topic TOPIC] [--from OFFSET]\n"
-                    "       tributary wal check --dir DIR\n");
+                    "       tributary wal check --dir DIR\n"
+                    "       tributary wal forget-output NAME --dir DIR\n");
     return GW_EXIT_USAGE;
 }
 
@@ -51,9 +55,24 @@ int cli_wal(int argc, char **argv)
         default: return usage();
         }
     }
-    if (!dir || optind < argc - 1)
+    bool forget = strcmp(sub, "forget-output") == 0;
+    if (!dir || optind < argc - 1 - (forget ? 1 : 0) || (forget && optind != argc - 2) || (forget && topic))
         return usage();
     int rc;
+    if (forget) {
+        const char *name = argv[1 + optind];
+        rc = wal_forget_output(dir, name, stdout);
+        if (rc == -EWOULDBLOCK)
+            fprintf(stderr, "tributary wal forget-output: %s is in use (stop the gateway first)\n", dir);
+        else if (rc == TB_EINVALID)
+            fprintf(stderr, "tributary wal forget-output: \"%s\" cannot be forgotten (not a name, or danube)\n",
+                    name);
+        else if (rc == -ENOENT)
+            fprintf(stderr, "tributary wal forget-output: no output \"%s\" in %s/OUTPUTS\n", name, dir);
+        else if (rc < 0)
+            fprintf(stderr, "tributary wal forget-output: %s: %s\n", dir, tb_strerror(rc));
+        return rc < 0 ? GW_EXIT_FAILURE : GW_EXIT_OK;
+    }
     if (strcmp(sub, "dump") == 0) {
         rc = wal_dump(dir, topic, from, stdout);
         if (rc < 0) {

@@ -116,6 +116,8 @@ typedef struct meta {
     bool valid;
     unsigned version;
     uint64_t floor, checkpoint, dropped, quarantined, lost, reserved, dropped_age;
+    unsigned nslots;   /* version 3: the slot table */
+    uint64_t slot_min; /* the lowest slot checkpoint (version 3 with slots), else checkpoint */
 } meta_t;
 
 static meta_t meta_parse(const uint8_t *p, size_t n)
@@ -124,18 +126,34 @@ static meta_t meta_parse(const uint8_t *p, size_t n)
     if (n < 12 || memcmp(p, "TBWM", 4) != 0 || (p[6] | p[7] << 8) != (int)n || ld32(p + n - 4) != crc32c(0, p, n - 4))
         return m;
     m.version = (unsigned)(p[4] | p[5] << 8);
-    if (!((m.version == 1 && n == 64) || (m.version == 2 && n == 80)))
+    unsigned ns = n >= 84 ? (unsigned)(p[64] | p[65] << 8) : 0;
+    if (!((m.version == 1 && n == 64) || (m.version == 2 && n == 80) || (m.version == 3 && ns <= 32 && n == 84 + 32 * ns)))
         return m;
     m.floor = ld64(p + 8);
     m.checkpoint = ld64(p + 16);
     m.dropped = ld64(p + 24);
     m.quarantined = ld64(p + 32);
     m.lost = ld64(p + 40);
-    if (m.version == 2) {
+    if (m.version >= 2) {
         m.reserved = ld64(p + 48);
         m.dropped_age = ld64(p + 56);
     }
     m.valid = m.floor <= (1ull << 62) && m.checkpoint <= (1ull << 62) && m.reserved <= (1ull << 62);
+    m.slot_min = m.checkpoint;
+    if (m.version == 3) {
+        m.nslots = ns;
+        uint64_t min = UINT64_MAX;
+        for (unsigned i = 0; i < ns; i++) {
+            const uint8_t *sl = p + 80 + 32 * i;
+            uint64_t ck = ld64(sl + 8);
+            m.valid = m.valid && ck <= (1ull << 62);
+            for (unsigned j = 0; j < i; j++)
+                m.valid = m.valid && (sl[0] | sl[1] << 8) != (p[80 + 32 * j] | p[81 + 32 * j] << 8);
+            min = ck < min ? ck : min;
+        }
+        if (ns > 0)
+            m.slot_min = min; /* recovery waits for every persisted slot until settled */
+    }
     return m;
 }
 
@@ -243,7 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (st.reserved != meta.reserved || st.dropped_age_total != meta.dropped_age || st.lost_total < meta.lost ||
             st.dropped_total < meta.dropped || st.quarantined_segments < meta.quarantined)
             FAIL("the topic does not show the meta file's counters");
-        if (st.checkpoint < meta.checkpoint || st.next_offset <= meta.checkpoint || st.next_offset < meta.floor ||
+        if (st.checkpoint < meta.slot_min || st.next_offset <= meta.checkpoint || st.next_offset < meta.floor ||
             st.next_offset < meta.reserved)
             FAIL("offsets continue below what the meta file says");
     }

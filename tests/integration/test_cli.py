@@ -133,6 +133,61 @@ class Cli(unittest.TestCase):
             r = run_cli(*args)
             self.assertEqual(r.returncode, 2, f"{args}: {r.stdout} {r.stderr}")
 
+    def test_wal_forget_output_drops_the_slot_everywhere_and_is_refused_while_the_log_is_locked(self):
+        """A log whose topic has three outputs' slots (tests/data/wal/meta/v3.bin
+        beside v2/features.seg, the registry meta/OUTPUTS): wal check names each
+        output; forget-output removes one; with only danube left the meta file is
+        version 2 again (it has a reservation); a held LOCK refuses it."""
+        import fcntl
+        import json
+        import shutil
+        d = tempfile.mkdtemp(prefix="trib-forget-")
+        tdir = os.path.join(d, "+edge1+golden")
+        os.makedirs(tdir)
+        shutil.copy(os.path.join(DATA, "wal", "v2", "features.seg"), os.path.join(tdir, "%020d.seg" % 1))
+        shutil.copy(os.path.join(DATA, "wal", "meta", "v3.bin"), os.path.join(tdir, "meta"))
+        shutil.copy(os.path.join(DATA, "wal", "meta", "OUTPUTS"), os.path.join(d, "OUTPUTS"))
+
+        def check():
+            r = run_cli("wal", "check", "--dir", d)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            return json.loads(r.stdout.splitlines()[0])
+        j = check()
+        self.assertEqual(j["meta_version"], 3)
+        self.assertEqual(j["outputs"], {
+            "danube": {"id": 0, "checkpoint": 3, "dropped": 4, "dropped_age": 7},
+            "central": {"id": 1, "checkpoint": 6, "dropped": 2, "dropped_age": 0},
+            "backup": {"id": 7, "checkpoint": 5, "dropped": 3, "dropped_age": 1}})
+        r = run_cli("wal", "forget-output", "central", "--dir", d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("topic /edge1/golden: slot removed (checkpoint 6, dropped 2)", r.stdout)
+        self.assertIn("output central (id 1) forgotten: 1 topic(s) had a slot", r.stdout)
+        self.assertEqual(set(check()["outputs"]), {"danube", "backup"})
+        with open(os.path.join(d, "OUTPUTS")) as f:
+            self.assertNotIn("central", f.read())
+        r = run_cli("wal", "forget-output", "central", "--dir", d)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('no output "central"', r.stderr)
+        r = run_cli("wal", "forget-output", "danube", "--dir", d)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot be forgotten", r.stderr)
+        with open(os.path.join(d, "LOCK"), "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running gateway holds
+            r = run_cli("wal", "forget-output", "backup", "--dir", d)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("in use", r.stderr)
+        r = run_cli("wal", "forget-output", "backup", "--dir", d)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = check()
+        self.assertEqual(j["meta_version"], 2, "only the default slot left: version 2 (it has a reservation)")
+        self.assertNotIn("outputs", j)
+        self.assertEqual(j["checkpoint"], 3, "the default slot's checkpoint")
+        self.assertEqual(j["dropped_age"], 7)
+        for args in (("wal", "forget-output", "--dir", d), ("wal", "forget-output", "a", "b", "--dir", d),
+                     ("wal", "forget-output", "a")):
+            self.assertEqual(run_cli(*args).returncode, 2, args)
+        shutil.rmtree(d)
+
     def test_an_event_loop_that_cannot_be_made_fails_the_start_with_1_and_a_reason(self):
         """RLIMIT_NOFILE so small that uv_loop_init fails (epoll_create1:
         EMFILE) must end the start with exit 1 and the reason logged; its

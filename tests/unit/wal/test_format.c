@@ -366,7 +366,10 @@ Test(format, meta_of_a_newer_version_is_unsupported_and_damage_is_corrupt)
 {
     uint8_t b[128];
     wal_meta_t m = { .floor = 1, .checkpoint = 5 }, g;
-    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 96, 3, &m), &g, NULL), TB_EUNSUPPORTED, "a newer build's file");
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 96, 4, &m), &g, NULL), TB_EUNSUPPORTED, "a newer build's file");
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 96, 3, &m), &g, NULL), TB_ECORRUPT,
+                 "version 3 is 84 + 32 n bytes (n at byte 64: 0 here)");
+    cr_assert_eq(wal__meta_decode(b, framed_meta(b, 84, 3, &m), &g, NULL), 0, "version 3 with no slot");
     cr_assert_eq(wal__meta_decode(b, framed_meta(b, 80, 0, &m), &g, NULL), TB_EUNSUPPORTED);
     cr_assert_eq(wal__meta_decode(b, framed_meta(b, 80, 1, &m), &g, NULL), TB_ECORRUPT, "version 1 is 64 bytes");
     cr_assert_eq(wal__meta_decode(b, framed_meta(b, 64, 2, &m), &g, NULL), TB_ECORRUPT, "version 2 is 80 bytes");
@@ -386,6 +389,7 @@ Test(format, meta_naming_an_offset_past_the_maximum_is_corrupt)
         { .floor = WAL_OFFSET_MAX + 1 },
         { .checkpoint = UINT64_MAX },
         { .reserved = WAL_OFFSET_MAX + 1 },
+        { .nslots = 2, .slots = { { .id = 0 }, { .id = 1, .checkpoint = WAL_OFFSET_MAX + 1 } } }, /* version 3 */
     };
     for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
         size_t n = wal__meta_encode(b, &bad[i]);

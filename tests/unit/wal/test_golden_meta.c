@@ -4,7 +4,8 @@
  *
  * meta/v1.bin is what the writer produces for a topic whose reservation and
  * dropped_age are 0 (the layout every older build wrote, and reads); v2.bin
- * the same counters with both new fields set. The damaged files are v2.bin
+ * the same counters with both new fields set; v3.bin the same with a slot
+ * table of three outputs (CURSOR SLOTS: the default slot 0 and two more). The damaged files are v2.bin
  * with one deliberate change each. A change to the meta layout makes the
  * writer_output tests fail; it must then bump WAL_META_VERSION, keep the old
  * files and add the new ones:
@@ -35,6 +36,16 @@ static const wal_meta_t META_V2 = {
     .floor = 1, .checkpoint = 3, .dropped = 4, .quarantined = 5, .lost = 6, .reserved = 1000, .dropped_age = 7,
 };
 
+static const wal_meta_t META_V3 = {
+    .floor = 1, .checkpoint = 3, .dropped = 4, .quarantined = 5, .lost = 6, .reserved = 1000, .dropped_age = 7,
+    .nslots = 3,
+    .slots = {
+        { .id = 0, .flags = 0, .checkpoint = 3, .dropped = 4, .dropped_age = 7 },
+        { .id = 1, .flags = WAL_SLOT_F_PROTECTS, .checkpoint = 6, .dropped = 2, .dropped_age = 0 },
+        { .id = 7, .flags = 0, .checkpoint = 5, .dropped = 3, .dropped_age = 1 },
+    },
+};
+
 static void flip_crc(uint8_t *buf, size_t *n) { buf[*n - 1] ^= 0x01; }
 static void next_version(uint8_t *buf, size_t *n)
 {
@@ -49,7 +60,7 @@ static void sized_as_v1(uint8_t *buf, size_t *n)
 
 static const tg_variant_t variants[] = {
     { "v2_bad_crc.bin", flip_crc },
-    { "v3.bin", next_version },
+    { "v2_as_v4.bin", next_version },
     { "v2_cut_to_v1_size.bin", sized_as_v1 },
 };
 
@@ -58,7 +69,7 @@ static void writer_output(const char *rel, const wal_meta_t *m, unsigned version
     uint8_t buf[WAL_META_MAX];
     size_t n = wal__meta_encode(buf, m);
     cr_assert_eq(wal__meta_version(m), version);
-    cr_assert_eq(n, version == 1 ? WAL_META_V1_SIZE : WAL_META_V2_SIZE);
+    cr_assert_eq(n, version == 1 ? WAL_META_V1_SIZE : version == 2 ? WAL_META_V2_SIZE : WAL_META_V3_SIZE(m->nslots));
     tg_compare_or_update(rel, buf, n, v, nv, "meta");
 }
 
@@ -110,7 +121,7 @@ Test(golden_meta, damaged_files_do_not_decode)
 {
     const struct { const char *rel; int rc; } want[] = {
         { "meta/v2_bad_crc.bin", TB_ECORRUPT },
-        { "meta/v3.bin", TB_EUNSUPPORTED },
+        { "meta/v2_as_v4.bin", TB_EUNSUPPORTED },
         { "meta/v2_cut_to_v1_size.bin", TB_ECORRUPT },
     };
     for (size_t i = 0; i < TB_ARRAY_LEN(want); i++) {
@@ -169,7 +180,8 @@ Test(golden_meta, recovery_reads_a_version_2_file_and_continues_at_the_reservati
 
 Test(golden_meta, damaged_file_is_taken_for_absent)
 {
-    const char *files[] = { "meta/v2_bad_crc.bin", "meta/v3.bin", "meta/v2_cut_to_v1_size.bin" };
+    const char *files[] = { "meta/v2_bad_crc.bin", "meta/v2_as_v4.bin", "meta/v2_cut_to_v1_size.bin",
+                            "meta/v3_duplicate_slot.bin" };
     for (size_t i = 0; i < TB_ARRAY_LEN(files); i++) {
         th_cleanup(&h);
         setup();
@@ -215,4 +227,72 @@ Test(golden_meta, a_log_that_never_reserved_nor_aged_keeps_writing_version_1)
     cr_assert_eq(wal__ld16(b + 4), 1);
     free(b);
     free(p);
+}
+
+/* ---- version 3: the slot table (CURSOR SLOTS) ------------------------------- */
+
+static void dup_slot(uint8_t *buf, size_t *n)
+{
+    memcpy(buf + WAL_META_V3_HEAD + WAL_META_SLOT_SIZE * 2, buf + WAL_META_V3_HEAD + WAL_META_SLOT_SIZE, 2);
+    wal__st32(buf + *n - 4, wal__crc32c(0, buf, *n - 4)); /* framed right: slot id 1 twice */
+}
+static void count_too_high(uint8_t *buf, size_t *n)
+{
+    wal__st16(buf + 64, 4); /* says 4 slots in a file sized for 3 */
+    wal__st32(buf + *n - 4, wal__crc32c(0, buf, *n - 4));
+}
+static const tg_variant_t variants_v3[] = {
+    { "v3_duplicate_slot.bin", dup_slot },
+    { "v3_bad_count.bin", count_too_high },
+};
+
+Test(golden_meta, writer_output_matches_the_version_3_file_when_a_second_slot_exists)
+{
+    writer_output("meta/v3.bin", &META_V3, 3, variants_v3, TB_ARRAY_LEN(variants_v3));
+}
+
+Test(golden_meta, version_3_decodes_to_its_counters_and_slots_and_keeps_version_2s_places)
+{
+    size_t n2, n3;
+    uint8_t *v2 = golden("meta/v2.bin", &n2), *v3 = golden("meta/v3.bin", &n3);
+    wal_meta_t m;
+    unsigned ver;
+    cr_assert_eq(n3, 84 + 32 * 3);
+    cr_assert_eq(wal__meta_decode(v3, n3, &m, &ver), 0);
+    cr_assert_eq(ver, 3);
+    cr_assert_eq(memcmp(&m, &META_V3, sizeof m), 0);
+    cr_assert_eq(memcmp(v2 + 8, v3 + 8, 56), 0, "floor .. dropped_age where version 2 has them");
+    free(v2);
+    free(v3);
+    tg_check_variants("meta/v3.bin", variants_v3, TB_ARRAY_LEN(variants_v3), "meta");
+    const char *bad[] = { "meta/v3_duplicate_slot.bin", "meta/v3_bad_count.bin" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(bad); i++) {
+        size_t n;
+        uint8_t *b = golden(bad[i], &n);
+        cr_assert_eq(wal__meta_decode(b, n, &m, NULL), TB_ECORRUPT, "%s", bad[i]);
+        free(b);
+    }
+}
+
+Test(golden_meta, recovery_reads_a_version_3_file_and_each_slot_keeps_its_checkpoint)
+{
+    free(tg_install(&h, "v2/features.seg", 1));
+    install_meta("meta/v3.bin");
+    wal_topic_stats_t st = tg_open_stats(&h);
+    cr_assert(st.dropped_total == 4 && st.quarantined_segments == 5 && st.lost_total == 6);
+    cr_assert_eq(st.reserved, 1000);
+    cr_assert_eq(st.checkpoint, 3, "the minimum over every persisted slot");
+    wal_topic_t *t = wal_topic_find(h.w, GOLDEN_TOPIC);
+    wal_cursor_t *c1, *c7;
+    cr_assert_eq(wal_cursor_open(t, 1, NULL, &c1), 0);
+    cr_assert_eq(wal_cursor_open(t, 7, NULL, &c7), 0);
+    wal_cursor_stats_t s1, s7;
+    wal_cursor_stats(c1, &s1);
+    wal_cursor_stats(c7, &s7);
+    cr_assert(s1.checkpoint == 6 && s1.dropped_total == 2);
+    cr_assert(s7.checkpoint == 5 && s7.dropped_total == 3 && s7.dropped_age_total == 1);
+    wal_cursors_settled(h.w); /* nobody took slot 0 (at 3): parked */
+    cr_assert_eq(wal_topic_checkpoint(t), 5, "the minimum over the active slots");
+    wal_cursor_close(c1);
+    wal_cursor_close(c7);
 }

@@ -142,8 +142,12 @@ static bool read_on(run_t *r, wal_topic_t *t, wal_reader_t *rd)
         int rc = wal_reader_next(rd, &rec);
         if (rc == WAL_GAP)
             continue;
-        if (rc == WAL_END)
+        if (rc == WAL_END) {
+            /* again: the end may have moved while we read (a spill in the
+             * writer), and every offset read was readable */
+            emit(r, (event_t){ EV_READABLE, wal_topic_readable_end(t), 0, 0 });
             return true;
+        }
         if (rc < 0)
             return dead(r);
         uint64_t seq;

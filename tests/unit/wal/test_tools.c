@@ -283,7 +283,7 @@ Test(check, version_1_meta_prints_zero_for_the_new_fields)
 Test(check, meta_of_a_newer_version_is_unsupported_and_fails_the_check)
 {
     install("+edge1+golden", "v2/features.seg", 1);
-    install_meta("+edge1+golden", "meta/v3.bin");
+    install_meta("+edge1+golden", "meta/v2_as_v4.bin");
     int rc;
     json_t *j = check_json(&rc);
     cr_assert_eq(rc, 1);
