@@ -10,6 +10,7 @@
  * keys refused, two leaves cannot share a path.
  */
 #include "schema/schema.h"
+#include "schema/sch_internal.h"
 
 #include "base/base.h"
 
@@ -34,18 +35,21 @@ static int refuse(walk_t *w, const char *fmt, const char *a, const char *b)
     return TB_EINVALID;
 }
 
-/* Appends one level (n bytes of s) to the path of length plen; returns the
- * new length or -1 when it would pass SCH_FLAT_MAX_PATH. */
-static long push(walk_t *w, size_t plen, const char *s, size_t n)
+long sch__path_push(char *path, size_t plen, const char *s, size_t n)
 {
     size_t need = plen + (plen ? 1 : 0) + n;
     if (need > SCH_FLAT_MAX_PATH)
         return -1;
     if (plen)
-        w->path[plen++] = '/';
-    memcpy(w->path + plen, s, n);
-    w->path[need] = '\0';
+        path[plen++] = '/';
+    memcpy(path + plen, s, n);
+    path[need] = '\0';
     return (long)need;
+}
+
+static long push(walk_t *w, size_t plen, const char *s, size_t n)
+{
+    return sch__path_push(w->path, plen, s, n);
 }
 
 static int walk(walk_t *w, const json_t *v, size_t plen, int depth)

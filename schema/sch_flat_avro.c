@@ -67,14 +67,7 @@ static int take(fwalk_t *w, size_t n, const uint8_t **at)
 
 static long push(fwalk_t *w, size_t plen, const char *s, size_t n)
 {
-    size_t need = plen + (plen ? 1 : 0) + n;
-    if (need > SCH_FLAT_MAX_PATH)
-        return -1;
-    if (plen)
-        w->path[plen++] = '/';
-    memcpy(w->path + plen, s, n);
-    w->path[need] = '\0';
-    return (long)need;
+    return sch__path_push(w->path, plen, s, n);
 }
 
 /* Keys seen in one map: open addressing over (pointer, length) into the payload. */

@@ -24,6 +24,11 @@ int sch__simple_validate(sch_kind_t kind, const uint8_t *payload, size_t len, ch
 
 /* A validator's compiled form, for the flatteners (sch_flat_avro.c,
  * sch_fields.c): NULL when v is of another kind. */
+/* sch_flat.c: appends one level (n bytes of s) to a flattened path of
+ * length plen in path[SCH_FLAT_MAX_PATH + 1]; returns the new length, or -1
+ * when it would pass SCH_FLAT_MAX_PATH. For both flattenings. */
+long sch__path_push(char *path, size_t plen, const char *s, size_t n);
+
 struct sch__avro;
 struct sch__json;
 const struct sch__avro *sch__validator_avro(const sch_validator_t *v);
