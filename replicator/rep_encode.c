@@ -29,47 +29,26 @@
  * is first put in a batch gets tributary.replayed=true.
  */
 #include "replicator/rep_int.h"
+#include "replicator/rep_pb_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { WT_VARINT = 0, WT_LEN = 2 };
-
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
-
 static uint8_t *put_tag(uint8_t *p, unsigned field, unsigned wt)
 {
-    return put_varint(p, (uint64_t)(field << 3 | wt));
+    return pb_put_varint(p, (uint64_t)(field << 3 | wt));
 }
 
 /* tag + length + bytes of a length-delimited field (tags here are one byte) */
 static size_t len_field_size(size_t n)
 {
-    return 1 + varint_size(n) + n;
+    return 1 + pb_varint_size(n) + n;
 }
 
 static uint8_t *put_bytes(uint8_t *p, unsigned field, const void *s, size_t n)
 {
-    p = put_tag(p, field, WT_LEN);
-    p = put_varint(p, n);
+    p = put_tag(p, field, PB_WT_LEN);
+    p = pb_put_varint(p, n);
     memcpy(p, s, n);
     return p + n;
 }
@@ -86,7 +65,7 @@ static size_t entry_size(size_t klen, size_t vlen)
 
 static size_t msgid_size(const rep__enc_t *e, uint64_t offset)
 {
-    return len_field_size(e->topic_len) + 1 + varint_size(offset);
+    return len_field_size(e->topic_len) + 1 + pb_varint_size(offset);
 }
 
 static bool is_replayed(const rep__enc_t *e, const wal_record_t *rec, uint64_t now_wall_ms)
@@ -100,7 +79,7 @@ size_t rep__msg_size(const rep__enc_t *e, const wal_record_t *rec, bool replayed
     if (rec->payload_len)
         n += len_field_size(rec->payload_len);
     if (rec->publish_time_ms)
-        n += 1 + varint_size(rec->publish_time_ms);
+        n += 1 + pb_varint_size(rec->publish_time_ms);
     n += len_field_size(e->producer_len);
     size_t pos = 0;
     wal_attr_t a;
@@ -110,14 +89,14 @@ size_t rep__msg_size(const rep__enc_t *e, const wal_record_t *rec, bool replayed
     if (replayed)
         n += len_field_size(entry_size(strlen(REP__REPLAYED_KEY), 4));
     if (rec->has_schema)
-        n += 1 + varint_size(rec->schema_id) + 1 + varint_size(rec->schema_version);
+        n += 1 + pb_varint_size(rec->schema_id) + 1 + pb_varint_size(rec->schema_version);
     return n;
 }
 
 static uint8_t *put_entry(uint8_t *p, const void *k, size_t klen, const void *v, size_t vlen)
 {
-    p = put_tag(p, 7, WT_LEN);
-    p = put_varint(p, entry_size(klen, vlen));
+    p = put_tag(p, 7, PB_WT_LEN);
+    p = pb_put_varint(p, entry_size(klen, vlen));
     p = put_bytes(p, 1, k, klen);
     return put_bytes(p, 2, v, vlen);
 }
@@ -125,16 +104,16 @@ static uint8_t *put_entry(uint8_t *p, const void *k, size_t klen, const void *v,
 static uint8_t *put_msg(uint8_t *p, const rep__enc_t *e, const wal_record_t *rec, bool replayed,
                         uint32_t *skipped)
 {
-    p = put_tag(p, 2, WT_LEN);
-    p = put_varint(p, msgid_size(e, rec->offset));
+    p = put_tag(p, 2, PB_WT_LEN);
+    p = pb_put_varint(p, msgid_size(e, rec->offset));
     p = put_bytes(p, 2, e->topic, e->topic_len);
-    p = put_tag(p, 5, WT_VARINT);
-    p = put_varint(p, rec->offset);
+    p = put_tag(p, 5, PB_WT_VARINT);
+    p = pb_put_varint(p, rec->offset);
     if (rec->payload_len)
         p = put_bytes(p, 3, rec->payload, rec->payload_len);
     if (rec->publish_time_ms) {
-        p = put_tag(p, 4, WT_VARINT);
-        p = put_varint(p, rec->publish_time_ms);
+        p = put_tag(p, 4, PB_WT_VARINT);
+        p = pb_put_varint(p, rec->publish_time_ms);
     }
     p = put_bytes(p, 5, e->producer, e->producer_len);
     size_t pos = 0;
@@ -148,10 +127,10 @@ static uint8_t *put_msg(uint8_t *p, const rep__enc_t *e, const wal_record_t *rec
     if (replayed)
         p = put_entry(p, REP__REPLAYED_KEY, strlen(REP__REPLAYED_KEY), "true", 4);
     if (rec->has_schema) {
-        p = put_tag(p, 8, WT_VARINT);
-        p = put_varint(p, rec->schema_id);
-        p = put_tag(p, 9, WT_VARINT);
-        p = put_varint(p, rec->schema_version);
+        p = put_tag(p, 8, PB_WT_VARINT);
+        p = pb_put_varint(p, rec->schema_id);
+        p = put_tag(p, 9, PB_WT_VARINT);
+        p = pb_put_varint(p, rec->schema_version);
     }
     return p;
 }
@@ -186,8 +165,8 @@ int rep__open_add(rep__open_t *o, const rep__enc_t *e, const wal_record_t *rec, 
     }
     reserve(o, field + TRAILER_MAX);
     uint8_t *p = o->buf + o->len;
-    p = put_tag(p, 2, WT_LEN);
-    p = put_varint(p, body);
+    p = put_tag(p, 2, PB_WT_LEN);
+    p = pb_put_varint(p, body);
     uint8_t *start = p;
     p = put_msg(p, e, rec, replayed, &o->skipped_attrs);
     if ((size_t)(p - start) != body)
@@ -227,8 +206,8 @@ void rep__open_finish(rep__open_t *o, rep__batch_t *out)
     }
     reserve(o, TRAILER_MAX);
     uint8_t *p = o->buf + o->len;
-    p = put_tag(p, 3, WT_VARINT);
-    p = put_varint(p, o->last);
+    p = put_tag(p, 3, PB_WT_VARINT);
+    p = pb_put_varint(p, o->last);
     out->buf = o->buf;
     out->len = (size_t)(p - o->buf);
     out->first = o->first;

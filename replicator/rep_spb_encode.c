@@ -28,6 +28,7 @@
  * unpacker, which bounds every length by the input, after a size cap.
  */
 #include "replicator/rep_spb.h"
+#include "replicator/rep_pb_int.h"
 
 #include "base/base.h"
 #include "proto/sparkplug_b.pb-c.h"
@@ -35,18 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
 
 static void reserve(rep__spb_buf_t *b, size_t more)
 {
@@ -62,11 +51,7 @@ static void reserve(rep__spb_buf_t *b, size_t more)
 /* Callers reserve first: these never grow the buffer. */
 static void put_varint(rep__spb_buf_t *b, uint64_t v)
 {
-    while (v >= 0x80) {
-        b->p[b->len++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b->p[b->len++] = (uint8_t)v;
+    b->len = (size_t)(pb_put_varint(b->p + b->len, v) - b->p);
 }
 
 static void put_key(rep__spb_buf_t *b, unsigned field, unsigned wt)
@@ -95,14 +80,14 @@ void rep__spb_begin(rep__spb_buf_t *b, uint64_t timestamp)
 {
     b->len = 0;
     reserve(b, 11);
-    put_key(b, 1, WT_VARINT);
+    put_key(b, 1, PB_WT_VARINT);
     put_varint(b, timestamp);
 }
 
 void rep__spb_put_seq(rep__spb_buf_t *b, uint64_t seq)
 {
     reserve(b, 11);
-    put_key(b, 3, WT_VARINT);
+    put_key(b, 3, PB_WT_VARINT);
     put_varint(b, seq);
 }
 
@@ -134,24 +119,24 @@ static size_t metric_size(const rep__spb_wire_t *m, vfield_t vf)
 {
     size_t n = 0;
     if (m->name)
-        n += 1 + varint_size(m->name_len) + m->name_len;
+        n += 1 + pb_varint_size(m->name_len) + m->name_len;
     if (m->has_alias)
-        n += 1 + varint_size(m->alias);
-    n += 1 + varint_size(m->timestamp);
+        n += 1 + pb_varint_size(m->alias);
+    n += 1 + pb_varint_size(m->timestamp);
     if (m->with_datatype)
-        n += 1 + varint_size(m->datatype);
+        n += 1 + pb_varint_size(m->datatype);
     if (m->is_historical)
         n += 2;
     if (m->is_null)
         return n + 2;
     switch (vf) {
-    case V_INT: n += 1 + varint_size(int_bits(m)); break;
-    case V_LONG: n += 1 + varint_size((uint64_t)m->v.i); break;
+    case V_INT: n += 1 + pb_varint_size(int_bits(m)); break;
+    case V_LONG: n += 1 + pb_varint_size((uint64_t)m->v.i); break;
     case V_FLOAT: n += 1 + 4; break;
     case V_DOUBLE: n += 1 + 8; break;
     case V_BOOL: n += 2; break;
-    case V_STRING: n += 1 + varint_size(m->v.s.n) + m->v.s.n; break;
-    case V_BYTES: n += 2 + varint_size(m->v.s.n) + m->v.s.n; break; /* field 16: a two-byte key */
+    case V_STRING: n += 1 + pb_varint_size(m->v.s.n) + m->v.s.n; break;
+    case V_BYTES: n += 2 + pb_varint_size(m->v.s.n) + m->v.s.n; break; /* field 16: a two-byte key */
     case V_NONE: break;
     }
     return n;
@@ -163,42 +148,42 @@ int rep__spb_put_metric(rep__spb_buf_t *b, const rep__spb_wire_t *m)
     if (vf == V_NONE)
         return TB_EINVALID;
     size_t body = metric_size(m, vf);
-    reserve(b, 1 + varint_size(body) + body);
-    put_key(b, 2, WT_LEN);
+    reserve(b, 1 + pb_varint_size(body) + body);
+    put_key(b, 2, PB_WT_LEN);
     put_varint(b, body);
     size_t at = b->len;
     if (m->name) {
-        put_key(b, 1, WT_LEN);
+        put_key(b, 1, PB_WT_LEN);
         put_varint(b, m->name_len);
         put_fixed(b, m->name, m->name_len);
     }
     if (m->has_alias) {
-        put_key(b, 2, WT_VARINT);
+        put_key(b, 2, PB_WT_VARINT);
         put_varint(b, m->alias);
     }
-    put_key(b, 3, WT_VARINT);
+    put_key(b, 3, PB_WT_VARINT);
     put_varint(b, m->timestamp);
     if (m->with_datatype) {
-        put_key(b, 4, WT_VARINT);
+        put_key(b, 4, PB_WT_VARINT);
         put_varint(b, m->datatype);
     }
     if (m->is_historical) {
-        put_key(b, 5, WT_VARINT);
+        put_key(b, 5, PB_WT_VARINT);
         put_varint(b, 1);
     }
     if (m->is_null) {
-        put_key(b, 7, WT_VARINT);
+        put_key(b, 7, PB_WT_VARINT);
         put_varint(b, 1);
     } else {
         switch (vf) {
-        case V_INT: put_key(b, 10, WT_VARINT); put_varint(b, int_bits(m)); break;
-        case V_LONG: put_key(b, 11, WT_VARINT); put_varint(b, (uint64_t)m->v.i); break;
-        case V_FLOAT: put_key(b, 12, WT_I32); put_fixed(b, &m->v.f, 4); break;
-        case V_DOUBLE: put_key(b, 13, WT_I64); put_fixed(b, &m->v.d, 8); break;
-        case V_BOOL: put_key(b, 14, WT_VARINT); put_varint(b, m->v.b ? 1 : 0); break;
+        case V_INT: put_key(b, 10, PB_WT_VARINT); put_varint(b, int_bits(m)); break;
+        case V_LONG: put_key(b, 11, PB_WT_VARINT); put_varint(b, (uint64_t)m->v.i); break;
+        case V_FLOAT: put_key(b, 12, PB_WT_I32); put_fixed(b, &m->v.f, 4); break;
+        case V_DOUBLE: put_key(b, 13, PB_WT_I64); put_fixed(b, &m->v.d, 8); break;
+        case V_BOOL: put_key(b, 14, PB_WT_VARINT); put_varint(b, m->v.b ? 1 : 0); break;
         case V_STRING:
         case V_BYTES:
-            put_key(b, vf == V_STRING ? 15 : 16, WT_LEN);
+            put_key(b, vf == V_STRING ? 15 : 16, PB_WT_LEN);
             put_varint(b, m->v.s.n);
             if (m->v.s.n)
                 put_fixed(b, m->v.s.p, m->v.s.n);
