@@ -30,15 +30,6 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 
-def write_bytes(pid):
-    io = {}
-    with open(f"/proc/{pid}/io") as f:
-        for line in f:
-            k, v = line.split(":")
-            io[k] = int(v)
-    return io["write_bytes"] - io["cancelled_write_bytes"]
-
-
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
@@ -46,7 +37,7 @@ def pct(v, p):
 
 def run(mode, a):
     from tlib import mqttraw as mr
-    from tlib.gateway import Gateway
+    from tlib.gateway import Gateway, write_bytes
     from tlib.mock import MockCluster, wait_until
     from tlib.replication import edge_yaml
 

@@ -48,7 +48,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tlib import mqttraw as mr  # noqa: E402
-from tlib.gateway import Gateway, wal_dump  # noqa: E402
+from tlib.gateway import Gateway, wal_dump, write_bytes  # noqa: E402
 from tlib.mock import MockCluster, wait_until  # noqa: E402
 from tlib.replication import Publisher, edge_yaml  # noqa: E402
 
@@ -82,15 +82,6 @@ def metric(port, name, **labels):
         if all(got.get(k) == '"%s"' % v for k, v in want.items()):
             return float(m.group(2))
     return None
-
-
-def write_bytes(pid):
-    io = {}
-    with open(f"/proc/{pid}/io") as f:
-        for line in f:
-            k, v = line.split(":")
-            io[k] = int(v)
-    return io["write_bytes"] - io["cancelled_write_bytes"]
 
 
 def log_records(gw):

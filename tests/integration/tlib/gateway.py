@@ -188,3 +188,15 @@ def wal_dump(wal_dir, topic=None):
     r = run_cli(*args)
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def write_bytes(pid):
+    """Bytes process pid caused to be written to storage (/proc/<pid>/io
+    write_bytes less cancelled_write_bytes): how the suite and the benches
+    read a process's disk writes."""
+    io = {}
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            k, v = line.split(":")
+            io[k] = int(v)
+    return io["write_bytes"] - io["cancelled_write_bytes"]
