@@ -2,6 +2,7 @@
 #include "helper_config.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,4 +33,29 @@ void cfgt_expect_refused(cfg_t *c, const char *yaml, const char *needle1, const 
     cr_assert(strstr(cfgt_err, needle1), "error \"%s\" lacks \"%s\"", cfgt_err, needle1);
     if (needle2)
         cr_assert(strstr(cfgt_err, needle2), "error \"%s\" lacks \"%s\"", cfgt_err, needle2);
+}
+
+const char *cfgt_config_md(void)
+{
+    static char text[1 << 18];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/CONFIG.md", getenv("TRIB_SOURCE_DIR"));
+    FILE *doc = fopen(path, "r");
+    cr_assert_not_null(doc, "cannot open %s", path);
+    size_t n = fread(text, 1, sizeof text - 1, doc);
+    text[n] = '\0';
+    fclose(doc);
+    return text;
+}
+
+char *cfgt_markdown(void (*print)(FILE *f, bool markdown))
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    print(f, true);
+    fclose(f);
+    cr_assert_gt(len, 0);
+    return buf;
 }

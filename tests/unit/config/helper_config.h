@@ -4,6 +4,9 @@
 #ifndef TRIB_TEST_HELPER_CONFIG_H
 #define TRIB_TEST_HELPER_CONFIG_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 #include "config/config.h"
 
 extern char cfgt_err[1024]; /* the error of the last load, "" if none */
@@ -17,5 +20,12 @@ cfg_t *cfgt_load_cat(const char *head, const char *extra, char *const *env);
 /* c must be NULL (a refused load of yaml) and the error must hold needle1
  * and, if not NULL, needle2. */
 void cfgt_expect_refused(cfg_t *c, const char *yaml, const char *needle1, const char *needle2);
+
+/* docs/CONFIG.md as text (a static buffer; the test fails if it cannot be read). */
+const char *cfgt_config_md(void);
+
+/* What print(f, true) writes (cfg_describe, cfg_describe_reloadable), as a
+ * malloc'd string. */
+char *cfgt_markdown(void (*print)(FILE *f, bool markdown));
 
 #endif

@@ -536,19 +536,8 @@ Test(config, print_masks_secrets)
 /* The describe table and docs/CONFIG.md come from the same table. */
 Test(config, docs_reference_matches_describe)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cfg_describe(f, true);
-    fclose(f);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/docs/CONFIG.md", getenv("TRIB_SOURCE_DIR"));
-    FILE *doc = fopen(path, "r");
-    cr_assert_not_null(doc, "cannot open %s", path);
-    static char text[1 << 18];
-    size_t n = fread(text, 1, sizeof text - 1, doc);
-    text[n] = '\0';
-    fclose(doc);
+    char *buf = cfgt_markdown(cfg_describe);
+    const char *text = cfgt_config_md();
     cr_assert(strstr(text, buf), "docs/CONFIG.md's reference table is stale: regenerate it with "
                                  "`tributary config --describe --markdown`");
     free(buf);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "helper_config.h"
 #include "base/base.h"
 
 static const char *HEAD =
@@ -147,21 +148,9 @@ Test(reload_class, cfg_diff_paths_have_their_keys_class)
 /* docs/CONFIG.md's "Reload classes" list is the binary's. */
 Test(reload_class, docs_list_the_live_keys)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cfg_describe_reloadable(f, true);
-    fclose(f);
-    cr_assert_gt(len, 0);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/docs/CONFIG.md", getenv("TRIB_SOURCE_DIR"));
-    FILE *doc = fopen(path, "r");
-    cr_assert_not_null(doc, "cannot open %s", path);
-    static char text[1 << 18];
-    size_t n = fread(text, 1, sizeof text - 1, doc);
-    text[n] = '\0';
-    fclose(doc);
-    char *at = strstr(text, "## Reload classes");
+    char *buf = cfgt_markdown(cfg_describe_reloadable);
+    const char *text = cfgt_config_md();
+    const char *at = strstr(text, "## Reload classes");
     cr_assert_not_null(at, "docs/CONFIG.md has no \"Reload classes\" section");
     cr_assert(strstr(at, buf), "docs/CONFIG.md's list of live keys is stale: regenerate it with "
                                "`tributary config --describe --reloadable --markdown`");
