@@ -16,7 +16,8 @@ const char *cfg_fsync_name(cfg_fsync_t f)
     return (unsigned)f < 3 ? n[f] : "?";
 }
 
-static void bounds(const cfg__key_t *k, char *out, size_t n)
+/* sep: between an enum's names (Markdown needs its pipes escaped in a table). */
+static void bounds(const cfg__key_t *k, char *out, size_t n, const char *sep)
 {
     out[0] = '\0';
     switch (k->type) {
@@ -26,7 +27,7 @@ static void bounds(const cfg__key_t *k, char *out, size_t n)
     case CFG__ENUM: {
         size_t off = 0;
         for (int i = 0; k->enums[i] && off < n; i++)
-            off += (size_t)snprintf(out + off, n - off, "%s%s", i ? " | " : "", k->enums[i]);
+            off += (size_t)snprintf(out + off, n - off, "%s%s", i ? sep : "", k->enums[i]);
         break;
     }
     case CFG__MAPPINGS:
@@ -53,15 +54,21 @@ static const char *def_text(const cfg__key_t *k)
 static void row(FILE *out, bool md, const char *prefix, const cfg__key_t *k)
 {
     char b[160], path[160];
-    bounds(k, b, sizeof b);
+    bounds(k, b, sizeof b, md ? " \\| " : " | ");
     snprintf(path, sizeof path, "%s%s", prefix, k->path);
     const char *origin = (k->flags & CFG__F_DANUBE) ? "danube" : "tributary";
-    if (md)
-        fprintf(out, "| `%s` | %s | `%s` | %s | %s | %s |\n", path, cfg__type_name(k), def_text(k),
-                b[0] ? b : "", origin, k->desc);
-    else
+    if (md) {
+        fprintf(out, "| `%s` | %s | `%s` | %s | %s | ", path, cfg__type_name(k), def_text(k), b[0] ? b : "", origin);
+        for (const char *d = k->desc; *d; d++) { /* a pipe would end the cell: escaped */
+            if (*d == '|')
+                fputc('\\', out);
+            fputc(*d, out);
+        }
+        fputs(" |\n", out);
+    } else {
         fprintf(out, "%-40s %-12s default=%s%s%s\n    %s%s\n", path, cfg__type_name(k), def_text(k),
                 b[0] ? " range=" : "", b, k->desc, (k->flags & CFG__F_SECRET) ? " (secret)" : "");
+    }
 }
 
 void cfg_describe(FILE *out, bool md)
