@@ -143,6 +143,7 @@ void gw__collect(void *arg, metrics_t *m)
         broker_listener_stats(r->broker, i, &ls);
         SET(METRICS_PUBLISH_DENIED, (size_t)r->metric_listener[i], 0, ls.publish_denied);
         SET(METRICS_MQTT_LISTENER_CONNECTIONS, (size_t)r->metric_listener[i], 0, ls.connections);
+        SET(METRICS_TLS_READ_PAUSES, (size_t)r->metric_listener[i], 0, ls.tls_read_pauses);
     }
     SET(METRICS_SESSIONS_PERSISTENT, 0, 0, bs.sessions_persistent);
     SET(METRICS_SESSIONS_REMEMBERED, 0, 0, bs.sessions_remembered);

@@ -175,6 +175,7 @@ typedef struct broker_listener_stats {
     bool tls;                    /* its connections speak TLS */
     uint32_t connections;        /* past CONNECT */
     uint64_t publish_denied;     /* PUBLISHes and wills auth.acl_file refused */
+    uint64_t tls_read_pauses;    /* tls.read_coalesce_ms: times a connection's reading was paused */
 } broker_listener_stats_t;
 void broker_listener_stats(const broker_t *b, size_t i, broker_listener_stats_t *out /* OUT */);
 /*

@@ -311,6 +311,7 @@ typedef struct broker_listener {
     char bound[80];                 /* the address bound (port 0 resolved) */
     uint32_t nconnected;            /* its connections past CONNECT */
     uint64_t publish_denied;        /* PUBLISHes (and wills) of its clients the ACL refused */
+    uint64_t tls_read_pauses;       /* tls.c: pauses of its connections' reading (read coalescing) */
 } broker_listener_t;
 
 struct broker {

@@ -615,6 +615,7 @@ void broker_listener_stats(const broker_t *srv, size_t i, broker_listener_stats_
     out->tls = l->tls != NULL;
     out->connections = l->nconnected;
     out->publish_denied = l->publish_denied;
+    out->tls_read_pauses = l->tls_read_pauses;
 }
 
 uint32_t broker__max_packet(const cfg_t *cfg)

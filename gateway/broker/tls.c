@@ -297,6 +297,8 @@ static void maybe_nap(broker_conn_t *c, size_t nread)
         srv->napping->nap_prev = t;
     srv->napping = t;
     srv->naps++;
+    if (c->listener)
+        c->listener->tls_read_pauses++;
     if (!uv_is_active((uv_handle_t *)&srv->nap))
         uv_timer_start(&srv->nap, nap_tick, t->pause_ms, 0);
 }

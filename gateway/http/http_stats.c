@@ -8,7 +8,7 @@
  *     "event_loop_lag_seconds", "cluster": {"state", "up"},
  *     "connections": {"mqtt", "http", ..., "top_talkers": [{"client_id",
  *                     "messages_per_second"}]}, "process": {...},
- *     "listeners": [ {"listener", "tls", "connections", "publish_denied"} ],
+ *     "listeners": [ {"listener", "tls", "connections", "publish_denied", "tls_read_pauses"} ],
  *     "topics": [ {"topic", "state", "received", "received_per_second", "stored", "replicated",
  *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
  *                  ..., "stalled", "invariant_ok"} ] }

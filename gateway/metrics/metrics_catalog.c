@@ -155,6 +155,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_MQTT_LISTENER_CONNECTIONS, "tributary_mqtt_listener_connections",
       "Open MQTT connections (past CONNECT) by the listener they came in by.", 1, METRICS_L_LISTENER, "connections",
       false),
+    C(METRICS_TLS_READ_PAUSES, "tributary_mqtt_tls_read_pauses_total",
+      "Times a busy TLS connection's reading was paused for tls.read_coalesce_ms (read coalescing), by the listener "
+      "it came in by.", METRICS_L_LISTENER, METRICS_L_NONE, "tls_read_pauses"),
     C(METRICS_MQTT_ACCEPTED, "tributary_mqtt_connections_accepted_total", "TCP connections accepted by the MQTT listener.",
       METRICS_L_NONE, METRICS_L_NONE, "connections.mqtt_accepted"),
     C(METRICS_MQTT_REFUSED, "tributary_mqtt_connections_refused_total",

@@ -81,10 +81,11 @@ STATS_SCHEMA = {
             "properties": {k: {"type": v} for k, v in TOPIC_FIELDS.items()},
             "additionalProperties": False}},
         "listeners": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["listener", "tls", "connections", "publish_denied"],
+            "type": "object", "required": ["listener", "tls", "connections", "publish_denied", "tls_read_pauses"],
             "properties": {"listener": {"type": "string", "pattern": "^127\\.0\\.0\\.1:[0-9]+$"},
                            "tls": {"type": "boolean"}, "connections": {"type": "integer", "minimum": 0},
-                           "publish_denied": {"type": "integer", "minimum": 0}},
+                           "publish_denied": {"type": "integer", "minimum": 0},
+                           "tls_read_pauses": {"type": "integer", "minimum": 0}},
             "additionalProperties": False}},
     },
 }

@@ -16,6 +16,7 @@ Not part of the suite's TLS run (TRIB_MQTT_TLS=1, which turns plain
 listeners into TLS ones): this file is about TLS already, and needs its
 plain listener beside the TLS one."""
 import json
+import re
 import os
 import shutil
 import signal
@@ -32,6 +33,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from tlib import mqttraw as mr  # noqa: E402
 from tlib import tls  # noqa: E402
 from tlib.gateway import BIN, Gateway, wait_for, wal_dump  # noqa: E402
+
+LOADGEN = os.path.join(os.environ.get("TRIB_BUILD_DIR", "build"), "bench", "loadgen")
 
 ENV = {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"}
 CERTS = None  # made once (setUpModule)
@@ -353,6 +356,43 @@ class OneConnectionOnly(unittest.TestCase):
             c.close()
             wait_for(lambda: closed(g, "tls_handshake") == 1, 5, what="counted")
             self.assertEqual(g.stop(), 0, g.log())
+
+
+class ReadCoalescing(unittest.TestCase):
+    def test_a_qos0_flood_over_tls_is_read_in_pauses_and_loses_nothing(self):
+        """tls.read_coalesce_ms (default 1): a TLS client (libmosquitto:
+        bench/loadgen) writing QoS 0 PUBLISHes back to back is read in pauses, counted
+        by its listener (/stats listeners[].tls_read_pauses and
+        tributary_mqtt_tls_read_pauses_total); nothing it sent is lost, and
+        the plain listener counts none. With read_coalesce_ms: 0 the same
+        flood is never paused."""
+        n = 3000
+        for coalesce, want_pauses in (("", True), (", read_coalesce_ms: 0", False)):
+            with gateway(tls=coalesce) as g:
+                plain, tls = ports(g)
+                # libmosquitto writes each PUBLISH as it is made; its QoS 1 barrier after
+                # them returns once the gateway has read everything before it
+                r = subprocess.run([LOADGEN, "-p", str(tls), "-c", "1", "-n", str(n), "-s", "64", "-q", "0",
+                                    "-t", "t/lg", "-C", CERTS.ca], capture_output=True, text=True, timeout=120)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                def by():
+                    return {l["listener"]: l["tls_read_pauses"] for l in stats(g)["listeners"]}
+
+                def metric():
+                    text = urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/metrics", timeout=5).read()
+                    m = re.search(rf'tributary_mqtt_tls_read_pauses_total{{listener="127.0.0.1:{tls}"}} (\d+)\n',
+                                  text.decode())
+                    return int(m.group(1)) if m else None
+
+                if want_pauses:  # /stats and /metrics are rendered at most every 250 ms: polled
+                    wait_for(lambda: by()[f"127.0.0.1:{tls}"] > 0, 5, what=f"pauses counted: {by()}")
+                    wait_for(lambda: metric() == by()[f"127.0.0.1:{tls}"], 5,
+                             what=f"/metrics {metric()} as /stats {by()}")
+                else:
+                    self.assertEqual(by()[f"127.0.0.1:{tls}"], 0, "read_coalesce_ms: 0 paused")
+                self.assertEqual(by()[f"127.0.0.1:{plain}"], 0)
+                self.assertEqual(g.stop(), 0, g.log())
+                self.assertEqual(len(wal_dump(os.path.join(g.dir, "wal"), "/e1/t")), n + 1, "the flood and its barrier")
 
 
 class Shutdown(unittest.TestCase):
