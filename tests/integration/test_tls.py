@@ -370,10 +370,12 @@ class ReadCoalescing(unittest.TestCase):
         for coalesce, want_pauses in (("", True), (", read_coalesce_ms: 0", False)):
             with gateway(tls=coalesce) as g:
                 plain, tls = ports(g)
-                # libmosquitto writes each PUBLISH as it is made; its QoS 1 barrier after
-                # them returns once the gateway has read everything before it
+                # libmosquitto writes each PUBLISH as it is made, here paced at 5,000 a second
+                # (unpaced, a gateway slower than its client reads 16 KiB at a time and rightly
+                # never pauses); its QoS 1 barrier returns once everything before it was read
                 r = subprocess.run([LOADGEN, "-p", str(tls), "-c", "1", "-n", str(n), "-s", "64", "-q", "0",
-                                    "-t", "t/lg", "-C", CERTS.ca], capture_output=True, text=True, timeout=120)
+                                    "-r", "5000", "-t", "t/lg", "-C", CERTS.ca],
+                                   capture_output=True, text=True, timeout=120)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 def by():
                     return {l["listener"]: l["tls_read_pauses"] for l in stats(g)["listeners"]}
