@@ -22,27 +22,12 @@
 
 #include "wal/wal.h"
 
-#define FAIL(why) (fprintf(stderr, "fuzz_wal_outputs: %s (line %d)\n", why, __LINE__), abort())
+#include "wal_fuzz.h"
 
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-    }
-    return ~crc;
-}
+#define FAIL(why) (fprintf(stderr, "fuzz_wal_outputs: %s (line %d)\n", why, __LINE__), abort())
 
 static char root[256];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    return ftw->level == 0 ? 0 : remove(path);
-}
 static void remove_root(void) { rmdir(root); }
 
 static void init_once(void)
@@ -86,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *file = malloc(n + 32);
     memcpy(file, data + 1, n);
     if (mode & 1)
-        n += (size_t)snprintf(file + n, 32, "crc %08x\n", crc32c(0, (const uint8_t *)file, n));
+        n += (size_t)snprintf(file + n, 32, "crc %08x\n", fz_crc32c(0, (const uint8_t *)file, n));
     char path[512];
     snprintf(path, sizeof path, "%s/OUTPUTS", root);
     FILE *f = fopen(path, "wb");
@@ -146,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wal_close(w);
     free(lines);
 out:
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    fz_empty_dir(root);
     free(file);
     return 0;
 }

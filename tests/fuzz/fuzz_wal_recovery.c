@@ -37,6 +37,8 @@
 
 #include "wal/wal.h"
 
+#include "wal_fuzz.h"
+
 #define HDR 32u
 /* which check failed, on stderr, then abort (libFuzzer keeps the input) */
 #define FAIL(why) (fprintf(stderr, "fuzz_wal_recovery: %s (line %d)\n", why, __LINE__), abort())
@@ -45,18 +47,6 @@ static uint32_t ld32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] 
 static uint64_t ld64(const uint8_t *p) { return ld32(p) | (uint64_t)ld32(p + 4) << 32; }
 static void st32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void st64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-
-/* Bitwise CRC32C, independent of the library's table and hardware paths. */
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-    }
-    return ~crc;
-}
 
 static int nosync(void *ctx, int fd) { return 0; }
 static int nosync_dir(void *ctx, const char *path) { return 0; }
@@ -72,11 +62,6 @@ static int plain_write_atomic(void *ctx, const char *path, const void *data, siz
     if (w != (ssize_t)len)
         return -EIO;
     return rename(tmp, path) < 0 ? -errno : 0;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return ftw->level == 0 ? 0 : remove(path);
 }
 
 static char root[256];
@@ -123,7 +108,7 @@ typedef struct meta {
 static meta_t meta_parse(const uint8_t *p, size_t n)
 {
     meta_t m = { 0 };
-    if (n < 12 || memcmp(p, "TBWM", 4) != 0 || (p[6] | p[7] << 8) != (int)n || ld32(p + n - 4) != crc32c(0, p, n - 4))
+    if (n < 12 || memcmp(p, "TBWM", 4) != 0 || (p[6] | p[7] << 8) != (int)n || ld32(p + n - 4) != fz_crc32c(0, p, n - 4))
         return m;
     m.version = (unsigned)(p[4] | p[5] << 8);
     unsigned ns = n >= 84 ? (unsigned)(p[64] | p[65] << 8) : 0;
@@ -177,15 +162,15 @@ static void fixups(uint8_t *seg, size_t n, uint8_t mode)
     if (ld64(seg + 8) > (1ull << 62))
         st64(seg + 8, ld64(seg + 8) & ((1ull << 62) - 1)); /* keep offsets far from wrapping */
     if (mode & 4)
-        st32(seg + 28, crc32c(0, seg, 28));
+        st32(seg + 28, fz_crc32c(0, seg, 28));
     if (mode & 8) {
-        uint32_t seed = crc32c(0, seg + 24, 4);
+        uint32_t seed = fz_crc32c(0, seg + 24, 4);
         size_t pos = HDR;
         while (pos + 28 <= n) {
             uint32_t len = ld32(seg + pos);
             if (len < 28 || len > n - pos)
                 break;
-            st32(seg + pos + 4, crc32c(seed, seg + pos + 8, len - 8));
+            st32(seg + pos + 4, fz_crc32c(seed, seg + pos + 8, len - 8));
             pos += len;
         }
     }
@@ -209,7 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if ((mode & 32) && meta_len >= 12) {
             meta_buf[6] = (uint8_t)meta_len;
             meta_buf[7] = 0;
-            st32(meta_buf + meta_len - 4, crc32c(0, meta_buf, meta_len - 4));
+            st32(meta_buf + meta_len - 4, fz_crc32c(0, meta_buf, meta_len - 4));
         }
     }
     meta_t meta = meta_parse(meta_buf, meta_len);
@@ -219,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t base = n >= 16 ? ld64(seg + 8) : 1;
     if (base == 0 || base > (1ull << 62))
         base = 1;
-    uint32_t salt_seed = n >= HDR ? crc32c(0, seg + 24, 4) : 0;
+    uint32_t salt_seed = n >= HDR ? fz_crc32c(0, seg + 24, 4) : 0;
 
     char dir[512], path[600];
     snprintf(dir, sizeof dir, "%s/wal/+f+t", root);
@@ -237,7 +222,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t h[HDR] = { 'T', 'B', 'W', 'L', 1, 0, HDR, 0 };
         uint64_t next = base + 1 + n / 28;
         st64(h + 8, next);
-        st32(h + 28, crc32c(0, h, 28));
+        st32(h + 28, fz_crc32c(0, h, 28));
         snprintf(path, sizeof path, "%s/%020llu.seg", dir, (unsigned long long)next);
         write_file(path, h, HDR);
     }
@@ -282,7 +267,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FAIL("recovery left something a reader cannot read");
         }
         if (rec.offset <= last || rec.raw_len < 28 || ld32(rec.raw) != rec.raw_len ||
-            ld32(rec.raw + 4) != crc32c(salt_seed, rec.raw + 8, rec.raw_len - 8) || rec.payload_len > rec.raw_len)
+            ld32(rec.raw + 4) != fz_crc32c(salt_seed, rec.raw + 8, rec.raw_len - 8) || rec.payload_len > rec.raw_len)
             FAIL("a returned record fails its CRC or order");
         last = rec.offset;
     }
@@ -324,7 +309,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("a clean close moved the next offset (backwards, or a needless jump)");
     if (wal_close(w) != 0)
         FAIL("close after reopen");
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    fz_empty_dir(root);
     free(seg);
     return 0;
 }
