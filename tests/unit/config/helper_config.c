@@ -59,3 +59,20 @@ char *cfgt_markdown(void (*print)(FILE *f, bool markdown))
     cr_assert_gt(len, 0);
     return buf;
 }
+
+char cfgt_diffs[CFGT_MAX_DIFFS][160];
+static int cfgt_ndiffs;
+
+static void cfgt_collect(void *arg, const char *key)
+{
+    (void)arg;
+    if (cfgt_ndiffs < CFGT_MAX_DIFFS)
+        snprintf(cfgt_diffs[cfgt_ndiffs++], sizeof cfgt_diffs[0], "%s", key);
+}
+
+int cfgt_diff(const cfg_t *a, const cfg_t *b)
+{
+    cfgt_ndiffs = 0;
+    cfg_diff(a, b, cfgt_collect, NULL);
+    return cfgt_ndiffs;
+}

@@ -28,4 +28,9 @@ const char *cfgt_config_md(void);
  * malloc'd string. */
 char *cfgt_markdown(void (*print)(FILE *f, bool markdown));
 
+/* What cfg_diff(a, b) reports, in its order: cfgt_diffs[0..returned). */
+#define CFGT_MAX_DIFFS 32
+extern char cfgt_diffs[CFGT_MAX_DIFFS][160];
+int cfgt_diff(const cfg_t *a, const cfg_t *b);
+
 #endif

@@ -88,15 +88,6 @@ Test(reload_class, known_keys)
         cr_assert_eq(cfg_reload_class(restart[i]), CFG_RELOAD_RESTART, "%s should need a restart", restart[i]);
 }
 
-static char diffs[32][160];
-static int ndiffs;
-static void collect(void *arg, const char *key)
-{
-    (void)arg;
-    if (ndiffs < 32)
-        snprintf(diffs[ndiffs++], sizeof diffs[0], "%s", key);
-}
-
 /* The paths cfg_diff reports (indexes, listener and output forms) get the class of their key. */
 Test(reload_class, cfg_diff_paths_have_their_keys_class)
 {
@@ -120,8 +111,7 @@ Test(reload_class, cfg_diff_paths_have_their_keys_class)
     char err[1024];
     cr_assert_eq(cfg_load_string("a.yaml", ya, strlen(ya), NOENV, &ca, err, sizeof err), 0, "%s", err);
     cr_assert_eq(cfg_load_string("b.yaml", yb, strlen(yb), NOENV, &cb, err, sizeof err), 0, "%s", err);
-    ndiffs = 0;
-    cfg_diff(ca, cb, collect, NULL);
+    int ndiffs = cfgt_diff(ca, cb);
     static const struct {
         const char *key;
         cfg_reload_class_t cls;
@@ -135,7 +125,7 @@ Test(reload_class, cfg_diff_paths_have_their_keys_class)
     for (size_t i = 0; i < TB_ARRAY_LEN(want); i++) {
         bool found = false;
         for (int j = 0; j < ndiffs; j++)
-            found |= strcmp(diffs[j], want[i].key) == 0;
+            found |= strcmp(cfgt_diffs[j], want[i].key) == 0;
         cr_assert(found, "cfg_diff did not report %s", want[i].key);
         cr_assert_eq(cfg_reload_class(want[i].key), want[i].cls, "%s", want[i].key);
     }
