@@ -316,3 +316,18 @@ void *th_follow(void *arg)
     wal_reader_close(r);
     return NULL;
 }
+
+wal_topic_t *th_topic(th_t *h, const char *name)
+{
+    wal_topic_t *t;
+    cr_assert_eq(wal_topic_open(h->w, name, &t), 0, "wal_topic_open %s", name);
+    return t;
+}
+
+void th_fill(th_t *h, wal_topic_t *t, int batches, uint32_t per_batch, size_t payload_len, uint64_t *seq)
+{
+    for (int i = 0; i < batches; i++) {
+        cr_assert_eq(th_append(h, t, *seq, per_batch, payload_len), 0, "%s batch %d", wal_topic_name(t), i);
+        *seq += per_batch;
+    }
+}

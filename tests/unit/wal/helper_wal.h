@@ -59,6 +59,13 @@ bool th_wait_until(bool (*cond)(void *arg), void *arg);
 /* Submits and waits for one batch; returns its completion rc. */
 int th_append(th_t *h, wal_topic_t *t, uint64_t seq0, uint32_t n, size_t payload_len);
 
+/* wal_topic_open(h->w, name), asserted. */
+wal_topic_t *th_topic(th_t *h, const char *name);
+
+/* `batches` th_appends of per_batch messages each, numbered from *seq on
+ * (advanced); asserted, naming the topic and the batch. */
+void th_fill(th_t *h, wal_topic_t *t, int batches, uint32_t per_batch, size_t payload_len, uint64_t *seq);
+
 /* Checks that r is message seq (from its "seq" attribute) in every field.
  * Returns true and *seq when it is intact. */
 bool th_record_ok(const wal_record_t *r, size_t payload_len, uint64_t *seq);

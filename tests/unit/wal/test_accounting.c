@@ -30,13 +30,7 @@ static wal_topic_t *topic(void)
     return t;
 }
 
-static void fill(wal_topic_t *t, int batches, uint64_t *seq)
-{
-    for (int i = 0; i < batches; i++) {
-        cr_assert_eq(th_append(&h, t, *seq, PER_BATCH, PAYLOAD), 0);
-        *seq += PER_BATCH;
-    }
-}
+static void fill(wal_topic_t *t, int batches, uint64_t *seq) { th_fill(&h, t, batches, PER_BATCH, PAYLOAD, seq); }
 
 static wal_topic_stats_t stats(wal_topic_t *t)
 {

@@ -26,19 +26,10 @@ static void setup(void) { th_init(&h, WAL_FSYNC_ALWAYS); }
 static void teardown(void) { th_cleanup(&h); }
 TestSuite(cursors, .init = setup, .fini = teardown);
 
-static wal_topic_t *open_topic(void)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
-    return t;
-}
+static wal_topic_t *open_topic(void) { return th_topic(&h, "/e/t"); }
 
 /* n batches of 10 (about 1.3 KB each: a 4 KiB segment holds 2 or 3 of them) */
-static void fill(wal_topic_t *t, int n, uint64_t *seq)
-{
-    for (int i = 0; i < n; i++, *seq += 10)
-        cr_assert_eq(th_append(&h, t, *seq, 10, PAYLOAD), 0);
-}
+static void fill(wal_topic_t *t, int n, uint64_t *seq) { th_fill(&h, t, n, 10, PAYLOAD, seq); }
 
 static wal_topic_stats_t stats(wal_topic_t *t)
 {

@@ -96,12 +96,7 @@ static void counts_reset(void)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static wal_topic_t *open_topic(void)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
-    return t;
-}
+static wal_topic_t *open_topic(void) { return th_topic(&h, "/e/t"); }
 
 static void enter_memory(wal_topic_t *t, wal_ack_t ack, uint64_t memory_bytes)
 {

@@ -42,12 +42,7 @@ static void teardown(void)
 }
 TestSuite(min_free, .init = setup, .fini = teardown);
 
-static wal_topic_t *open_topic(const char *name)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, name, &t), 0, "%s", name);
-    return t;
-}
+static wal_topic_t *open_topic(const char *name) { return th_topic(&h, name); }
 
 static wal_space_t space(void)
 {
@@ -77,13 +72,7 @@ static uint64_t truth(void)
     return crashio_space_free(c, h.wal_dir);
 }
 
-static void fill(wal_topic_t *t, int batches, uint64_t *seq)
-{
-    for (int i = 0; i < batches; i++) {
-        cr_assert_eq(th_append(&h, t, *seq, PER_BATCH, PAYLOAD), 0, "%s batch %d", wal_topic_name(t), i);
-        *seq += PER_BATCH;
-    }
-}
+static void fill(wal_topic_t *t, int batches, uint64_t *seq) { th_fill(&h, t, batches, PER_BATCH, PAYLOAD, seq); }
 
 static int fill_until_refused(wal_topic_t *t, uint64_t *seq, int max)
 {

@@ -25,12 +25,7 @@ static void setup(void)
 static void teardown(void) { th_cleanup(&h); }
 TestSuite(own_bound, .init = setup, .fini = teardown);
 
-static wal_topic_t *open_topic(const char *name)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, name, &t), 0, "%s", name);
-    return t;
-}
+static wal_topic_t *open_topic(const char *name) { return th_topic(&h, name); }
 
 static wal_topic_t *open_journal(uint64_t max_bytes)
 {
@@ -39,13 +34,7 @@ static wal_topic_t *open_journal(uint64_t max_bytes)
     return j;
 }
 
-static void fill(wal_topic_t *t, int batches, uint64_t *seq)
-{
-    for (int i = 0; i < batches; i++) {
-        cr_assert_eq(th_append(&h, t, *seq, PER_BATCH, PAYLOAD), 0, "%s batch %d", wal_topic_name(t), i);
-        *seq += PER_BATCH;
-    }
-}
+static void fill(wal_topic_t *t, int batches, uint64_t *seq) { th_fill(&h, t, batches, PER_BATCH, PAYLOAD, seq); }
 
 /* Appends until a batch is refused (TB_EFULL), at most max; returns how many were accepted. */
 static int fill_until_refused(wal_topic_t *t, uint64_t *seq, int max)

@@ -16,18 +16,9 @@ TestSuite(reader, .init = setup, .fini = teardown);
 
 #define PAYLOAD 100
 
-static wal_topic_t *open_topic(void)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, "/e/t", &t), 0);
-    return t;
-}
+static wal_topic_t *open_topic(void) { return th_topic(&h, "/e/t"); }
 
-static void fill(wal_topic_t *t, int batches, uint64_t *seq)
-{
-    for (int i = 0; i < batches; i++, *seq += 10)
-        cr_assert_eq(th_append(&h, t, *seq, 10, PAYLOAD), 0);
-}
+static void fill(wal_topic_t *t, int batches, uint64_t *seq) { th_fill(&h, t, batches, 10, PAYLOAD, seq); }
 
 /* Reads one record and checks it is message `seq` at offset `offset`. */
 static void expect(wal_reader_t *r, uint64_t offset, uint64_t seq)

@@ -18,21 +18,10 @@ TestSuite(retention, .init = setup, .fini = teardown);
 #define PAYLOAD 100
 #define PER_BATCH 10
 
-static wal_topic_t *open_topic(const char *name)
-{
-    wal_topic_t *t;
-    cr_assert_eq(wal_topic_open(h.w, name, &t), 0);
-    return t;
-}
+static wal_topic_t *open_topic(const char *name) { return th_topic(&h, name); }
 
 /* Appends n batches of PER_BATCH messages; seq continues from *seq. */
-static void fill(wal_topic_t *t, int batches, uint64_t *seq)
-{
-    for (int i = 0; i < batches; i++) {
-        cr_assert_eq(th_append(&h, t, *seq, PER_BATCH, PAYLOAD), 0);
-        *seq += PER_BATCH;
-    }
-}
+static void fill(wal_topic_t *t, int batches, uint64_t *seq) { th_fill(&h, t, batches, PER_BATCH, PAYLOAD, seq); }
 
 static wal_topic_stats_t stats(wal_topic_t *t)
 {
