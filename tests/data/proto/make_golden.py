@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from golden_files import write_or_check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "proto"))
 PROTOS = ["DanubeApi.proto", "EdgeReplicator.proto"]
@@ -138,16 +140,7 @@ def main():
 
         bad = 0
         for k, data in sorted(ours.items()):
-            path = os.path.join(HERE, k + ".bin")
-            if check:
-                with open(path, "rb") as f:
-                    if f.read() != data:
-                        print(f"{path}: differs from a fresh encoding")
-                        bad += 1
-            else:
-                with open(path, "wb") as f:
-                    f.write(data)
-                print(f"wrote {path} ({len(data)} bytes)")
+            bad += write_or_check(os.path.join(HERE, k + ".bin"), data, check)
         sys.exit(1 if bad else 0)
     finally:
         shutil.rmtree(tmp)

@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+from golden_files import write_or_check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "..", "proto"))
 
@@ -206,16 +208,7 @@ def main():
                 print(f"{name}: the spec's encoding and our .proto's differ:\n  {hand.hex()}\n  {lib.hex()}")
                 bad += 1
                 continue
-            path = os.path.join(HERE, name + ".bin")
-            if check:
-                with open(path, "rb") as f:
-                    if f.read() != hand:
-                        print(f"{name}.bin differs from what this script encodes")
-                        bad += 1
-            else:
-                with open(path, "wb") as f:
-                    f.write(hand)
-                print(f"wrote {name}.bin ({len(hand)} bytes)")
+            bad += write_or_check(os.path.join(HERE, name + ".bin"), hand, check)
         sys.exit(1 if bad else 0)
 
 
