@@ -19,8 +19,11 @@ import subprocess
 import time
 import urllib.request
 import json
+import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from tlib.gateway import write_bytes  # noqa: E402,F401  (the suite's reading of /proc/<pid>/io)
 STARTED = []    # every process started here, so a failed run can end exactly those
 
 
@@ -62,15 +65,6 @@ def wait_until(cond, timeout, what, interval=0.05):
             raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)            # polling interval; the deadline bounds the wait
 
-
-def write_bytes(pid):
-    """Bytes the process caused to be written to storage, cancelled writes off."""
-    io = {}
-    with open(f"/proc/{pid}/io") as f:
-        for line in f:
-            k, v = line.split(":")
-            io[k] = int(v)
-    return io["write_bytes"] - io["cancelled_write_bytes"]
 
 
 def cpu_seconds(pid):
