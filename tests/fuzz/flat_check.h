@@ -61,4 +61,24 @@ static void clear(seen_t *s)
     memset(s, 0, sizeof *s);
 }
 
+/* One flattening of the input, its leaves into s through leaf(). */
+typedef int (*flat_walk_fn)(const void *ctx, seen_t *s, char *err, size_t errlen);
+
+/* Walks twice: an accepted input gives the same sequence again, a refused
+ * one says why. */
+static void flat_check_twice(flat_walk_fn walk, const void *ctx)
+{
+    seen_t a = { 0 }, b = { 0 };
+    char err[256];
+    int rc = walk(ctx, &a, err, sizeof err);
+    if (rc == 0) {
+        int rc2 = walk(ctx, &b, err, sizeof err);
+        CHECK(rc2 == 0 && a.n == b.n && a.digest == b.digest, "a second walk differs");
+    } else {
+        CHECK(rc == TB_EINVALID && err[0], "refused without a reason (rc %d)", rc);
+    }
+    clear(&a);
+    clear(&b);
+}
+
 #endif
