@@ -424,12 +424,16 @@ static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
  * spill_after_ms), so a batch that reached the readable end goes now if the
  * window may send it, instead of waiting for batch_timeout_ms. With the
  * window full, records gather until an ack opens it: light load sends small
- * batches at once, heavy load fills them.
+ * batches at once, heavy load fills them. The same while such a topic runs
+ * in the log after a spill (DRAINING, READY): its way back to memory waits
+ * for acks quicker than spill_after_ms / 2 (wal.h, rule (d)), which a batch
+ * waiting out batch_timeout_ms could never give.
  */
 static bool end_due(rep__topic_t *t)
 {
     uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* pump's slow start */
-    return t->open.count && t->state == REP_TOPIC_STREAMING && t->win.sent < may_send && wal_topic_held(t->wal) > 0;
+    return t->open.count && t->state == REP_TOPIC_STREAMING && t->win.sent < may_send &&
+           (wal_topic_held(t->wal) > 0 || wal_topic_mode(t->wal) != WAL_MODE_LOG);
 }
 
 /* With wal.fsync interval the readable end moves without a completion. */

@@ -47,6 +47,8 @@ void wal_memory_opts_default(wal_memory_opts_t *o)
 void wal__mem_init(wal_topic_t *t)
 {
     pthread_mutex_init(&t->mem.mu, NULL);
+    pthread_mutex_init(&t->mem.lat_mu, NULL);
+    atomic_init(&t->mem.ack_lat_ms, 0); /* no evidence of a slow cluster: a restart may go back to memory */
     wal_memory_opts_default(&t->mem.o);
     atomic_init(&t->mode, WAL_MODE_LOG);
     atomic_init(&t->mem_end, 0);
@@ -57,6 +59,52 @@ void wal__mem_destroy(wal_topic_t *t)
     /* wal_close emptied the tier (wal__mem_close); a topic freed without a
      * writer (a failed open) never held anything */
     pthread_mutex_destroy(&t->mem.mu);
+    pthread_mutex_destroy(&t->mem.lat_mu);
+}
+
+/* ---- T2 rule (d): how fast the cluster acknowledges what the log holds -------- */
+
+/* The writer published the log up to end (exclusive), now. Only for a topic
+ * that has been in memory: a log-only topic pays nothing. */
+static void lat_push(wal_topic_t *t, uint64_t end)
+{
+    wal_mem_t *m = &t->mem;
+    uint64_t now = tb_mono_ms();
+    if (atomic_load(&t->ck_req) + 1 >= end) { /* acknowledged before it was even published */
+        atomic_store(&m->ack_lat_ms, 0);
+        return;
+    }
+    pthread_mutex_lock(&m->lat_mu);
+    if (m->nlat == TB_ARRAY_LEN(m->lat)) { /* the oldest goes: the newest passed is what counts */
+        memmove(&m->lat[0], &m->lat[1], (m->nlat - 1) * sizeof m->lat[0]);
+        m->nlat--;
+    }
+    m->lat[m->nlat].end = end;
+    m->lat[m->nlat].ms = now;
+    m->nlat++;
+    pthread_mutex_unlock(&m->lat_mu);
+}
+
+/* The checkpoint rose to ck: the newest batch it passed gives the sample. */
+static void lat_sample(wal_topic_t *t, uint64_t ck)
+{
+    wal_mem_t *m = &t->mem;
+    pthread_mutex_lock(&m->lat_mu);
+    unsigned k = 0;
+    while (k < m->nlat && m->lat[k].end <= ck + 1)
+        k++;
+    if (k) {
+        uint64_t now = tb_mono_ms(), at = m->lat[k - 1].ms;
+        atomic_store(&m->ack_lat_ms, now > at ? now - at : 0);
+        memmove(&m->lat[0], &m->lat[k], (m->nlat - k) * sizeof m->lat[0]);
+        m->nlat -= k;
+    }
+    pthread_mutex_unlock(&m->lat_mu);
+}
+
+uint64_t wal__mem_ack_latency(const wal_topic_t *t)
+{
+    return atomic_load(&((wal_topic_t *)t)->mem.ack_lat_ms);
 }
 
 void wal__batch_unref(wal_batch_t *b)
@@ -74,6 +122,7 @@ void wal__publish_end(wal_topic_t *t, uint64_t disk_end)
         atomic_store_explicit(&t->readable_end, disk_end, memory_order_release);
         return;
     }
+    lat_push(t, disk_end);
     /* both the loop (held records) and the writer publish: only ever up */
     wal__atomic_max(&t->readable_end, disk_end);
 }
@@ -131,6 +180,7 @@ static void spill_locked(wal_topic_t *t, wal_spill_t why)
         m->holddown_ms = 0;
     if (why == WAL_SPILL_SHUTDOWN)
         m->sticky = true;
+    atomic_store(&m->ack_lat_ms, UINT64_MAX); /* T2 (d): the way back waits for a fresh sample */
     atomic_store(&t->mode, WAL_MODE_SPILLING);
     wal__step(t, WAL_STEP_SPILL_QUEUED); /* under mem.mu: the writer's snapshot waits */
 }
@@ -228,7 +278,8 @@ static void to_memory(wal_topic_t *t)
     wal__atomic_max(&t->readable_end, next);
     atomic_store(&t->mode, WAL_MODE_MEMORY);
     tb_info("wal: durability: back to memory", TB_S("topic", t->name), TB_U("next_offset", next),
-            TB_U("after_ms", m->memory_ms - m->enter_ms), TB_U("holddown_ms", m->holddown_ms));
+            TB_U("after_ms", m->memory_ms - m->enter_ms), TB_U("holddown_ms", m->holddown_ms),
+            TB_U("ack_latency_ms", wal__mem_ack_latency(t)));
     wal__step(t, WAL_STEP_MEMORY);
 }
 
@@ -316,6 +367,7 @@ void wal__mem_release(wal_topic_t *t, uint64_t ck)
 {
     if (atomic_load(&t->mem_end) == 0)
         return; /* never in memory: nothing held, no lock taken on the ack path */
+    lat_sample(t, ck);
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
     if (atomic_load(&t->mode) == WAL_MODE_SPILLING) {
@@ -432,6 +484,8 @@ int wal__mem_drained(wal_topic_t *t, uint64_t now_ms)
         return 0;
     if (atomic_load(&t->ck_req) + 1 < t->next)
         return 0; /* the cluster does not have all the log holds yet */
+    if (wal__mem_ack_latency(t) >= atomic_load(&t->spill_after) / 2)
+        return 0; /* T2 (d): acks as slow as this would spill again soon; the log is kept */
     /* persisted now, so memory mode finds nothing on disk above it and
      * writes no checkpoint; and the reservation ahead of the log's end */
     int rc = wal__checkpoint_apply(t, true);

@@ -318,6 +318,7 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     memcpy(out->spills, t->mem.spills, sizeof out->spills);
     out->to_memory = t->mem.to_memory;
     out->holddown_ms = t->mem.holddown_ms;
+    out->ack_latency_ms = wal__mem_ack_latency(t);
     pthread_mutex_unlock(&t->mem.mu);
     out->state = (wal_topic_state_t)atomic_load(&t->state);
     out->last_error = atomic_load(&t->last_error);

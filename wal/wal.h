@@ -717,6 +717,9 @@ typedef struct wal_topic_stats {
     uint64_t spills[WAL_SPILL__COUNT]; /* spills since open, by reason */
     uint64_t to_memory;       /* returns from DRAINING to MEMORY since open */
     uint64_t holddown_ms;     /* the hold-down the next return waits for */
+    uint64_t ack_latency_ms;  /* ms from a log batch being readable to its acknowledgement, the
+                                 newest sample; a return to memory needs it below
+                                 spill_after_ms / 2 (UINT64_MAX: none since the last spill) */
     uint64_t held_msgs;       /* records held in memory, not yet acknowledged */
     uint64_t held_bytes;      /* their batches' bytes */
     wal_topic_state_t state;

@@ -81,6 +81,13 @@ typedef struct wal_mem {
     uint64_t holddown_ms;         /* DRAINING lasts at least this (2.7 of the design) */
     uint64_t memory_ms;           /* when the topic last went to MEMORY (0: never) */
     bool sticky;                  /* a SHUTDOWN spill: never back to memory */
+    /* T2 rule (d): the acknowledgement latency of what the log holds. The
+     * writer notes when each disk batch became readable (the newest 64);
+     * the checkpoint passing one turns the newest passed into the sample. */
+    pthread_mutex_t lat_mu;       /* lat, nlat: the writer pushes, the ack path takes */
+    struct { uint64_t end, ms; } lat[64]; /* readable end after a disk batch, and when; oldest first */
+    unsigned nlat;
+    _Atomic uint64_t ack_lat_ms;  /* the newest sample; UINT64_MAX: none since the last spill */
 } wal_mem_t;
 
 /* A reader's place in the memory tier (reader.c keeps one, memory.c moves it). */
@@ -466,6 +473,9 @@ bool wal__mem_submit(wal_batch_t *b);
  * posted unless it was already (any thread: wal_checkpoint_ex). When more
  * outputs read a topic (issue 17), ck becomes their minimum here. */
 void wal__mem_release(wal_topic_t *t, uint64_t ck);
+/* T2 rule (d)'s sample: ms from a disk batch being readable to the checkpoint
+ * passing it, the newest passed (UINT64_MAX: none since the last spill). */
+uint64_t wal__mem_ack_latency(const wal_topic_t *t);
 /* Reads the held record at off into cur->buf and fills *out. 0, WAL_END
  * (not held yet), or WAL_GAP with *gap_to: off was released (acknowledged
  * from memory), the held records start at *gap_to. Any thread. */

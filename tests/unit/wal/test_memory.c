@@ -737,6 +737,43 @@ Test(memory, once_the_log_is_acknowledged_the_topic_returns_to_memory)
     cr_assert_eq(h.done[2].first_offset, 21);
 }
 
+/* T2 rule (d): acks that come, but slower than half of spill_after_ms, keep
+ * the topic in the log (back in memory it would only spill again); a fast
+ * one lets it go back. The sleep is the cluster's ack latency under test. */
+Test(memory, slow_acks_keep_the_log_until_a_fast_one)
+{
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    wal_memory_opts_t o;
+    wal_memory_opts_default(&o);
+    o.durability = WAL_DURABILITY_MEMORY_FIRST;
+    o.spill_after_ms = 200;
+    cr_assert_eq(wal_topic_set_durability(t, &o), 0);
+    th_submit(&h, t, 0, 10, PAYLOAD); /* 1..10 held */
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(stats(t).ack_latency_ms, UINT64_MAX, "no sample since the spill");
+    th_submit(&h, t, 10, 10, PAYLOAD); /* 11..20 to the log */
+    cr_assert(th_wait(&h, 2));
+    usleep(150 * 1000);
+    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    uint64_t lat = stats(t).ack_latency_ms;
+    cr_assert(lat >= 150 && lat < 10000, "sample %llu ms", (unsigned long long)lat);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "acked, but in %llu ms >= 100: the log is kept",
+                 (unsigned long long)lat);
+    th_submit(&h, t, 20, 10, PAYLOAD); /* 21..30, still to the log, acked at once */
+    cr_assert(th_wait(&h, 3));
+    cr_assert_eq(h.done[2].first_offset, 21);
+    cr_assert_eq(wal_checkpoint(t, 30), 0);
+    cr_assert(th_wait_until(mode_is_ready, t), "a fast ack: READY");
+    cr_assert_lt(stats(t).ack_latency_ms, 100);
+    th_submit(&h, t, 30, 10, PAYLOAD);
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_MEMORY);
+    cr_assert_eq(stats(t).to_memory, 1);
+}
+
 Test(memory, a_spill_soon_after_the_return_doubles_the_hold_down)
 {
     cr_assert_eq(th_open(&h), 0);
