@@ -59,8 +59,15 @@ void th_drain(th_t *t);
 /* Drains the server or service (unless th_drain did), stops the loop, joins, and asserts the loop closed with no handle left. */
 void th_stop(th_t *t);
 
-/* Test routes mounted by th_server: /a -> "A", /b -> "B", /big -> th_big_size bytes, /bad -> status 42. */
+/* Test routes mounted by th_server: /a -> "A", /b -> "B", /big -> th_big_size bytes, /bad -> status 42,
+ * /later -> a deferred answer. */
 extern size_t th_big_size;
+/* /later defers its answer: the pendings, in arrival order (loop thread's; read them through th_call). */
+#define TH_MAX_PENDING 16
+extern http_pending_t *th_pending[TH_MAX_PENDING];
+extern size_t th_npending;
+/* Answers pending i with 200 text on the loop thread; returns whether it was gone already. */
+bool th_answer(th_t *t, size_t i, const char *text);
 
 /* ---- a blocking client ---- */
 typedef struct cl {
