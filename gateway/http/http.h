@@ -14,6 +14,8 @@
  *                  the binary, drawing /stats and /stats/history
  *   GET /table     the same figures as server-rendered HTML (no script)
  *   GET /stats/history  the last hour of samples (http_history.c)
+ *   GET /admin/config, POST|GET /admin/reload  the admin API (http_admin.c),
+ *                  mounted when the gateway gives its ops
  *
  * WHY OUR OWN SERVER. The endpoint runs on the loop that carries MQTT
  * ingestion, so it must be a libuv citizen whose every cost is bounded.
