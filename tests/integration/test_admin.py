@@ -12,7 +12,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tlib.gateway import Gateway, wait_for  # noqa: E402
+from tlib.gateway import Gateway, run_cli, wait_for  # noqa: E402
 
 BASE = """
 edge: {edge_name: e1, cluster_url: "http://127.0.0.1:1", token: "edge-secret-value"}
@@ -218,6 +218,36 @@ class Access(unittest.TestCase):
             self.assertEqual(status, 405)
             self.assertEqual(headers["Allow"], "GET, HEAD")
             self.assertEqual(ask(port, "DELETE", "/admin/reload")[0], 405)
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+class Cli(unittest.TestCase):
+    def test_admin_reload_and_config(self):
+        g = Gateway(config(extra=", admin_token_file: ./admin.token"))
+        with open(os.path.join(g.dir, "admin.token"), "w") as f:
+            f.write("admin-token-value\n")
+        with g:
+            port = g.http_port()
+            g.wait_log("bootstrap complete")
+            url = f"127.0.0.1:{port}"
+            r = run_cli("admin", "reload", "--url", url)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("401", r.stderr)
+            g.write_config(config(level="debug", extra=", admin_token_file: ./admin.token"))
+            tok = os.path.join(g.dir, "admin.token")
+            r = run_cli("admin", "reload", "--http", url, "--token-file", tok)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["applied"], ["log.level"])
+            r = run_cli("admin", "config", "--http", url, "--token-file", tok)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertRegex(r.stdout, r"(?m)^  level: debug$")
+            # a file the gateway refuses: exit 1, the error's text on stderr
+            g.write_config(config(fsync="sometimes", extra=", admin_token_file: ./admin.token"))
+            r = run_cli("admin", "reload", "--http", url, "--token-file", tok)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertRegex(r.stderr, r"refused: .*edge\.yaml:\d+:\d+: wal\.fsync: ")
+            self.assertEqual(json.loads(r.stdout)["result"], "refused")
+            self.assertEqual(run_cli("admin", "nonsense").returncode, 2)
             self.assertEqual(g.stop(), 0, g.log())
 
 
