@@ -249,10 +249,13 @@ typedef struct {
     const http_provider_t *p;
 } svc_args_t;
 
+const http_admin_ops_t *th_admin_ops;
+
 static void service_fn(th_t *t, void *arg)
 {
     svc_args_t *a = arg;
     cr_assert_eq(http_service_new(&t->loop, a->o, t->m, a->p, &t->svc), 0);
+    http_service_set_admin(t->svc, th_admin_ops);
     cr_assert_eq(http_service_listen(t->svc, "127.0.0.1:0"), 0);
     t->srv = http_service_server(t->svc);
     port_from_bound(t, http_bound(t->srv));

@@ -51,6 +51,8 @@ void th_set_tls(th_t *t, tls_ctx_t *tls);
 
 /* A context from cert and key (asserted to load). */
 tls_ctx_t *th_tls_ctx(const char *cert, const char *key);
+/* The admin ops th_service gives the service (NULL: none). */
+extern const http_admin_ops_t *th_admin_ops;
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */
 void th_service(th_t *t, const http_service_opts_t *o, metrics_t *m, const http_provider_t *p);
 http_stats_t th_stats(th_t *t);
