@@ -132,7 +132,8 @@ const char *http_reason(int status);
  * and may set *content_type (default "text/plain; charset=utf-8"). Returns
  * the status code (outside 100..599: the server answers 500). For HEAD the
  * handler runs as for GET and the server sends only the headers. A handler
- * must answer from memory: it must not block.
+ * must answer from memory: it must not block; what takes longer is
+ * deferred (HTTP_DEFER, below) and answered from the loop later.
  */
 typedef int (*http_handler_fn)(void *arg, http_req_t *req, tb_buf_t *out /* body */,
                                   const char **content_type /* OUT */);

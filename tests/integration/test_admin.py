@@ -7,6 +7,7 @@ thread pool through a deferred answer, survives a client that goes first."""
 import http.client
 import json
 import os
+import signal
 import socket
 import sys
 import unittest
@@ -115,6 +116,22 @@ class Reload(unittest.TestCase):
             # nothing changed: the level stays info, the config in force is the same document
             self.assertEqual(ask(port, "GET", "/admin/config")[2], before)
             self.assertRegex(before, r"(?m)^  level: info$")
+            self.assertEqual(g.stop(), 0, g.log())
+
+
+    def test_get_reload_shows_a_sighup_refusal(self):
+        g = Gateway(config())
+        with g:
+            port = g.http_port()
+            g.wait_log("bootstrap complete")
+            self.assertEqual(ask(port, "GET", "/admin/reload")[0], 404)  # no reload yet
+            g.write_config(config(fsync="sometimes"))
+            g.proc.send_signal(signal.SIGHUP)
+            g.wait_log("the configuration file is invalid")
+            status, _, body = ask(port, "GET", "/admin/reload")
+            self.assertEqual(status, 200, body)
+            a = json.loads(body)
+            self.assertEqual((a["result"], a["error"]["key"], a["file_valid"]), ("refused", "wal.fsync", False))
             self.assertEqual(g.stop(), 0, g.log())
 
 
