@@ -103,8 +103,9 @@ static void wait_for_request(http__conn_t *c, http__conn_state_t st)
     set_deadline(c, st == HTTP__CONN_READING ? s->opts.request_timeout_ms : s->opts.idle_timeout_ms);
 }
 
-/* 127.0.0.0/8, ::1, or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). */
-static bool peer_is_loopback(http__conn_t *c)
+/* Fills c->peer ("ADDR:PORT") and says whether the peer is loopback:
+ * 127.0.0.0/8, ::1, or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). */
+static bool read_peer(http__conn_t *c)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -146,7 +147,7 @@ void http__conn_accept(http_server_t *s)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    c->peer_loopback = peer_is_loopback(c);
+    c->peer_loopback = read_peer(c);
     s->stats.accepted++;
     set_deadline(c, s->opts.request_timeout_ms);
 }
