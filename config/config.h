@@ -239,7 +239,7 @@ typedef struct cfg {
         char *listener;
         char *auth_token_file;     /* "" = no token asked for */
         bool auth_probes;          /* /healthz and /readyz ask for it too */
-        char *admin_token_file;    /* "" = none; checked, served from a later release (issue 19: admin API) */
+        char *admin_token_file;    /* "" = none: the admin API serves loopback peers only */
         /* http.tls: HTTPS on http.listener. has_tls when the file has an
          * http.tls mapping or the environment sets an http.tls key; then
          * cert_file and key_file are required (as a listener's). Without

@@ -242,11 +242,11 @@ const cfg__key_t cfg__keys[] = {
       "on SIGHUP. Empty: no token."),
     K("http.auth_probes", CFG__BOOL, http.auth_probes, "false", 0, 0, NULL, 0,
       "With http.auth_token_file: /healthz and /readyz ask for the token too (false: probes stay open)."),
-    K("http.admin_token_file", CFG__STR, http.admin_token_file, "", 0, 4096, NULL, 0,
-      "A file holding the admin API's bearer token (its first line, as http.auth_token_file); without it the admin "
-      "API answers loopback clients only. Used from a later release (issue 19): this build serves no admin API; "
-      "it reads the file where it reads the other token file (start, `tributary check`, SIGHUP), so a file that "
-      "does not load is found now."),
+    K("http.admin_token_file", CFG__STR, http.admin_token_file, "", 0, 4096, NULL, RL,
+      "A file holding the admin API's bearer token (its first line, as http.auth_token_file): /admin/... then "
+      "answer 401 without \"Authorization: Bearer <token>\", from any peer. Empty: the admin API answers loopback "
+      "peers only (403 to others), with the http.auth_token_file token when that is set. Read again on SIGHUP "
+      "and POST /admin/reload."),
     /* http.tls: the keys of a listener's tls mapping, the same meaning (docs/SECURITY.md) */
     K("http.tls.cert_file", CFG__STR, http.tls.cert_file, "", 0, 4096, NULL, RL,
       "With http.tls: the endpoint serves HTTPS only, with this PEM server certificate (optionally followed "

@@ -29,8 +29,7 @@ int gw_auth_load(const cfg_t *cfg, auth_passwd_t **pw, auth_acl_t **acl, char *e
 /* Reads cfg's http.auth_token_file (its first line, blanks trimmed): *token
  * (malloc'd; NULL when not set), 0; or TB_ECONFIG with err naming the file. */
 int gw_http_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
-/* The same for http.admin_token_file (the admin API's token, served from a
- * later release; read now so a file that does not load is found). */
+/* The same for http.admin_token_file (the admin API's token). */
 int gw_admin_token_load(const cfg_t *cfg, char **token, char *err, size_t errlen);
 
 /* The mapping rules that need the router's topics (broker_check_config):

@@ -18,6 +18,7 @@
 #define GW_GATEWAY_INT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "config/config.h"
@@ -104,9 +105,18 @@ typedef struct gw__run {
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */
     unsigned http_conns;         /* the HTTP endpoint's connection cap (for the descriptor budget) */
     http_service_t *http;        /* the operator's endpoint (reload sets its token) */
+    struct gw__reload_state *reload; /* the reloads' state (reload.c), for /admin */
     bool topics_open;            /* broker_init succeeded; until the log closes */
     bool booted;
 } gw__run_t;
+
+/* ---- admin.c ----
+ * The admin API's ops (http_admin_ops_t) over the running process: reload
+ * (gw__reload), the last answer, the configuration in force. */
+void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out /* OUT */);
+/* The configuration in force as YAML (cfg_print, secrets masked): the boot
+ * file with the keys the last applied reload put in force. */
+void gw__config_in_force(const cfg_t *boot, const struct gw__reload_state *st, FILE *out);
 
 /* The metrics collector (arg: the gw__run_t), run at every scrape. */
 void gw__collect(void *arg, metrics_t *m);
@@ -128,15 +138,26 @@ int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_
 int gw__http_tls_load(const cfg_t *cfg, tls_ctx_t **out /* OUT */, char *err, size_t errlen);
 
 /* ---- reload.c ----
- * SIGHUP. Re-reads the configuration file; applies what can change at run
- * time (log level and format, each mapping's validation_policy, auth.*
- * with the password and ACL files read again, the TLS certificates of the
- * listeners and of the HTTP endpoint) and logs every other changed key as
- * needing a restart, by the key table's reload class (cfg_reload_class).
- * An invalid file, or one gw_check refuses (as `tributary check` would),
- * changes nothing. b may be NULL (before the log service started).
+ * SIGHUP and POST /admin/reload. Re-reads the configuration file; applies
+ * what can change at run time (log level and format, each mapping's
+ * validation_policy, auth.* with the password and ACL files read again,
+ * the HTTP tokens, the TLS certificates of the listeners and of the HTTP
+ * endpoint) and names every other changed key as needing a restart, by the
+ * key table's reload class (cfg_reload_class). An invalid file, or one
+ * gw_check refuses (as `tributary check` would), changes nothing. b may be
+ * NULL (before the log service started). Returns the answer (a new
+ * reference; RELOAD.md 3.3: result applied|unchanged|refused, source,
+ * duration_ms, error {file, line, column, key, message, text} or null,
+ * applied, restart_needed, file_valid), also kept in st (NULL: none kept).
  */
-void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running);
+typedef struct gw__reload_state {
+    cfg_t *in_force;       /* the file of the last reload that applied (NULL: none): its keys in_force_keys are */
+    json_t *in_force_keys; /* the array "applied" of that reload */
+    json_t *last;          /* the last answer (GET /admin/reload) */
+    bool file_valid;       /* the last reload did not refuse the file */
+} gw__reload_state_t;
+json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__reload_state_t *st);
+void gw__reload_state_free(gw__reload_state_t *st);
 /* Whether reload.c has an applier for the key cfg_diff reports (its paths:
  * "mqtt.listeners[0].tls.ciphers"). Every key of reload class LIVE has
  * one and no other key has (tests/unit/gateway/test_reload_keys.c). */

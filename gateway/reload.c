@@ -1,5 +1,7 @@
 /*
- * reload.c: SIGHUP. The file named by the running configuration is read
+ * reload.c: SIGHUP and POST /admin/reload (one function, one answer: the
+ * JSON of RELOAD.md 3.3, logged by SIGHUP and returned by the admin API).
+ * The file named by the running configuration is read
  * again, checked as `tributary check` checks it (gw_check: a file the next
  * start would refuse is refused now, whole, and changes nothing), and
  * compared key by key with the running configuration (cfg_diff).
@@ -31,6 +33,7 @@
 #include "base/base.h"
 
 #include <fnmatch.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,8 @@ typedef struct {
     char restart[1024];
     size_t restart_len;
     int applied;
+    json_t *applied_keys;   /* the answer's "applied": every key cfg_diff named that is in force now */
+    json_t *restart_keys;   /* the answer's "restart_needed" (all of them, restart[] may be cut) */
 } reload_t;
 
 #define MAPPINGS_PREFIX "mqtt.topic_mappings["
@@ -62,6 +67,7 @@ static void on_edit(void *arg, const char *key)
 
 static void need_restart(reload_t *r, const char *key)
 {
+    json_array_append_new(r->restart_keys, json_string(key));
     size_t n = strlen(key);
     if (r->restart_len + n + 2 < sizeof r->restart) {
         if (r->restart_len)
@@ -144,6 +150,7 @@ static const struct {
     { "mqtt.topic_mappings\\[*\\].validation_policy", apply_policy },
     { "auth.*", apply_with_files },
     { "http.auth_token_file", apply_with_files },
+    { "http.admin_token_file", apply_with_files },
     { "http.tls.*", apply_http_tls },
     { "mqtt.listeners\\[*\\].tls.*", apply_listener_tls },
 };
@@ -175,8 +182,10 @@ static void on_diff(void *arg, const char *key)
     reload_t *r = arg;
     if (cfg_reload_class(key) == CFG_RELOAD_LIVE) {
         int a = applier_of(key);
-        if (a >= 0 && appliers[a].apply(r, key))
+        if (a >= 0 && appliers[a].apply(r, key)) {
+            json_array_append_new(r->applied_keys, json_string(key));
             return;
+        }
         if (a < 0) /* the unit test holds the appliers to the table: not reached */
             tb_error("reload: a key of reload class live has no applier; named as needing a restart",
                      TB_S("key", key));
@@ -210,20 +219,77 @@ static void free_token(char *token)
     }
 }
 
-void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
+/* The answer of a reload that changed nothing (RELOAD.md 3.3): refused, its
+ * error as cfg_err_t's fields. Logs it (the words the operators and the
+ * tests know). */
+static json_t *refused(const cfg_t *running, uint64_t t0, const char *what, const cfg_err_t *e)
 {
+    tb_error(what, TB_S("file", e->file), TB_I("line", e->line), TB_S("key", e->key), TB_S("why", e->text));
+    return json_pack("{s:s, s:s, s:I, s:{s:s, s:i, s:i, s:s, s:s, s:s}, s:[], s:[], s:b}", "result", "refused",
+                     "source", running->source, "duration_ms", (json_int_t)(tb_mono_ms() - t0), "error", "file",
+                     e->file, "line", e->line, "column", e->column, "key", e->key, "message", e->message, "text",
+                     e->text, "applied", "restart_needed", "file_valid", 0);
+}
+
+/* A failure of the loads after gw_check (a file changed between them): err is "key: file: why". */
+static json_t *refused_text(const cfg_t *running, const cfg_t *next, uint64_t t0, const char *what, const char *err)
+{
+    cfg_err_t e;
+    char key[128] = "";
+    const char *msg = err, *colon = strchr(err, ':');
+    size_t n = colon ? (size_t)(colon - err) : 0;
+    if (n && n < sizeof key && !memchr(err, ' ', n)) { /* "http.tls.cert_file: FILE: why" */
+        memcpy(key, err, n);
+        key[n] = '\0';
+        for (msg = colon + 1; *msg == ' '; msg++)
+            ;
+    }
+    cfg_err_set(&e, next->source, 0, 0, key, msg);
+    return refused(running, t0, what, &e);
+}
+
+static void count_diff(void *arg, const char *key)
+{
+    (void)key;
+    (*(size_t *)arg)++;
+}
+
+void gw__reload_state_free(gw__reload_state_t *st)
+{
+    cfg_free(st->in_force);
+    json_decref(st->in_force_keys);
+    json_decref(st->last);
+    memset(st, 0, sizeof *st);
+}
+
+static json_t *remember(gw__reload_state_t *st, json_t *answer)
+{
+    if (st) {
+        json_decref(st->last);
+        st->last = json_incref(answer);
+        st->file_valid = json_is_true(json_object_get(answer, "file_valid"));
+    }
+    return answer;
+}
+
+json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__reload_state_t *st)
+{
+    uint64_t t0 = tb_mono_ms();
     if (strcmp(running->source, "<embedded default>") == 0) {
         tb_info("SIGHUP: running on the embedded default, no file to reload");
-        return;
+        cfg_err_t e;
+        cfg_err_set(&e, running->source, 0, 0, "", "running on the embedded default: there is no file to reload");
+        return remember(st, json_pack("{s:s, s:s, s:I, s:{s:s, s:i, s:i, s:s, s:s, s:s}, s:[], s:[], s:b}",
+                                      "result", "refused", "source", running->source, "duration_ms",
+                                      (json_int_t)(tb_mono_ms() - t0), "error", "file", e.file, "line", 0, "column",
+                                      0, "key", "", "message", e.message, "text", e.text, "applied",
+                                      "restart_needed", "file_valid", 1));
     }
     cfg_t *next;
     char err[1024];
     cfg_err_t e;
-    if (cfg_load_ex(running->source, NULL, &next, &e) < 0) {
-        tb_error("SIGHUP: the configuration file is invalid; nothing changed", TB_S("file", e.file),
-                 TB_I("line", e.line), TB_S("key", e.key), TB_S("why", e.text));
-        return;
-    }
+    if (cfg_load_ex(running->source, NULL, &next, &e) < 0)
+        return remember(st, refused(running, t0, "SIGHUP: the configuration file is invalid; nothing changed", &e));
     if (gw_check(next, &e) < 0) {
         /* the words of the loads below, which an operator (and the tests) know */
         const char *what = strncmp(e.key, "auth.", 5) == 0
@@ -233,25 +299,28 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
                                ? "SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates "
                                  "in force are kept"
                                : "SIGHUP: the configuration fails `tributary check`; nothing changed";
-        tb_error(what, TB_S("file", e.file), TB_I("line", e.line), TB_S("key", e.key), TB_S("why", e.text));
         cfg_free(next);
-        return;
+        return remember(st, refused(running, t0, what, &e));
     }
     auth_passwd_t *pw;
     auth_acl_t *acl;
+    json_t *ans;
     if (gw_auth_load(next, &pw, &acl, err, sizeof err) < 0) {
-        tb_error("SIGHUP: an authentication file is invalid; nothing changed, the files in force are kept",
-                 TB_S("why", err));
+        ans = refused_text(running, next, t0,
+                           "SIGHUP: an authentication file is invalid; nothing changed, the files in force are kept",
+                           err);
         cfg_free(next);
-        return;
+        return remember(st, ans);
     }
-    char *token;
-    if (gw_http_token_load(next, &token, err, sizeof err) < 0) {
-        tb_error("SIGHUP: the HTTP token file is invalid; nothing changed", TB_S("why", err));
+    char *token, *admin_token = NULL;
+    if (gw_http_token_load(next, &token, err, sizeof err) < 0 ||
+        gw_admin_token_load(next, &admin_token, err, sizeof err) < 0) {
+        free_token(token);
+        ans = refused_text(running, next, t0, "SIGHUP: the HTTP token file is invalid; nothing changed", err);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
         cfg_free(next);
-        return;
+        return remember(st, ans);
     }
     /* The certificates are read again at every SIGHUP, changed or not. With
      * the same listeners (addresses, which are TLS) the new file's tls keys
@@ -260,30 +329,35 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     bool same = same_listeners(running, next);
     broker_tls_t *tls;
     if (broker_tls_load(same ? next : running, &tls, err, sizeof err) < 0) {
-        tb_error("SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in force "
-                 "are kept", TB_S("why", err));
+        ans = refused_text(running, next, t0,
+                           "SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in "
+                           "force are kept", err);
         free_token(token);
+        free_token(admin_token);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
         cfg_free(next);
-        return;
+        return remember(st, ans);
     }
     /* The HTTP endpoint's the same way: its http.tls keys apply while it
      * keeps its address and its TLS, else the running file's are read again. */
     bool same_h = same_http(running, next);
     tls_ctx_t *http_tls = NULL;
     if (gw__http_tls_load(same_h ? next : running, &http_tls, err, sizeof err) < 0) {
-        tb_error("SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in force "
-                 "are kept", TB_S("why", err));
+        ans = refused_text(running, next, t0,
+                           "SIGHUP: a TLS certificate or key does not load; nothing changed, the certificates in "
+                           "force are kept", err);
         broker_tls_free(tls);
         free_token(token);
+        free_token(admin_token);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
         cfg_free(next);
-        return;
+        return remember(st, ans);
     }
     if (http) {
         http_service_set_token(http, token);
+        http_service_set_admin_token(http, admin_token);
         if (http_tls) {
             http_service_set_tls(http, http_tls); /* logs "http TLS certificate reloaded" */
             http_tls = NULL;
@@ -291,6 +365,7 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     }
     tls_ctx_unref(http_tls);
     free_token(token);
+    free_token(admin_token);
     if (b) {
         broker_set_tls(b, tls); /* logs each listener's certificate: "mqtt TLS certificate reloaded" */
         tls = NULL;
@@ -304,7 +379,11 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     }
     auth_passwd_unref(pw);
     auth_acl_unref(acl);
-    reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h };
+    /* "unchanged": no key differs from the file in force before (its files were read again all the same) */
+    size_t changed = 0;
+    cfg_diff(st && st->in_force ? st->in_force : running, next, count_diff, &changed);
+    reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h,
+                   .applied_keys = json_array(), .restart_keys = json_array() };
     r.edited = tb_calloc(next->mqtt.nmappings + 1, sizeof *r.edited);
     if (b) {
         cfg_diff(running, next, on_edit, &r);
@@ -314,5 +393,18 @@ void gw__reload(broker_t *b, http_service_t *http, const cfg_t *running)
     if (r.restart_len)
         tb_warn("SIGHUP: these changes need a restart and were not applied", TB_S("keys", r.restart));
     tb_info("SIGHUP: reload done", TB_I("applied", r.applied), TB_B("restart_needed", r.restart_len > 0));
+    ans = json_pack("{s:s, s:s, s:I, s:n, s:O, s:O, s:b}", "result", changed ? "applied" : "unchanged", "source",
+                    running->source, "duration_ms", (json_int_t)(tb_mono_ms() - t0), "error", "applied",
+                    r.applied_keys, "restart_needed", r.restart_keys, "file_valid", 1);
+    if (st && b) { /* what /admin/config shows: the boot file with these keys of this one */
+        cfg_free(st->in_force);
+        json_decref(st->in_force_keys);
+        st->in_force = next;
+        st->in_force_keys = json_incref(r.applied_keys);
+        next = NULL;
+    }
+    json_decref(r.applied_keys);
+    json_decref(r.restart_keys);
     cfg_free(next);
+    return remember(st, ans);
 }

@@ -220,7 +220,7 @@ static int boot_complete(gw__app_t *app, void *arg)
 
 static void reload(gw__app_t *app, void *arg)
 {
-    gw__reload(((run_t *)arg)->broker, ((run_t *)arg)->http, app->cfg);
+    json_decref(gw__reload(((run_t *)arg)->broker, ((run_t *)arg)->http, app->cfg, ((run_t *)arg)->reload));
 }
 
 static size_t topic_capacity(const cfg_t *cfg)
@@ -247,7 +247,8 @@ int gw_run(const cfg_t *cfg)
             TB_S("edge", cfg->edge.edge_name), TB_S("cluster", cfg->edge.cluster_url),
             TB_U("topic_mappings", cfg->mqtt.nmappings), TB_S("wal_fsync", cfg_fsync_name(cfg->wal.fsync)));
 
-    run_t r = { .app = &app, .repl = gw_repl_new() };
+    gw__reload_state_t reloads = { .file_valid = true };
+    run_t r = { .app = &app, .repl = gw_repl_new(), .reload = &reloads };
     if (metrics_new(&r.metrics) < 0 || metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
         metrics_free(r.metrics);
         gw_repl_free(r.repl);
@@ -292,6 +293,19 @@ int gw_run(const cfg_t *cfg)
     }
     http_service_set_tls(http, http_tls); /* NULL: plain HTTP */
     http_service_set_token(http, token);
+    char *admin_token = NULL;
+    if (gw_admin_token_load(cfg, &admin_token, terr, sizeof terr) < 0) /* gw_check read it a moment ago */
+        tb_error("cannot read the admin token file; the admin API serves loopback peers only", TB_S("why", terr));
+    http_service_set_admin_token(http, admin_token);
+    tb_info(admin_token ? "http: /admin asks for the admin token" : "http: /admin serves loopback peers only",
+            TB_S("file", cfg->http.admin_token_file));
+    if (admin_token) {
+        explicit_bzero(admin_token, strlen(admin_token));
+        free(admin_token);
+    }
+    http_admin_ops_t admin;
+    gw__admin_ops(&r, &admin);
+    http_service_set_admin(http, &admin);
     if (token)
         tb_info("http: /metrics and /stats ask for a bearer token", TB_S("file", cfg->http.auth_token_file),
                 TB_B("probes_too", cfg->http.auth_probes));
@@ -310,6 +324,7 @@ int gw_run(const cfg_t *cfg)
 
     rc = gw__app_run(&app);
     http_service_free(http);
+    gw__reload_state_free(&reloads);
     metrics_free(r.metrics);
     gw_repl_free(r.repl);
     free(r.metric_topic);

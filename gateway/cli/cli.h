@@ -22,6 +22,7 @@ int cli_config(int argc, char **argv);
 int cli_wal(int argc, char **argv);
 int cli_passwd(int argc, char **argv);
 int cli_status(int argc, char **argv);
+int cli_admin(int argc, char **argv);
 
 /* Every cli_<command>(argc, argv) returns the process's exit code:
  * GW_EXIT_OK, GW_EXIT_FAILURE or GW_EXIT_USAGE (gateway.h). */
@@ -52,8 +53,15 @@ int cli_http_get(const char *addr, const char *path, int timeout_ms, size_t max_
 int cli_http_get_auth(const char *addr, const char *path, const char *token, int timeout_ms, size_t max_body,
                       int *status /* OUT */, tb_buf_t *body /* OUT */);
 
-/* A GET, over HTTPS when the url says https:// or https is set. */
+/* An option's value: "--opt VALUE" or "--opt=VALUE"; NULL when argv[*i] is
+ * not opt (*missing set when it is, without a value). cli_status.c. */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *opt, bool *missing /* OUT */);
+/* A listener address to connect to: a wildcard host (0.0.0.0, [::]) is this machine's loopback. */
+void cli_connectable(const char *listener, char *out, size_t len);
+
+/* A GET (or a bodiless POST), over HTTPS when the url says https:// or https is set. */
 typedef struct cli_http_req {
+    const char *method;     /* "GET" (NULL) or "POST" (sent with Content-Length: 0) */
     const char *url;        /* [http://|https://]HOST:PORT[/...] */
     const char *path;       /* "/stats" */
     const char *token;      /* "Authorization: Bearer <token>"; NULL: none */

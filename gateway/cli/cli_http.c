@@ -1,5 +1,6 @@
 /*
- * cli_http.c: the smallest blocking HTTP/1.1 GET, for `tributary status`
+ * cli_http.c: the smallest blocking HTTP/1.1 GET (and bodiless POST), for
+ * `tributary status` and `tributary admin`
  * (a CLI process, never the event loop), over plain TCP or TLS. One
  * deadline covers connect, the TLS handshake, send and receive, enforced
  * with non-blocking sockets and poll(2), so an endpoint that accepts and
@@ -362,8 +363,11 @@ int cli_http_fetch(const cli_http_req_t *r, int *status, tb_buf_t *body, char *w
     if (https)
         rc = tls_start(&c, host, r, deadline);
     tb_buf_t req = TB_BUF_INIT, raw = TB_BUF_INIT;
-    tb_buf_printf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: tributary/%s\r\nAccept: */*\r\nConnection: close\r\n",
-                  r->path, hostport, TRIB_VERSION);
+    const char *method = r->method ? r->method : "GET";
+    tb_buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: tributary/%s\r\nAccept: */*\r\nConnection: close\r\n",
+                  method, r->path, hostport, TRIB_VERSION);
+    if (strcmp(method, "POST") == 0)
+        tb_buf_puts(&req, "Content-Length: 0\r\n");
     if (r->token)
         tb_buf_printf(&req, "Authorization: Bearer %s\r\n", r->token);
     tb_buf_puts(&req, "\r\n");

@@ -8,6 +8,7 @@
  *   tributary config --describe [--reloadable] [--markdown]
  *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
+ *   tributary admin reload|config [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
  */
@@ -27,6 +28,7 @@ static const struct {
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR | "
              "wal forget-output NAME --dir DIR" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
+    { "admin", cli_admin, "ask a running gateway's admin API: admin reload | admin config (--http, -c FILE, --token-file)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
 

@@ -42,8 +42,7 @@ static void usage(FILE *out)
             cfg_defaults()->http.listener);
 }
 
-/* An option's value: "--opt VALUE" or "--opt=VALUE"; NULL when argv[*i] is not opt. */
-static const char *opt_value(int argc, char **argv, int *i, const char *opt, bool *missing)
+const char *cli_opt_value(int argc, char **argv, int *i, const char *opt, bool *missing)
 {
     size_t n = strlen(opt);
     if (strncmp(argv[*i], opt, n) != 0)
@@ -59,8 +58,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *opt, boo
     return argv[++*i];
 }
 
-/* A listener address to connect to: a wildcard host (0.0.0.0, [::]) is this machine's loopback. */
-static void connectable(const char *listener, char *out, size_t len)
+void cli_connectable(const char *listener, char *out, size_t len)
 {
     if (strncmp(listener, "0.0.0.0:", 8) == 0)
         snprintf(out, len, "127.0.0.1:%s", listener + 8);
@@ -80,18 +78,18 @@ int cli_status(int argc, char **argv)
         const char *v;
         if (strcmp(argv[i], "--json") == 0) {
             raw = true;
-        } else if ((v = opt_value(argc, argv, &i, "--token-file", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--token-file", &missing))) {
             token_file = v;
-        } else if ((v = opt_value(argc, argv, &i, "--http", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--http", &missing))) {
             addr = v;
-        } else if ((v = opt_value(argc, argv, &i, "--config", &missing)) ||
-                   (v = opt_value(argc, argv, &i, "-c", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--config", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "-c", &missing))) {
             config = v;
-        } else if ((v = opt_value(argc, argv, &i, "--cafile", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--cafile", &missing))) {
             req.cafile = v;
-        } else if ((v = opt_value(argc, argv, &i, "--cert", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--cert", &missing))) {
             req.cert_file = v;
-        } else if ((v = opt_value(argc, argv, &i, "--key", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--key", &missing))) {
             req.key_file = v;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
@@ -114,7 +112,7 @@ int cli_status(int argc, char **argv)
             fprintf(stderr, "tributary status: %s\n", err);
             return GW_EXIT_USAGE;
         }
-        connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
+        cli_connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
         if (!addr) {
             addr = from_cfg;
             req.https = cfg->http.has_tls;

@@ -14,6 +14,8 @@
  *                  the binary, drawing /stats and /stats/history
  *   GET /table     the same figures as server-rendered HTML (no script)
  *   GET /stats/history  the last hour of samples (http_history.c)
+ *   GET /admin/config, POST|GET /admin/reload  the admin API (http_admin.c),
+ *                  mounted when the gateway gives its ops
  *
  * WHY OUR OWN SERVER. The endpoint runs on the loop that carries MQTT
  * ingestion, so it must be a libuv citizen whose every cost is bounded.
@@ -99,6 +101,9 @@ typedef struct http_req {
     int minor;         /* HTTP/1.<minor>, 0 or 1 */
     bool keep_alive;   /* after Connection and the version's default */
     const char *authorization; /* the Authorization header's value, NUL-terminated; "" when absent */
+    bool peer_loopback; /* the peer is 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104 (set by the server, not the parser) */
+    const char *peer;   /* "127.0.0.1:40312", "[::1]:40312" (the server's; "" outside a connection) */
+    struct http__conn *conn; /* the server's: the connection (NULL outside one: http_service_answer) */
 } http_req_t;
 
 /*
@@ -127,10 +132,39 @@ const char *http_reason(int status);
  * and may set *content_type (default "text/plain; charset=utf-8"). Returns
  * the status code (outside 100..599: the server answers 500). For HEAD the
  * handler runs as for GET and the server sends only the headers. A handler
- * must answer from memory: it must not block.
+ * must answer from memory: it must not block; what takes longer is
+ * deferred (HTTP_DEFER, below) and answered from the loop later.
  */
 typedef int (*http_handler_fn)(void *arg, http_req_t *req, tb_buf_t *out /* body */,
                                   const char **content_type /* OUT */);
+
+/*
+ * DEFERRED ANSWERS. A handler that cannot answer from memory at once (a
+ * document dumped on the thread pool, a reload) calls http_defer(req) and
+ * returns HTTP_DEFER; later, on the loop thread and after the handler has
+ * returned, it calls http_pending_answer() exactly once. Meanwhile the
+ * connection waits (state WAITING: not read, not evictable) for at most
+ * answer_timeout_ms [30 s], then it is answered 504 and closed; a drain
+ * answers it 503. Either way the pending stays valid for its handler, is
+ * "gone" (http_pending_gone) and its answer is dropped: the connection and
+ * the handler hold one reference each and the second release frees it.
+ * A peer that closes meanwhile is seen when the answer is written (reading
+ * is stopped, as while a response is written). At most HTTP_MAX_PENDING
+ * connections wait at once.
+ */
+#define HTTP_DEFER 1000 /* a handler's return value: the answer follows through its http_pending_t */
+#define HTTP_MAX_PENDING 8
+typedef struct http_pending http_pending_t;
+/* The request's connection as a pending answer; NULL when the request came
+ * without one (http_service_answer), HTTP_MAX_PENDING wait already, or the
+ * server drains: the handler answers synchronously then. */
+http_pending_t *http_defer(http_req_t *req);
+/* The answer (body taken over, left empty; status outside 100..599 sends
+ * 500). Loop thread; releases the handler's reference: p is freed or
+ * belongs to nobody after it. */
+void http_pending_answer(http_pending_t *p, int status, const char *content_type, tb_buf_t *body);
+/* The connection no longer waits for this answer (closed, timed out, drained). */
+bool http_pending_gone(const http_pending_t *p);
 
 typedef struct http_opts {
     size_t max_head_bytes;       /* request line + headers */
@@ -138,6 +172,7 @@ typedef struct http_opts {
     uint64_t idle_timeout_ms;    /* between requests on a kept-alive connection */
     uint64_t write_timeout_ms;   /* for the client to take one response */
     uint64_t linger_ms;          /* after a final response, reading and discarding until EOF */
+    uint64_t answer_timeout_ms;  /* a deferred answer (HTTP_DEFER) within this, else 504 */
     unsigned max_conns;
 } http_opts_t;
 
@@ -156,6 +191,9 @@ typedef struct http_stats {
     unsigned conns;          /* open now */
     size_t out_bytes;        /* response bytes waiting for clients now */
     size_t out_high_water;   /* most response bytes ever held for one connection */
+    unsigned pending;        /* connections waiting for a deferred answer now */
+    uint64_t deferred;       /* requests answered later (HTTP_DEFER) */
+    uint64_t deferred_timeouts; /* of those, answered 504 at answer_timeout_ms */
 } http_stats_t;
 
 typedef struct http_server http_server_t;
@@ -310,6 +348,40 @@ size_t http_history_bytes(void);
 bool http_service_healthy(http_service_t *s, char *why, size_t whylen);
 /* Readiness: true when ready; else false and the reason. */
 bool http_service_ready(http_service_t *s, char *why, size_t whylen);
+
+/* ---- the admin API (http_admin.c) --------------------------------------- */
+
+/*
+ * /admin/... on the same listener (RELOAD.md 6): GET /admin/config, POST
+ * /admin/reload, GET /admin/reload. Bodiless: parameters would be in the
+ * path and the query. ACCESS: with an admin token (http.admin_token_file)
+ * every call must carry it ("Authorization: Bearer <token>", or HTTP
+ * Basic with it as the password; compared in constant time), from any
+ * peer: 401 without it or with another. Without one, only loopback peers
+ * (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) are served, and they must carry
+ * the metrics token when http.auth_token_file is set (401): any other peer
+ * is 403, whatever it carries, so an ops port opened to the pod network for
+ * probes and Prometheus is not an admin port by default, and the metrics
+ * token Prometheus holds grants admin only from loopback. Every call is
+ * logged at info with its peer and status.
+ */
+typedef struct http_admin_ops {
+    void *arg;
+    /* POST /admin/reload: runs the reload now, on the loop thread. Returns
+     * its answer (a new reference: RELOAD.md 3.3's document) and *status
+     * (200 applied or unchanged, 422 refused, 503 shutting down). */
+    json_t *(*reload)(void *arg, int *status /* OUT */);
+    /* GET /admin/reload: the last answer (a new reference); NULL: no reload yet (404). */
+    json_t *(*last_reload)(void *arg);
+    /* GET /admin/config: the configuration in force as YAML, secrets masked. */
+    void (*config)(void *arg, tb_buf_t *out);
+} http_admin_ops_t;
+
+/* Mounts the admin routes on the next http_service_listen (ops copied;
+ * NULL: none, the paths are 404). Before http_service_listen. */
+void http_service_set_admin(http_service_t *s, const http_admin_ops_t *ops);
+/* The admin token (copied; NULL or "": none: loopback only). At start and on reload. */
+void http_service_set_admin_token(http_service_t *s, const char *token);
 
 /* ---- /stats (http_stats.c) ---------------------------------------------- */
 

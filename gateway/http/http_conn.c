@@ -9,6 +9,8 @@
  *   READING --request deadline--> 408, LINGER
  *   READING --head over the limit--> 431, LINGER;  bad head --> 400/413/505, LINGER
  *   IDLE --idle deadline--> closed;  WRITING --write deadline--> closed
+ *   READING --handler returned HTTP_DEFER--> WAITING --http_pending_answer--> WRITING
+ *   WAITING --answer deadline--> 504, LINGER;  WAITING --drain--> 503, LINGER
  *
  * One timer per connection carries whichever deadline the state has. The
  * request deadline runs from the accept (or from the first byte of a later
@@ -27,8 +29,11 @@
 #include "gateway/http/http_int.h"
 #include "base/base.h"
 
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
@@ -50,10 +55,30 @@ static void close_cb(uv_handle_t *h)
     http__released(s);
 }
 
+static void pending_unref(http_pending_t *p)
+{
+    if (--p->refs == 0)
+        free(p);
+}
+
+/* The connection stops waiting for its deferred answer (answered, timed
+ * out, drained, closed): its reference goes, the handler's stays. */
+static void detach(http__conn_t *c)
+{
+    http_pending_t *p = c->pending;
+    if (!p)
+        return;
+    c->pending = NULL;
+    p->conn = NULL;
+    c->srv->stats.pending--;
+    pending_unref(p);
+}
+
 void http__conn_close(http__conn_t *c)
 {
     if (c->state == HTTP__CONN_CLOSING)
         return;
+    detach(c);
     c->state = HTTP__CONN_CLOSING;
     http__list_remove(c->srv, c);
     c->srv->stats.conns--;
@@ -78,6 +103,32 @@ static void wait_for_request(http__conn_t *c, http__conn_state_t st)
     set_deadline(c, st == HTTP__CONN_READING ? s->opts.request_timeout_ms : s->opts.idle_timeout_ms);
 }
 
+/* Fills c->peer ("ADDR:PORT") and says whether the peer is loopback:
+ * 127.0.0.0/8, ::1, or an IPv4-mapped 127.0.0.0/8 (::ffff:127.x.y.z). */
+static bool read_peer(http__conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) < 0)
+        return false;
+    char ip[64] = "";
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a4 = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a4, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%u", ip, ntohs(a4->sin_port));
+        return (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family != AF_INET6)
+        return false;
+    const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)&ss;
+    uv_ip6_name(a6, ip, sizeof ip);
+    snprintf(c->peer, sizeof c->peer, "[%s]:%u", ip, ntohs(a6->sin6_port));
+    const struct in6_addr *a = &a6->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a))
+        return true;
+    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+}
+
 void http__conn_accept(http_server_t *s)
 {
     http__conn_t *c = tb_calloc(1, sizeof *c);
@@ -96,6 +147,7 @@ void http__conn_accept(http_server_t *s)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    c->peer_loopback = read_peer(c);
     s->stats.accepted++;
     set_deadline(c, s->opts.request_timeout_ms);
 }
@@ -288,6 +340,9 @@ static void handle(http__conn_t *c, size_t head_len)
                              : rc == 505 ? "only HTTP/1.0 and HTTP/1.1" : "bad request");
         return;
     }
+    req.peer_loopback = c->peer_loopback;
+    req.peer = c->peer;
+    req.conn = c;
     tb_buf_t body = TB_BUF_INIT;
     const char *ctype = NULL;
     unsigned allow = 0;
@@ -298,7 +353,67 @@ static void handle(http__conn_t *c, size_t head_len)
     memmove(c->in, c->in + head_len, c->in_len - head_len);
     c->in_len -= head_len;
     c->scanned = 0;
+    if (status == HTTP_DEFER && c->pending) {
+        tb_buf_free(&body);
+        c->pending->head_only = head_only;
+        c->pending->keep_alive = keep;
+        c->pending->minor = minor;
+        c->state = HTTP__CONN_WAITING;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        set_deadline(c, c->srv->opts.answer_timeout_ms);
+        c->srv->stats.deferred++;
+        return;
+    }
+    if (c->pending || status == HTTP_DEFER) { /* a handler broke the contract: it deferred, or answered, not both */
+        tb_warn("http handler deferred and answered, or deferred without http_defer", TB_I("status", status));
+        detach(c);
+        tb_buf_reset(&body);
+        tb_buf_puts(&body, "internal error\n");
+        status = 500;
+        ctype = NULL;
+    }
     respond(c, status, ctype, &body, head_only, !keep, minor, allow);
+}
+
+/* ---- deferred answers (http.h) ------------------------------------------ */
+
+http_pending_t *http_defer(http_req_t *req)
+{
+    http__conn_t *c = req->conn;
+    if (!c || c->pending || c->state != HTTP__CONN_READING || c->srv->closing ||
+        c->srv->stats.pending >= HTTP_MAX_PENDING)
+        return NULL;
+    http_pending_t *p = tb_calloc(1, sizeof *p);
+    p->conn = c;
+    p->refs = 2;
+    c->pending = p;
+    c->srv->stats.pending++;
+    return p;
+}
+
+bool http_pending_gone(const http_pending_t *p)
+{
+    return p->conn == NULL;
+}
+
+void http_pending_answer(http_pending_t *p, int status, const char *ctype, tb_buf_t *body)
+{
+    http__conn_t *c = p->conn;
+    bool head_only = p->head_only, keep = p->keep_alive;
+    int minor = p->minor;
+    if (c && c->state == HTTP__CONN_WAITING) {
+        detach(c);
+        if (status < 100 || status > 599) {
+            tb_warn("http deferred answer with an invalid status", TB_I("status", status));
+            tb_buf_reset(body);
+            tb_buf_puts(body, "internal error\n");
+            status = 500;
+            ctype = NULL;
+        }
+        respond(c, status, ctype, body, head_only, !keep, minor, 0);
+    }
+    tb_buf_free(body); /* gone: the answer is dropped (respond took it otherwise) */
+    pending_unref(p);
 }
 
 /* A TLS record's first byte (a handshake: a ClientHello) where a request line should be. */
@@ -398,6 +513,11 @@ static void timer_cb(uv_timer_t *t)
         st->timeouts[METRICS_HTTP_TIMEOUT_WRITE]++;
         http__conn_close(c);
         break;
+    case HTTP__CONN_WAITING:
+        st->deferred_timeouts++;
+        detach(c);
+        respond_error(c, 504, "the answer was not ready in time");
+        break;
     case HTTP__CONN_LINGER:
     case HTTP__CONN_CLOSING:
         http__conn_close(c);
@@ -408,6 +528,10 @@ static void timer_cb(uv_timer_t *t)
 void http__conn_drain(http__conn_t *c)
 {
     /* WRITING finishes its response (write_cb sees srv->closing); LINGER ends by its deadline */
-    if (c->state == HTTP__CONN_READING || c->state == HTTP__CONN_IDLE)
+    if (c->state == HTTP__CONN_READING || c->state == HTTP__CONN_IDLE) {
         http__conn_close(c);
+    } else if (c->state == HTTP__CONN_WAITING) { /* its answer may come too late for the drain */
+        detach(c);
+        respond_error(c, 503, "shutting down");
+    }
 }

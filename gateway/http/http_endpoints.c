@@ -30,6 +30,7 @@
 #include "base/base.h"
 
 #include <openssl/evp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -55,14 +56,17 @@ static bool same_token(const char *token, const char *a, size_t m)
  * operator's page; the page's own fetches then carry it too. */
 bool http__token_ok(const http_service_t *s, const http_req_t *req)
 {
-    if (!s->token)
-        return true;
+    return !s->token || http__req_has_token(s->token, req);
+}
+
+bool http__req_has_token(const char *token, const http_req_t *req)
+{
     const char *a = req->authorization;
     if (strncasecmp(a, "bearer ", 7) == 0) {
         a += 7;
         while (*a == ' ')
             a++;
-        return same_token(s->token, a, strlen(a));
+        return same_token(token, a, strlen(a));
     }
     if (strncasecmp(a, "basic ", 6) != 0)
         return false;
@@ -80,7 +84,7 @@ bool http__token_ok(const http_service_t *s, const http_req_t *req)
     for (const char *e = a + len; e > a && e[-1] == '='; e--)
         n--;
     const unsigned char *colon = memchr(dec, ':', (size_t)n);
-    bool ok = colon && same_token(s->token, (const char *)colon + 1, (size_t)(dec + n - colon - 1));
+    bool ok = colon && same_token(token, (const char *)colon + 1, (size_t)(dec + n - colon - 1));
     explicit_bzero(dec, sizeof dec);
     return ok;
 }
@@ -147,11 +151,16 @@ static void render_stats(http_service_t *s, tb_buf_t *out, bool pretty)
     json_decref(doc);
 }
 
+static bool fresh(const http_service_t *s, int which, uint64_t now)
+{
+    return s->rendered[which].valid && now - s->rendered[which].at_ms < s->opts.render_ms;
+}
+
 /* Copies rendering `which` into out, rendering it anew when older than render_ms. */
 static void rendered(http_service_t *s, int which, tb_buf_t *out)
 {
     uint64_t now = tb_mono_ms();
-    if (!s->rendered[which].valid || now - s->rendered[which].at_ms >= s->opts.render_ms) {
+    if (!fresh(s, which, now)) {
         tb_buf_t *b = &s->rendered[which].body;
         tb_buf_reset(b);
         if (which == R_METRICS)
@@ -173,11 +182,95 @@ static int metrics(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype
     return 200;
 }
 
+/* ---- /stats dumped on the thread pool ----------------------------------- */
+
+struct http__render_job {
+    uv_work_t work;
+    http_service_t *s;
+    int which;
+    uint64_t at_ms;   /* when the tree was built */
+    json_t *doc;      /* the job's alone once queued; NULL after the pool freed it */
+    tb_buf_t text;
+    http_pending_t *waiting[HTTP_MAX_PENDING];
+    size_t nwaiting;
+};
+
+static void dump_work(uv_work_t *w) /* on a pool thread: touches the job only */
+{
+    struct http__render_job *j = w->data;
+    json_dump_callback(j->doc, dump_cb, &j->text,
+                       (j->which == R_STATS_PRETTY ? JSON_INDENT(2) : JSON_COMPACT) | JSON_PRESERVE_ORDER |
+                           JSON_REAL_PRECISION(15));
+    tb_buf_putc(&j->text, '\n');
+    json_decref(j->doc);
+    j->doc = NULL;
+}
+
+static void dump_done(uv_work_t *w, int status) /* back on the loop */
+{
+    struct http__render_job *j = w->data;
+    http_service_t *s = j->s;
+    if (status < 0) { /* cancelled: the work did not run (not done today) */
+        json_decref(j->doc);
+        tb_buf_reset(&j->text);
+        tb_buf_puts(&j->text, "the /stats rendering was cancelled\n");
+    } else {
+        tb_buf_free(&s->rendered[j->which].body);
+        s->rendered[j->which].body = j->text;
+        s->rendered[j->which].at_ms = j->at_ms;
+        s->rendered[j->which].valid = true;
+        j->text = (tb_buf_t)TB_BUF_INIT;
+    }
+    const tb_buf_t *src = status < 0 ? &j->text : &s->rendered[j->which].body;
+    for (size_t i = 0; i < j->nwaiting; i++) {
+        tb_buf_t b = TB_BUF_INIT;
+        if (!http_pending_gone(j->waiting[i]))
+            tb_buf_append(&b, src->data, src->len);
+        http_pending_answer(j->waiting[i], status < 0 ? 503 : 200, status < 0 ? NULL : "application/json", &b);
+    }
+    tb_buf_free(&j->text);
+    s->job[j->which] = NULL;
+    free(j);
+    http__service_one_closed(s);
+}
+
+/* Defers req's answer to the job dumping rendering `which` (queued now if
+ * none runs). false: answer synchronously (no connection, too many waiting,
+ * the service closing, the pool refused). */
+static bool stats_later(http_service_t *s, int which, http_req_t *req)
+{
+    struct http__render_job *j = s->job[which];
+    if (s->closing || (j && j->nwaiting == HTTP_MAX_PENDING))
+        return false;
+    http_pending_t *p = http_defer(req);
+    if (!p)
+        return false;
+    if (!j) {
+        j = tb_calloc(1, sizeof *j);
+        j->s = s;
+        j->which = which;
+        j->work.data = j;
+        j->at_ms = tb_mono_ms();
+        j->doc = http_stats_json(s);
+        /* fails only without a work callback (UV_EINVALID): the pool's queue is unbounded */
+        if (uv_queue_work(s->loop, &j->work, dump_work, dump_done) < 0)
+            abort();
+        s->open++;
+        s->job[which] = j;
+    }
+    j->waiting[j->nwaiting++] = p;
+    return true;
+}
+
 static int stats(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
-    if (!http__token_ok(arg, req))
+    http_service_t *s = arg;
+    if (!http__token_ok(s, req))
         return http__unauthorized(out);
-    rendered(arg, strstr(req->query, "pretty") ? R_STATS_PRETTY : R_STATS, out);
+    int which = strstr(req->query, "pretty") ? R_STATS_PRETTY : R_STATS;
+    if (!fresh(s, which, tb_mono_ms()) && stats_later(s, which, req))
+        return HTTP_DEFER;
+    rendered(s, which, out);
     *ctype = "application/json";
     return 200;
 }
@@ -191,7 +284,8 @@ int http__endpoints_mount(http_service_t *s)
         (rc = http_route(s->srv, "/readyz", readyz, s)) < 0 ||
         (rc = http_route(s->srv, "/metrics", metrics, s)) < 0 ||
         (rc = http_route(s->srv, "/stats", stats, s)) < 0 ||
-        (rc = http__page_mount(s)) < 0)
+        (rc = http__page_mount(s)) < 0 ||
+        (rc = http__admin_mount(s)) < 0)
         return rc;
     s->mounted = true;
     return 0;

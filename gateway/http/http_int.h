@@ -9,6 +9,8 @@
  *   WRITING  one response handed to uv_write, reading stopped; deadline write
  *   LINGER   final response sent, FIN sent, reading and discarding until
  *            EOF so the kernel does not reset the response away; deadline linger
+ *   WAITING  a handler deferred its answer (HTTP_DEFER): reading stopped,
+ *            not evictable; deadline answer_timeout (504)
  *   CLOSING  uv_close called on both handles; freed when both callbacks ran
  * With http.tls the handshake happens in READING (its deadline covers it).
  */
@@ -24,7 +26,19 @@
 #define HTTP_HISTORY_TOPICS 8
 typedef struct http__history http__history_t;
 
-typedef enum { HTTP__CONN_READING, HTTP__CONN_IDLE, HTTP__CONN_WRITING, HTTP__CONN_LINGER, HTTP__CONN_CLOSING } http__conn_state_t;
+typedef enum {
+    HTTP__CONN_READING, HTTP__CONN_IDLE, HTTP__CONN_WRITING, HTTP__CONN_LINGER, HTTP__CONN_WAITING, HTTP__CONN_CLOSING
+} http__conn_state_t;
+
+/* A deferred answer: one reference for the connection (dropped when it is
+ * answered, times out, drains or closes), one for the handler (dropped by
+ * http_pending_answer). */
+struct http_pending {
+    struct http__conn *conn; /* NULL once gone */
+    int refs;
+    bool head_only, keep_alive;
+    int minor;
+};
 
 typedef struct http__conn {
     uv_tcp_t tcp;
@@ -44,6 +58,9 @@ typedef struct http__conn {
     tls_stream_t *tls;    /* http.tls: its stream (NULL: plain HTTP) */
     tb_buf_t tx;          /* TLS: records written by the stream, until handed to libuv */
     bool tls_peer_done;   /* TLS: the client's close_notify came; what came before it is answered, then closed */
+    bool peer_loopback;   /* from uv_tcp_getpeername at accept */
+    char peer[64];        /* the peer's address:port, for the admin log */
+    http_pending_t *pending; /* WAITING: the answer it waits for */
 } http__conn_t;
 
 struct http_server {
@@ -84,6 +101,7 @@ struct http_service {
         uint64_t at_ms;
         bool valid;
     } rendered[4];
+    struct http__render_job *job[3]; /* /stats, /stats?pretty being dumped on the thread pool (index as rendered[]) */
     uv_timer_t hist_timer; /* takes a sample every opts.history_ms */
     http__history_t *hist; /* NULL until the first sample */
     tb_buf_t hist_body;    /* the last rendering of /stats/history */
@@ -91,8 +109,10 @@ struct http_service {
     bool hist_body_valid;
     bool mounted;
     char *token;           /* the bearer token asked for (NULL: none) */
+    char *admin_token;     /* http.admin_token_file's (NULL: none: loopback peers only) */
+    http_admin_ops_t admin; /* admin.reload NULL: no admin routes */
     bool closing;
-    int open;              /* the tick, the history timer and the server, until closed */
+    int open;              /* the tick, the history timer, the server and each job on the pool, until done */
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -122,8 +142,16 @@ int http__tls_flush(http__conn_t *c);
 int http__endpoints_mount(http_service_t *s);
 /* Does req carry the service's token (or is none asked for)? */
 bool http__token_ok(const http_service_t *s, const http_req_t *req);
+/* Does req carry `token` (Bearer, or Basic's password; constant time)? token non-NULL. */
+bool http__req_has_token(const char *token, const http_req_t *req);
+
+/* http_admin.c: mounts /admin/config and /admin/reload (when the gateway gave the ops). */
+int http__admin_mount(http_service_t *s);
 /* The 401 body; returns 401. */
 int http__unauthorized(tb_buf_t *out);
+
+/* http_service.c: one of s->open is done (a handle closed, a job came back). */
+void http__service_one_closed(http_service_t *s);
 
 /* http_page.c: the operator's page: / (the embedded page), /table (the
  * same figures rendered by the server, for a browser without scripts),

@@ -140,6 +140,7 @@ int http_parse(char *buf, size_t len, http_req_t *req)
 
     int hosts = 0, auths = 0;
     req->authorization = "";
+    req->peer = "";
     bool te = false, close = false, keep = false, have_cl = false;
     unsigned long long cl = 0;
     while ((line = next_line(&p, end, &n)) && n > 0) {

@@ -31,6 +31,7 @@ void http_opts_default(http_opts_t *o)
     o->idle_timeout_ms = 10000;
     o->write_timeout_ms = 10000;
     o->linger_ms = 2000;
+    o->answer_timeout_ms = 30000;
     o->max_conns = 64;
 }
 
@@ -46,6 +47,8 @@ int http_server_new(uv_loop_t *loop, const http_opts_t *opts, http_server_t **ou
         s->opts.max_head_bytes = 64;
     if (s->opts.max_conns < 1)
         s->opts.max_conns = 1;
+    if (s->opts.answer_timeout_ms == 0)
+        s->opts.answer_timeout_ms = 30000;
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     *out = s;
@@ -96,6 +99,8 @@ int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char 
             continue;
         s->stats.handler_calls++;
         int status = s->routes[i].fn(s->routes[i].arg, req, out, ctype);
+        if (status == HTTP_DEFER)
+            return status; /* http_conn.c checks that http_defer was called */
         if (status < 100 || status > 599) {
             tb_warn("http handler returned an invalid status", TB_S("path", s->routes[i].path), TB_I("status", status));
             tb_buf_reset(out);

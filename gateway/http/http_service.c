@@ -57,6 +57,22 @@ void http_service_set_token(http_service_t *s, const char *token)
     s->token = token && *token ? tb_strdup(token) : NULL;
 }
 
+void http_service_set_admin_token(http_service_t *s, const char *token)
+{
+    if (s->admin_token)
+        explicit_bzero(s->admin_token, strlen(s->admin_token));
+    free(s->admin_token);
+    s->admin_token = token && *token ? tb_strdup(token) : NULL;
+}
+
+void http_service_set_admin(http_service_t *s, const http_admin_ops_t *ops)
+{
+    if (ops)
+        s->admin = *ops;
+    else
+        memset(&s->admin, 0, sizeof s->admin);
+}
+
 void http_service_set_tls(http_service_t *s, tls_ctx_t *t)
 {
     bool reload = s->srv->tls != NULL;
@@ -205,7 +221,8 @@ int http_service_answer(http_service_t *s, http_req_t *req, tb_buf_t *out, const
         return 500;
     *ctype = NULL;
     unsigned allow; /* (a 405's Allow header: not part of this answer) */
-    return http__dispatch(s->srv, req, out, ctype, &allow);
+    int status = http__dispatch(s->srv, req, out, ctype, &allow);
+    return status == HTTP_DEFER ? 500 : status; /* not reached: http_defer refuses a request without a connection */
 }
 
 http_server_t *http_service_server(http_service_t *s)
@@ -213,7 +230,7 @@ http_server_t *http_service_server(http_service_t *s)
     return s->srv;
 }
 
-static void one_closed(http_service_t *s)
+void http__service_one_closed(http_service_t *s)
 {
     if (--s->open == 0 && s->done)
         s->done(s->done_arg);
@@ -221,12 +238,12 @@ static void one_closed(http_service_t *s)
 
 static void tick_closed(uv_handle_t *h)
 {
-    one_closed(h->data);
+    http__service_one_closed(h->data);
 }
 
 static void server_closed(void *arg)
 {
-    one_closed(arg);
+    http__service_one_closed(arg);
 }
 
 void http_service_close(http_service_t *s, void (*done)(void *arg), void *arg)
@@ -252,5 +269,6 @@ void http_service_free(http_service_t *s)
     http__history_free(s);
     http_server_free(s->srv);
     http_service_set_token(s, NULL);
+    http_service_set_admin_token(s, NULL);
     free(s);
 }

@@ -7,8 +7,11 @@
  * fuzz_http_request fuzzes the parser alone and stays pure (base only);
  * this one links the whole service, over a registry with two topics whose
  * counters and sample ring the input moves. The first byte picks: whether a
- * token is asked for (bit 0; the input may carry it: "Bearer tok") and
- * whether a sample is taken first (bit 1). Checks what the server relies
+ * token is asked for (bit 0; the input may carry it: "Bearer tok"),
+ * whether a sample is taken first (bit 1) and whether the admin API has a
+ * token (bit 2: "Bearer admintok"; without one it serves loopback peers
+ * only, and a request without a connection is none: 403). The admin ops
+ * are stand-ins that answer a fixed reload document and a YAML line. Checks what the server relies
  * on: a status it can send, and a body for every answer but 204.
  */
 #include <stdint.h>
@@ -24,6 +27,25 @@ static uv_loop_t loop;
 static metrics_t *m;
 static http_service_t *svc;
 
+static json_t *fake_reload(void *arg, int *status)
+{
+    (void)arg;
+    *status = 200;
+    return json_pack("{s:s, s:[s], s:[]}", "result", "applied", "applied", "log.level", "restart_needed");
+}
+
+static json_t *fake_last(void *arg)
+{
+    (void)arg;
+    return NULL; /* no reload yet: 404 */
+}
+
+static void fake_config(void *arg, tb_buf_t *out)
+{
+    (void)arg;
+    tb_buf_puts(out, "log:\n  level: info\n");
+}
+
 static void setup(void)
 {
     tb_log_setup(TB_LOG_ERROR, TB_LOG_TEXT, 2);
@@ -38,6 +60,8 @@ static void setup(void)
     o.edge_name = "fuzz";
     if (http_service_new(&loop, &o, m, NULL, &svc) < 0)
         abort();
+    http_admin_ops_t ops = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config };
+    http_service_set_admin(svc, &ops);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -55,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     http_req_t req;
     if (end && http_parse(buf, end, &req) == 0) {
         http_service_set_token(svc, mode & 1 ? "tok" : NULL);
+        http_service_set_admin_token(svc, mode & 4 ? "admintok" : NULL);
         metrics_add(metrics_fam(m, METRICS_RECEIVED), size % 2, 0, size);
         metrics_set(metrics_fam(m, METRICS_QUEUED), size % 2, 0, (int64_t)(size * 7));
         if (mode & 2)

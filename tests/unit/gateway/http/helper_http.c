@@ -129,6 +129,49 @@ static int route_bad(void *arg, http_req_t *req, tb_buf_t *out, const char **cty
     return 42;
 }
 
+http_pending_t *th_pending[TH_MAX_PENDING];
+size_t th_npending;
+
+/* /later: deferred (the test answers it with th_answer); "now" when http_defer refuses. */
+static int route_later(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    (void)arg;
+    (void)ctype;
+    http_pending_t *p = th_npending < TH_MAX_PENDING ? http_defer(req) : NULL;
+    if (!p) {
+        tb_buf_puts(out, "now");
+        return 200;
+    }
+    th_pending[th_npending++] = p;
+    return HTTP_DEFER;
+}
+
+typedef struct {
+    size_t i;
+    const char *text;
+    bool gone;
+} answer_args_t;
+
+static void answer_fn(th_t *t, void *arg)
+{
+    (void)t;
+    answer_args_t *a = arg;
+    cr_assert_lt(a->i, th_npending);
+    cr_assert_not_null(th_pending[a->i], "pending %zu answered twice", a->i);
+    a->gone = http_pending_gone(th_pending[a->i]);
+    tb_buf_t b = TB_BUF_INIT;
+    tb_buf_puts(&b, a->text);
+    http_pending_answer(th_pending[a->i], 200, NULL, &b);
+    th_pending[a->i] = NULL;
+}
+
+bool th_answer(th_t *t, size_t i, const char *text)
+{
+    answer_args_t a = { i, text, false };
+    th_call(t, answer_fn, &a);
+    return a.gone;
+}
+
 static void port_from_bound(th_t *t, const char *bound)
 {
     const char *colon = strrchr(bound, ':');
@@ -143,6 +186,7 @@ static void server_fn(th_t *t, void *arg)
     http_route(t->srv, "/b", route_text, "B");
     http_route(t->srv, "/big", route_big, NULL);
     http_route(t->srv, "/bad", route_bad, NULL);
+    http_route(t->srv, "/later", route_later, NULL);
     /* method routes: POST only, and one path with a GET and a POST route */
     cr_assert_eq(http_route_methods(t->srv, HTTP_M_POST, "/p", route_text, "P"), 0);
     cr_assert_eq(http_route_methods(t->srv, HTTP_M_GET, "/both", route_text, "G"), 0);
@@ -205,10 +249,13 @@ typedef struct {
     const http_provider_t *p;
 } svc_args_t;
 
+const http_admin_ops_t *th_admin_ops;
+
 static void service_fn(th_t *t, void *arg)
 {
     svc_args_t *a = arg;
     cr_assert_eq(http_service_new(&t->loop, a->o, t->m, a->p, &t->svc), 0);
+    http_service_set_admin(t->svc, th_admin_ops);
     cr_assert_eq(http_service_listen(t->svc, "127.0.0.1:0"), 0);
     t->srv = http_service_server(t->svc);
     port_from_bound(t, http_bound(t->srv));

@@ -51,6 +51,8 @@ void th_set_tls(th_t *t, tls_ctx_t *tls);
 
 /* A context from cert and key (asserted to load). */
 tls_ctx_t *th_tls_ctx(const char *cert, const char *key);
+/* The admin ops th_service gives the service (NULL: none). */
+extern const http_admin_ops_t *th_admin_ops;
 /* The endpoint service over registry m with provider p on 127.0.0.1:0. */
 void th_service(th_t *t, const http_service_opts_t *o, metrics_t *m, const http_provider_t *p);
 http_stats_t th_stats(th_t *t);
@@ -59,8 +61,15 @@ void th_drain(th_t *t);
 /* Drains the server or service (unless th_drain did), stops the loop, joins, and asserts the loop closed with no handle left. */
 void th_stop(th_t *t);
 
-/* Test routes mounted by th_server: /a -> "A", /b -> "B", /big -> th_big_size bytes, /bad -> status 42. */
+/* Test routes mounted by th_server: /a -> "A", /b -> "B", /big -> th_big_size bytes, /bad -> status 42,
+ * /later -> a deferred answer. */
 extern size_t th_big_size;
+/* /later defers its answer: the pendings, in arrival order (loop thread's; read them through th_call). */
+#define TH_MAX_PENDING 16
+extern http_pending_t *th_pending[TH_MAX_PENDING];
+extern size_t th_npending;
+/* Answers pending i with 200 text on the loop thread; returns whether it was gone already. */
+bool th_answer(th_t *t, size_t i, const char *text);
 
 /* ---- a blocking client ---- */
 typedef struct cl {

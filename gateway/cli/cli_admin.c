@@ -1,0 +1,191 @@
+/*
+ * cli_admin.c: `tributary admin reload|config [--http [https://]HOST:PORT]
+ * [--url URL] [-c FILE] [--token-file FILE] [--cafile FILE] [--cert FILE
+ * --key FILE]`: the admin API of a running gateway (docs/OPERATIONS.md,
+ * "Admin API"), over cli_http_fetch as `tributary status` (the same
+ * address, HTTPS and certificate options; --url is --http's other name).
+ *
+ *   admin reload   POST /admin/reload; prints the answer (JSON). Exit 0
+ *                  applied or unchanged, 1 refused (the error's text on
+ *                  stderr) or not reached, 2 usage
+ *   admin config   GET /admin/config; prints the configuration in force
+ *
+ * The token: --token-file, else from -c the gateway's http.admin_token_file,
+ * else its http.auth_token_file (the one a loopback caller needs when no
+ * admin token is set). A reload waits up to 30 s (the gateway's own bound
+ * on a deferred answer).
+ */
+#include "gateway/cli/cli.h"
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADMIN_TIMEOUT_MS 30000
+#define ADMIN_MAX_BODY (4u << 20)
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: tributary admin reload|config [--http [https://]HOST:PORT] [-c FILE] [--token-file FILE]\n"
+                 "                                     [--cafile FILE] [--cert FILE --key FILE]\n"
+                 "  reload             POST /admin/reload: exit 0 applied or unchanged, 1 refused (the error printed)\n"
+                 "  config             GET /admin/config: the configuration in force (secrets masked)\n"
+                 "  --http ADDR, --url ADDR  the gateway's http.listener (default %s)\n"
+                 "  -c, --config FILE  the gateway's edge.yaml: its http.listener, http.tls, and the token file\n"
+                 "                     (http.admin_token_file, else http.auth_token_file)\n"
+                 "  --token-file FILE  the bearer token (the gateway's http.admin_token_file)\n"
+                 "  --cafile FILE, --cert FILE, --key FILE  HTTPS, as for `tributary status`\n",
+            cfg_defaults()->http.listener);
+}
+
+static int read_token(const char *file, char **token)
+{
+    cfg_t with = *cfg_defaults(); /* the gateway's own reader of token files */
+    with.http.auth_token_file = (char *)file;
+    char err[1024];
+    if (gw_http_token_load(&with, token, err, sizeof err) < 0) {
+        fprintf(stderr, "tributary admin: %s\n", err);
+        return GW_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Prints what the answer says; returns the exit code. */
+static int report(const char *verb, int status, tb_buf_t *body)
+{
+    if (status == 401 || status == 403) {
+        fprintf(stderr, "tributary admin %s: %d: %s", verb, status, tb_buf_str(body));
+        fprintf(stderr, "(--token-file FILE: the file the gateway's http.admin_token_file names; without one, "
+                        "the admin API answers loopback callers only)\n");
+        return GW_EXIT_FAILURE;
+    }
+    if (strcmp(verb, "config") == 0) {
+        if (status != 200) {
+            fprintf(stderr, "tributary admin config: the gateway answered %d: %s", status, tb_buf_str(body));
+            return GW_EXIT_FAILURE;
+        }
+        fputs(tb_buf_str(body), stdout);
+        return GW_EXIT_OK;
+    }
+    json_error_t je;
+    json_t *doc = json_loadb(tb_buf_str(body), body->len, 0, &je);
+    const char *result = json_string_value(json_object_get(doc, "result"));
+    if (!result) {
+        fprintf(stderr, "tributary admin reload: the gateway answered %d, not with a reload's answer: %s", status,
+                tb_buf_str(body));
+        json_decref(doc);
+        return GW_EXIT_FAILURE;
+    }
+    fputs(tb_buf_str(body), stdout);
+    int rc = GW_EXIT_OK;
+    if (strcmp(result, "refused") == 0) {
+        json_t *e = json_object_get(doc, "error");
+        const char *text = json_string_value(json_object_get(e, "text"));
+        if (!text || !*text)
+            text = json_string_value(json_object_get(e, "message"));
+        fprintf(stderr, "tributary admin reload: refused: %s\n", text ? text : "(no error given)");
+        rc = GW_EXIT_FAILURE;
+    }
+    json_decref(doc);
+    return rc;
+}
+
+int cli_admin(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? GW_EXIT_USAGE : GW_EXIT_OK;
+    }
+    const char *verb = argv[1];
+    if (strcmp(verb, "reload") != 0 && strcmp(verb, "config") != 0) {
+        fprintf(stderr, "tributary admin: unknown command \"%s\" (reload or config)\n", verb);
+        usage(stderr);
+        return GW_EXIT_USAGE;
+    }
+    const char *addr = NULL, *config = NULL, *token_file = NULL;
+    cli_http_req_t req = { .timeout_ms = ADMIN_TIMEOUT_MS, .max_body = ADMIN_MAX_BODY };
+    for (int i = 2; i < argc; i++) {
+        bool missing = false;
+        const char *v;
+        if ((v = cli_opt_value(argc, argv, &i, "--token-file", &missing))) {
+            token_file = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--http", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "--url", &missing))) {
+            addr = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--config", &missing)) ||
+                   (v = cli_opt_value(argc, argv, &i, "-c", &missing))) {
+            config = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--cafile", &missing))) {
+            req.cafile = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--cert", &missing))) {
+            req.cert_file = v;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--key", &missing))) {
+            req.key_file = v;
+        } else {
+            fprintf(stderr, missing ? "tributary admin: %s needs a value\n"
+                                    : "tributary admin: unexpected argument \"%s\"\n", argv[i]);
+            usage(stderr);
+            return GW_EXIT_USAGE;
+        }
+    }
+    char from_cfg[300];
+    char *token_path = NULL;
+    if (config) {
+        cfg_t *cfg;
+        char err[1024];
+        if (cfg_load(config, NULL, &cfg, err, sizeof err) < 0) {
+            fprintf(stderr, "tributary admin: %s\n", err);
+            return GW_EXIT_USAGE;
+        }
+        cli_connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
+        if (!addr) {
+            addr = from_cfg;
+            req.https = cfg->http.has_tls;
+        }
+        const char *f = *cfg->http.admin_token_file ? cfg->http.admin_token_file : cfg->http.auth_token_file;
+        if (!token_file && *f)
+            token_path = tb_strdup(f);
+        cfg_free(cfg);
+    }
+    if (!addr)
+        addr = cfg_defaults()->http.listener;
+    if (!token_file)
+        token_file = token_path;
+    bool https = false;
+    char hostport[300];
+    if (cli_http_url(addr, &https, hostport, sizeof hostport) < 0) {
+        fprintf(stderr, "tributary admin: --http %s: bad address, expected [https://]HOST:PORT\n", addr);
+        free(token_path);
+        return GW_EXIT_USAGE;
+    }
+    char *token = NULL;
+    if (token_file) {
+        int trc = read_token(token_file, &token);
+        free(token_path);
+        if (trc)
+            return trc;
+    }
+    req.url = addr;
+    req.https = req.https || https;
+    req.token = token;
+    req.method = strcmp(verb, "reload") == 0 ? "POST" : "GET";
+    req.path = strcmp(verb, "reload") == 0 ? "/admin/reload" : "/admin/config";
+    int status;
+    char why[512];
+    tb_buf_t body = TB_BUF_INIT;
+    int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "tributary admin %s: cannot reach the gateway at %s: %s%s%s\n", verb, hostport,
+                rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
+        tb_buf_free(&body);
+        return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;
+    }
+    int code = report(verb, status, &body);
+    tb_buf_free(&body);
+    return code;
+}

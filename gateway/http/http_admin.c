@@ -1,0 +1,95 @@
+/*
+ * http_admin.c: the admin API's routes (RELOAD.md 6; access rule in
+ * http.h). The handlers check access, call the ops the gateway gave
+ * (http_admin_ops_t: gateway/admin.c fills them; http/ includes neither the
+ * broker nor the replicator) and log the call.
+ *
+ *   GET  /admin/config   text/yaml: the configuration in force
+ *   POST /admin/reload   application/json: the reload's answer (200, 422, 503)
+ *   GET  /admin/reload   the last answer (404 before the first reload)
+ */
+#include "gateway/http/http_int.h"
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* 0 when req may call the admin API, else the status, its words in out. */
+static int admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
+{
+    if (s->admin_token) {
+        if (http__req_has_token(s->admin_token, req))
+            return 0;
+        tb_buf_puts(out, "unauthorized: the admin API asks for \"Authorization: Bearer <token>\" with the token of "
+                         "http.admin_token_file\n");
+        return 401;
+    }
+    if (!req->peer_loopback) {
+        tb_buf_puts(out, "forbidden: without http.admin_token_file the admin API serves loopback peers only "
+                         "(127.0.0.0/8, ::1); set http.admin_token_file to call it from elsewhere\n");
+        return 403;
+    }
+    if (s->token && !http__req_has_token(s->token, req)) {
+        tb_buf_puts(out, "unauthorized: without http.admin_token_file the admin API asks loopback peers for the "
+                         "token of http.auth_token_file (\"Authorization: Bearer <token>\")\n");
+        return 401;
+    }
+    return 0;
+}
+
+static int logged(const http_req_t *req, int status)
+{
+    tb_info("admin call", TB_S("method", req->method == HTTP_POST ? "POST" : req->method == HTTP_HEAD ? "HEAD" : "GET"),
+            TB_S("path", req->path), TB_S("peer", req->peer), TB_I("status", status));
+    return status;
+}
+
+static void put_json(tb_buf_t *out, json_t *doc)
+{
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (text) {
+        tb_buf_puts(out, text);
+        tb_buf_putc(out, '\n');
+        free(text);
+    }
+}
+
+static int admin_config(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = admin_access(s, req, out);
+    if (rc)
+        return logged(req, rc);
+    s->admin.config(s->admin.arg, out);
+    *ctype = "text/yaml; charset=utf-8";
+    return logged(req, 200);
+}
+
+static int admin_reload(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = admin_access(s, req, out);
+    if (rc)
+        return logged(req, rc);
+    int status = 200;
+    json_t *doc = req->method == HTTP_POST ? s->admin.reload(s->admin.arg, &status) : s->admin.last_reload(s->admin.arg);
+    if (!doc) {
+        tb_buf_puts(out, "no reload yet: POST /admin/reload runs one (SIGHUP does too)\n");
+        return logged(req, 404);
+    }
+    put_json(out, doc);
+    json_decref(doc);
+    *ctype = "application/json";
+    return logged(req, status);
+}
+
+int http__admin_mount(http_service_t *s)
+{
+    if (!s->admin.reload || !s->admin.last_reload || !s->admin.config)
+        return 0;
+    int rc;
+    if ((rc = http_route(s->srv, "/admin/config", admin_config, s)) < 0 ||
+        (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/reload", admin_reload, s)) < 0)
+        return rc;
+    return 0;
+}
