@@ -40,7 +40,7 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
             continue;
         if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             return HTTP_TOPIC_FAILED;
-        if (!gw_repl_rep(r->repl))
+        if (!gw_repl_engine(r->repl))
             return HTTP_TOPIC_IDLE;
         rep_topic_stats_t st;
         gw_repl_topic_stats(r->repl, i, &st);
@@ -56,11 +56,11 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
 
 static http_cluster_state_t cluster_state(void *arg)
 {
-    rep_t *rep = gw_repl_rep(((gw__run_t *)arg)->repl);
+    rep_engine_t *rep = gw_repl_engine(((gw__run_t *)arg)->repl);
     if (!rep)
         return HTTP_CLUSTER_UNKNOWN;
     rep_stats_t st;
-    rep_stats(rep, &st);
+    rep_engine_stats(rep, &st); /* the Danube output's cluster */
     switch (st.cluster) {
     case REP_CLUSTER_CONNECTED: return HTTP_CLUSTER_CONNECTED;
     case REP_CLUSTER_UNREACHABLE: return HTTP_CLUSTER_UNREACHABLE;
@@ -150,10 +150,10 @@ void gw__collect(void *arg, metrics_t *m)
     SET(METRICS_WILLS_PENDING, 0, 0, bs.wills_pending);
     SET(METRICS_JOURNAL_BYTES, 0, 0, bs.journal_bytes);
     SET(METRICS_WILL_BYTES, 0, 0, bs.will_bytes);
-    rep_t *rep = gw_repl_rep(r->repl);
+    rep_engine_t *rep = gw_repl_engine(r->repl);
     if (rep) {
         rep_stats_t cs;
-        rep_stats(rep, &cs);
+        rep_engine_stats(rep, &cs);
         SET(METRICS_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
     }
     metrics_labels_t *retry = metrics_family_label(metrics_fam(m, METRICS_RETRIES), 1);

@@ -73,8 +73,9 @@ void gw__app_drained(gw__app_t *app);
  * resolved and compiled (or it has none); the broker refuses messages for
  * an `enforce` mapping whose topic has no validator, so a schema that did
  * not compile fails closed. It also watches for stalls and logs them (once
- * when one starts, once when it ends). It is the one output today: it
- * hears of new records through broker_on_stored().
+ * when one starts, once when it ends). It drives the replication engine
+ * (replicator.h: the outputs of the configuration, Danube the one kind
+ * today), which hears of new records through broker_on_stored().
  */
 typedef struct gw_repl gw_repl_t;
 
@@ -82,8 +83,10 @@ gw_repl_t *gw_repl_new(void);
 void gw_repl_free(gw_repl_t *g);
 /* The broker whose topics it feeds; set before the service starts. */
 void gw_repl_set_broker(gw_repl_t *g, broker_t *b);
-/* NULL before start and after the drain. */
-rep_t *gw_repl_rep(gw_repl_t *g);
+/* The log its outputs' cursors are in; set before the service starts. */
+void gw_repl_set_wal(gw_repl_t *g, wal_t *w);
+/* The replication engine: NULL before start and after the drain. */
+rep_engine_t *gw_repl_engine(gw_repl_t *g);
 /* Topic i's replication stats: live while the replicator runs, its last
  * ones after the drain (not stalled), zeros before it started. */
 void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out /* OUT */);

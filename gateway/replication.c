@@ -3,14 +3,17 @@
  * replicator's mailboxes. See gateway_int.h for what it is for.
  *
  * Start (after the log, before the MQTT listener): the wake-up handle
- * first (the thread may post as soon as it runs), then rep_new with every
- * upstream topic in server order (so a topic's index is the same on both
- * sides), then the thread. Nothing here waits for the cluster.
+ * first (the threads may post as soon as they run), then rep_engine_new
+ * with the configuration's outputs and every upstream topic in server order
+ * (so a topic's index is the same on both sides), then rep_engine_start (the
+ * cursors settled, one thread per output). Nothing here waits for the
+ * cluster. /stats and /metrics show each topic's lane in its primary output
+ * (the first that carries it: today the one Danube output).
  *
  * Drain (after the MQTT server has drained, before the log closes):
- * rep_stop gives batches in flight replicator.shutdown_grace_ms to be
- * acknowledged, then closes the streams; REP_EV_STOPPED arrives through the
- * mailbox; then the thread is joined (its WAL readers are closed by then)
+ * rep_engine_stop gives batches in flight replicator.shutdown_grace_ms to be
+ * acknowledged, then closes the streams; the engine's one REP_EV_STOPPED
+ * (every output stopped) arrives through the mailbox; then the thread is joined (its WAL readers are closed by then)
  * and the wake-up handle closed. Only then may wal_close run.
  *
  * Schemas: one sch_registry per Avro payload encoding (a registry compiles
@@ -36,7 +39,8 @@
 struct gw_repl {
     gw__app_t *app;
     broker_t *b;
-    rep_t *rep;
+    wal_t *wal;
+    rep_engine_t *rep;          /* the engine: every output of the configuration */
     sch_registry_t *reg[2];     /* by cfg_encoding_t */
     uint8_t *encoding;          /* per topic: which registry */
     bool *was_ready;            /* per topic: for logging transitions */
@@ -60,16 +64,27 @@ void gw_repl_set_broker(gw_repl_t *g, broker_t *b)
     g->b = b;
 }
 
-rep_t *gw_repl_rep(gw_repl_t *g)
+void gw_repl_set_wal(gw_repl_t *g, wal_t *w)
+{
+    g->wal = w;
+}
+
+rep_engine_t *gw_repl_engine(gw_repl_t *g)
 {
     return g ? g->rep : NULL;
+}
+
+/* The topic's lane in its primary output (the first that carries it): what /stats and /metrics show. */
+static void topic_stats(rep_engine_t *e, size_t i, rep_topic_stats_t *out)
+{
+    rep_lane_stats(e, rep_engine_primary(e, i), i, out);
 }
 
 void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     if (g && g->rep)
-        rep_topic_stats(g->rep, i, out);
+        topic_stats(g->rep, i, out);
     else if (g && g->final && i < g->ntopics)
         *out = g->final[i];
 }
@@ -218,11 +233,11 @@ static void stopped(gw_repl_t *g)
     broker_on_stored(g->b, NULL, NULL);
     g->final = tb_calloc(g->ntopics + 1, sizeof *g->final);
     for (size_t i = 0; i < g->ntopics; i++) {
-        rep_topic_stats(g->rep, i, &g->final[i]);
+        topic_stats(g->rep, i, &g->final[i]);
         g->final[i].stalled = false; /* stopped: nothing is expected of it any more */
         g->final[i].no_progress_ms = 0;
     }
-    rep_free(g->rep); /* joins the thread; its WAL readers are closed */
+    rep_engine_free(g->rep); /* joins the threads; their WAL readers and cursors are closed */
     g->rep = NULL;
     close_handles(g);
 }
@@ -237,7 +252,7 @@ static void watch_cb(uv_timer_t *h)
     uint64_t now = tb_mono_ms();
     for (size_t i = 0; i < g->ntopics; i++) {
         rep_topic_stats_t st;
-        rep_topic_stats(g->rep, i, &st);
+        topic_stats(g->rep, i, &st);
         const char *name = broker_topic(g->b, i)->name;
         if (st.stalled && !g->stalled_since[i]) {
             g->stalled_since[i] = now;
@@ -261,7 +276,7 @@ static void async_cb(uv_async_t *h)
     if (!g->rep)
         return;
     bool stop = false;
-    for (rep_event_t *ev = rep_take_events(g->rep), *next; ev; ev = next) {
+    for (rep_event_t *ev = rep_engine_take_events(g->rep), *next; ev; ev = next) {
         next = rep_event_next(ev);
         if (ev->kind == REP_EV_STOPPED)
             stop = true;
@@ -295,7 +310,7 @@ static void topic_arrays(gw_repl_t *g)
 /* broker_on_stored: new records of topic i are readable. */
 static void kick(void *arg, size_t topic)
 {
-    rep_kick(arg, topic);
+    rep_engine_kick(arg, topic);
 }
 
 int gw_repl_start(gw__app_t *app, void *arg)
@@ -320,7 +335,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
     g->async_open = g->watch_open = true;
     g->open_handles = 2;
 
-    rep_opts_t o;
+    rep_opts_t o; /* for the log line below: what the danube output runs with */
     rep_opts_default(&o);
     rep_opts_from_cfg(cfg, &o);
     rep_topic_spec_t *specs = tb_calloc(n + 1, sizeof *specs);
@@ -328,25 +343,23 @@ int gw_repl_start(gw__app_t *app, void *arg)
         const broker_topic_t *t = broker_topic(g->b, i);
         specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms };
     }
-    o.topics = specs;
-    o.ntopics = n;
-    o.notify = notify;
-    o.notify_arg = &g->async;
+    rep_engine_opts_t eo = { .cfg = cfg, .wal = g->wal, .topics = specs, .ntopics = n,
+                             .notify = notify, .notify_arg = &g->async };
     char err[512];
-    rc = rep_new(&o, &g->rep, err, sizeof err);
+    rc = rep_engine_new(&eo, &g->rep, err, sizeof err);
     free(specs);
     if (rc < 0) {
         tb_error("cannot set up replication", TB_S("config", cfg->source), TB_S("why", err));
         return rc;
     }
-    rc = rep_start(g->rep);
+    rc = rep_engine_start(g->rep);
     if (rc < 0) {
         tb_error("cannot start the replicator thread", TB_ERR(rc));
         return rc;
     }
     broker_on_stored(g->b, kick, g->rep);
     for (size_t i = 0; i < n; i++)
-        rep_kick(g->rep, i); /* a backlog from before the restart */
+        rep_engine_kick(g->rep, i); /* a backlog from before the restart */
     uint64_t every = TB_MAX(TB_MIN(1000u, cfg->health.stall_after_ms / 4), 25u);
     uv_timer_start(&g->watch, watch_cb, every, every);
     tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", n),
@@ -363,7 +376,7 @@ void gw_repl_drain(gw__app_t *app, void *arg)
     g->draining = true;
     if (g->rep) {
         /* REP_EV_STOPPED comes back through async_cb (at once if the thread never started) */
-        rep_stop(g->rep);
+        rep_engine_stop(g->rep);
         return;
     }
     if (g->open_handles > 0) {

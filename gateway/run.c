@@ -132,6 +132,7 @@ static int repl_start(gw__app_t *app, void *arg)
 {
     run_t *r = arg;
     gw_repl_set_broker(r->repl, r->broker);
+    gw_repl_set_wal(r->repl, r->wal);
     return gw_repl_start(app, r->repl);
 }
 

@@ -9,7 +9,7 @@
  * unreachable cluster must never fail the boot (DESIGN.md promise 6).
  *
  * Stats: the thread keeps its counters in plain fields and copies them,
- * under r->mu, into a published struct whenever they change (rep__publish,
+ * under r->out.mu, into a published struct whenever they change (rep__publish,
  * rep__topic_publish); readers on other threads copy that struct out under
  * the same lock and add what is live (the WAL's readable end, the lag, the
  * stall). One small lock, held for a struct copy, never for I/O.
@@ -108,13 +108,17 @@ static int load_tls(rep_t *r, char *err, size_t errlen)
     return rc;
 }
 
-int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
+/*
+ * Everything rep_new did but allocating r and its mailboxes: the options
+ * checked and copied, grpc_init, the TLS files, the topics (each a lane on
+ * cursor r->out.wal_id, at lane index lane_idx[i], or i when NULL), the
+ * completion queue. On failure r is left for danube_fini.
+ */
+static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, char *err, size_t errlen)
 {
-    *out = NULL;
     int rc = check_opts(o, err, errlen);
     if (rc < 0)
         return rc;
-    rep_t *r = tb_calloc(1, sizeof *r);
     r->o = *o;
     r->o.edge_name = tb_strdup(o->edge_name);
     r->o.cluster_url = tb_strdup(o->cluster_url);
@@ -123,22 +127,17 @@ int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
     r->o.tls_cert_file = dup_or_null(o->tls_cert_file);
     r->o.tls_key_file = dup_or_null(o->tls_key_file);
     r->o.topics = NULL;
+    r->out.stall_after_ms = o->stall_after_ms;
     r->producer = tb_asprintf("tributary-%s", o->edge_name);
-    pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->waker_mu, NULL);
-    tb_mbox_init(&r->cmds, rep__wake, r);
-    tb_mbox_init(&r->events, o->notify, o->notify_arg);
-    r->stop_cmd.kind = REP__CMD_STOP;
-    atomic_init(&r->stop_requested, false);
     r->rng = (tb_mono_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     r->st.cluster = REP_CLUSTER_CONNECTING;
     r->pub = r->st;
     grpc_init();
+    r->grpc_up = true;
     rep__grpc_log_setup();
-    if (load_tls(r, err, errlen) < 0) {
-        rep_free(r);
+    if (load_tls(r, err, errlen) < 0)
         return TB_ECONFIG;
-    }
     if (r->o.token) {
         r->bearer = tb_asprintf("Bearer %s", r->o.token);
         r->md[0].key = grpc_slice_from_static_string("authorization");
@@ -150,91 +149,85 @@ int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
     for (size_t i = 0; i < o->ntopics; i++) {
         rep__topic_t *t = &r->topics[i];
         t->idx = i;
-        t->name = tb_strdup(o->topics[i].name);
         t->subject = dup_or_null(o->topics[i].schema_subject);
-        t->wal = o->topics[i].wal;
         wal_topic_stats_t ws;
-        wal_topic_stats(t->wal, &ws);
-        t->st.start_offset = ws.open_offset ? ws.open_offset : ws.next_offset;
+        wal_topic_stats(o->topics[i].wal, &ws);
+        rc = rep__lane_init(&t->lane, &r->out, lane_idx ? lane_idx[i] : i, o->topics[i].name, o->topics[i].wal,
+                            ws.open_offset ? ws.open_offset : ws.next_offset, o->max_inflight_batches,
+                            WAL_START_LATEST);
+        if (rc < 0) {
+            snprintf(err, errlen, "replicator: topic %s: cannot open its log cursor: %s", o->topics[i].name,
+                     tb_strerror(rc));
+            return rc;
+        }
         rep__topic_init(r, t);
         t->enc.max_age_ms = o->topics[i].max_age_ms;
-        t->pub = t->st;
-        t->pub_progress_ms = t->progress_ms;
+        t->lane.pub = t->lane.st;
+        t->lane.pub_progress_ms = t->lane.progress_ms;
     }
     r->cq = grpc_completion_queue_create_for_next(NULL);
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     r->inert = grpc_channel_create("127.0.0.1:9", creds, NULL); /* never connects: rep_thread.c */
     grpc_channel_credentials_release(creds);
+    return 0;
+}
+
+int rep_new(const rep_opts_t *o, rep_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = check_opts(o, err, errlen);
+    if (rc < 0)
+        return rc;
+    rep_t *r = tb_calloc(1, sizeof *r);
+    rep__output_base_init(&r->out, &rep__danube_ops, NULL, 0, "danube", o->ntopics, o->notify, o->notify_arg);
+    rc = danube_setup(r, o, NULL, err, errlen);
+    if (rc < 0) {
+        rep_free(r);
+        return rc;
+    }
     *out = r;
     return 0;
 }
 
 int rep_start(rep_t *r)
 {
-    /* the thread takes no signals: they belong to the event loop */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&r->thread, NULL, rep__thread_main, r);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return -rc;
-    r->started = true;
-    return 0;
+    return rep__output_start(&r->out);
 }
 
 void rep_kick(rep_t *r, size_t topic)
 {
-    if (!r || topic >= r->ntopics)
-        return;
-    rep__topic_t *t = &r->topics[topic];
-    if (!atomic_exchange(&t->queued, true))
-        tb_mbox_push(&r->cmds, &t->kick.node);
+    if (r)
+        rep__output_kick(&r->out, topic);
 }
 
 void rep_stop(rep_t *r)
 {
-    if (atomic_exchange(&r->stop_requested, true))
-        return;
-    if (r->started) {
-        tb_mbox_push(&r->cmds, &r->stop_cmd.node);
-        return;
-    }
-    rep_event_t *ev = tb_calloc(1, sizeof *ev);
-    ev->kind = REP_EV_STOPPED;
-    rep__post(r, ev);
+    rep__output_stop(&r->out);
 }
 
-void rep_free(rep_t *r)
+static void danube_fini(rep_output_t *o)
 {
-    if (!r)
-        return;
-    if (r->started)
-        pthread_join(r->thread, NULL);
+    rep_t *r = (rep_t *)o;
     if (r->cq) { /* never started */
         grpc_completion_queue_shutdown(r->cq);
         while (grpc_completion_queue_next(r->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type != GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(r->cq);
+        r->cq = NULL;
     }
     for (size_t i = 0; i < r->ntopics; i++)
         rep__topic_free(&r->topics[i]);
     free(r->topics);
+    r->topics = NULL;
     rep__chans_free(r);
     rep__reg_free(r);
     rep__heap_free(&r->timers);
-    for (rep_event_t *ev = rep_take_events(r), *next; ev; ev = next) {
-        next = rep_event_next(ev);
-        rep_event_free(ev);
-    }
     if (r->inert)
         grpc_channel_destroy(r->inert);
     if (r->nmd)
         grpc_slice_unref(r->md[0].value);
-    tb_mbox_destroy(&r->cmds);
-    tb_mbox_destroy(&r->events);
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->waker_mu);
+    if (r->producer) /* set with the mutex (danube_setup) */
+        pthread_mutex_destroy(&r->waker_mu);
     free((char *)r->o.edge_name);
     free((char *)r->o.cluster_url);
     free((char *)r->o.token);
@@ -246,15 +239,96 @@ void rep_free(rep_t *r)
     free(r->tls_roots);
     free(r->tls_cert);
     free(r->tls_key);
-    free(r);
-    grpc_shutdown();
+    if (r->grpc_up)
+        grpc_shutdown();
 }
+
+void rep_free(rep_t *r)
+{
+    if (r)
+        rep__output_free(&r->out); /* joins, danube_fini, frees the events not taken */
+}
+
+/* ---- the danube kind (rep_int.h: rep_output_ops_t) ------------------------------------ */
+
+/* The engine's danube output: rep_new's options from the configuration, the
+ * topics its `topics` filters select (lanes at the engine's indexes). */
+static int danube_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen)
+{
+    rep_t *r = (rep_t *)o;
+    rep_engine_t *e = o->e;
+    rep_opts_t opts;
+    rep_opts_default(&opts);
+    rep_opts_from_cfg(cfg, &opts);
+    rep_topic_spec_t *specs = tb_calloc(e->ntopics + 1, sizeof *specs);
+    size_t *idx = tb_calloc(e->ntopics + 1, sizeof *idx);
+    size_t n = 0;
+    for (size_t i = 0; i < e->ntopics; i++) {
+        if (!rep__output_wants(o, e->topics[i].name))
+            continue;
+        specs[n] = e->topics[i];
+        idx[n++] = i;
+    }
+    opts.topics = specs;
+    opts.ntopics = n;
+    int rc = danube_setup(r, &opts, idx, err, errlen);
+    free(specs);
+    free(idx);
+    return rc;
+}
+
+static void *danube_main(void *o)
+{
+    return rep__thread_main(o);
+}
+
+static void danube_wake(rep_output_t *o)
+{
+    rep__wake(o);
+}
+
+static void danube_lane_kicked(rep_output_t *o, rep__lane_t *l)
+{
+    rep__topic_kicked((rep_t *)o, (rep__topic_t *)l); /* the lane is the topic's first member */
+}
+
+static void danube_stop(rep_output_t *o)
+{
+    rep__begin_stop((rep_t *)o);
+}
+
+static int danube_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
+{
+    (void)o;
+    (void)next;
+    return TB_EUNSUPPORTED; /* replaced whole (reload, later) */
+}
+
+static void danube_release(rep_output_t *o, rep__batch_t *b)
+{
+    (void)o;
+    rep__batch_release(b);
+}
+
+const rep_output_ops_t rep__danube_ops = {
+    .kind = REP_KIND_DANUBE,
+    .name = "danube",
+    .size = sizeof(rep_t),
+    .init = danube_init,
+    .main = danube_main,
+    .wake = danube_wake,
+    .lane_kicked = danube_lane_kicked,
+    .stop = danube_stop,
+    .reconfigure = danube_reconfigure,
+    .release = danube_release,
+    .fini = danube_fini,
+};
 
 /* ---- events -------------------------------------------------------------------------- */
 
 rep_event_t *rep_take_events(rep_t *r)
 {
-    tb_mnode_t *n = tb_mbox_take(&r->events);
+    tb_mnode_t *n = tb_mbox_take(&r->out.events);
     return n ? TB_CONTAINER_OF(n, rep_event_t, node) : NULL;
 }
 
@@ -304,31 +378,14 @@ size_t rep_ntopics(const rep_t *r)
 
 void rep_topic_stats(rep_t *r, size_t topic, rep_topic_stats_t *out)
 {
-    memset(out, 0, sizeof *out);
-    if (topic >= r->ntopics)
-        return;
-    rep__topic_t *t = &r->topics[topic];
-    pthread_mutex_lock(&r->mu);
-    *out = t->pub;
-    uint64_t progress = t->pub_progress_ms;
-    uint64_t unacked_bytes = t->pub_unacked_bytes;
-    wal_pos_t pos = t->pub_pos;
-    pthread_mutex_unlock(&r->mu);
-    out->readable_end = wal_topic_readable_end(t->wal);
-    out->lag_messages = out->readable_end > out->acked_offset + 1 ? out->readable_end - 1 - out->acked_offset : 0;
-    /* bytes: what was read and waits for its ack, plus the log past the reader (live) */
-    out->lag_bytes = pos.offset ? unacked_bytes + wal_topic_bytes_after(t->wal, &pos) : 0;
-    uint64_t now = tb_mono_ms();
-    out->no_progress_ms = out->lag_messages > 0 && now > progress ? now - progress : 0;
-    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED &&
-                   out->no_progress_ms >= r->o.stall_after_ms;
+    rep__lane_stats(topic < r->out.nlanes ? r->out.lanes[topic] : NULL, out);
 }
 
 void rep_stats(rep_t *r, rep_stats_t *out)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->out.mu);
     *out = r->pub;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->out.mu);
 }
 
 const char *rep_cluster_state_name(rep_cluster_state_t s)

@@ -2,7 +2,7 @@
  * rep_int.h: the replicator's internals, shared by replicator/'s files and
  * its unit tests (never by other folders). Prefix rep__.
  *
- * The layering, bottom up:
+ * The layering, bottom up (docs/REPLICATION.md, "Engine, outputs, lanes"):
  *   pure logic      rep_backoff.c (delays), rep_timer.c (deadline heap),
  *                   rep_encode.c (WAL records -> ReplicateBatch bytes),
  *                   rep_fill.c (a batch from the WAL reader, byte bound),
@@ -15,10 +15,16 @@
  *                   ReplicateData call), rep_topic.c (a topic's state
  *                   machine: reading the WAL, sending, acks, retries)
  *   the thread      rep_thread.c (the completion-queue loop, the waker,
- *                   commands, stop), rep.c (public API, events, stats)
+ *                   commands, stop), rep.c (public API, events, stats,
+ *                   and rep__danube_ops: Danube as an output kind)
+ *   the engine      rep_lane.c (one (output, topic): reader, cursor, window,
+ *                   ack accounting, stats), rep_output.c (what every output
+ *                   has: mailboxes, thread, kick, stop, events),
+ *                   rep_engine.c (the outputs of the configuration, kick
+ *                   fan-out, events merged, stats) -- no gRPC
  *
- * Everything below the public API runs on the replicator thread only,
- * except what is marked "any thread".
+ * Everything below the public API runs on the output's thread only (for
+ * Danube: the replicator thread), except what is marked "any thread".
  */
 #ifndef REP_INT_H
 #define REP_INT_H
@@ -287,28 +293,169 @@ void rep__chan_connect(rep_t *r, rep__chan_t *c);
 void rep__chans_close(rep_t *r);
 void rep__chans_free(rep_t *r);
 
-/* ---- a topic -------------------------------------------------------------------- */
+/* ---- the engine: outputs, their vtable, lanes (rep_engine.c, rep_output.c, rep_lane.c) ----
+ *
+ * An output is one destination of the log (today: the Danube cluster). Its
+ * kind is a vtable (rep_output_ops_t); its struct starts with a rep_output_t
+ * (ops->size bytes in all, zeroed). Per (output, topic) it carries, it has a
+ * lane (rep__lane_t): its own WAL reader and cursor (wal.h CURSORS), the
+ * window of units between built and acknowledged, and the stats an operator
+ * reads. A kind's per-topic struct starts with its lane (Danube's
+ * rep__topic_t). Everything in a lane but `kick`/`queued` and the published
+ * copies (under o->mu) belongs to the output's thread.
+ */
+
+typedef struct rep_output rep_output_t;
+typedef struct rep__lane rep__lane_t;
 
 typedef enum { REP__CMD_KICK, REP__CMD_STOP } rep__cmd_kind_t;
 
 typedef struct rep__cmd {
     tb_mnode_t node;
     rep__cmd_kind_t kind;
-    size_t topic;
 } rep__cmd_t;
+
+/* What the engine keeps of an outputs[] entry (owned); the kind's own keys
+ * are read by its init from the configuration. */
+typedef struct rep_output_cfg {
+    char *name;
+    rep_kind_t kind;
+    char **topics;               /* upstream topic filters it carries (router_filter_match) */
+    size_t ntopics;
+} rep_output_cfg_t;
+
+struct rep__lane {
+    rep_output_t *o;
+    size_t topic;                /* index in the engine's topics (rep_new: in opts.topics) */
+    char *name;
+    wal_topic_t *wal;
+    wal_cursor_t *cur;           /* its checkpoint slot: the output's id (o->wal_id) */
+    rep__src_t src;              /* reader + held record (rep_fill.c) */
+    rep__window_t win;           /* units between built and acked (rep_window.c) */
+    const rep__open_t *open;     /* the unit being built, if the kind builds one; NULL: none */
+    uint8_t priority;
+    rep__cmd_t kick;             /* any thread: queued by rep__output_kick */
+    atomic_bool queued;
+    /* stats: st is the thread's, pub the copy readers see (under o->mu) */
+    rep_topic_stats_t st, pub;
+    uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data began to wait) */
+    uint64_t pub_progress_ms;    /* its copy under o->mu */
+    /* lag_bytes: what was read and not acked, and where the reader is */
+    uint64_t pub_unacked_bytes;  /* under o->mu */
+    wal_pos_t pub_pos;           /* under o->mu; offset 0: no reader yet */
+};
+
+typedef struct rep_output_ops {
+    rep_kind_t kind;
+    const char *name;                                   /* "danube", "mqtt", "sparkplug" */
+    size_t size;                                        /* the kind's struct; rep_output_t first */
+    /* caller's thread, inside rep_engine_new: files, TLS, templates, its lanes
+     * (rep__lane_init for each topic rep__output_wants); no network */
+    int (*init)(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen);
+    void *(*main)(void *o);                             /* the thread body */
+    void (*wake)(rep_output_t *o);                      /* any thread: cmds went non-empty */
+    void (*lane_kicked)(rep_output_t *o, rep__lane_t *l); /* its thread */
+    void (*stop)(rep_output_t *o);                      /* its thread: begin the drain */
+    int (*reconfigure)(rep_output_t *o, const rep_output_cfg_t *next); /* its thread;
+                                                           TB_EUNSUPPORTED: the engine replaces it */
+    void (*release)(rep_output_t *o, rep__batch_t *b);  /* a unit left the window (acked or
+                                                           dropped): Danube unrefs its grpc_slice */
+    void (*fini)(rep_output_t *o);                      /* after the join; frees what init made
+                                                           (not o itself, not o->lanes) */
+} rep_output_ops_t;
+
+extern const rep_output_ops_t rep__danube_ops;
+
+struct rep_output {
+    const rep_output_ops_t *ops;
+    rep_engine_t *e;             /* NULL: standalone (rep_new) */
+    uint16_t idx;                /* in the engine */
+    uint16_t wal_id;             /* the output's id in <wal.dir>/OUTPUTS (danube: 0) */
+    char *name;
+    rep_output_cfg_t cfg;        /* owned; empty when standalone */
+    rep__lane_t **lanes;         /* by topic index; NULL: not carried */
+    size_t nlanes;               /* the engine's topic count (the length of lanes) */
+    tb_mbox_t cmds;              /* -> its thread; wake-up = ops->wake */
+    rep__cmd_t stop_cmd;
+    tb_mbox_t events;            /* -> the loop (the engine's notify) */
+    pthread_t thread;
+    bool started;
+    atomic_bool stop_requested;
+    pthread_mutex_t mu;          /* st -> pub copies of its lanes and of the kind */
+    uint32_t stall_after_ms;     /* health.stall_after_ms */
+};
+
+/* The kinds' table (rep_engine.c): NULL where this build has none. Tests may set an entry. */
+extern const rep_output_ops_t *rep__kinds[REP_KIND__COUNT];
+
+/* rep_output.c */
+/* The common part of a new output (o zeroed, ops->size bytes): mailboxes, lock, lanes array. */
+void rep__output_base_init(rep_output_t *o, const rep_output_ops_t *ops, rep_engine_t *e, uint16_t idx,
+                           const char *name, size_t nlanes, void (*notify)(void *), void *notify_arg);
+/* Whether the output's configuration carries topic `name` (no filters: every topic). */
+bool rep__output_wants(const rep_output_t *o, const char *name);
+int rep__output_start(rep_output_t *o);              /* its thread, signals blocked */
+void rep__output_kick(rep_output_t *o, size_t topic); /* any thread; coalesced per lane */
+void rep__output_stop(rep_output_t *o);              /* any thread; idempotent */
+void rep__output_post(rep_output_t *o, rep_event_t *ev); /* its thread: ev->output is set */
+/* Its thread: the commands waiting, in order (ops->lane_kicked, ops->stop). */
+void rep__output_drain(rep_output_t *o);
+/* Joins, ops->fini, frees the events left, the lanes array and o. NULL is allowed. */
+void rep__output_free(rep_output_t *o);
+
+/* rep_lane.c */
+/* Sets up l for topic (index, name, log) of o: opens the cursor o->wal_id
+ * (start for a slot that never existed), the window of cap units from the
+ * cursor's checkpoint, o->lanes[topic] = l. The reader opens later. 0 or
+ * wal_cursor_open's error. */
+int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *name, wal_topic_t *wal,
+                   uint64_t start_offset, uint32_t cap, wal_start_t start);
+/* Closes the reader and the cursor, frees the window (units: ops->release) and the name. */
+void rep__lane_fini(rep__lane_t *l);
+bool rep__lane_ensure_reader(rep__lane_t *l);        /* a reader at win.acked + 1; false: logged */
+/* The gaps and holes the reader met since the counts were gaps0/holes0:
+ * counted in the stats, drops warned about. */
+void rep__lane_note_gaps(rep__lane_t *l, uint64_t gaps0, uint64_t holes0);
+/* One record (valid until the next call): 0, WAL_END, or an error; gaps counted. */
+int rep__lane_next(rep__lane_t *l, wal_record_t *rec /* OUT */, uint64_t now_wall);
+/* Pops the ACKED units at the head of the window, moves the cursor over them
+ * (wal_cursor_ack_ex, their aged count with it), counts them exactly (acked
+ * new vs dropped meanwhile by a bound), ops->release, publishes. */
+void rep__lane_acked(rep__lane_t *l);
+/* Session lost: the window emptied (ops->release), the reader reopened at win.acked + 1 (not Danube). */
+void rep__lane_restart(rep__lane_t *l);
+void rep__lane_publish(rep__lane_t *l);              /* refresh l->pub */
+/* Any thread: the published stats plus what is live (readable end, lag, stall). */
+void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
+
+/* The engine (rep_engine.c). */
+struct rep_engine {
+    wal_t *wal;
+    rep_topic_spec_t *topics;    /* owned copies of the names and subjects */
+    size_t ntopics;
+    rep_output_t **outs;
+    size_t nouts;
+    void (*notify)(void *arg);
+    void *notify_arg;
+    bool started;
+    atomic_bool stop_asked;      /* rep_engine_stop was called */
+    pthread_mutex_t ev_mu;       /* rep_engine_take_events callers */
+    size_t nstopped;             /* outputs whose REP_EV_STOPPED was taken */
+    bool stop_posted;            /* the engine's one REP_EV_STOPPED was handed out */
+};
+
+/* ---- a topic -------------------------------------------------------------------- */
 
 typedef struct rep__stream rep__stream_t;
 
+/* Danube's topic: the generic lane first (reader, window, cursor, stats), then the protocol. */
 typedef struct rep__topic {
+    rep__lane_t lane;            /* first; lane.topic is the engine's index, idx the output's */
     rep_t *r;
-    size_t idx;
-    char *name;
+    size_t idx;                  /* in r->topics */
     char *subject;               /* NULL: none */
-    wal_topic_t *wal;
-    rep__src_t src;              /* its WAL reader */
     rep__enc_t enc;
-    rep__open_t open;
-    rep__window_t win;
+    rep__open_t open;            /* the batch being filled (lane.open points here) */
     rep_topic_state_t state;
     bool registered;
     /* lookup and stream */
@@ -321,17 +468,6 @@ typedef struct rep__topic {
     rep__backoff_t backoff;
     bool outage_logged;          /* "replication interrupted" logged for this outage */
     rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
-    /* from other threads */
-    rep__cmd_t kick;
-    atomic_bool queued;
-    /* stats: st is the thread's, pub the copy readers see (under r->mu) */
-    rep_topic_stats_t st;
-    rep_topic_stats_t pub;
-    uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data began to wait) */
-    uint64_t pub_progress_ms;    /* its copy under r->mu */
-    /* lag_bytes: what was read and not acked, and where the reader is */
-    uint64_t pub_unacked_bytes;  /* under r->mu */
-    wal_pos_t pub_pos;           /* under r->mu; offset 0: no reader yet */
 } rep__topic_t;
 
 /* rep_topic.c */
@@ -343,7 +479,7 @@ void rep__topic_chan_ready(rep_t *r, rep__topic_t *t);    /* its channel became 
 void rep__topic_stop(rep_t *r, rep__topic_t *t);          /* rep_stop: drain then close */
 void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is left */
 void rep__topic_free(rep__topic_t *t);
-void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->pub */
+void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->lane.pub */
 /* called by rep_stream.c */
 void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset);
 void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
@@ -374,7 +510,11 @@ void rep__reg_free(rep_t *r);
 
 /* ---- the replicator ---------------------------------------------------------------- */
 
+/* The Danube output (kind danube: rep__danube_ops, rep.c). rep_new makes one
+ * standalone (its own events, lanes indexed like opts.topics); the engine
+ * makes one from the configuration (rep_engine.c). */
 struct rep {
+    rep_output_t out;            /* first: the engine sees a rep_output_t */
     rep_opts_t o;                /* strings below are owned copies */
     char *bearer;                /* "Bearer <token>" or NULL */
     grpc_metadata md[1];
@@ -392,12 +532,6 @@ struct rep {
     grpc_status_code waker_status;
     grpc_slice waker_details;
     pthread_mutex_t waker_mu;
-    tb_mbox_t cmds;              /* -> the thread */
-    tb_mbox_t events;            /* -> the loop */
-    rep__cmd_t stop_cmd;
-    atomic_bool stop_requested;
-    pthread_t thread;
-    bool started;
     /* channels and calls */
     rep__chan_t *chans;
     rep__chan_t *cluster;
@@ -421,18 +555,20 @@ struct rep {
     bool stopping;
     bool chans_closed;
     rep__timer_t grace_timer;
-    /* stats */
-    pthread_mutex_t mu;
+    bool grpc_up;                /* grpc_init() was called (balanced in fini) */
+    /* stats (under out.mu) */
     rep_stats_t st, pub;
 };
 
 /* rep_thread.c */
 void *rep__thread_main(void *arg);
 void rep__wake(void *arg); /* any thread */
+void rep__begin_stop(rep_t *r); /* the stop command, on the thread */
 void rep__post(rep_t *r, rep_event_t *ev);
 void rep__publish(rep_t *r); /* refresh r->pub */
 void rep__grpc_log_setup(void);
 
-#define REP__LOG_TOPIC(t) TB_S("topic", (t)->name)
+#define REP__LOG_TOPIC(t) TB_S("topic", (t)->lane.name)
+#define REP__LOG_LANE(l) TB_S("topic", (l)->name)
 
 #endif

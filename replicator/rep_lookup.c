@@ -79,7 +79,7 @@ void rep__lookup_start(rep_t *r, rep__topic_t *t, const char *url)
     }
     Danube__TopicLookupRequest req = DANUBE__TOPIC_LOOKUP_REQUEST__INIT;
     req.request_id = ++r->lookup_seq;
-    req.topic = t->name;
+    req.topic = t->lane.name;
     size_t len = danube__topic_lookup_request__get_packed_size(&req);
     uint8_t *buf = tb_malloc(len ? len : 1);
     danube__topic_lookup_request__pack(&req, buf);

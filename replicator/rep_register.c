@@ -80,7 +80,7 @@ static rep__topic_t *find_topic(rep_t *r, const char *name, size_t hint)
 {
     for (size_t k = 0; k < r->ntopics; k++) {
         rep__topic_t *t = &r->topics[(hint + k) % r->ntopics];
-        if (strcmp(t->name, name) == 0)
+        if (strcmp(t->lane.name, name) == 0)
             return t;
     }
     return NULL;
@@ -130,14 +130,14 @@ static void apply_registration(rep_t *r, const Danube__Edge__RegisterEdgeRespons
             failed++;
             tb_warn("the cluster refused a topic; registering again at the next heartbeat", REP__LOG_TOPIC(t),
                     TB_S("error", res->error));
-            rep__post(r, event(r, REP_EV_TOPIC_FAILED, t->idx, res->error));
+            rep__post(r, event(r, REP_EV_TOPIC_FAILED, t->lane.topic, res->error));
             if (t->registered)
                 rep__topic_unregistered(r, t);
             r->reregister = true;
             continue;
         }
         ok++;
-        rep_event_t *ev = event(r, REP_EV_TOPIC_REGISTERED, t->idx, NULL);
+        rep_event_t *ev = event(r, REP_EV_TOPIC_REGISTERED, t->lane.topic, NULL);
         ev->schema_resolved = res->schema_resolved;
         if (res->schema)
             copy_schema(ev, res->schema);
@@ -224,7 +224,7 @@ static void apply_change(rep_t *r, const Danube__Edge__EdgeChange *ch, size_t hi
             tb_warn("heartbeat: SCHEMA_UPDATED without a schema (ignored)", REP__LOG_TOPIC(t));
             return;
         }
-        rep_event_t *ev = event(r, REP_EV_SCHEMA_UPDATED, t->idx, ch->detail);
+        rep_event_t *ev = event(r, REP_EV_SCHEMA_UPDATED, t->lane.topic, ch->detail);
         ev->schema_resolved = true;
         copy_schema(ev, ch->schema);
         tb_info("heartbeat: schema updated", REP__LOG_TOPIC(t), TB_S("subject", ev->schema.subject),
@@ -234,12 +234,12 @@ static void apply_change(rep_t *r, const Danube__Edge__EdgeChange *ch, size_t hi
     }
     case DANUBE__EDGE__EDGE_CHANGE_TYPE__SCHEMA_REMOVED:
         tb_warn("heartbeat: schema removed on the cluster", REP__LOG_TOPIC(t), TB_S("detail", ch->detail ? ch->detail : ""));
-        rep__post(r, event(r, REP_EV_SCHEMA_REMOVED, t->idx, ch->detail));
+        rep__post(r, event(r, REP_EV_SCHEMA_REMOVED, t->lane.topic, ch->detail));
         break;
     case DANUBE__EDGE__EDGE_CHANGE_TYPE__TOPIC_REMOVED:
         tb_warn("heartbeat: topic removed on the cluster; registering again at the next heartbeat re-creates it",
                 REP__LOG_TOPIC(t), TB_S("detail", ch->detail ? ch->detail : ""));
-        rep__post(r, event(r, REP_EV_TOPIC_REMOVED, t->idx, ch->detail));
+        rep__post(r, event(r, REP_EV_TOPIC_REMOVED, t->lane.topic, ch->detail));
         rep__topic_unregistered(r, t);
         r->reregister = true;
         break;
@@ -335,7 +335,7 @@ void rep__reg_start(rep_t *r)
     Danube__Edge__EdgeTopicDeclaration **ptrs = tb_calloc(r->ntopics ? r->ntopics : 1, sizeof *ptrs);
     for (size_t i = 0; i < r->ntopics; i++) {
         danube__edge__edge_topic_declaration__init(&decls[i]);
-        decls[i].topic_name = r->topics[i].name;
+        decls[i].topic_name = r->topics[i].lane.name;
         if (r->topics[i].subject) {
             decls[i].schema_subject_opt_case = DANUBE__EDGE__EDGE_TOPIC_DECLARATION__SCHEMA_SUBJECT_OPT_SCHEMA_SUBJECT;
             decls[i].schema_subject = r->topics[i].subject;

@@ -76,21 +76,10 @@ void rep__wake(void *arg)
     pthread_mutex_unlock(&r->waker_mu);
 }
 
-static void begin_stop(rep_t *r);
-
+/* The mailbox: kicks go to the lanes (rep__topic_kicked), stop to rep__begin_stop (rep_output.c). */
 static void drain_cmds(rep_t *r)
 {
-    for (tb_mnode_t *n = tb_mbox_take(&r->cmds), *next; n; n = next) {
-        next = n->next;
-        rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
-        if (cmd->kind == REP__CMD_STOP) {
-            begin_stop(r);
-        } else {
-            rep__topic_t *t = &r->topics[cmd->topic];
-            atomic_store(&t->queued, false);
-            rep__topic_kicked(r, t);
-        }
-    }
+    rep__output_drain(&r->out);
 }
 
 static void waker_cb(rep_t *r, rep__op_t *op, bool ok)
@@ -116,14 +105,14 @@ static void grace_cb(rep_t *r, rep__timer_t *tm)
         rep__topic_grace_over(r, &r->topics[i]);
 }
 
-static void begin_stop(rep_t *r)
+void rep__begin_stop(rep_t *r)
 {
     if (r->stopping)
         return;
     r->stopping = true;
     uint64_t inflight = 0;
     for (size_t i = 0; i < r->ntopics; i++)
-        inflight += r->topics[i].win.sent;
+        inflight += r->topics[i].lane.win.sent;
     tb_info("replicator stopping", TB_U("batches_in_flight", inflight), TB_U("grace_ms", r->o.shutdown_grace_ms));
     rep__reg_stop(r);
     for (rep__unary_t *u = r->unaries; u; u = u->next)
@@ -171,14 +160,14 @@ static void run_timers(rep_t *r)
 
 void rep__post(rep_t *r, rep_event_t *ev)
 {
-    tb_mbox_push(&r->events, &ev->node);
+    rep__output_post(&r->out, ev);
 }
 
 void rep__publish(rep_t *r)
 {
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->out.mu);
     r->pub = r->st;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->out.mu);
 }
 
 void *rep__thread_main(void *arg)
@@ -221,7 +210,7 @@ void *rep__thread_main(void *arg)
     r->cq = NULL;
     for (size_t i = 0; i < r->ntopics; i++) {
         rep__topic_t *t = &r->topics[i];
-        rep__src_free(&t->src); /* before the WAL closes */
+        rep__src_free(&t->lane.src); /* before the WAL closes */
         rep__topic_publish(r, t);
     }
     tb_info("replicator stopped");

@@ -1,6 +1,8 @@
 /*
- * rep_topic.c: one topic's replication, as a state machine on the
- * replicator thread.
+ * rep_topic.c: one topic's replication to Danube, as a state machine on
+ * the replicator thread. The topic embeds its lane (rep_lane.c: reader,
+ * window, cursor, the ack accounting, stats); what is here is Danube's
+ * protocol around it.
  *
  *   UNREGISTERED --registered--> (lookup needed?) LOOKUP --Connect--> CONNECTING
  *   CONNECTING --channel READY--> STREAMING --stream ends--> BACKOFF
@@ -24,10 +26,10 @@
  *
  * max_age: records older than it when read are not sent; they make up
  * virtual batches (rep_fill.c), pushed already acknowledged, and advance()
- * moves the checkpoint over them with their count (wal_checkpoint_ex).
+ * moves the checkpoint over them with their count (wal_cursor_ack_ex).
  *
  * Acks: the window matches them to batches (rep_window.c); the checkpoint
- * handed to wal_checkpoint only moves through contiguous acks. The ack
+ * (the lane's cursor, id 0: rep_lane.c) only moves through contiguous acks. The ack
  * deadline is the oldest sent batch's send time + ack_timeout_ms; at expiry
  * the stream is cancelled and rebuilt from the last ack, resending the same
  * batches. Outages are logged once when replication stops and once when it
@@ -45,41 +47,21 @@ static void output_down(rep__topic_t *t);
 static void set_state(rep_t *r, rep__topic_t *t, rep_topic_state_t s)
 {
     t->state = s;
-    t->st.state = s;
+    t->lane.st.state = s;
     rep__topic_publish(r, t);
 }
 
 void rep__topic_publish(rep_t *r, rep__topic_t *t)
 {
-    t->st.batches_in_flight = t->win.n;
-    t->st.acked_offset = t->win.acked;
-    /* lag_bytes: records read and not acked are counted here (they may
-     * have left the disk since); the rest is the log past the reader */
-    uint64_t unacked_bytes = t->open.raw_bytes + (t->src.has_held ? t->src.held.raw_len : 0);
-    for (uint32_t i = 0; i < t->win.n; i++)
-        unacked_bytes += rep__window_at(&t->win, i)->raw_bytes;
-    wal_pos_t pos = { 0 };
-    if (t->src.rd)
-        wal_reader_pos(t->src.rd, &pos);
-    rep__batch_t *old = t->win.n ? rep__window_at(&t->win, 0) : NULL;
-    t->st.attributes_skipped = t->open.skipped_attrs;
-    t->st.oldest_unacked_ms = old              ? old->first_publish_ms
-                              : t->open.count  ? t->open.first_publish_ms
-                              : t->src.has_held ? t->src.held.publish_time_ms
-                                               : 0;
-    pthread_mutex_lock(&r->mu);
-    t->pub = t->st;
-    t->pub_progress_ms = t->progress_ms;
-    t->pub_unacked_bytes = unacked_bytes;
-    t->pub_pos = pos;
-    pthread_mutex_unlock(&r->mu);
+    (void)r;
+    rep__lane_publish(&t->lane); /* lane.open is t->open: its bytes count as read and not acked */
 }
 
 /* ---- timers ------------------------------------------------------------------ */
 
 static void arm_ack_timer(rep_t *r, rep__topic_t *t)
 {
-    rep__batch_t *b = rep__window_oldest_unacked(&t->win);
+    rep__batch_t *b = rep__window_oldest_unacked(&t->lane.win);
     if (b && (b->state == REP__B_SENDING || b->state == REP__B_SENT))
         rep__timer_arm(&r->timers, &t->ack_timer, b->sent_ms + r->o.ack_timeout_ms);
     else
@@ -91,7 +73,7 @@ static void ack_timer_cb(rep_t *r, rep__timer_t *tm)
     rep__topic_t *t = TB_CONTAINER_OF(tm, rep__topic_t, ack_timer);
     if (t->state == REP_TOPIC_STREAMING && t->stream) {
         tb_debug("replicator: no ack within ack_timeout_ms: cancelling the stream", REP__LOG_TOPIC(t),
-                 TB_U("ack_timeout_ms", r->o.ack_timeout_ms), TB_U("acked_offset", t->win.acked));
+                 TB_U("ack_timeout_ms", r->o.ack_timeout_ms), TB_U("acked_offset", t->lane.win.acked));
         rep__stream_cancel(t->stream, REP_RETRY_ACK_TIMEOUT);
     }
 }
@@ -119,37 +101,31 @@ static void read_timer_cb(rep_t *r, rep__timer_t *tm)
     pump(r, TB_CONTAINER_OF(tm, rep__topic_t, read_timer));
 }
 
+/* After rep__lane_init (the lane's cursor, window and start offset are set). */
 void rep__topic_init(rep_t *r, rep__topic_t *t)
 {
     t->r = r;
+    t->lane.open = &t->open;
     t->enc = (rep__enc_t){
-        .topic = t->name, .topic_len = strlen(t->name),
+        .topic = t->lane.name, .topic_len = strlen(t->lane.name),
         .producer = r->producer, .producer_len = strlen(r->producer),
         .batch_size = r->o.batch_size, .max_bytes = r->o.max_batch_bytes,
-        .live_window_ms = r->o.live_window_ms, .live_base = t->st.start_offset,
+        .live_window_ms = r->o.live_window_ms, .live_base = t->lane.st.start_offset,
     };
-    rep__window_init(&t->win, r->o.max_inflight_batches, wal_topic_checkpoint(t->wal));
     t->backoff = (rep__backoff_t){ r->o.retry_initial_ms, r->o.retry_max_ms, 0, true };
     t->ack_timer.cb = ack_timer_cb;
     t->retry_timer.cb = retry_timer_cb;
     t->batch_timer.cb = batch_timer_cb;
     t->read_timer.cb = read_timer_cb;
-    t->kick.kind = REP__CMD_KICK;
-    t->kick.topic = t->idx;
-    atomic_init(&t->queued, false);
-    t->state = t->st.state = REP_TOPIC_UNREGISTERED;
-    t->st.acked_offset = t->win.acked;
-    t->progress_ms = tb_mono_ms();
+    t->state = t->lane.st.state = REP_TOPIC_UNREGISTERED;
+    t->lane.pub = t->lane.st;
 }
 
 void rep__topic_free(rep__topic_t *t)
 {
-    for (uint32_t i = 0; t->win.v && i < t->win.n; i++)
-        rep__batch_release(rep__window_at(&t->win, i));
-    rep__window_free(&t->win);
+    if (t->lane.o)
+        rep__lane_fini(&t->lane); /* the window's batches (rep__batch_release), reader, cursor */
     rep__open_free(&t->open);
-    rep__src_free(&t->src);
-    free(t->name);
     free(t->subject);
 }
 
@@ -162,7 +138,7 @@ static void open_stream(rep_t *r, rep__topic_t *t)
     t->stream = rep__stream_open(r, t);
     set_state(r, t, REP_TOPIC_STREAMING);
     tb_debug("replicator: stream opened", REP__LOG_TOPIC(t), TB_S("url", t->chan->url),
-             TB_U("from_offset", t->win.acked + 1), TB_U("resending", t->win.n));
+             TB_U("from_offset", t->lane.win.acked + 1), TB_U("resending", t->lane.win.n));
     pump(r, t);
 }
 
@@ -174,7 +150,7 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
         /* a reconnect that finds the cluster unreachable (a stream that
          * ended cleanly, then a refused connection) is an outage too; the
          * first connect at start is not */
-        if (t->st.stream_resets)
+        if (t->lane.st.stream_resets)
             output_down(t);
         t->wait = need;
         set_state(r, t, REP_TOPIC_CONNECTING);
@@ -200,15 +176,15 @@ static void connect_topic(rep_t *r, rep__topic_t *t)
  */
 static void output_down(rep__topic_t *t)
 {
-    if (wal_topic_mode(t->wal) == WAL_MODE_MEMORY)
-        wal_topic_spill(t->wal, WAL_SPILL_OUTPUT);
+    if (wal_topic_mode(t->lane.wal) == WAL_MODE_MEMORY)
+        wal_topic_spill(t->lane.wal, WAL_SPILL_OUTPUT);
 }
 
 /* quiet: an idle stream the cluster closed cleanly is no outage: reopen
  * (with the backoff, so a peer that keeps doing it is not hammered) */
 static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *details, bool quiet)
 {
-    t->st.retries[why]++;
+    t->lane.st.retries[why]++;
     if (!quiet)
         output_down(t);
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
@@ -216,7 +192,7 @@ static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *detail
         t->outage_logged = true;
         tb_warn("replication interrupted: retrying with backoff (logged once until it resumes)", REP__LOG_TOPIC(t),
                 TB_S("reason", rep_retry_name(why)), TB_S("details", details ? details : ""),
-                TB_U("acked_offset", t->win.acked), TB_U("next_try_ms", delay));
+                TB_U("acked_offset", t->lane.win.acked), TB_U("next_try_ms", delay));
     } else {
         tb_debug("replicator: retrying", REP__LOG_TOPIC(t), TB_S("reason", rep_retry_name(why)),
                  TB_S("details", details ? details : ""), TB_U("attempt", t->backoff.attempt), TB_U("delay_ms", delay));
@@ -228,7 +204,7 @@ static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *detail
 void rep__topic_registered(rep_t *r, rep__topic_t *t)
 {
     t->registered = true;
-    t->st.registered = true;
+    t->lane.st.registered = true;
     if (!r->stopping && t->state == REP_TOPIC_UNREGISTERED)
         connect_topic(r, t);
     rep__topic_publish(r, t);
@@ -237,7 +213,7 @@ void rep__topic_registered(rep_t *r, rep__topic_t *t)
 void rep__topic_unregistered(rep_t *r, rep__topic_t *t)
 {
     t->registered = false;
-    t->st.registered = false;
+    t->lane.st.registered = false;
     if (!r->stopping)
         output_down(t);
     switch (t->state) {
@@ -283,16 +259,16 @@ void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const ch
 
 void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details)
 {
-    rep__window_rewind(&t->win);
+    rep__window_rewind(&t->lane.win);
     rep__timer_cancel(&r->timers, &t->ack_timer);
     if (r->stopping) {
-        if (t->win.n)
+        if (t->lane.win.n)
             tb_info("replicator: stream closed with batches unacknowledged; they are resent after restart",
-                    REP__LOG_TOPIC(t), TB_U("batches", t->win.n), TB_U("acked_offset", t->win.acked));
+                    REP__LOG_TOPIC(t), TB_U("batches", t->lane.win.n), TB_U("acked_offset", t->lane.win.acked));
         set_state(r, t, REP_TOPIC_STOPPED);
         return;
     }
-    t->st.stream_resets++;
+    t->lane.st.stream_resets++;
     if (!t->registered) {
         output_down(t);
         set_state(r, t, REP_TOPIC_UNREGISTERED);
@@ -303,7 +279,7 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
     char text[300];
     snprintf(text, sizeof text, "%s%s%s", rep__status_name(st), details && *details ? ": " : "",
              details ? details : "");
-    retry(r, t, why, text, st == GRPC_STATUS_OK && t->win.n == 0);
+    retry(r, t, why, text, st == GRPC_STATUS_OK && t->lane.win.n == 0);
 }
 
 /* ---- acks and sends ------------------------------------------------------------- */
@@ -314,56 +290,17 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
  * older than max_age, never sent, born ACKED) was pushed, so a virtual
  * batch at the head moves the checkpoint without an ack and one behind
  * unacknowledged batches waits for them. Their aged count goes to the WAL
- * with the checkpoint (wal_checkpoint_ex: persisted in the same meta write).
+ * with the checkpoint (wal_cursor_ack_ex: persisted in the same meta write).
  */
 static void advance(rep_t *r, rep__topic_t *t)
 {
-    uint64_t before = t->win.acked, upto = before, aged = 0;
-    for (uint32_t i = 0; i < t->win.n && rep__window_at(&t->win, i)->state == REP__B_ACKED; i++) {
-        upto = rep__window_at(&t->win, i)->last;
-        aged += rep__window_at(&t->win, i)->aged;
-    }
-    /* The checkpoint moves first, and tells below which offset the disk
-     * bound deleted records meanwhile: those of our batches were counted
-     * as dropped when they went (their batch was in flight), so they are
-     * not counted as replicated (or aged) too (wal.h: wal_checkpoint_floor). */
-    uint64_t drop_floor = 0;
-    if (upto > before) {
-        int rc = wal_checkpoint_ex(t->wal, upto, aged, &drop_floor);
-        if (rc < 0)
-            tb_error("replicator: the log refused a checkpoint", REP__LOG_TOPIC(t), TB_U("offset", upto),
-                     TB_ERR(rc));
-    }
-    bool acked = false;
-    rep__batch_t b;
-    while (rep__window_pop(&t->win, &b)) {
-        /* a batch is contiguous (rep__fill): its new offsets are [lo, b.last] */
-        uint64_t lo = TB_MAX(b.first, t->st.start_offset);
-        uint64_t gone = drop_floor > lo && b.last >= lo ? TB_MIN(drop_floor, b.last + 1) - lo : 0;
-        if (b.count == 0) { /* virtual: nothing was sent, nothing to release */
-            t->st.messages_dropped_age += b.aged;
-            t->st.messages_dropped_age_new += b.aged_new - TB_MIN(gone, (uint64_t)b.aged_new);
-            continue;
-        }
-        acked = true;
-        t->st.batches_acked++;
-        t->st.messages_acked += b.count;
-        gone = TB_MIN(gone, (uint64_t)b.count_new);
-        t->st.messages_acked_new += b.count_new - gone;
-        t->st.messages_acked_dropped += gone;
-        rep__batch_release(&b);
-    }
-    if (t->win.acked > before) {
-        if (acked)
-            t->st.last_ack_ms = tb_wall_ms();
-        t->progress_ms = tb_mono_ms();
-        rep__topic_publish(r, t); /* the counts and the checkpoint together, before anything slower */
-    }
+    (void)r;
+    rep__lane_acked(&t->lane); /* wal_cursor_ack_ex on its cursor, the exact counts, the publish */
 }
 
 void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
 {
-    rep__ack_t res = rep__window_ack(&t->win, acked_offset);
+    rep__ack_t res = rep__window_ack(&t->lane.win, acked_offset);
     if (res == REP__ACK_UNKNOWN) {
         tb_debug("replicator: ack for no batch in flight (ignored)", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
         return;
@@ -377,7 +314,7 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
     advance(r, t);
     arm_ack_timer(r, t);
     if (res == REP__ACK_OUT_OF_ORDER && t->stream) {
-        rep__batch_t *gap = rep__window_oldest_unacked(&t->win);
+        rep__batch_t *gap = rep__window_oldest_unacked(&t->lane.win);
         tb_error("the cluster acknowledged a batch before an earlier one; the earlier batch may be lost upstream",
                  REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset), TB_U("unacked_first", gap ? gap->first : 0),
                  TB_U("unacked_last", gap ? gap->last : 0));
@@ -389,10 +326,10 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
 
 void rep__topic_on_sent(rep_t *r, rep__topic_t *t)
 {
-    for (uint32_t i = 0; i < t->win.n; i++) {
-        rep__batch_t *b = rep__window_at(&t->win, i);
+    for (uint32_t i = 0; i < t->lane.win.n; i++) {
+        rep__batch_t *b = rep__window_at(&t->lane.win, i);
         if (b->state == REP__B_SENDING) {
-            rep__window_mark_sent(&t->win, b);
+            rep__window_mark_sent(&t->lane.win, b);
             break;
         }
     }
@@ -403,7 +340,7 @@ void rep__topic_on_sent(rep_t *r, rep__topic_t *t)
 
 static void finish_open(rep_t *r, rep__topic_t *t)
 {
-    rep__batch_t *b = rep__window_push(&t->win);
+    rep__batch_t *b = rep__window_push(&t->lane.win);
     rep__open_finish(&t->open, b);
     rep__timer_cancel(&r->timers, &t->batch_timer);
     if (b->state == REP__B_ACKED)
@@ -431,9 +368,9 @@ static bool open_due(rep_t *r, rep__topic_t *t, uint64_t now)
  */
 static bool end_due(rep__topic_t *t)
 {
-    uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* pump's slow start */
-    return t->open.count && t->state == REP_TOPIC_STREAMING && t->win.sent < may_send &&
-           (wal_topic_held(t->wal) > 0 || wal_topic_mode(t->wal) != WAL_MODE_LOG);
+    uint32_t may_send = t->acks_this_stream ? t->lane.win.cap : 1; /* pump's slow start */
+    return t->open.count && t->state == REP_TOPIC_STREAMING && t->lane.win.sent < may_send &&
+           (wal_topic_held(t->lane.wal) > 0 || wal_topic_mode(t->lane.wal) != WAL_MODE_LOG);
 }
 
 /* With wal.fsync interval the readable end moves without a completion. */
@@ -442,22 +379,17 @@ static void maybe_recheck(rep_t *r, rep__topic_t *t)
     if (!r->o.recheck_ms || rep__timer_armed(&t->read_timer))
         return;
     wal_topic_stats_t ws;
-    wal_topic_stats(t->wal, &ws);
+    wal_topic_stats(t->lane.wal, &ws);
     if (ws.next_offset > ws.readable_end)
         rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + r->o.recheck_ms);
 }
 
 static bool ensure_reader(rep_t *r, rep__topic_t *t)
 {
-    if (t->src.rd)
+    if (rep__lane_ensure_reader(&t->lane))
         return true;
-    int rc = wal_reader_open(t->wal, t->win.acked + 1, &t->src.rd);
-    if (rc < 0) {
-        tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc));
-        rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + 1000);
-        return false;
-    }
-    return true;
+    rep__timer_arm(&r->timers, &t->read_timer, tb_mono_ms() + 1000); /* logged by the lane */
+    return false;
 }
 
 /* Reads records into the open batch. Returns true when a batch was closed. */
@@ -470,14 +402,9 @@ static bool read_more(rep_t *r, rep__topic_t *t)
         finish_open(r, t);
         return true;
     }
-    uint64_t gaps = t->src.gaps, holes = t->src.holes;
-    int rc = rep__fill(&t->open, &t->enc, &t->src, tb_wall_ms());
-    t->st.holes += t->src.holes - holes; /* no loss: not warned about */
-    if (t->src.gaps != gaps) {
-        t->st.gaps += t->src.gaps - gaps;
-        tb_warn("replicator: records were deleted from the log before being replicated (see dropped_total)",
-                REP__LOG_TOPIC(t), TB_U("from", t->src.gap_from), TB_U("to", t->src.gap_to));
-    }
+    uint64_t gaps = t->lane.src.gaps, holes = t->lane.src.holes;
+    int rc = rep__fill(&t->open, &t->enc, &t->lane.src, tb_wall_ms());
+    rep__lane_note_gaps(&t->lane, gaps, holes);
     if (rc == 1 || (rc == 0 && (open_due(r, t, now) || end_due(t)))) {
         finish_open(r, t);
         return true;
@@ -492,7 +419,7 @@ static bool read_more(rep_t *r, rep__topic_t *t)
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
         tb_error("replicator: reading the log failed; trying again in 1 s", REP__LOG_TOPIC(t), TB_ERR(rc),
-                 TB_U("offset", wal_reader_offset(t->src.rd)), TB_U("suppressed", skipped));
+                 TB_U("offset", wal_reader_offset(t->lane.src.rd)), TB_U("suppressed", skipped));
     rep__timer_arm(&r->timers, &t->read_timer, now + 1000);
     return false;
 }
@@ -525,28 +452,28 @@ static bool expire(rep_t *r, rep__topic_t *t, rep__batch_t *b)
 static void pump(rep_t *r, rep__topic_t *t)
 {
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
-        uint32_t may_send = t->acks_this_stream ? t->win.cap : 1; /* slow start */
-        if (!rep__stream_send_busy(t->stream) && t->win.sent < may_send) {
-            rep__batch_t *b = rep__window_next_unsent(&t->win);
+        uint32_t may_send = t->acks_this_stream ? t->lane.win.cap : 1; /* slow start */
+        if (!rep__stream_send_busy(t->stream) && t->lane.win.sent < may_send) {
+            rep__batch_t *b = rep__window_next_unsent(&t->lane.win);
             if (b && expire(r, t, b))
                 continue; /* aged while it waited: the next one */
             if (b) {
                 if (b->sends)
-                    t->st.batches_resent++;
+                    t->lane.st.batches_resent++;
                 else
-                    t->st.messages_replayed += b->replayed;
-                rep__window_mark_sending(&t->win, b, tb_mono_ms());
-                t->st.batches_sent++;
+                    t->lane.st.messages_replayed += b->replayed;
+                rep__window_mark_sending(&t->lane.win, b, tb_mono_ms());
+                t->lane.st.batches_sent++;
                 rep__stream_send(t->stream, b);
                 arm_ack_timer(r, t);
             }
         }
         if (r->stopping) {
-            if (t->win.sent == 0)
+            if (t->lane.win.sent == 0)
                 rep__stream_close_send(t->stream);
             break;
         }
-        if (t->win.n == t->win.cap || !read_more(r, t))
+        if (t->lane.win.n == t->lane.win.cap || !read_more(r, t))
             break;
     }
     rep__topic_publish(r, t);
@@ -557,9 +484,9 @@ void rep__topic_kicked(rep_t *r, rep__topic_t *t)
     /* Nothing known to be waiting: caught up until now, so a stall (data
      * waiting, no ack progress) is measured from here, whether or not the
      * cluster is there. */
-    bool idle = t->win.n == 0 && rep__open_empty(&t->open) && !t->src.has_held;
+    bool idle = t->lane.win.n == 0 && rep__open_empty(&t->open) && !t->lane.src.has_held;
     if (idle)
-        t->progress_ms = tb_mono_ms();
+        t->lane.progress_ms = tb_mono_ms();
     if (t->state == REP_TOPIC_STREAMING) {
         pump(r, t);
         return;
@@ -567,7 +494,7 @@ void rep__topic_kicked(rep_t *r, rep__topic_t *t)
     /* not sending: learn the oldest waiting message's age (it stays held for its batch) */
     const wal_record_t *rec;
     if (idle && !r->stopping && ensure_reader(r, t))
-        (void)rep__src_peek(&t->src, &rec);
+        (void)rep__src_peek(&t->lane.src, &rec);
     rep__topic_publish(r, t);
 }
 

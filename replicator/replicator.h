@@ -1,5 +1,6 @@
 /*
- * replicator.h: replication to a Danube cluster over gRPC (the replicator/
+ * replicator.h: replication to a Danube cluster over gRPC, and the engine of
+ * outputs it is one kind of (at the end of this file) (the replicator/
  * folder's one public header). Prefix rep_ (public), rep__ (internal).
  *
  * What it does, in the order a boot sees it (docs/REPLICATION.md is the
@@ -171,7 +172,9 @@ typedef struct rep_schema {
 typedef struct rep_event {
     tb_mnode_t node;         /* first: the mailbox link */
     rep_event_kind_t kind;
-    size_t topic;            /* index in opts.topics (not for STOPPED) */
+    uint16_t output;         /* the output that posted it (rep_engine_noutputs order; 0 standalone);
+                                the engine's one STOPPED: 0 */
+    size_t topic;            /* index in opts.topics / the engine's topics (not for STOPPED) */
     uint64_t config_version; /* the cluster's, when the event was made */
     bool schema_resolved;
     bool has_schema;         /* `schema` is filled */
@@ -279,6 +282,84 @@ typedef struct rep_stats {
 void rep_topic_stats(rep_t *r, size_t topic, rep_topic_stats_t *out /* OUT */);
 void rep_stats(rep_t *r, rep_stats_t *out /* OUT */);
 size_t rep_ntopics(const rep_t *r);
+
+/* ---- the engine: every output of the configuration ----------------------------
+ *
+ * The engine owns the outputs of cfg->outputs (docs/REPLICATION.md, "Engine,
+ * outputs, lanes"): each is one destination of the log, of a kind (today
+ * only danube: the replicator above, unchanged), with a thread of its own,
+ * and one lane per upstream topic it carries (its `topics` filters, MQTT
+ * filter syntax, matched against the upstream names). A lane reads the
+ * topic's log with its own reader and acknowledges through its own WAL
+ * cursor (wal.h CURSORS; danube's is id 0, the log's historic checkpoint),
+ * so retention and the memory tier go by the minimum over the outputs that
+ * carry the topic. After the outputs opened their cursors (rep_engine_start)
+ * the engine calls wal_cursors_settled: slots of outputs no longer
+ * configured stop holding retention. Events of every output come through
+ * rep_engine_take_events, tagged with their output; REP_EV_STOPPED comes
+ * once, when every output has stopped.
+ */
+typedef struct rep_engine rep_engine_t;
+typedef enum { REP_KIND_DANUBE, REP_KIND_MQTT, REP_KIND_SPARKPLUG, REP_KIND__COUNT } rep_kind_t;
+
+typedef struct rep_engine_opts {
+    const cfg_t *cfg;                 /* outputs[], edge.*, replicator.*, health.*: borrowed until
+                                         rep_engine_new returns */
+    wal_t *wal;                       /* output ids and cursors */
+    const rep_topic_spec_t *topics;   /* router order (the broker's topic indexes); copied */
+    size_t ntopics;
+    void (*notify)(void *arg);        /* any output's thread: events are waiting */
+    void *notify_arg;
+} rep_engine_opts_t;
+
+typedef struct rep_output_info {
+    const char *name;                 /* outputs[].name; valid while the engine lives */
+    rep_kind_t kind;
+    size_t topics;                    /* topics it carries */
+} rep_output_info_t;
+
+typedef struct rep_output_stats {
+    rep_kind_t kind;
+    size_t topics;                    /* topics it carries */
+    uint64_t messages_acked;          /* sum over its lanes, since start */
+    uint64_t lag_messages;            /* sum over its lanes, live */
+    uint32_t batches_in_flight;       /* sum over its lanes */
+    rep_stats_t danube;               /* kind danube: the cluster's (rep_stats); zeros otherwise */
+} rep_output_stats_t;
+
+/*
+ * Builds every output of o->cfg (ops->init: what can fail for a configuration
+ * reason, nothing on the network; a kind this build lacks is TB_ECONFIG
+ * naming outputs[i].kind), with the lanes their `topics` filters select.
+ * 0 and *out, or < 0 with err.
+ */
+int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out /* OUT */, char *err, size_t errlen);
+/* wal_cursors_settled, then one thread per output. 0 or -errno. */
+int rep_engine_start(rep_engine_t *e);
+/* New data may be readable for topic (any thread): to every output carrying it, coalesced per lane. */
+void rep_engine_kick(rep_engine_t *e, size_t topic);
+/* Every output drains in parallel (rep_stop's rules for danube); REP_EV_STOPPED when the last is done. */
+void rep_engine_stop(rep_engine_t *e);
+/* Joins every thread, closes readers and cursors, frees everything. Before wal_close. NULL allowed. */
+void rep_engine_free(rep_engine_t *e);
+/* Every output's waiting events, oldest first per output; NULL when none. */
+rep_event_t *rep_engine_take_events(rep_engine_t *e);
+
+size_t rep_engine_ntopics(const rep_engine_t *e);
+size_t rep_engine_noutputs(const rep_engine_t *e);
+void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info /* OUT */);
+bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic);
+/* Any thread. */
+void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st /* OUT */);
+/* Any thread: output out's lane of topic (rep_topic_stats' fields); zeros when it does not carry it. */
+void rep_lane_stats(rep_engine_t *e, size_t out, size_t topic, rep_topic_stats_t *st /* OUT */);
+/* The first output carrying topic (whose lane /stats and /metrics show), or SIZE_MAX. */
+size_t rep_engine_primary(const rep_engine_t *e, size_t topic);
+/* The Danube cluster's stats (the first danube output's), zeros without one. */
+void rep_engine_stats(rep_engine_t *e, rep_stats_t *out /* OUT */);
+/* Whether the engine has a danube output. */
+bool rep_engine_has_danube(const rep_engine_t *e);
+const char *rep_kind_name(rep_kind_t k);
 
 const char *rep_cluster_state_name(rep_cluster_state_t s);
 const char *rep_reg_state_name(rep_reg_state_t s);

@@ -1,0 +1,275 @@
+/*
+ * rep_engine.c: the engine (replicator.h, "the engine"): the outputs of the
+ * configuration, each of a kind from rep__kinds, the kick fan-out, start and
+ * stop of every output, their events merged towards the loop, and the stats
+ * an operator reads.
+ *
+ * Which output carries which topic is decided once, in rep_engine_new: a
+ * kind's init makes a lane for each topic rep__output_wants (its `topics`
+ * filters against the upstream name; none: every topic). Each lane opens the
+ * output's cursor (wal_output_id: danube is 0). rep_engine_start then calls
+ * wal_cursors_settled: slots of outputs no longer configured are parked
+ * (kept, not waited for), so they stop holding retention and memory.
+ *
+ * Events: each output posts to its own mailbox, whose wake-up is the
+ * engine's notify; rep_engine_take_events splices them (per output in
+ * order), each tagged with its output, and turns the outputs' REP_EV_STOPPED
+ * into one, handed out when the last output has stopped.
+ */
+#include "replicator/rep_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const rep_output_ops_t *rep__kinds[REP_KIND__COUNT] = { [REP_KIND_DANUBE] = &rep__danube_ops };
+
+static rep_kind_t kind_of(cfg_output_kind_t k)
+{
+    switch (k) {
+    case CFG_OUTPUT_MQTT:
+        return REP_KIND_MQTT;
+    case CFG_OUTPUT_SPARKPLUG:
+        return REP_KIND_SPARKPLUG;
+    default:
+        return REP_KIND_DANUBE;
+    }
+}
+
+const char *rep_kind_name(rep_kind_t k)
+{
+    static const char *const n[] = { "danube", "mqtt", "sparkplug" };
+    return (unsigned)k < TB_ARRAY_LEN(n) ? n[k] : "?";
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? tb_strdup(s) : NULL;
+}
+
+int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    const cfg_t *cfg = o->cfg;
+    if (!o->wal || !cfg) {
+        snprintf(err, errlen, "replicator: the engine needs the configuration and the log");
+        return TB_EINVALID;
+    }
+    rep_engine_t *e = tb_calloc(1, sizeof *e);
+    e->wal = o->wal;
+    e->notify = o->notify;
+    e->notify_arg = o->notify_arg;
+    pthread_mutex_init(&e->ev_mu, NULL);
+    atomic_init(&e->stop_asked, false);
+    e->ntopics = o->ntopics;
+    e->topics = tb_calloc(o->ntopics + 1, sizeof *e->topics);
+    for (size_t i = 0; i < o->ntopics; i++) {
+        e->topics[i] = o->topics[i];
+        e->topics[i].name = tb_strdup(o->topics[i].name);
+        e->topics[i].schema_subject = dup_or_null(o->topics[i].schema_subject);
+    }
+    e->outs = tb_calloc(cfg->noutputs + 1, sizeof *e->outs);
+    for (size_t i = 0; i < cfg->noutputs; i++) {
+        const cfg_output_t *c = &cfg->outputs[i];
+        rep_kind_t k = kind_of(c->kind);
+        const rep_output_ops_t *ops = rep__kinds[k];
+        if (!ops) {
+            snprintf(err, errlen, "outputs[%s].kind: %s is not implemented in this build", c->name, rep_kind_name(k));
+            rep_engine_free(e);
+            return TB_ECONFIG;
+        }
+        uint16_t id;
+        int rc = wal_output_id(e->wal, c->name, &id);
+        if (rc < 0) {
+            snprintf(err, errlen, "outputs[%s]: cannot record the output in the log: %s", c->name, tb_strerror(rc));
+            rep_engine_free(e);
+            return rc;
+        }
+        rep_output_t *ot = tb_calloc(1, ops->size);
+        rep__output_base_init(ot, ops, e, (uint16_t)i, c->name, e->ntopics, e->notify, e->notify_arg);
+        ot->wal_id = id;
+        ot->stall_after_ms = cfg->health.stall_after_ms;
+        ot->cfg.name = tb_strdup(c->name);
+        ot->cfg.kind = k;
+        ot->cfg.ntopics = c->ntopics;
+        ot->cfg.topics = tb_calloc(c->ntopics + 1, sizeof *ot->cfg.topics);
+        for (size_t f = 0; f < c->ntopics; f++)
+            ot->cfg.topics[f] = tb_strdup(c->topics[f]);
+        e->outs[e->nouts++] = ot;
+        rc = ops->init(ot, cfg, err, errlen);
+        if (rc < 0) {
+            rep_engine_free(e);
+            return rc;
+        }
+    }
+    *out = e;
+    return 0;
+}
+
+int rep_engine_start(rep_engine_t *e)
+{
+    /* every cursor of this configuration is open: the others stop holding the log */
+    wal_cursors_settled(e->wal);
+    for (size_t t = 0; t < e->ntopics; t++)
+        if (rep_engine_primary(e, t) == SIZE_MAX)
+            tb_warn("no output carries this topic: its messages are logged and kept to the disk bounds only",
+                    TB_S("topic", e->topics[t].name));
+    e->started = true;
+    for (size_t i = 0; i < e->nouts; i++) {
+        int rc = rep__output_start(e->outs[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void rep_engine_kick(rep_engine_t *e, size_t topic)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->nouts; i++)
+        rep__output_kick(e->outs[i], topic);
+}
+
+void rep_engine_stop(rep_engine_t *e)
+{
+    if (atomic_exchange(&e->stop_asked, true))
+        return;
+    for (size_t i = 0; i < e->nouts; i++)
+        rep__output_stop(e->outs[i]);
+    if (e->nouts == 0 && e->notify)
+        e->notify(e->notify_arg); /* nothing to wait for: STOPPED at the next take */
+}
+
+void rep_engine_free(rep_engine_t *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->nouts; i++)
+        rep__output_free(e->outs[i]); /* joins; lanes close their readers and cursors */
+    free(e->outs);
+    for (size_t i = 0; i < e->ntopics; i++) {
+        free((char *)e->topics[i].name);
+        free((char *)e->topics[i].schema_subject);
+    }
+    free(e->topics);
+    pthread_mutex_destroy(&e->ev_mu);
+    free(e);
+}
+
+rep_event_t *rep_engine_take_events(rep_engine_t *e)
+{
+    tb_mnode_t *head = NULL, **tail = &head;
+    pthread_mutex_lock(&e->ev_mu);
+    for (size_t i = 0; i < e->nouts; i++) {
+        for (tb_mnode_t *n = tb_mbox_take(&e->outs[i]->events), *next; n; n = next) {
+            next = n->next;
+            rep_event_t *ev = TB_CONTAINER_OF(n, rep_event_t, node);
+            if (ev->kind == REP_EV_STOPPED) {
+                e->nstopped++;
+                rep_event_free(ev);
+                continue;
+            }
+            n->next = NULL;
+            *tail = n;
+            tail = &n->next;
+        }
+    }
+    if (!e->stop_posted && atomic_load(&e->stop_asked) && e->nstopped == e->nouts) {
+        e->stop_posted = true;
+        rep_event_t *ev = tb_calloc(1, sizeof *ev);
+        ev->kind = REP_EV_STOPPED;
+        *tail = &ev->node;
+    }
+    pthread_mutex_unlock(&e->ev_mu);
+    return head ? TB_CONTAINER_OF(head, rep_event_t, node) : NULL;
+}
+
+/* ---- what an operator reads ------------------------------------------------------ */
+
+size_t rep_engine_ntopics(const rep_engine_t *e)
+{
+    return e->ntopics;
+}
+
+size_t rep_engine_noutputs(const rep_engine_t *e)
+{
+    return e->nouts;
+}
+
+static size_t carried(const rep_output_t *o)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < o->nlanes; t++)
+        n += o->lanes[t] != NULL;
+    return n;
+}
+
+void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info)
+{
+    memset(info, 0, sizeof *info);
+    if (out >= e->nouts)
+        return;
+    const rep_output_t *o = e->outs[out];
+    info->name = o->name;
+    info->kind = o->ops->kind;
+    info->topics = carried(o);
+}
+
+bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic)
+{
+    return out < e->nouts && topic < e->outs[out]->nlanes && e->outs[out]->lanes[topic] != NULL;
+}
+
+void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)
+{
+    memset(st, 0, sizeof *st);
+    if (out >= e->nouts)
+        return;
+    rep_output_t *o = e->outs[out];
+    st->kind = o->ops->kind;
+    for (size_t t = 0; t < o->nlanes; t++) {
+        if (!o->lanes[t])
+            continue;
+        rep_topic_stats_t ls;
+        rep__lane_stats(o->lanes[t], &ls);
+        st->topics++;
+        st->messages_acked += ls.messages_acked;
+        st->lag_messages += ls.lag_messages;
+        st->batches_in_flight += ls.batches_in_flight;
+    }
+    if (o->ops == &rep__danube_ops)
+        rep_stats((rep_t *)o, &st->danube);
+}
+
+void rep_lane_stats(rep_engine_t *e, size_t out, size_t topic, rep_topic_stats_t *st)
+{
+    rep__lane_stats(rep_output_carries(e, out, topic) ? e->outs[out]->lanes[topic] : NULL, st);
+}
+
+size_t rep_engine_primary(const rep_engine_t *e, size_t topic)
+{
+    for (size_t i = 0; i < e->nouts; i++)
+        if (rep_output_carries(e, i, topic))
+            return i;
+    return SIZE_MAX;
+}
+
+bool rep_engine_has_danube(const rep_engine_t *e)
+{
+    for (size_t i = 0; i < e->nouts; i++)
+        if (e->outs[i]->ops == &rep__danube_ops)
+            return true;
+    return false;
+}
+
+void rep_engine_stats(rep_engine_t *e, rep_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < e->nouts; i++) {
+        if (e->outs[i]->ops == &rep__danube_ops) {
+            rep_stats((rep_t *)e->outs[i], out);
+            return;
+        }
+    }
+}

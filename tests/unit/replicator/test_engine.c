@@ -1,0 +1,498 @@
+/*
+ * test_engine.c: the replication engine (replicator.h "the engine",
+ * rep_int.h "the engine: outputs, their vtable, lanes") without a cluster:
+ * outputs built from a configuration, `topics` filters, the kick fan-out
+ * reaching the lanes, a lane's acknowledgement moving its output's cursor
+ * (danube: cursor 0, the log's historic checkpoint), wal_cursors_settled at
+ * start, and the seam itself: a second kind registered here (a tiny ops
+ * table that acknowledges what it reads up to a limit the test sets), so
+ * that two outputs carrying one topic each get every record and the topic's
+ * checkpoint is the minimum of their cursors. Waits poll with a deadline or
+ * wait on a condition variable with one, never sleep.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helper_rep.h"
+
+#define OTHER_TOPIC "/edge1/other"
+
+static const char *HEAD =
+    "edge: {edge_name: edge1, cluster_url: \"http://127.0.0.1:1\"}\n"
+    "mqtt:\n"
+    "  topic_mappings:\n"
+    "    - {mqtt_pattern: tele/#, danube_topic: /edge1/telemetry}\n"
+    "    - {mqtt_pattern: other/#, danube_topic: /edge1/other}\n";
+
+static cfg_t *load(const char *outputs)
+{
+    char *y = tb_asprintf("%s%s", HEAD, outputs ? outputs : "");
+    cfg_t *c = NULL;
+    char err[512] = "";
+    int rc = cfg_load_string("test.yaml", y, strlen(y), NULL, &c, err, sizeof err);
+    free(y);
+    cr_assert_eq(rc, 0, "%s", err);
+    return c;
+}
+
+/* ---- the engine's notify: counted, waited for with a deadline ---------------------- */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_wakes;
+
+static void notify(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_mu);
+    g_wakes++;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static bool wait_wake(int *seen, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g_mu);
+    while (g_wakes == *seen)
+        if (pthread_cond_timedwait(&g_cv, &g_mu, &ts) != 0)
+            break;
+    bool woke = g_wakes != *seen;
+    *seen = g_wakes;
+    pthread_mutex_unlock(&g_mu);
+    return woke;
+}
+
+/* Takes events until the engine's REP_EV_STOPPED (10 s at most); counts STOPPEDs and
+ * events of output `out` (REP_EV_TOPIC_REGISTERED from the fake). */
+static void drain_until_stopped(rep_engine_t *e, size_t out, int *registered_of_out)
+{
+    int seen = 0, stopped = 0;
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (stopped == 0 && tb_mono_ms() < deadline) {
+        for (rep_event_t *ev = rep_engine_take_events(e), *next; ev; ev = next) {
+            next = rep_event_next(ev);
+            if (ev->kind == REP_EV_STOPPED)
+                stopped++;
+            else if (ev->kind == REP_EV_TOPIC_REGISTERED && ev->output == out && registered_of_out)
+                (*registered_of_out)++;
+            rep_event_free(ev);
+        }
+        if (!stopped)
+            wait_wake(&seen, 200);
+    }
+    cr_assert_eq(stopped, 1, "the engine's one REP_EV_STOPPED");
+    /* and never a second one */
+    for (rep_event_t *ev = rep_engine_take_events(e), *next; ev; ev = next) {
+        next = rep_event_next(ev);
+        cr_assert_neq(ev->kind, REP_EV_STOPPED);
+        rep_event_free(ev);
+    }
+}
+
+/* ---- a second kind: acknowledges what it reads, up to ack_limit -------------------- */
+
+#define FAKE_TOPICS 4
+
+typedef struct fake {
+    rep_output_t o;              /* first, as every kind */
+    rep__lane_t lanes[FAKE_TOPICS];
+    bool has_lane[FAKE_TOPICS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool woken, stopping;
+    _Atomic uint64_t ack_limit;  /* acknowledge offsets up to this */
+    _Atomic uint64_t seen[FAKE_TOPICS];  /* records read, per topic */
+    _Atomic uint64_t last[FAKE_TOPICS];  /* the last offset read */
+    _Atomic uint64_t released;
+} fake_t;
+
+static int fake_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen)
+{
+    (void)cfg;
+    fake_t *f = (fake_t *)o;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    atomic_store(&f->ack_limit, UINT64_MAX);
+    for (size_t i = 0; i < o->e->ntopics && i < FAKE_TOPICS; i++) {
+        if (!rep__output_wants(o, o->e->topics[i].name))
+            continue;
+        int rc = rep__lane_init(&f->lanes[i], o, i, o->e->topics[i].name, o->e->topics[i].wal, 1, 1024,
+                                WAL_START_EARLIEST);
+        if (rc < 0) {
+            snprintf(err, errlen, "fake: cursor: %s", tb_strerror(rc));
+            return rc;
+        }
+        f->has_lane[i] = true;
+    }
+    return 0;
+}
+
+static void fake_wake(rep_output_t *o)
+{
+    fake_t *f = (fake_t *)o;
+    pthread_mutex_lock(&f->mu);
+    f->woken = true;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    for (size_t i = 0; i < FAKE_TOPICS; i++) {
+        if (!f->has_lane[i])
+            continue;
+        rep_event_t *ev = tb_calloc(1, sizeof *ev);
+        ev->kind = REP_EV_TOPIC_REGISTERED;
+        ev->topic = i;
+        rep__output_post(&f->o, ev);
+    }
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        while (!f->woken)
+            pthread_cond_wait(&f->cv, &f->mu); /* every command wakes it (fake_wake) */
+        f->woken = false;
+        pthread_mutex_unlock(&f->mu);
+        rep__output_drain(&f->o);
+        if (f->stopping)
+            break;
+    }
+    for (size_t i = 0; i < FAKE_TOPICS; i++)
+        if (f->has_lane[i])
+            rep__lane_publish(&f->lanes[i]);
+    rep_event_t *ev = tb_calloc(1, sizeof *ev);
+    ev->kind = REP_EV_STOPPED;
+    rep__output_post(&f->o, ev);
+    return NULL;
+}
+
+static void fake_kicked(rep_output_t *o, rep__lane_t *l)
+{
+    fake_t *f = (fake_t *)o;
+    wal_record_t rec;
+    while (l->win.n < l->win.cap && rep__lane_next(l, &rec, tb_wall_ms()) == 0) {
+        atomic_fetch_add(&f->seen[l->topic], 1);
+        atomic_store(&f->last[l->topic], rec.offset);
+        rep__batch_t *b = rep__window_push(&l->win); /* one record a unit, as the mqtt kind will */
+        b->first = b->last = rec.offset;
+        b->count = 1;
+        b->count_new = rec.offset >= l->st.start_offset;
+        rep__window_mark_sending(&l->win, b, tb_mono_ms());
+        rep__window_mark_sent(&l->win, b);
+    }
+    uint64_t limit = atomic_load(&f->ack_limit);
+    for (uint32_t i = 0; i < l->win.n; i++) {
+        rep__batch_t *b = rep__window_at(&l->win, i);
+        if (b->state == REP__B_SENT && b->last <= limit)
+            rep__window_ack(&l->win, b->last);
+    }
+    rep__lane_acked(l);
+    rep__lane_publish(l);
+}
+
+static void fake_stop(rep_output_t *o)
+{
+    ((fake_t *)o)->stopping = true;
+}
+
+static int fake_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
+{
+    (void)o;
+    (void)next;
+    return TB_EUNSUPPORTED;
+}
+
+static void fake_release(rep_output_t *o, rep__batch_t *b)
+{
+    (void)b;
+    atomic_fetch_add(&((fake_t *)o)->released, 1);
+}
+
+static void fake_fini(rep_output_t *o)
+{
+    fake_t *f = (fake_t *)o;
+    for (size_t i = 0; i < FAKE_TOPICS; i++)
+        if (f->has_lane[i])
+            rep__lane_fini(&f->lanes[i]);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+}
+
+static const rep_output_ops_t fake_ops = {
+    .kind = REP_KIND_MQTT,
+    .name = "fake",
+    .size = sizeof(fake_t),
+    .init = fake_init,
+    .main = fake_main,
+    .wake = fake_wake,
+    .lane_kicked = fake_kicked,
+    .stop = fake_stop,
+    .reconfigure = fake_reconfigure,
+    .release = fake_release,
+    .fini = fake_fini,
+};
+
+static rep_engine_t *engine(rt_t *h, const cfg_t *c, wal_topic_t *other)
+{
+    rep_topic_spec_t specs[2] = { { RT_TOPIC, NULL, h->t, 0 }, { OTHER_TOPIC, NULL, other, 0 } };
+    rep_engine_opts_t eo = { .cfg = c, .wal = h->w, .topics = specs, .ntopics = other ? 2 : 1,
+                             .notify = notify, .notify_arg = NULL };
+    rep_engine_t *e = NULL;
+    char err[512] = "";
+    cr_assert_eq(rep_engine_new(&eo, &e, err, sizeof err), 0, "%s", err);
+    return e;
+}
+
+static void stop_and_free(rep_engine_t *e)
+{
+    rep_engine_stop(e);
+    drain_until_stopped(e, SIZE_MAX, NULL);
+    rep_engine_free(e);
+}
+
+/* polls the lane stats of (out, topic) until acked_offset >= acked, for up to 10 s */
+static bool lane_until(rep_engine_t *e, size_t out, size_t topic, uint64_t acked)
+{
+    uint64_t deadline = tb_mono_ms() + 10000;
+    rep_topic_stats_t st;
+    do {
+        rep_lane_stats(e, out, topic, &st);
+        if (st.acked_offset >= acked)
+            return true;
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL); /* polling a published value, bounded by the deadline */
+    } while (tb_mono_ms() < deadline);
+    return false;
+}
+
+/* ---- the tests ------------------------------------------------------------------------ */
+
+Test(engine, the_implied_danube_output_carries_every_topic_on_cursor_0_and_its_acks_move_it)
+{
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c = load(NULL);
+    rt_append_n(&h, 3, 10);
+    rep_engine_t *e = engine(&h, c, NULL);
+    cr_assert_eq(rep_engine_noutputs(e), 1);
+    rep_output_info_t info;
+    rep_output_info(e, 0, &info);
+    cr_assert_str_eq(info.name, "danube");
+    cr_assert_eq(info.kind, REP_KIND_DANUBE);
+    cr_assert_eq(info.topics, 1);
+    cr_assert(rep_output_carries(e, 0, 0));
+    cr_assert_eq(rep_engine_primary(e, 0), 0);
+    cr_assert(rep_engine_has_danube(e));
+    rep_output_t *o = e->outs[0];
+    cr_assert_eq(o->wal_id, 0, "danube is output id 0 in every log");
+    rep__lane_t *l = o->lanes[0];
+    cr_assert_not_null(l);
+    cr_assert_not_null(l->cur);
+    cr_assert_eq(l->win.acked, 0);
+
+    /* the lane's ack path on Danube's lane (no thread runs: the engine is not started):
+     * a unit 1..3 acknowledged moves cursor 0, which is the topic's checkpoint */
+    rep__batch_t *b = rep__window_push(&l->win);
+    b->first = 1;
+    b->last = 3;
+    b->count = b->count_new = 3;
+    rep__window_mark_sending(&l->win, b, tb_mono_ms());
+    rep__window_mark_sent(&l->win, b);
+    cr_assert_eq(rep__window_ack(&l->win, 3), REP__ACK_IN_ORDER);
+    rep__lane_acked(l);
+    cr_assert_eq(wal_cursor_checkpoint(l->cur), 3);
+    cr_assert_eq(wal_topic_checkpoint(h.t), 3, "slot 0 is the topic's checkpoint");
+    rep_topic_stats_t st;
+    rep_lane_stats(e, 0, 0, &st);
+    cr_assert_eq(st.acked_offset, 3);
+    cr_assert_eq(st.messages_acked, 3);
+    cr_assert_eq(st.batches_acked, 1);
+    rep_output_stats_t os;
+    rep_output_stats(e, 0, &os);
+    cr_assert_eq(os.kind, REP_KIND_DANUBE);
+    cr_assert_eq(os.topics, 1);
+    cr_assert_eq(os.messages_acked, 3);
+    cr_assert_eq(os.danube.cluster, REP_CLUSTER_CONNECTING);
+
+    rep_engine_stop(e); /* never started: STOPPED at once */
+    drain_until_stopped(e, SIZE_MAX, NULL);
+    rep_engine_free(e);
+    /* the checkpoint was slot 0's: it is there after a restart */
+    rt_reopen(&h);
+    cr_assert_eq(wal_topic_checkpoint(h.t), 3);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+Test(engine, a_kind_this_build_lacks_is_refused_naming_the_output)
+{
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c = load("outputs:\n"
+                    "  - name: scada\n"
+                    "    kind: sparkplug\n"
+                    "    broker: \"127.0.0.1:1\"\n"
+                    "    group_id: G\n");
+    rep_topic_spec_t spec = { RT_TOPIC, NULL, h.t, 0 };
+    rep_engine_opts_t eo = { .cfg = c, .wal = h.w, .topics = &spec, .ntopics = 1 };
+    rep_engine_t *e = (rep_engine_t *)1;
+    char err[512] = "";
+    cr_assert_eq(rep_engine_new(&eo, &e, err, sizeof err), TB_ECONFIG);
+    cr_assert_null(e);
+    cr_assert(strstr(err, "outputs[scada].kind") && strstr(err, "sparkplug"), "%s", err);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+Test(engine, topics_filters_decide_the_lanes_and_kicks_reach_every_output_carrying_the_topic)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    wal_topic_t *other;
+    cr_assert_eq(wal_topic_open(h.w, OTHER_TOPIC, &other), 0);
+    cfg_t *c = load("outputs:\n"
+                    "  - {name: danube, kind: danube, topics: [\"/edge1/telemetry\"]}\n"
+                    "  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/edge1/#\"]}\n"
+                    "  - {name: fb, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/+/other\"]}\n");
+    rt_append_n(&h, 5, 10);
+    rep_engine_t *e = engine(&h, c, other);
+    cr_assert_eq(rep_engine_noutputs(e), 3);
+    /* danube: telemetry only; fa: both ("#"); fb: other only ("+" one level) */
+    cr_assert(rep_output_carries(e, 0, 0));
+    cr_assert_not(rep_output_carries(e, 0, 1));
+    cr_assert(rep_output_carries(e, 1, 0));
+    cr_assert(rep_output_carries(e, 1, 1));
+    cr_assert_not(rep_output_carries(e, 2, 0));
+    cr_assert(rep_output_carries(e, 2, 1));
+    cr_assert_eq(rep_engine_primary(e, 0), 0);
+    cr_assert_eq(rep_engine_primary(e, 1), 1);
+    rep_output_info_t info;
+    rep_output_info(e, 2, &info);
+    cr_assert_str_eq(info.name, "fb");
+    cr_assert_eq(info.kind, REP_KIND_MQTT);
+    cr_assert_eq(info.topics, 1);
+    fake_t *fa = (fake_t *)e->outs[1], *fb = (fake_t *)e->outs[2];
+    cr_assert_neq(e->outs[1]->wal_id, 0);
+    cr_assert_neq(e->outs[1]->wal_id, e->outs[2]->wal_id, "each output its own cursor id");
+
+    cr_assert_eq(rep_engine_start(e), 0);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 1, 0, 5), "fa read and acknowledged telemetry 1..5");
+    cr_assert_eq(atomic_load(&fa->seen[0]), 5);
+    cr_assert_eq(atomic_load(&fb->seen[0]), 0, "fb does not carry telemetry");
+    /* danube carries telemetry too and has no cluster: its cursor 0 holds the minimum */
+    cr_assert_eq(wal_topic_checkpoint(h.t), 0, "the minimum over danube (0) and fa (5)");
+
+    /* other: fa and fb each get every record; fb acknowledges only up to 1 */
+    atomic_store(&fb->ack_limit, 1);
+    wal_topic_t *tele = h.t;
+    h.t = other; /* rt_append_n appends to h.t */
+    rt_append_n(&h, 3, 10);
+    h.t = tele;
+    rep_engine_kick(e, 1);
+    cr_assert(lane_until(e, 1, 1, 3));
+    cr_assert(lane_until(e, 2, 1, 1));
+    cr_assert_eq(atomic_load(&fa->seen[1]), 3);
+    cr_assert_eq(atomic_load(&fb->seen[1]), 3);
+    cr_assert_eq(atomic_load(&fa->last[1]), 3);
+    cr_assert_eq(atomic_load(&fb->last[1]), 3);
+    /* other's slot 0 was parked at start (danube does not carry it): the min is fb's */
+    cr_assert_eq(wal_topic_checkpoint(other), 1, "the minimum over fa (3) and fb (1)");
+    atomic_store(&fb->ack_limit, UINT64_MAX);
+    rep_engine_kick(e, 1);
+    cr_assert(lane_until(e, 2, 1, 3));
+    cr_assert_eq(wal_topic_checkpoint(other), 3, "fb's lane acked 3 after its cursor moved");
+    rep_output_stats_t os;
+    rep_output_stats(e, 1, &os);
+    cr_assert_eq(os.messages_acked, 8);
+    cr_assert_eq(os.topics, 2);
+
+    rep_engine_stop(e);
+    int registered = 0;
+    drain_until_stopped(e, 2, &registered);
+    cr_assert_eq(registered, 1, "fb's event came tagged with its output");
+    cr_assert_eq(atomic_load(&fa->released), 8);
+    rep_engine_free(e);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+Test(engine, start_settles_the_cursors_so_a_removed_outputs_slot_stops_holding_the_log)
+{
+    rt_t h;
+    rt_open(&h);
+    /* an earlier configuration had an output "old" that acknowledged nothing */
+    uint16_t id;
+    cr_assert_eq(wal_output_id(h.w, "old", &id), 0);
+    cr_assert_neq(id, 0);
+    wal_cursor_t *old;
+    wal_cursor_opts_t co = { .start = WAL_START_EARLIEST };
+    cr_assert_eq(wal_cursor_open(h.t, id, &co, &old), 0);
+    rt_append_n(&h, 4, 10);
+    cr_assert_eq(wal_checkpoint(h.t, 4), 0);
+    cr_assert_eq(wal_topic_checkpoint(h.t), 0);
+    wal_cursor_close(old);
+    rt_reopen(&h); /* a restart: every persisted slot is waited for until settled */
+    cr_assert_eq(wal_topic_checkpoint(h.t), 0);
+
+    cfg_t *c = load(NULL);
+    rep_engine_t *e = engine(&h, c, NULL);
+    cr_assert_eq(e->outs[0]->lanes[0]->win.acked, 4, "danube resumes from its own cursor");
+    cr_assert_eq(wal_topic_checkpoint(h.t), 0, "not settled before start");
+    cr_assert_eq(rep_engine_start(e), 0);
+    cr_assert_eq(wal_topic_checkpoint(h.t), 4, "old's slot is parked: the min is danube's");
+    stop_and_free(e);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+Test(engine, a_lane_restart_resends_from_its_checkpoint_in_order)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c = load("outputs:\n  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\"}\n");
+    rt_append_n(&h, 5, 10);
+    rep_engine_t *e = engine(&h, c, NULL);
+    fake_t *fa = (fake_t *)e->outs[0];
+    rep__lane_t *l = e->outs[0]->lanes[0];
+    cr_assert_eq(l->win.acked, 0, "a new slot at EARLIEST: everything on disk is to be sent");
+    /* not started: the test is the output's thread */
+    atomic_store(&fa->ack_limit, 2);
+    fake_kicked(&fa->o, l);
+    cr_assert_eq(atomic_load(&fa->seen[0]), 5);
+    cr_assert_eq(l->win.acked, 2);
+    cr_assert_eq(l->win.n, 3, "3..5 in flight");
+    cr_assert_eq(wal_cursor_checkpoint(l->cur), 2);
+    cr_assert_eq(atomic_load(&fa->released), 2);
+    /* the session is lost: the window goes (released), the reader reopens at 3 */
+    rep__lane_restart(l);
+    cr_assert_eq(l->win.n, 0);
+    cr_assert_eq(atomic_load(&fa->released), 5);
+    atomic_store(&fa->ack_limit, UINT64_MAX);
+    fake_kicked(&fa->o, l);
+    cr_assert_eq(atomic_load(&fa->seen[0]), 8, "3, 4, 5 read again");
+    cr_assert_eq(atomic_load(&fa->last[0]), 5);
+    cr_assert_eq(l->win.acked, 5);
+    rep_topic_stats_t st;
+    rep_lane_stats(e, 0, 0, &st);
+    cr_assert_eq(st.messages_acked, 5);
+    /* slot 0 (danube's, not configured) still holds the topic until the start settles it */
+    cr_assert_eq(wal_topic_checkpoint(h.t), 0);
+    cr_assert_eq(rep_engine_start(e), 0); /* the fake's thread owns the lane from here */
+    cr_assert_eq(wal_topic_checkpoint(h.t), 5, "fa's cursor is the only one waited for");
+    stop_and_free(e);
+    cfg_free(c);
+    rt_close(&h);
+}
