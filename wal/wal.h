@@ -693,6 +693,29 @@ void wal_cursor_close(wal_cursor_t *c);
  * an unknown name is -ENOENT. */
 int wal_forget_output(const char *dir, const char *name, FILE *report);
 
+/*
+ * OUTPUT STATE: a small durable blob per (output, key), for state an output
+ * keeps of its own beside the log (Sparkplug's bdSeq and alias table), in
+ * <wal.dir>/$outputs/<id>/<key> (wal_format.h OUTPUT STATE BLOBS: magic,
+ * version, length, CRC32C). wal_forget_output removes an output's blobs.
+ */
+#define WAL_STATE_MAX (1u << 20)  /* the largest blob */
+/* Replaces the blob key ([A-Za-z0-9_-]{1,64}) of output id (one wal_output_id
+ * gave) with the n bytes at p, on the writer thread, in FIFO order with the
+ * batches (atomic replace through the io vtable: after a crash the old blob
+ * or the new one, whole). Blocks until it is durable. Any thread but the
+ * writer. Returns 0, TB_EINVALID (a bad key, an id OUTPUTS does not name,
+ * n > WAL_STATE_MAX), TB_ECLOSED, or the write's -errno (the old blob, if
+ * any, is then still there). */
+int wal_output_state_put(wal_t *w, uint16_t id, const char *key, const void *p, size_t n);
+/* Reads blob key of output id: 0 with *p (malloc'd, the caller frees; NULL
+ * when n is 0) and *n; -ENOENT when there is none (never put, or forgotten);
+ * TB_ECORRUPT when the file is damaged (checksum, length: logged with the
+ * file; a caller starts over as if it were missing, knowing it was not);
+ * TB_EUNSUPPORTED for a newer version; TB_EINVALID for a bad key or id; or
+ * -errno. Any thread. On failure *p is NULL and *n 0. */
+int wal_output_state_get(wal_t *w, uint16_t id, const char *key, void **p /* OUT */, size_t *n /* OUT */);
+
 typedef struct wal_topic_stats {
     uint64_t bytes;           /* on disk, all segments */
     uint32_t segments;

@@ -240,6 +240,31 @@
  * to another message. reserved never goes down while offsets below it may
  * have been handed out; a clean close lowers it to what was really handed
  * out (0 when every such offset is below the log's end).
+ *
+ * OUTPUT STATE BLOBS (state.c; wal.h wal_output_state_put). A small durable
+ * blob per (output, key), for an output's own state (Sparkplug's bdSeq and
+ * alias table), at
+ *
+ *   <wal.dir>/$outputs/<id>/<key>    id: the output's (OUTPUTS), in decimal;
+ *                                    key: [A-Za-z0-9_-]{1,64}
+ *
+ *    0   4  magic     "TBOS"
+ *    4   2  version   1 (WAL_STATE_VERSION)
+ *    6   2  zero
+ *    8   4  n         payload bytes, at most WAL_STATE_MAX (1 MiB)
+ *   12   4  crc       CRC32C of bytes 0..11, then of the payload
+ *   16   n  payload   the output's bytes, opaque here
+ *
+ * A file is valid when it is exactly 16 + n bytes, the magic and crc match
+ * and n <= WAL_STATE_MAX; a version other than 1 in a file otherwise so
+ * framed (magic, size, crc) is TB_EUNSUPPORTED; anything else TB_ECORRUPT.
+ * Written only by the writer thread with the io vtable's write_atomic (temp,
+ * fsync, rename, fsync dir): after a crash the old blob or the new one,
+ * whole. The directories are made through the vtable too, each parent
+ * fsync()ed after a mkdir. `$outputs` decodes to no topic, so the open's
+ * scan never takes it for one; wal_forget_output removes <id>/ before it
+ * frees the id in OUTPUTS, so a reused id never inherits a forgotten
+ * output's state.
  */
 #ifndef WAL_FORMAT_H
 #define WAL_FORMAT_H
@@ -269,6 +294,10 @@
 #define WAL_OFFSET_MAX (1ull << 62) /* no valid meta names an offset above it */
 #define WAL_RECORD_MAX (64u * 1024u * 1024u)
 #define WAL_PAD_MAX (64u * 1024u)   /* the longest padding record, and the largest alignment */
+#define WAL_STATE_MAGIC "TBOS"
+#define WAL_STATE_VERSION 1u
+#define WAL_STATE_HEAD 16u
+#define WAL_STATES_DIR "$outputs"   /* <wal.dir>/$outputs/<id>/<key> (OUTPUT STATE BLOBS) */
 
 #define WAL_FLAG_QOS_MASK 0x03u
 #define WAL_FLAG_RETAIN 0x04u
@@ -408,5 +437,14 @@ size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m);
  * *version, if not NULL: the file's version), TB_EUNSUPPORTED for an unknown
  * version, or TB_ECORRUPT; on error *m is zeroed. */
 int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m /* OUT */, unsigned *version /* OUT */);
+
+/* ---- output state blobs (state.c) ----------------------------------------- */
+
+/* Encodes payload p (n <= WAL_STATE_MAX bytes) at out (WAL_STATE_HEAD + n
+ * bytes); returns the file's size. */
+size_t wal__state_encode(uint8_t *out, const void *p, size_t n);
+/* Decodes a whole state file of size bytes: 0 with *p (a view into in) and
+ * *n, TB_EUNSUPPORTED (a newer version) or TB_ECORRUPT. */
+int wal__state_decode(const uint8_t *in, size_t size, const uint8_t **p /* OUT */, size_t *n /* OUT */);
 
 #endif

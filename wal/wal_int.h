@@ -23,7 +23,7 @@
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
 enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE,
-       WAL_ITEM_MEMORY, WAL_ITEM_SPILL };
+       WAL_ITEM_MEMORY, WAL_ITEM_SPILL, WAL_ITEM_STATE };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -61,6 +61,10 @@ typedef struct wal_req {
     uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
     uint64_t end;          /* RESERVE: offsets below it must be covered */
     wal_memory_opts_t mo;  /* MEMORY: the options */
+    uint16_t out_id;       /* STATE: the output, the key, the blob */
+    const char *key;
+    const void *data;
+    size_t len;
 } wal_req_t;
 
 /* The memory tier of a topic (memory.c; wal.h MEMORY TIER). Lock order:
@@ -535,6 +539,19 @@ void wal__outputs_free(wal_t *w);
 int wal__outputs_parse(const char *buf, size_t n, char **names, size_t *line /* OUT */);
 /* The name of output id in <dir>/OUTPUTS (malloc'd), or NULL (wal_check). */
 char *wal__output_name(const char *dir, uint16_t id);
+/* Whether name is an output name ([A-Za-z0-9_-]{1,64}): also the rule for state keys. */
+bool wal__output_name_ok(const char *name);
+/* Whether OUTPUTS names id in this open log. */
+bool wal__output_known(wal_t *w, uint16_t id);
+
+/* ---- state.c: output state blobs ------------------------------------------- */
+
+/* Writer thread: WAL_ITEM_STATE (mkdirs, atomic replace). Returns 0 or -errno. */
+int wal__state_apply(wal_t *w, const wal_req_t *req);
+/* Removes <dir>/$outputs/<id>/ and what it holds (plain POSIX, offline:
+ * wal_forget_output), printing what went to report (may be NULL). 0 when
+ * there was nothing, or -errno. */
+int wal__state_remove(const char *dir, uint16_t id, FILE *report);
 
 /* ---- space.c: the free-space floor ---------------------------------------- */
 

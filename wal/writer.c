@@ -738,6 +738,10 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
         spill(w, req->topic);
         free(req);
         break;
+    case WAL_ITEM_STATE:
+        flush_round(w, r); /* what was submitted before it is written first */
+        req_done(w, req, wal__state_apply(w, req));
+        break;
     }
 }
 
