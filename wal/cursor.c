@@ -584,14 +584,10 @@ int wal_forget_output(const char *dir, const char *name, FILE *report)
 {
     if (!wal__output_name_ok(name) || strcmp(name, "danube") == 0)
         return TB_EINVALID;
-    char *lock = tb_asprintf("%s/LOCK", dir);
-    int lfd = open(lock, O_RDWR | O_CLOEXEC);
-    free(lock);
-    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-        int rc = -errno;
-        close(lfd);
-        return rc == -EAGAIN ? -EWOULDBLOCK : rc;
-    }
+    int lfd;
+    int lrc = wal_lock_dir(dir, false, &lfd);
+    if (lrc < 0 && lrc != -ENOENT)
+        return lrc; /* -EWOULDBLOCK: a gateway runs (no LOCK file: none ever did) */
     const wal_io_t *io = wal_io_posix();
     char **names = tb_calloc(OUTPUT_IDS, sizeof *names);
     int rc = outputs_read(io, dir, names);
@@ -637,8 +633,7 @@ int wal_forget_output(const char *dir, const char *name, FILE *report)
     for (size_t i = 0; i < OUTPUT_IDS; i++)
         free(names[i]);
     free(names);
-    if (lfd >= 0)
-        close(lfd);
+    wal_unlock_dir(lfd);
     return rc;
 }
 

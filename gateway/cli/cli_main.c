@@ -7,6 +7,7 @@
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--reloadable] [--markdown]
  *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
+ *   tributary wal retire TOPIC --dir DIR | wal forget TOPIC --dir DIR [--delete-unreplicated]
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
@@ -25,7 +26,8 @@ static const struct {
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--reloadable] [--markdown])" },
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR | "
-             "wal forget-output NAME --dir DIR" },
+             "wal forget-output NAME --dir DIR | wal retire TOPIC --dir DIR | "
+             "wal forget TOPIC --dir DIR [--delete-unreplicated]" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
