@@ -23,13 +23,15 @@ def retired(entries, version=1):
 
 E1 = entry("/edge1/old", 0, 101, 100, 3, 1, 2, 4, 0, 1764633600000)
 E2 = entry("/edge1/stranded", 1, 51, 20, 0, 0, 0, 0, 30, 1764633600500)
-files = {
-    "retired-v1.bin": retired([E1, E2]),
-    "empty-v1.bin": retired([]),
-    "version-2.bin": retired([E1], version=2),
-}
-good = files["retired-v1.bin"]
-files["bad-crc.bin"] = good[:-1] + bytes([good[-1] ^ 1])
-files["torn.bin"] = good[:-8]
-for k, v in files.items():
-    open(k, "wb").write(v)
+
+if __name__ == "__main__":
+    files = {
+        "retired-v1.bin": retired([E1, E2]),
+        "empty-v1.bin": retired([]),
+        "version-2.bin": retired([E1], version=2),
+    }
+    good = files["retired-v1.bin"]
+    files["bad-crc.bin"] = good[:-1] + bytes([good[-1] ^ 1])
+    files["torn.bin"] = good[:-8]
+    for k, v in files.items():
+        open(k, "wb").write(v)
