@@ -389,8 +389,8 @@ int wal__outputs_parse(const char *buf, size_t n, char **names, size_t *line)
             rc = 0;
             break;
         }
-        if (sscanf(l, "%5lu %65s%c", &id, name, &extra) != 2 || id >= OUTPUT_IDS || !wal__output_name_ok(name) || names[id] ||
-            (strcmp(name, "danube") == 0) != (id == 0))
+        if (sscanf(l, "%5lu %65s%c", &id, name, &extra) != 2 || id >= OUTPUT_IDS || !wal__output_name_ok(name) ||
+            names[id] || (strcmp(name, "danube") == 0) != (id == 0))
             break; /* danube is 0 and 0 is danube */
         char idtxt[8];
         snprintf(idtxt, sizeof idtxt, "%lu", id);

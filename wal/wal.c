@@ -307,7 +307,8 @@ void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg
     pthread_mutex_lock(&w->topics_mu);
     size_t n = w->ntopics;
     wal_topic_t **copy = tb_malloc((n ? n : 1) * sizeof *copy);
-    memcpy(copy, w->topics, n * sizeof *copy);
+    if (n) /* w->topics is NULL in a log with no topic: memcpy's pointers must not be */
+        memcpy(copy, w->topics, n * sizeof *copy);
     pthread_mutex_unlock(&w->topics_mu);
     for (size_t i = 0; i < n; i++)
         if (fn(copy[i], arg))

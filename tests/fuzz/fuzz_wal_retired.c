@@ -175,7 +175,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FAIL("re-creating a retired name");
         wal_topic_stats_t ts;
         wal_topic_stats(t, &ts);
-        if (ts.next_offset != ents[0].next || ts.checkpoint != ents[0].next - 1 || ts.dropped_total != ents[0].dropped + ents[0].forgotten)
+        if (ts.next_offset != ents[0].next || ts.checkpoint != ents[0].next - 1 ||
+            ts.dropped_total != ents[0].dropped + ents[0].forgotten)
             FAIL("a re-created name does not continue its entry");
         if (wal_close(w) != 0)
             FAIL("close");

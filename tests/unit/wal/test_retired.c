@@ -253,7 +253,8 @@ Test(retired, a_backlog_for_any_active_slot_or_in_memory_refuses_it)
     cr_assert_eq(wal_topic_held(t), 0);
     wal_cursor_close(c);
     cr_assert_eq(wal_topic_retire(t, WAL_RETIRE_REMOVE, &e), 0);
-    cr_assert_eq(e.next, 14, "memory's offsets count: the next one is above them (got %llu)", (unsigned long long)e.next);
+    cr_assert_eq(e.next, 14, "memory's offsets count: the next one is above them (got %llu)",
+                 (unsigned long long)e.next);
     th_submit(&h, t, 20, 1, PAYLOAD); /* a memory topic no more: answered, not held */
     cr_assert(th_wait(&h, 3));
     cr_assert_eq(h.done[h.ndone - 1].rc, TB_ECLOSED);
