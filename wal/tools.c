@@ -425,6 +425,44 @@ static int check_states(const char *root, FILE *out, bool *corrupt)
     return rc;
 }
 
+/* One line per RETIRED entry (after the others):
+ * {"retired":TOPIC,"next":..,"checkpoint":..,"dropped":..,"forgotten":..,"removed_ms":..}; a damaged
+ * file is one line {"retired_file":"corrupt"|"unsupported"} and makes the check report damage. */
+static int check_retired(const char *root, FILE *out, bool *corrupt)
+{
+    char *p = tb_asprintf("%s/RETIRED", root);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_small(p, &buf, &len, WAL_RETIRED_READ_MAX);
+    free(p);
+    if (rc == -ENOENT)
+        return 0;
+    wal_retired_t *v = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = wal__retired_decode((const uint8_t *)buf, len, &v, &n);
+    free(buf);
+    if (rc == TB_ECORRUPT || rc == TB_EUNSUPPORTED) {
+        json_t *o = json_object();
+        json_object_set_new(o, "retired_file", json_string(rc == TB_ECORRUPT ? "corrupt" : "unsupported"));
+        emit(o, out);
+        *corrupt = true;
+        return 0;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "retired", json_string(v[i].name));
+        json_object_set_new(o, "next", json_integer((json_int_t)v[i].next));
+        json_object_set_new(o, "checkpoint", json_integer((json_int_t)v[i].checkpoint));
+        json_object_set_new(o, "dropped", json_integer((json_int_t)v[i].dropped));
+        json_object_set_new(o, "forgotten", json_integer((json_int_t)v[i].forgotten));
+        json_object_set_new(o, "removed_ms", json_integer((json_int_t)v[i].removed_ms));
+        emit(o, out);
+    }
+    wal_retired_free(v, n);
+    return rc;
+}
+
 int wal_check(const char *dir, FILE *out)
 {
     strvec_t topics = { 0 };
@@ -435,6 +473,8 @@ int wal_check(const char *dir, FILE *out)
     sv_free(&topics);
     if (rc == 0)
         rc = check_states(dir, out, &corrupt);
+    if (rc == 0)
+        rc = check_retired(dir, out, &corrupt);
     if (rc < 0)
         return rc;
     return corrupt ? 1 : 0;

@@ -1077,8 +1077,12 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
  * file checkpoint, dropped, lost, dropped_age, reserved and meta_version
  * (0 when absent or unreadable) beside meta ("ok", "absent", "corrupt",
  * "unsupported": a newer version), corrupt segments (including
- * quarantined ones) and the torn tail bytes of the active segment. Returns
- * 0 when nothing is corrupt, 1 when something is (an unreadable meta file
+ * quarantined ones) and the torn tail bytes of the active segment. Then one
+ * object per output with state blobs ({"output","id","state":{key:{"bytes",
+ * "status"}}}) and one per RETIRED entry ({"retired":topic,"next",
+ * "checkpoint","dropped","forgotten","removed_ms"}; a damaged file is
+ * {"retired_file":"corrupt"}). Returns 0 when nothing is corrupt, 1 when
+ * something is (an unreadable meta file, a damaged blob or RETIRED file
  * included), or a negative error.
  */
 int wal_check(const char *dir, FILE *out);

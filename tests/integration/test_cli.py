@@ -174,8 +174,12 @@ class Cli(unittest.TestCase):
             raw = f.read()
         self.assertEqual(raw[:4], b"TBWR")
         self.assertIn(b"/e1/old", raw)
-        topics = [json.loads(ln).get("topic") for ln in run_cli("wal", "check", "--dir", d).stdout.splitlines()]
-        self.assertEqual(topics, ["/e1/busy"])
+        lines = [json.loads(ln) for ln in run_cli("wal", "check", "--dir", d).stdout.splitlines()]
+        self.assertEqual([x.get("topic") for x in lines if "topic" in x], ["/e1/busy"])
+        tomb = [x for x in lines if "retired" in x]
+        self.assertEqual(len(tomb), 1, lines)
+        self.assertEqual((tomb[0]["retired"], tomb[0]["next"], tomb[0]["checkpoint"], tomb[0]["dropped"],
+                          tomb[0]["forgotten"]), ("/e1/old", 8, 7, 2, 0))
         r = run_cli("wal", "retire", "/e1/old", "--dir", d)
         self.assertEqual(r.returncode, 1)
         self.assertIn("already retired (next offset 8)", r.stdout)

@@ -166,6 +166,13 @@ Test(retired, a_damaged_file_is_set_aside_and_the_log_opens)
     uint8_t *b = tg_slurp(src, &n);
     char *dst = topic_dir(&h, "RETIRED"), *aside = topic_dir(&h, "RETIRED.corrupt");
     tg_spit(dst, b, n);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&out, &olen);
+    cr_assert_eq(wal_check(h.wal_dir, f), 1, "wal check reports it");
+    fclose(f);
+    cr_assert(strstr(out, "{\"retired_file\":\"corrupt\"}"), "%s", out);
+    free(out);
     cr_assert_eq(th_open(&h), 0);
     wal_retired_t *v;
     cr_assert_eq(retired_list(&h, &v), 0);
@@ -212,6 +219,15 @@ Test(retired, a_drained_topic_is_removed_and_leaves_its_entry)
     cr_assert_str_eq(v[0].name, "/e/old");
     cr_assert_eq(v[0].next, 31);
     wal_retired_free(v, 1);
+    cr_assert_eq(th_close(&h), 0);
+    char *out = NULL;
+    size_t olen = 0;
+    FILE *f = open_memstream(&out, &olen);
+    cr_assert_eq(wal_check(h.wal_dir, f), 0);
+    fclose(f);
+    cr_assert(strstr(out, "{\"retired\":\"/e/old\",\"next\":31,\"checkpoint\":30,\"dropped\":0,\"forgotten\":0,"),
+              "%s", out);
+    free(out);
     free(dir);
 }
 
