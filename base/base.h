@@ -34,6 +34,7 @@ enum {
     TB_EFULL      = -10008, /* a bound was reached */
     TB_ECLOSED    = -10009, /* the object is closing or closed */
     TB_EUNSUPPORTED = -10010, /* a valid request we do not implement */
+    TB_EBUSY      = -10011, /* not drained yet (a topic to retire still has a backlog) */
 };
 
 /* Returns a static string for 0, -errno or a TB_E* code. */

@@ -17,6 +17,7 @@ const char *tb_strerror(int rc)
     case TB_EFULL: return "bound reached";
     case TB_ECLOSED: return "closed";
     case TB_EUNSUPPORTED: return "not supported";
+    case TB_EBUSY: return "not drained yet";
     default: break;
     }
     if (rc < 0 && rc > -4096)

@@ -344,7 +344,7 @@ void wal_cursor_close(wal_cursor_t *c)
 
 /* ---- OUTPUTS ----------------------------------------------------------------- */
 
-static bool name_ok(const char *name)
+bool wal__output_name_ok(const char *name)
 {
     size_t n = strlen(name);
     if (n == 0 || n > OUTPUT_NAME_MAX)
@@ -389,8 +389,8 @@ int wal__outputs_parse(const char *buf, size_t n, char **names, size_t *line)
             rc = 0;
             break;
         }
-        if (sscanf(l, "%5lu %65s%c", &id, name, &extra) != 2 || id >= OUTPUT_IDS || !name_ok(name) || names[id] ||
-            (strcmp(name, "danube") == 0) != (id == 0))
+        if (sscanf(l, "%5lu %65s%c", &id, name, &extra) != 2 || id >= OUTPUT_IDS || !wal__output_name_ok(name) ||
+            names[id] || (strcmp(name, "danube") == 0) != (id == 0))
             break; /* danube is 0 and 0 is danube */
         char idtxt[8];
         snprintf(idtxt, sizeof idtxt, "%lu", id);
@@ -489,9 +489,17 @@ void wal__outputs_free(wal_t *w)
     pthread_mutex_destroy(&w->out_mu);
 }
 
+bool wal__output_known(wal_t *w, uint16_t id)
+{
+    pthread_mutex_lock(&w->out_mu);
+    bool known = id < w->out_n && w->out_names[id] != NULL;
+    pthread_mutex_unlock(&w->out_mu);
+    return known;
+}
+
 int wal_output_id(wal_t *w, const char *name, uint16_t *id)
 {
-    if (!name_ok(name))
+    if (!wal__output_name_ok(name))
         return TB_EINVALID;
     pthread_mutex_lock(&w->out_mu);
     size_t free_id = SIZE_MAX;
@@ -574,16 +582,12 @@ static int forget_in_topic(const char *tdir, const char *topic, uint16_t id, FIL
 
 int wal_forget_output(const char *dir, const char *name, FILE *report)
 {
-    if (!name_ok(name) || strcmp(name, "danube") == 0)
+    if (!wal__output_name_ok(name) || strcmp(name, "danube") == 0)
         return TB_EINVALID;
-    char *lock = tb_asprintf("%s/LOCK", dir);
-    int lfd = open(lock, O_RDWR | O_CLOEXEC);
-    free(lock);
-    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) < 0) {
-        int rc = -errno;
-        close(lfd);
-        return rc == -EAGAIN ? -EWOULDBLOCK : rc;
-    }
+    int lfd;
+    int lrc = wal_lock_dir(dir, false, &lfd);
+    if (lrc < 0 && lrc != -ENOENT)
+        return lrc; /* -EWOULDBLOCK: a gateway runs (no LOCK file: none ever did) */
     const wal_io_t *io = wal_io_posix();
     char **names = tb_calloc(OUTPUT_IDS, sizeof *names);
     int rc = outputs_read(io, dir, names);
@@ -616,6 +620,8 @@ int wal_forget_output(const char *dir, const char *name, FILE *report)
     }
     if (d)
         closedir(d);
+    if (rc == 0)
+        rc = wal__state_remove(dir, (uint16_t)id, report); /* before the id is free for another output */
     if (rc == 0) {
         /* last: a crash before leaves the name with fewer slots; forgetting again finishes */
         free(names[id]);
@@ -627,8 +633,7 @@ int wal_forget_output(const char *dir, const char *name, FILE *report)
     for (size_t i = 0; i < OUTPUT_IDS; i++)
         free(names[i]);
     free(names);
-    if (lfd >= 0)
-        close(lfd);
+    wal_unlock_dir(lfd);
     return rc;
 }
 

@@ -91,6 +91,11 @@ static int px_mkdir(void *ctx, const char *path, mode_t mode)
     return mkdir(path, mode) < 0 ? -errno : 0;
 }
 
+static int px_rmdir(void *ctx, const char *path)
+{
+    return rmdir(path) < 0 ? -errno : 0;
+}
+
 static int px_fsync_dir(void *ctx, const char *path)
 {
     return tb_fsync_dir(path);
@@ -154,6 +159,7 @@ static const wal_io_t posix_io = {
     .random = px_random,
     .now_ms = px_now_ms,
     .statvfs = px_statvfs,
+    .rmdir = px_rmdir,
 };
 
 const wal_io_t *wal_io_posix(void)

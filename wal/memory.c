@@ -291,6 +291,10 @@ bool wal__mem_submit(wal_batch_t *b)
         return false;
     wal_mem_t *m = &t->mem;
     pthread_mutex_lock(&m->mu);
+    if (atomic_load(&t->retired)) { /* set under this lock: the writer answers it TB_ECLOSED */
+        pthread_mutex_unlock(&m->mu);
+        return false;
+    }
     if (atomic_load(&t->mode) == WAL_MODE_READY && atomic_load(&t->wq) == 0)
         to_memory(t);
     if (atomic_load(&t->mode) != WAL_MODE_MEMORY) {

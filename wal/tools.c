@@ -336,6 +336,133 @@ static int check_topic(const char *root, const char *dirname, FILE *out, bool *c
     return rc;
 }
 
+/* Reads up to max bytes of path (one more tells a longer file): 0 and *buf (malloc'd), or -errno. */
+static int read_small(const char *path, char **buf, size_t *len, size_t max)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    char *b = tb_malloc(max + 1);
+    ssize_t n = wal__pread_full(wal_io_posix(), fd, b, max + 1, 0);
+    close(fd);
+    if (n < 0) {
+        free(b);
+        return (int)n;
+    }
+    *buf = b;
+    *len = (size_t)n;
+    return 0;
+}
+
+static bool is_entry(const char *dir, const char *name)
+{
+    (void)dir;
+    return strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
+}
+
+static bool is_id_dir(const char *dir, const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 4 || strspn(name, "0123456789") != n || (n > 1 && name[0] == '0'))
+        return false;
+    char *p = tb_asprintf("%s/%s", dir, name);
+    struct stat st;
+    bool ok = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    free(p);
+    return ok;
+}
+
+/* One line per output with state blobs (after the topics' lines):
+ * {"output":NAME,"id":N,"state":{KEY:{"bytes":B,"status":"ok"|"corrupt"|"unsupported"|...}}};
+ * a damaged blob makes the check report damage. */
+static int check_states(const char *root, FILE *out, bool *corrupt)
+{
+    char *top = tb_asprintf("%s/" WAL_STATES_DIR, root);
+    strvec_t ids = { 0 };
+    int rc = list(top, is_id_dir, &ids);
+    if (rc == -ENOENT)
+        rc = 0; /* no output ever kept state */
+    for (size_t i = 0; rc == 0 && i < ids.n; i++) {
+        char *dir = tb_asprintf("%s/%s", top, ids.v[i]);
+        strvec_t keys = { 0 };
+        rc = list(dir, is_entry, &keys);
+        uint16_t id = (uint16_t)strtoul(ids.v[i], NULL, 10);
+        char *oname = wal__output_name(root, id);
+        json_t *o = json_object(), *st = json_object();
+        json_object_set_new(o, "output", oname ? json_string(oname) : json_null()); /* null: not in OUTPUTS */
+        json_object_set_new(o, "id", json_integer(id));
+        for (size_t k = 0; rc == 0 && k < keys.n; k++) {
+            char *p = tb_asprintf("%s/%s", dir, keys.v[k]);
+            size_t len = 0;
+            char *buf = NULL;
+            int r = read_small(p, &buf, &len, WAL_STATE_HEAD + WAL_STATE_MAX);
+            const uint8_t *pl;
+            size_t pn;
+            if (r == 0)
+                r = wal__state_decode((const uint8_t *)buf, len, &pl, &pn);
+            json_t *b = json_object();
+            json_object_set_new(b, "bytes", json_integer((json_int_t)len));
+            json_object_set_new(b, "status", json_string(r == 0                 ? "ok"
+                                                         : r == TB_ECORRUPT     ? "corrupt"
+                                                         : r == TB_EUNSUPPORTED ? "unsupported"
+                                                                                : tb_strerror(r)));
+            if (r < 0)
+                *corrupt = true;
+            json_object_set_new(st, keys.v[k], b);
+            free(buf);
+            free(p);
+        }
+        json_object_set_new(o, "state", st);
+        emit(o, out);
+        free(oname);
+        sv_free(&keys);
+        free(dir);
+    }
+    sv_free(&ids);
+    free(top);
+    return rc;
+}
+
+/* One line per RETIRED entry (after the others):
+ * {"retired":TOPIC,"next":..,"checkpoint":..,"dropped":..,"forgotten":..,"removed_ms":..}; a damaged
+ * file is one line {"retired_file":"corrupt"|"unsupported"} and makes the check report damage. */
+static int check_retired(const char *root, FILE *out, bool *corrupt)
+{
+    char *p = tb_asprintf("%s/RETIRED", root);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_small(p, &buf, &len, WAL_RETIRED_READ_MAX);
+    free(p);
+    if (rc == -ENOENT)
+        return 0;
+    wal_retired_t *v = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = wal__retired_decode((const uint8_t *)buf, len, &v, &n);
+    free(buf);
+    if (rc == TB_ECORRUPT || rc == TB_EUNSUPPORTED) {
+        json_t *o = json_object();
+        json_object_set_new(o, "retired_file", json_string(rc == TB_ECORRUPT ? "corrupt" : "unsupported"));
+        emit(o, out);
+        *corrupt = true;
+        return 0;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "retired", json_string(v[i].name));
+        json_object_set_new(o, "next", json_integer((json_int_t)v[i].next));
+        json_object_set_new(o, "checkpoint", json_integer((json_int_t)v[i].checkpoint));
+        json_object_set_new(o, "dropped", json_integer((json_int_t)v[i].dropped));
+        json_object_set_new(o, "forgotten", json_integer((json_int_t)v[i].forgotten));
+        json_object_set_new(o, "removed_ms", json_integer((json_int_t)v[i].removed_ms));
+        emit(o, out);
+    }
+    wal_retired_free(v, n);
+    return rc;
+}
+
 int wal_check(const char *dir, FILE *out)
 {
     strvec_t topics = { 0 };
@@ -344,6 +471,10 @@ int wal_check(const char *dir, FILE *out)
     for (size_t i = 0; rc == 0 && i < topics.n; i++)
         rc = check_topic(dir, topics.v[i], out, &corrupt);
     sv_free(&topics);
+    if (rc == 0)
+        rc = check_states(dir, out, &corrupt);
+    if (rc == 0)
+        rc = check_retired(dir, out, &corrupt);
     if (rc < 0)
         return rc;
     return corrupt ? 1 : 0;

@@ -90,17 +90,10 @@ static int check_opts(const wal_opts_t *o)
 
 static int lock_dir(wal_t *w)
 {
-    char *p = tb_asprintf("%s/LOCK", w->dir);
-    w->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    free(p);
-    if (w->lock_fd < 0)
-        return -errno;
-    if (flock(w->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-        int rc = -errno;
+    int rc = wal_lock_dir(w->dir, true, &w->lock_fd);
+    if (rc < 0)
         tb_error("wal: directory is in use by another process", TB_S("dir", w->dir), TB_ERR(rc));
-        return rc;
-    }
-    return 0;
+    return rc;
 }
 
 /* Recovers every topic directory under w->dir (before the writer starts). */
@@ -116,7 +109,7 @@ static int open_topics(wal_t *w)
             continue;
         char *dir = tb_asprintf("%s/%s", w->dir, e->d_name);
         struct stat st;
-        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && !wal__retired_recover(w, name, dir)) {
             wal_topic_t *t = wal__topic_new(w, name, dir);
             int rc = wal__topic_recover(t);
             if (rc < 0) {
@@ -150,6 +143,10 @@ static void free_wal(wal_t *w)
     for (size_t i = 0; i < w->ntopics; i++)
         wal__topic_free(w->topics[i]);
     free(w->topics);
+    for (size_t i = 0; i < w->ngone; i++)
+        wal__topic_free(w->gone[i]);
+    free(w->gone);
+    wal__retired_free_all(w);
     if (w->lock_fd >= 0)
         close(w->lock_fd);
     tb_mbox_destroy(&w->done);
@@ -179,6 +176,7 @@ int wal_open(const wal_opts_t *opts, wal_t **out)
     w->lock_fd = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->topics_mu, NULL);
+    pthread_mutex_init(&w->ret_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -193,7 +191,7 @@ int wal_open(const wal_opts_t *opts, wal_t **out)
     pthread_mutex_init(&w->sp_err_rl.mu, NULL);
 
     if ((rc = tb_mkdir_p(w->dir, 0755)) < 0 || (rc = lock_dir(w)) < 0 || (rc = wal__outputs_load(w)) < 0 ||
-        (rc = open_topics(w)) < 0)
+        (rc = wal__retired_load(w)) < 0 || (rc = open_topics(w)) < 0)
         goto fail;
     wal__space_refresh(w); /* after recovery: the reading includes what the log holds */
     w->pad_align = opts->pad_align ? opts->pad_align : wal__pad_align(w->dir);
@@ -309,7 +307,8 @@ void wal_topic_foreach(wal_t *w, int (*fn)(wal_topic_t *t, void *arg), void *arg
     pthread_mutex_lock(&w->topics_mu);
     size_t n = w->ntopics;
     wal_topic_t **copy = tb_malloc((n ? n : 1) * sizeof *copy);
-    memcpy(copy, w->topics, n * sizeof *copy);
+    if (n) /* w->topics is NULL in a log with no topic: memcpy's pointers must not be */
+        memcpy(copy, w->topics, n * sizeof *copy);
     pthread_mutex_unlock(&w->topics_mu);
     for (size_t i = 0; i < n; i++)
         if (fn(copy[i], arg))

@@ -128,6 +128,7 @@ typedef struct wal_io {
      * an error: the free space is unknown and the floor (min_free_bytes) is
      * off until a later call works. */
     int (*statvfs)(void *ctx, const char *path, uint64_t *avail /* OUT */, uint64_t *total /* OUT */);
+    int (*rmdir)(void *ctx, const char *path);     /* an empty directory (a retired topic's) */
 } wal_io_t;
 
 /* The POSIX table (ctx unused). */
@@ -693,6 +694,109 @@ void wal_cursor_close(wal_cursor_t *c);
  * an unknown name is -ENOENT. */
 int wal_forget_output(const char *dir, const char *name, FILE *report);
 
+/*
+ * OUTPUT STATE: a small durable blob per (output, key), for state an output
+ * keeps of its own beside the log (Sparkplug's bdSeq and alias table), in
+ * <wal.dir>/$outputs/<id>/<key> (wal_format.h OUTPUT STATE BLOBS: magic,
+ * version, length, CRC32C). wal_forget_output removes an output's blobs.
+ */
+#define WAL_STATE_MAX (1u << 20)  /* the largest blob */
+/* Replaces the blob key ([A-Za-z0-9_-]{1,64}) of output id (one wal_output_id
+ * gave) with the n bytes at p, on the writer thread, in FIFO order with the
+ * batches (atomic replace through the io vtable: after a crash the old blob
+ * or the new one, whole). Blocks until it is durable. Any thread but the
+ * writer. Returns 0, TB_EINVALID (a bad key, an id OUTPUTS does not name,
+ * n > WAL_STATE_MAX), TB_ECLOSED, or the write's -errno (the old blob, if
+ * any, is then still there). */
+int wal_output_state_put(wal_t *w, uint16_t id, const char *key, const void *p, size_t n);
+/* Reads blob key of output id: 0 with *p (malloc'd, the caller frees; NULL
+ * when n is 0) and *n; -ENOENT when there is none (never put, or forgotten);
+ * TB_ECORRUPT when the file is damaged (checksum, length: logged with the
+ * file; a caller starts over as if it were missing, knowing it was not);
+ * TB_EUNSUPPORTED for a newer version; TB_EINVALID for a bad key or id; or
+ * -errno. Any thread. On failure *p is NULL and *n 0. */
+int wal_output_state_get(wal_t *w, uint16_t id, const char *key, void **p /* OUT */, size_t *n /* OUT */);
+
+/*
+ * RETIRING A TOPIC (docs/design/RELOAD.md 4; the RETIRED file's format is in
+ * wal_format.h). A topic nothing routes to any more is removed from the log
+ * once drained, leaving a tombstone in <wal.dir>/RETIRED: its next offset
+ * and its counters, so a topic re-created under the same name continues
+ * above every offset the cluster may hold, with its counters.
+ *   - Drained: the topic's checkpoint (the minimum over its active cursor
+ *     slots; after an open, over every persisted slot until
+ *     wal_cursors_settled) has passed its last offset, the memory tier
+ *     holds nothing (wal_topic_held == 0) and no batch is held for room.
+ *   - wal_topic_retire queues the removal to the writer (after every batch
+ *     submitted before it): the entry is written (atomic replace), then the
+ *     directory removed (segments, meta, rmdir, the log's directory
+ *     fsync()ed). The handle stays valid memory until wal_close, but is no
+ *     longer found (wal_topic_find, wal_topic_foreach): batches submitted on
+ *     it complete with TB_ECLOSED, and wal_topic_open of the name makes a
+ *     new topic.
+ *   - Re-creating the name (wal_topic_open) writes the new directory's meta
+ *     with floor = next, checkpoint = next - 1 and the entry's counters
+ *     (forgotten messages added to dropped), then drops the entry.
+ *   - A kill at any point is finished at the next wal_open: a directory
+ *     whose name has an entry and whose meta floor is below the entry's
+ *     next (or which has no meta) is a removal interrupted, finished then;
+ *     one whose floor is at or above it was re-created, and the entry goes.
+ */
+typedef enum {
+    WAL_RETIRE_REMOVE = 0, /* drained: write the entry, remove the directory */
+    WAL_RETIRE_KEEP = 1,   /* drained: nothing more (wal.retire: keep; the caller stops using it) */
+    WAL_RETIRE_FORGET = 2, /* whatever the backlog: the entry flags FORGOTTEN and counts it */
+} wal_retire_t;
+
+#define WAL_RETIRED_FORGOTTEN 1u /* wal_retired_t.flags: removed with a backlog (forget) */
+
+/* An entry of <wal.dir>/RETIRED. */
+typedef struct wal_retired {
+    char *name;            /* the topic (malloc'd in tables wal/ returns) */
+    uint16_t flags;        /* WAL_RETIRED_FORGOTTEN */
+    uint64_t next;         /* the first offset a re-created topic of this name uses */
+    uint64_t checkpoint;   /* at removal */
+    uint64_t dropped, lost, quarantined, dropped_age; /* the meta file's counters at removal */
+    uint64_t forgotten;    /* messages deleted unreplicated (FORGET; 0 for a retirement) */
+    uint64_t removed_ms;   /* wall clock */
+} wal_retired_t;
+
+/* Retires t as `how` says (above), on the writer; blocks until done. Any
+ * thread but the writer; t must not be read after it (close its readers
+ * and cursors first). Returns 0 (and, if out is not NULL, fills *out with
+ * the entry: out->name is t's name, not to be freed; KEEP fills it as it
+ * would be written), TB_EBUSY when t is not drained (REMOVE, KEEP) or the
+ * memory tier or the BLOCK policy holds batches of it (every mode),
+ * TB_ENOTREADY when t is FAILED, TB_ECLOSED when already retired, or the
+ * RETIRED write's -errno (nothing changed). A failure while removing the
+ * directory after the entry was written is logged and finished at the next
+ * wal_open; the topic is retired all the same. */
+int wal_topic_retire(wal_topic_t *t, wal_retire_t how, wal_retired_t *out /* OUT, may be NULL */);
+/* The RETIRED table of an open log, in name order, copied (free with
+ * wal_retired_free). */
+int wal_retired_list(wal_t *w, wal_retired_t **out /* OUT */, size_t *n /* OUT */);
+void wal_retired_free(wal_retired_t *v, size_t n);
+
+/*
+ * <wal.dir>/LOCK: wal_open holds flock(LOCK_EX | LOCK_NB) on it until
+ * wal_close, so a second process (another gateway, an offline tool that
+ * writes) is refused with -EWOULDBLOCK while one runs. The lock dies with
+ * its process: no stale pid file after a SIGKILL. wal_lock_dir takes it
+ * (creating LOCK if create, else -ENOENT when there is none); *fd is then
+ * the open descriptor, for wal_unlock_dir.
+ */
+int wal_lock_dir(const char *dir, bool create, int *fd /* OUT */);
+void wal_unlock_dir(int fd);
+
+/*
+ * Offline (tributary wal retire|forget TOPIC --dir DIR): opens the log at
+ * dir (its lock: -EWOULDBLOCK while a gateway runs), retires topic as `how`
+ * says (REMOVE or FORGET), prints what happened to report (may be NULL) and
+ * closes it. Returns 0, -ENOENT (no such topic), TB_EBUSY (a backlog, and
+ * not FORGET; the message says how large), or an error of the open.
+ */
+int wal_retire_offline(const char *dir, const char *topic, wal_retire_t how, FILE *report);
+
 typedef struct wal_topic_stats {
     uint64_t bytes;           /* on disk, all segments */
     uint32_t segments;
@@ -976,8 +1080,12 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
  * file checkpoint, dropped, lost, dropped_age, reserved and meta_version
  * (0 when absent or unreadable) beside meta ("ok", "absent", "corrupt",
  * "unsupported": a newer version), corrupt segments (including
- * quarantined ones) and the torn tail bytes of the active segment. Returns
- * 0 when nothing is corrupt, 1 when something is (an unreadable meta file
+ * quarantined ones) and the torn tail bytes of the active segment. Then one
+ * object per output with state blobs ({"output","id","state":{key:{"bytes",
+ * "status"}}}) and one per RETIRED entry ({"retired":topic,"next",
+ * "checkpoint","dropped","forgotten","removed_ms"}; a damaged file is
+ * {"retired_file":"corrupt"}). Returns 0 when nothing is corrupt, 1 when
+ * something is (an unreadable meta file, a damaged blob or RETIRED file
  * included), or a negative error.
  */
 int wal_check(const char *dir, FILE *out);

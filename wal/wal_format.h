@@ -240,6 +240,77 @@
  * to another message. reserved never goes down while offsets below it may
  * have been handed out; a clean close lowers it to what was really handed
  * out (0 when every such offset is below the log's end).
+ *
+ * OUTPUT STATE BLOBS (state.c; wal.h wal_output_state_put). A small durable
+ * blob per (output, key), for an output's own state (Sparkplug's bdSeq and
+ * alias table), at
+ *
+ *   <wal.dir>/$outputs/<id>/<key>    id: the output's (OUTPUTS), in decimal;
+ *                                    key: [A-Za-z0-9_-]{1,64}
+ *
+ *    0   4  magic     "TBOS"
+ *    4   2  version   1 (WAL_STATE_VERSION)
+ *    6   2  zero
+ *    8   4  n         payload bytes, at most WAL_STATE_MAX (1 MiB)
+ *   12   4  crc       CRC32C of bytes 0..11, then of the payload
+ *   16   n  payload   the output's bytes, opaque here
+ *
+ * A file is valid when it is exactly 16 + n bytes, the magic and crc match
+ * and n <= WAL_STATE_MAX; a version other than 1 in a file otherwise so
+ * framed (magic, size, crc) is TB_EUNSUPPORTED; anything else TB_ECORRUPT.
+ * Written only by the writer thread with the io vtable's write_atomic (temp,
+ * fsync, rename, fsync dir): after a crash the old blob or the new one,
+ * whole. The directories are made through the vtable too, each parent
+ * fsync()ed after a mkdir. `$outputs` decodes to no topic, so the open's
+ * scan never takes it for one; wal_forget_output removes <id>/ before it
+ * frees the id in OUTPUTS, so a reused id never inherits a forgotten
+ * output's state.
+ *
+ * RETIRED FILE (retired.c; wal.h RETIRING A TOPIC). <wal.dir>/RETIRED, the
+ * tombstones of topics removed from the log; absent = no entry. Written
+ * only by the writer thread (or wal_open before it starts) with the io
+ * vtable's write_atomic; read at wal_open. It is a file, and "RETIRED"
+ * decodes to a topic name, but the open's scan takes directories only.
+ *
+ *    0   4  magic    "TBWR"
+ *    4   2  version  1 (WAL_RETIRED_VERSION)
+ *    6   2  zero
+ *    8   4  count    entries, at most 65535
+ *   12   4  crc      CRC32C of bytes 0..11, then of bytes 16..end
+ *   16      entries, each 72 bytes and its name:
+ *      0   2  name_len   1..200 (the topic name's limit)
+ *      2   2  flags      bit 0 FORGOTTEN (deleted with a backlog); others zero
+ *      4   4  zero
+ *      8   8  next       the first offset a re-created topic of this name uses
+ *     16   8  checkpoint at removal (< next)
+ *     24   8  dropped    the meta file's
+ *     32   8  lost
+ *     40   8  quarantined
+ *     48   8  dropped_age
+ *     56   8  forgotten  messages deleted unreplicated (0 unless FORGOTTEN)
+ *     64   8  removed_ms wall clock
+ *     72   n  name       the topic, no NUL in it, zero-padded to a multiple of 8
+ *
+ * Valid when the magic and crc match, the entries fill the file exactly and
+ * are count in number, every name is 1..200 bytes without a NUL and names
+ * no other entry, next is 1..2^62, checkpoint < next and the flags and
+ * forgotten agree; a version other than 1 in a file with a good crc is
+ * TB_EUNSUPPORTED, anything else TB_ECORRUPT. A damaged file is logged,
+ * renamed RETIRED.corrupt and taken as empty (the only harm: a name
+ * re-created later could restart at offset 1; logged as such). About 96 B
+ * per topic with a 20-byte name. Golden files in tests/data/wal/retired/.
+ *
+ * Why a crash is safe: the entry is written (atomic replace) before the
+ * directory is touched, and the directory is removed files first, rmdir
+ * last, the log's directory fsync()ed. At wal_open a directory whose name
+ * has an entry and whose meta floor is below the entry's next (or that has
+ * no meta) is a removal interrupted: finished (what is gone is skipped). A
+ * re-creation writes the new directory's meta with floor = next before it
+ * drops the entry, so a directory whose floor is at or above next is the
+ * re-created topic: the entry goes. (A retirement interrupted in a
+ * directory whose floor had already reached next, every record deleted,
+ * is taken for a re-creation: the topic comes back whole, offsets
+ * continuing, and retiring it again finishes.)
  */
 #ifndef WAL_FORMAT_H
 #define WAL_FORMAT_H
@@ -269,6 +340,17 @@
 #define WAL_OFFSET_MAX (1ull << 62) /* no valid meta names an offset above it */
 #define WAL_RECORD_MAX (64u * 1024u * 1024u)
 #define WAL_PAD_MAX (64u * 1024u)   /* the longest padding record, and the largest alignment */
+#define WAL_STATE_MAGIC "TBOS"
+#define WAL_STATE_VERSION 1u
+#define WAL_STATE_HEAD 16u
+#define WAL_STATES_DIR "$outputs"   /* <wal.dir>/$outputs/<id>/<key> (OUTPUT STATE BLOBS) */
+#define WAL_RETIRED_MAGIC "TBWR"
+#define WAL_RETIRED_VERSION 1u
+#define WAL_RETIRED_HEAD 16u
+#define WAL_RETIRED_ENTRY 72u
+#define WAL_RETIRED_MAX_ENTRIES 65535u
+#define WAL_RETIRED_NAME_MAX 200u
+#define WAL_RETIRED_READ_MAX (WAL_RETIRED_HEAD + WAL_RETIRED_MAX_ENTRIES * (WAL_RETIRED_ENTRY + WAL_RETIRED_NAME_MAX))
 
 #define WAL_FLAG_QOS_MASK 0x03u
 #define WAL_FLAG_RETAIN 0x04u
@@ -408,5 +490,14 @@ size_t wal__meta_encode(uint8_t out[WAL_META_MAX], const wal_meta_t *m);
  * *version, if not NULL: the file's version), TB_EUNSUPPORTED for an unknown
  * version, or TB_ECORRUPT; on error *m is zeroed. */
 int wal__meta_decode(const uint8_t *in, size_t n, wal_meta_t *m /* OUT */, unsigned *version /* OUT */);
+
+/* ---- output state blobs (state.c) ----------------------------------------- */
+
+/* Encodes payload p (n <= WAL_STATE_MAX bytes) at out (WAL_STATE_HEAD + n
+ * bytes); returns the file's size. */
+size_t wal__state_encode(uint8_t *out, const void *p, size_t n);
+/* Decodes a whole state file of size bytes: 0 with *p (a view into in) and
+ * *n, TB_EUNSUPPORTED (a newer version) or TB_ECORRUPT. */
+int wal__state_decode(const uint8_t *in, size_t size, const uint8_t **p /* OUT */, size_t *n /* OUT */);
 
 #endif

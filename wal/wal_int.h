@@ -23,7 +23,7 @@
 /* ---- queue items: batches and requests share one FIFO so order holds ------ */
 
 enum { WAL_ITEM_BATCH, WAL_ITEM_OPEN, WAL_ITEM_SYNC, WAL_ITEM_QUARANTINE, WAL_ITEM_OWN_BOUND, WAL_ITEM_RESERVE,
-       WAL_ITEM_MEMORY, WAL_ITEM_SPILL };
+       WAL_ITEM_MEMORY, WAL_ITEM_SPILL, WAL_ITEM_STATE, WAL_ITEM_RETIRE };
 
 typedef struct wal_item {
     struct wal_item *next;
@@ -61,6 +61,12 @@ typedef struct wal_req {
     uint64_t max_bytes;    /* OWN_BOUND: the topic's own bound */
     uint64_t end;          /* RESERVE: offsets below it must be covered */
     wal_memory_opts_t mo;  /* MEMORY: the options */
+    uint16_t out_id;       /* STATE: the output, the key, the blob */
+    const char *key;
+    const void *data;
+    size_t len;
+    wal_retire_t how;      /* RETIRE: how, and the entry written */
+    wal_retired_t entry;
 } wal_req_t;
 
 /* The memory tier of a topic (memory.c; wal.h MEMORY TIER). Lock order:
@@ -208,6 +214,8 @@ struct wal_topic {
     _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
     _Atomic bool blocked;         /* held_head != NULL (wal_topic_blocked); the writer sets it */
     _Atomic bool release_held;    /* wal_topic_release_held asked: hold nothing more (TB_ECLOSED) */
+    _Atomic bool retired;         /* wal_topic_retire removed it (set by the writer, under mem.mu):
+                                   * batches complete with TB_ECLOSED */
     _Atomic uint64_t own_bound;   /* 0, or wal_topic_set_own_bound's max_bytes: the topic is then
                                    * outside the total bound (total_bytes leaves it out) and never
                                    * the total bound's victim. Written by the writer only */
@@ -254,6 +262,13 @@ struct wal {
     pthread_mutex_t topics_mu;    /* guards the topics array (sorted by name) */
     wal_topic_t **topics;
     size_t ntopics, topics_cap;
+    wal_topic_t **gone;           /* retired topics' handles, freed at wal_close (topics_mu) */
+    size_t ngone;
+
+    /* <wal.dir>/RETIRED (retired.c), in name order: [W], and wal_open's */
+    pthread_mutex_t ret_mu;       /* guards ret/nret for wal_retired_list */
+    wal_retired_t *ret;
+    size_t nret;
 
     /* [W] */
     uint64_t total_bytes;         /* sum of the bytes of topics without an own bound */
@@ -545,6 +560,44 @@ void wal__outputs_free(wal_t *w);
 int wal__outputs_parse(const char *buf, size_t n, char **names, size_t *line /* OUT */);
 /* The name of output id in <dir>/OUTPUTS (malloc'd), or NULL (wal_check). */
 char *wal__output_name(const char *dir, uint16_t id);
+/* Whether name is an output name ([A-Za-z0-9_-]{1,64}): also the rule for state keys. */
+bool wal__output_name_ok(const char *name);
+/* Whether OUTPUTS names id in this open log. */
+bool wal__output_known(wal_t *w, uint16_t id);
+
+/* ---- state.c: output state blobs ------------------------------------------- */
+
+/* Writer thread: WAL_ITEM_STATE (mkdirs, atomic replace). Returns 0 or -errno. */
+int wal__state_apply(wal_t *w, const wal_req_t *req);
+/* Removes <dir>/$outputs/<id>/ and what it holds (plain POSIX, offline:
+ * wal_forget_output), printing what went to report (may be NULL). 0 when
+ * there was nothing, or -errno. */
+int wal__state_remove(const char *dir, uint16_t id, FILE *report);
+
+/* ---- retired.c: the RETIRED file ------------------------------------------- */
+
+/* Encodes v[0..n) (any order; written in name order) into *buf (malloc'd); returns its size. */
+size_t wal__retired_encode(const wal_retired_t *v, size_t n, uint8_t **buf /* OUT */);
+/* Decodes a whole RETIRED file of size bytes: 0 with *v (malloc'd, names
+ * too: wal_retired_free) and *n, TB_EUNSUPPORTED or TB_ECORRUPT. */
+int wal__retired_decode(const uint8_t *in, size_t size, wal_retired_t **v /* OUT */, size_t *n /* OUT */);
+/* wal_open, before the topics: reads RETIRED (a damaged one is renamed
+ * RETIRED.corrupt, logged, and taken as empty). 0 or -errno. */
+int wal__retired_load(wal_t *w);
+void wal__retired_free_all(wal_t *w);
+/* wal_open's scan, for directory dir of topic name: true when it was a
+ * removal interrupted, now finished (the caller skips it); a re-created
+ * directory's stale entry is dropped (the file rewritten). */
+bool wal__retired_recover(wal_t *w, const char *name, const char *dir);
+/* The entry of name, or NULL ([W]). */
+const wal_retired_t *wal__retired_find(wal_t *w, const char *name);
+/* Writer: t was just created under the name of entry e (its directory exists,
+ * empty): writes its meta from e. Returns 0 or -errno. */
+int wal__retired_seed(wal_topic_t *t, const wal_retired_t *e);
+/* Writer: drops the entry of name (the file rewritten). 0 or -errno. */
+int wal__retired_drop(wal_t *w, const char *name);
+/* Writer: WAL_ITEM_RETIRE. */
+int wal__retire_apply(wal_t *w, wal_req_t *req);
 
 /* ---- space.c: the free-space floor ---------------------------------------- */
 

@@ -326,6 +326,10 @@ static bool process_batch(wal_t *w, wal_batch_t *b)
     b->c.count = b->count;
     b->c.first_offset = 0;
     b->c.refused_at_bound = false;
+    if (atomic_load(&t->retired)) {
+        b->c.rc = TB_ECLOSED; /* wal_topic_retire removed it */
+        return false;
+    }
     if (t->held_head) {
         hold(t, b);
         return true;
@@ -592,9 +596,12 @@ int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
     char *dir = tb_asprintf("%s/%s", w->dir, enc);
     free(enc);
     wal_topic_t *t = NULL;
+    const wal_retired_t *e = wal__retired_find(w, name);
     int rc = topic_mkdir(w, dir);
-    if (rc == 0 || disk_full(rc)) {
+    if (rc == 0 || (disk_full(rc) && !e)) {
         t = wal__topic_new(w, name, dir);
+        if (rc == 0 && e)
+            rc = wal__retired_seed(t, e); /* a retired name: offsets and counters continue (RETIRED) */
         if (rc == 0)
             rc = wal__topic_recover(t);
     }
@@ -611,6 +618,13 @@ int wal__topic_create(wal_t *w, const char *name, wal_topic_t **out)
     } else {
         wal__topic_register(w, t);
         *out = t;
+        if (e) {
+            tb_info("wal: retired topic re-created; offsets and counters continue", TB_S("topic", name),
+                    TB_U("next", e->next));
+            int r = wal__retired_drop(w, name); /* e is freed here */
+            if (r < 0) /* the next open drops it (the directory's floor says it was re-created) */
+                tb_warn("wal: cannot drop the RETIRED entry of a re-created topic", TB_S("topic", name), TB_ERR(r));
+        }
     }
     free(dir);
     return rc;
@@ -737,6 +751,14 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
         flush_round(w, r);
         spill(w, req->topic);
         free(req);
+        break;
+    case WAL_ITEM_RETIRE:
+        flush_round(w, r); /* every batch submitted before it is written first */
+        req_done(w, req, wal__retire_apply(w, req));
+        break;
+    case WAL_ITEM_STATE:
+        flush_round(w, r); /* what was submitted before it is written first */
+        req_done(w, req, wal__state_apply(w, req));
         break;
     }
 }

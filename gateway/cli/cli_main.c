@@ -7,6 +7,7 @@
  *   tributary check -c FILE            validate, print the effective config
  *   tributary config --describe [--reloadable] [--markdown]
  *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
+ *   tributary wal retire TOPIC --dir DIR | wal forget TOPIC --dir DIR [--delete-unreplicated]
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
  *   tributary admin reload|config [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
@@ -26,7 +27,8 @@ static const struct {
     { "check", cli_check, "validate a configuration file and print the effective configuration" },
     { "config", cli_config, "describe every configuration key (--describe [--reloadable] [--markdown])" },
     { "wal", cli_wal, "inspect a log directory: wal dump --dir DIR [--topic T] [--from N] | wal check --dir DIR | "
-             "wal forget-output NAME --dir DIR" },
+             "wal forget-output NAME --dir DIR | wal retire TOPIC --dir DIR | "
+             "wal forget TOPIC --dir DIR [--delete-unreplicated]" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
     { "admin", cli_admin, "ask a running gateway's admin API: admin reload | admin config (--http, -c FILE, --token-file)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },

@@ -133,6 +133,115 @@ class Cli(unittest.TestCase):
             r = run_cli(*args)
             self.assertEqual(r.returncode, 2, f"{args}: {r.stdout} {r.stderr}")
 
+    @staticmethod
+    def _meta_v1(floor, checkpoint, dropped=0):
+        """A version 1 meta file (wal/wal_format.h META FILE), written here from the format's text."""
+        import struct
+        def crc32c(b, crc=0):
+            crc ^= 0xffffffff
+            for x in b:
+                crc ^= x
+                for _ in range(8):
+                    crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+            return crc ^ 0xffffffff
+        body = b"TBWM" + struct.pack("<HHQQQQQ", 1, 64, floor, checkpoint, dropped, 0, 0) + b"\0" * 12
+        return body + struct.pack("<I", crc32c(body))
+
+    def _golden_log(self, topics):
+        """A log directory holding v2/features.seg (offsets 1..7) for each (encoded dir, checkpoint)."""
+        import shutil
+        d = tempfile.mkdtemp(prefix="trib-retire-")
+        for enc, ck in topics:
+            tdir = os.path.join(d, enc)
+            os.makedirs(tdir)
+            shutil.copy(os.path.join(DATA, "wal", "v2", "features.seg"), os.path.join(tdir, "%020d.seg" % 1))
+            with open(os.path.join(tdir, "meta"), "wb") as f:
+                f.write(self._meta_v1(1, ck, dropped=2))
+        return d
+
+    def test_wal_retire_removes_a_drained_topic_and_a_recreated_one_continues(self):
+        """wal retire on a drained topic removes its directory and leaves a RETIRED entry; a
+        gateway that routes to the name again starts at offset 8 (wal dump shows it); a topic
+        with a backlog is refused with the count; forget needs --delete-unreplicated for it."""
+        import json
+        d = self._golden_log([("+e1+old", 7), ("+e1+busy", 3)])
+        r = run_cli("wal", "retire", "/e1/old", "--dir", d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("topic /e1/old retired:", r.stdout)
+        self.assertIn("starts at offset 8 (checkpoint 7, dropped 2, forgotten 0)", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(d, "+e1+old")))
+        with open(os.path.join(d, "RETIRED"), "rb") as f:
+            raw = f.read()
+        self.assertEqual(raw[:4], b"TBWR")
+        self.assertIn(b"/e1/old", raw)
+        lines = [json.loads(ln) for ln in run_cli("wal", "check", "--dir", d).stdout.splitlines()]
+        self.assertEqual([x.get("topic") for x in lines if "topic" in x], ["/e1/busy"])
+        tomb = [x for x in lines if "retired" in x]
+        self.assertEqual(len(tomb), 1, lines)
+        self.assertEqual((tomb[0]["retired"], tomb[0]["next"], tomb[0]["checkpoint"], tomb[0]["dropped"],
+                          tomb[0]["forgotten"]), ("/e1/old", 8, 7, 2, 0))
+        r = run_cli("wal", "retire", "/e1/old", "--dir", d)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("already retired (next offset 8)", r.stdout)
+        self.assertIn('no topic "/e1/old"', r.stderr)
+
+        r = run_cli("wal", "retire", "/e1/busy", "--dir", d)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("topic /e1/busy has 4 unreplicated message(s) (checkpoint 3, last offset 7): not retired",
+                      r.stdout)
+        self.assertIn("--delete-unreplicated", r.stderr)
+        r = run_cli("wal", "forget", "/e1/busy", "--dir", d)
+        self.assertEqual(r.returncode, 1, "forget without the flag refuses a backlog too")
+        self.assertTrue(os.path.isdir(os.path.join(d, "+e1+busy")))
+        r = run_cli("wal", "forget", "/e1/busy", "--dir", d, "--delete-unreplicated")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("topic /e1/busy forgotten:", r.stdout)
+        self.assertIn("starts at offset 8 (checkpoint 3, dropped 2, forgotten 4)", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(d, "+e1+busy")))
+
+        # a gateway routing to /e1/old again: the name continues at offset 8
+        cfg = MINIMAL.replace("danube_topic: /e1/t", "danube_topic: /e1/old").replace("./wal", d)
+        with Gateway(cfg) as g:
+            g.wait_log('"msg":"starting"')
+            p = subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(g.mqtt_port()), "-q", "1",
+                                "-t", "a/x", "-m", "again"], capture_output=True, text=True, timeout=20)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(g.stop(signal.SIGTERM, timeout=10), 0, g.log())
+        recs = [json.loads(ln) for ln in run_cli("wal", "dump", "--dir", d, "--topic", "/e1/old").stdout.splitlines()]
+        self.assertEqual([(x["offset"], x["payload"]) for x in recs], [(8, "again")])
+        j = [json.loads(ln) for ln in run_cli("wal", "check", "--dir", d).stdout.splitlines()]
+        old = [x for x in j if x.get("topic") == "/e1/old"][0]
+        self.assertEqual(old["checkpoint"], 7, "the re-created topic's checkpoint is next - 1")
+        self.assertEqual(old["dropped"], 2, "its counters continue")
+        import shutil
+        shutil.rmtree(d)
+
+    def test_wal_retire_and_forget_are_refused_while_a_gateway_holds_the_lock(self):
+        """A running gateway holds <wal.dir>/LOCK: retire and forget exit 1 naming it, and
+        change nothing; once it stopped, retire works (its topic was drained: nothing sent)."""
+        import fcntl
+        d = self._golden_log([("+e1+old", 7)])
+        cfg = MINIMAL.replace("./wal", d)
+        with Gateway(cfg) as g:
+            g.wait_log('"msg":"starting"')
+            for args in (("retire", "/e1/old"), ("forget", "/e1/old", "--delete-unreplicated")):
+                r = run_cli("wal", *args, "--dir", d)
+                self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+                self.assertIn(f"{d} is in use by a running gateway (it holds {d}/LOCK)", r.stderr)
+            self.assertTrue(os.path.isdir(os.path.join(d, "+e1+old")))
+            self.assertEqual(g.stop(signal.SIGTERM, timeout=10), 0, g.log())
+        with open(os.path.join(d, "LOCK"), "w") as lk:
+            fcntl.flock(lk, fcntl.LOCK_EX | fcntl.LOCK_NB)  # any holder of the lock, not only a gateway
+            self.assertEqual(run_cli("wal", "retire", "/e1/old", "--dir", d).returncode, 1)
+        r = run_cli("wal", "retire", "/e1/old", "--dir", d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(d, "+e1+old")))
+        for args in (("wal", "retire", "--dir", d), ("wal", "retire", "a", "b", "--dir", d),
+                     ("wal", "retire", "/e1/x"), ("wal", "retire", "/e1/x", "--dir", d, "--delete-unreplicated")):
+            self.assertEqual(run_cli(*args).returncode, 2, args)
+        import shutil
+        shutil.rmtree(d)
+
     def test_wal_forget_output_drops_the_slot_everywhere_and_is_refused_while_the_log_is_locked(self):
         """A log whose topic has three outputs' slots (tests/data/wal/meta/v3.bin
         beside v2/features.seg, the registry meta/OUTPUTS): wal check names each

@@ -479,6 +479,17 @@ static int cx_mkdir(void *ctx, const char *path, mode_t mode)
     return rc;
 }
 
+static int cx_rmdir(void *ctx, const char *path)
+{
+    crashio_t *c = ctx;
+    pthread_mutex_lock(&c->mu);
+    /* like mkdir: applied at once (the tests' power losses keep or lose the
+     * files inside, which the directory fsync before it made durable) */
+    int rc = c->crashed ? -EIO : (rmdir(path) < 0 ? -errno : 0);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 static int cx_fsync_dir(void *ctx, const char *path)
 {
     crashio_t *c = ctx;
@@ -595,7 +606,7 @@ crashio_t *crashio_new(unsigned seed)
         .ctx = c, .open = cx_open, .close = cx_close, .pread = cx_pread, .pwrite = cx_pwrite,
         .fdatasync = cx_fdatasync, .ftruncate = cx_ftruncate, .fsize = cx_fsize, .rename = cx_rename,
         .unlink = cx_unlink, .mkdir = cx_mkdir, .fsync_dir = cx_fsync_dir, .write_atomic = cx_write_atomic,
-        .random = cx_random, .now_ms = cx_now_ms, .statvfs = cx_statvfs,
+        .random = cx_random, .now_ms = cx_now_ms, .statvfs = cx_statvfs, .rmdir = cx_rmdir,
     };
     return c;
 }
