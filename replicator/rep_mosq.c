@@ -89,6 +89,7 @@ struct rep_mosq {
     uint64_t up_since_ms;
 
     struct mosquitto *m;
+    bool tcp_up;                /* the handle's TCP connect completed (POLLOUT seen) */
     bool fail;                  /* set in callbacks: end the session after the call */
     char fail_why[200];
     bool refused;
@@ -393,6 +394,7 @@ static void attempt(rep_mosq_t *c)
     char why[200];
     BUMP(c, attempts, 1);
     set_state(c, REP_MOSQ_CONNECTING);
+    c->tcp_up = false;
     c->m = mosquitto_new(c->o.client_id, c->o.clean_session, c);
     if (!c->m) {
         session_end(c, "mosquitto_new failed");
@@ -535,6 +537,18 @@ static void run_timers(rep_mosq_t *c)
 
 static void io(rep_mosq_t *c, short revents)
 {
+    if (!c->tcp_up && (revents & (POLLOUT | POLLERR | POLLHUP)))
+        c->tcp_up = true;
+    if (c->st.state == REP_MOSQ_CONNECTING) {
+        /* Before the CONNACK: libmosquitto 2.0.11 finishes a TCP connect
+         * that was pending, and the TLS handshake after it, only in
+         * mosquitto_loop (its want_connect step; mosquitto_loop_read and
+         * _write skip it). With a zero timeout its select() returns at once. */
+        int rc = mosquitto_loop(c->m, 0, 64);
+        if (rc != MOSQ_ERR_SUCCESS)
+            fail(c, "connect: %s", rc == MOSQ_ERR_ERRNO ? strerror(errno) : mosquitto_strerror(rc));
+        return;
+    }
     if (revents & (POLLIN | POLLERR | POLLHUP)) {
         int rc = mosquitto_loop_read(c->m, 64);
         if (rc != MOSQ_ERR_SUCCESS)
@@ -568,7 +582,9 @@ static void *conn_main(void *arg)
         nfds_t n = 1;
         if (c->m && mosquitto_socket(c->m) >= 0) {
             p[1].fd = mosquitto_socket(c->m);
-            p[1].events = POLLIN | (mosquitto_want_write(c->m) ? POLLOUT : 0);
+            /* POLLOUT until the TCP connect completed (it may be pending), then
+             * only while libmosquitto has bytes queued */
+            p[1].events = POLLIN | (!c->tcp_up || mosquitto_want_write(c->m) ? POLLOUT : 0);
             n = 2;
         }
         int timeout = -1;

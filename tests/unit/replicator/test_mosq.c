@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -83,6 +84,7 @@ static void broker_start(broker_t *b)
     b->pid = fork();
     cr_assert_geq(b->pid, 0);
     if (b->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails or times out leaves no broker */
         execl("/usr/sbin/mosquitto", "mosquitto", "-c", conf, (char *)NULL);
         _exit(127);
     }
@@ -669,4 +671,162 @@ Test(mosq, tls_verifies_and_a_wrong_ca_is_refused, .timeout = 90)
     rep__mosq_free(c);
     sub_stop(&s);
     broker_fini(&b);
+}
+
+/* ---- a TCP connect that does not complete at once ----------------------------------------
+ *
+ * On 127.0.0.1 a connect completes inside connect(), so the tests above never
+ * see libmosquitto's pending-connect path, which a remote broker takes. A
+ * listener with a full accept queue drops the SYN (the client retransmits it
+ * a second later): connect() returns EINPROGRESS. The gate listens with
+ * backlog 0, is filled by one dummy connection, and is released (the dummy
+ * accepted and closed) once the output has been connecting for a while; then
+ * it forwards bytes to the broker. */
+
+typedef struct gate {
+    int lfd, port, target, dummy;
+    atomic_bool released, stop;
+    pthread_t thread;
+} gate_t;
+
+static int tcp_to(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static bool pump_bytes(int from, int to)
+{
+    char buf[16384];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(to, buf + off, (size_t)(n - off));
+        if (w <= 0)
+            return false;
+        off += w;
+    }
+    return true;
+}
+
+static void *gate_main(void *arg)
+{
+    gate_t *g = arg;
+    int a = -1, b = -1;
+    while (!atomic_load(&g->stop)) {
+        if (!atomic_load(&g->released)) {
+            poll(NULL, 0, 5);
+            continue;
+        }
+        if (g->dummy >= 0) {
+            int d = accept(g->lfd, NULL, NULL); /* the dummy, first in the queue */
+            if (d >= 0)
+                close(d);
+            close(g->dummy);
+            g->dummy = -1;
+        }
+        struct pollfd p[3] = { { .fd = g->lfd, .events = POLLIN }, { .fd = a, .events = POLLIN },
+                               { .fd = b, .events = POLLIN } };
+        if (poll(p, 3, 50) <= 0)
+            continue;
+        if ((p[0].revents & POLLIN) && a < 0) {
+            a = accept(g->lfd, NULL, NULL);
+            b = a >= 0 ? tcp_to(g->target) : -1;
+        }
+        if (a >= 0 && b >= 0 && (((p[1].revents & (POLLIN | POLLHUP)) && !pump_bytes(a, b)) ||
+                                 ((p[2].revents & (POLLIN | POLLHUP)) && !pump_bytes(b, a)))) {
+            close(a);
+            close(b);
+            a = b = -1;
+        }
+    }
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    return NULL;
+}
+
+static void gate_open(gate_t *g, int target)
+{
+    memset(g, 0, sizeof *g);
+    g->target = target;
+    g->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    cr_assert_eq(bind(g->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(g->lfd, 0), 0);
+    socklen_t l = sizeof a;
+    getsockname(g->lfd, (struct sockaddr *)&a, &l);
+    g->port = ntohs(a.sin_port);
+    g->dummy = tcp_to(g->port); /* fills the accept queue */
+    cr_assert_geq(g->dummy, 0);
+    cr_assert_eq(pthread_create(&g->thread, NULL, gate_main, g), 0);
+}
+
+static void gate_close(gate_t *g)
+{
+    atomic_store(&g->stop, true);
+    pthread_join(g->thread, NULL);
+    if (g->dummy >= 0)
+        close(g->dummy);
+    close(g->lfd);
+}
+
+static void run_pending(bool tls)
+{
+    broker_t b;
+    broker_init(&b);
+    if (tls) {
+        make_ca(b.dir, "ca");
+        make_server_cert(b.dir);
+        snprintf(b.extra, sizeof b.extra,
+                 "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key", b.dir, b.dir,
+                 b.dir);
+    }
+    broker_start(&b);
+    char ca[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
+    gate_t g;
+    gate_open(&g, b.port);
+    owner_t own;
+    owner_init(&own, 20);
+    rep_mosq_opts_t o;
+    opts_for(&o, g.port, "tb-test-pending");
+    o.tls = tls;
+    o.ca_file = ca;
+    rep_mosq_t *c = connect_to(&o, &own);
+    /* connecting, and still so a while later: the SYN waits in the kernel */
+    uint64_t t0 = tb_mono_ms();
+    rep_mosq_stats_t st;
+    while (tb_mono_ms() - t0 < 300) {
+        rep__mosq_stats(c, &st);
+        cr_assert_eq(st.failures, 0, "%s", st.last_error);
+        cr_assert_neq(st.state, REP_MOSQ_UP, "connected through a full accept queue: the test proves nothing");
+        poll(NULL, 0, 10);
+    }
+    atomic_store(&g.released, true);
+    wait_state(c, REP_MOSQ_UP, 20000);
+    wait_acked(&own, 20, 20000);
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.attempts, 1, "the first attempt's pending connect completed (%s)", st.last_error);
+    rep__mosq_free(c);
+    gate_close(&g);
+    broker_fini(&b);
+}
+
+Test(mosq, tcp_after_a_pending_connect, .timeout = 90)
+{
+    run_pending(false);
+}
+
+Test(mosq, tls_after_a_pending_tcp_connect, .timeout = 90)
+{
+    run_pending(true);
 }
