@@ -21,7 +21,8 @@
  * mosquitto_want_write)}, the earliest deadline of the heap) ->
  * mosquitto_loop_read, and again while TLS holds decrypted bytes
  * (SSL_pending: the socket no longer shows them) -> due timers -> pump
- * (next() while the window has room) -> mosquitto_loop_write. Timers: the
+ * (next() while the window has room) -> mosquitto_loop_write. Before the
+ * CONNACK, mosquitto_loop(m, 0, ..) instead of read/write (see io()). Timers: the
  * CONNACK deadline, a one-second tick (mosquitto_loop_misc: PINGREQ, and
  * the close of a connection whose PINGRESP did not come; then the ack
  * deadline check), the backoff's end.
