@@ -830,3 +830,56 @@ Test(mosq, tls_after_a_pending_tcp_connect, .timeout = 90)
 {
     run_pending(true);
 }
+
+/* A client certificate against require_certificate: with it the output
+ * connects, without it the handshake fails. */
+Test(mosq, tls_client_certificate, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    make_ca(b.dir, "ca");
+    make_server_cert(b.dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout cli.key "
+             "-out cli.csr -subj /CN=edge1 >/dev/null 2>&1 && "
+             "openssl x509 -req -in cli.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out cli.pem -days 2 "
+             ">/dev/null 2>&1",
+             b.dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(b.extra, sizeof b.extra,
+             "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key\n"
+             "require_certificate true",
+             b.dir, b.dir, b.dir);
+    broker_start(&b);
+    char ca[128], cert[128], key[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
+    snprintf(cert, sizeof cert, "%s/cli.pem", b.dir);
+    snprintf(key, sizeof key, "%s/cli.key", b.dir);
+
+    owner_t own;
+    owner_init(&own, 10);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-mtls");
+    o.tls = true;
+    o.ca_file = ca;
+    rep_mosq_t *c = connect_to(&o, &own); /* no client certificate */
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (rep__mosq_stats(c, &st), st.failures < 2) {
+        cr_assert_lt(tb_mono_ms(), deadline, "failures %llu", (unsigned long long)st.failures);
+        cr_assert_neq(st.state, REP_MOSQ_UP, "connected without the certificate the broker requires");
+        poll(NULL, 0, 5);
+    }
+    cr_assert_eq(atomic_load(&own.acked[0]), 0);
+    rep__mosq_free(c);
+
+    owner_init(&own, 10);
+    o.cert_file = cert;
+    o.key_file = key;
+    c = connect_to(&o, &own);
+    wait_state(c, REP_MOSQ_UP, 20000);
+    wait_acked(&own, 10, 20000);
+    rep__mosq_free(c);
+    broker_fini(&b);
+}
