@@ -1,0 +1,173 @@
+/*
+ * rep_mosq_int.h: the MQTT output's connection layer (issue 17, O6;
+ * docs/design/OUTPUTS.md 2.5 and 4.1-4.8), internal to replicator/ and its
+ * unit tests. Prefix rep__mosq_ (connection) and rep__mqtt_ (messages).
+ *
+ * One rep__mosq_t is one connection to one remote broker, driven by a
+ * thread of its own (not libmosquitto's mosquitto_loop_start): a poll()
+ * over libmosquitto's socket and an eventfd, with a deadline heap for the
+ * CONNACK deadline, the one-second keepalive tick, the ack deadline and
+ * the reconnect backoff. docs/REPLICATION.md, "The MQTT output's
+ * connection", says why.
+ *
+ * The owner (the engine's MQTT output) sees three callbacks, all called on
+ * the connection's thread, never while a lock of this module is held:
+ *
+ *   next(owner, &msg)    pulled while the window has room and the session is
+ *                        up: fill msg with the next message of any lane
+ *                        (the owner's pacer picks the lane) and return 1,
+ *                        or return 0 when nothing is ready now (call
+ *                        rep__mosq_kick when something becomes ready).
+ *   acked(owner, lane, token)
+ *                        every message of `lane` up to and including the
+ *                        one whose token is `token` is acknowledged by the
+ *                        remote (PUBACK for QoS 1, PUBCOMP for QoS 2, the
+ *                        confirming UNSUBACK for QoS 0); per lane, tokens
+ *                        arrive in the order next() handed them out, and
+ *                        only over a contiguous acknowledged prefix (a
+ *                        PUBACK of a later message of that lane is held
+ *                        until those before it are acked). Never on send.
+ *   session_lost(owner)  the session ended with messages handed out and
+ *                        not acknowledged: none of them will ever be
+ *                        acked; the owner rewinds every lane to its last
+ *                        acked token + 1 and hands them out again, in
+ *                        order, when next() is called on the new session.
+ *
+ * So a lane of the engine (one topic's reader + its window ring) maps onto
+ * a lane index here, and the token is the record's offset.
+ */
+#ifndef REP_MOSQ_INT_H
+#define REP_MOSQ_INT_H
+
+#include <mosquitto.h>
+#include <mqtt_protocol.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/router/router.h"
+#include "wal/wal.h"
+
+/* ---- the connection (rep_mosq.c) --------------------------------------------- */
+
+typedef enum rep_mosq_state {
+    REP_MOSQ_IDLE,        /* created, not started */
+    REP_MOSQ_CONNECTING,  /* TCP/TLS/CONNECT sent, no CONNACK yet */
+    REP_MOSQ_UP,          /* CONNACK accepted: publishing */
+    REP_MOSQ_BACKOFF,     /* the last attempt or session failed: waiting to retry */
+    REP_MOSQ_REFUSED,     /* the remote refused CONNECT (bad credentials, not authorized,
+                             ...): waiting to retry, with backoff like any failure */
+    REP_MOSQ_STOPPED,     /* the thread ended */
+} rep_mosq_state_t;
+
+typedef struct rep_mosq_opts {
+    const char *host;           /* remote broker */
+    int port;
+    int protocol;               /* 4 (MQTT 3.1.1) or 5 */
+    const char *client_id;      /* required */
+    bool clean_session;         /* false: a persistent session (QoS 2 requires true, 4.4) */
+    uint32_t keepalive_s;       /* 5..65535; libmosquitto closes after ~1.5 x without PINGRESP */
+    int qos;                    /* 0, 1 or 2, every message */
+    uint32_t max_inflight;      /* messages handed out and not acked, 1..65535 */
+    bool tls;                   /* TLS to the remote */
+    bool tls_verify;            /* default true: peer certificate and host name checked */
+    const char *ca_file;        /* "" or NULL: the system's roots */
+    const char *cert_file;      /* client certificate ("" or NULL: none) */
+    const char *key_file;
+    const char *username;       /* NULL or "": none */
+    const char *password_file;  /* its first line is the password; never logged */
+    uint32_t connect_timeout_ms; /* TCP + TLS + CONNACK within this */
+    uint32_t ack_timeout_ms;    /* the oldest unacked message older than this ends the session */
+    uint32_t retry_initial_ms;  /* backoff: equal jitter, doubling from initial to max */
+    uint32_t retry_max_ms;
+} rep_mosq_opts_t;
+
+/* Defaults for everything but host, port and client_id. */
+void rep__mosq_opts_default(rep_mosq_opts_t *o /* OUT */);
+
+/* One message handed out by next(). */
+typedef struct rep_mosq_msg {
+    uint32_t lane;              /* < nlanes given at create */
+    uint64_t token;             /* the owner's (a record's offset) */
+    const char *topic;          /* NUL-terminated; read during the call only */
+    const void *payload;        /* read during the call only */
+    size_t payload_len;
+    mosquitto_property *props;  /* MQTT 5 properties or NULL; freed by rep_mosq */
+} rep_mosq_msg_t;
+
+typedef struct rep_mosq_owner_ops {
+    int (*next)(void *owner, rep_mosq_msg_t *msg /* OUT */);
+    void (*acked)(void *owner, uint32_t lane, uint64_t token);
+    void (*session_lost)(void *owner);
+} rep_mosq_owner_ops_t;
+
+/* What /stats shows of the connection (a snapshot, any thread). */
+typedef struct rep_mosq_stats {
+    rep_mosq_state_t state;
+    char last_error[256];       /* "" until something failed; never holds the password */
+    uint64_t attempts;          /* connection attempts (each one a fresh handle) */
+    uint64_t sessions;          /* CONNACKs accepted */
+    uint64_t refusals;          /* CONNACKs refused */
+    uint64_t failures;          /* attempts or sessions that ended in an error */
+    uint64_t sent;              /* PUBLISHes handed to libmosquitto */
+    uint64_t acked;             /* messages acknowledged (delivered to the owner) */
+    uint64_t unsent_lost;       /* messages handed out but lost with a session (to be resent) */
+    uint32_t inflight;          /* now */
+    uint32_t window;            /* min(max_inflight, the remote's Receive Maximum) */
+    uint32_t backoff_ms;        /* the last backoff delay chosen */
+} rep_mosq_stats_t;
+
+typedef struct rep_mosq rep_mosq_t;
+
+/*
+ * Creates a connection (not started): checks opts, reads the password
+ * file. Returns 0 and *out, or TB_ECONFIG / -errno with a message in err
+ * (which never holds the password). nlanes >= 1.
+ */
+int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_owner_ops_t *ops,
+                  void *owner, rep_mosq_t **out /* OUT */, char *err, size_t errlen);
+/* Starts the thread (which connects at once). */
+int rep__mosq_start(rep_mosq_t *c);
+/* Any thread: there may be more for next() to hand out. Coalesced. */
+void rep__mosq_kick(rep_mosq_t *c);
+/* Stops the thread and joins it (no DISCONNECT waits on the remote). */
+void rep__mosq_stop(rep_mosq_t *c);
+/* Stops if needed and frees; the password's memory is cleared. */
+void rep__mosq_free(rep_mosq_t *c);
+void rep__mosq_stats(rep_mosq_t *c, rep_mosq_stats_t *out /* OUT */);
+const char *rep__mosq_state_name(rep_mosq_state_t s); /* "connecting", "up", ... */
+
+/* ---- one record -> one PUBLISH (rep_mqtt_msg.c, pure) ------------------------- */
+
+typedef struct rep_mqtt_tmpl {
+    const router_t *router;     /* for ${N} and ${#}; NULL when the template needs no match */
+    const router_out_t *remote_topic;
+    const char *upstream;       /* the lane's upstream topic, for ${upstream} */
+    uint32_t live_window_ms;    /* older when first sent: tributary.replayed=true */
+    int protocol;               /* 4: no properties at all */
+} rep_mqtt_tmpl_t;
+
+/* Returns of rep__mqtt_build below 0 besides -ENOMEM: the record cannot be
+ * carried (a dead letter, 4.7). */
+#define REP_MQTT_ETOOLONG (-1) /* the remote topic would exceed 65,535 bytes */
+#define REP_MQTT_EVALUE   (-2) /* a value makes it invalid (router_out_expand's EVALUE) */
+
+/*
+ * Builds the PUBLISH of one stored record: the remote topic, expanded from
+ * the template, into topic[0..cap) NUL-terminated (cap > ROUTER_OUT_MAX
+ * always suffices), and for MQTT 5 its properties into *props (NULL when
+ * none; the caller owns the list): mqtt.content_type -> Content Type,
+ * mqtt.user.K -> user property K, other attributes (extract_attributes)
+ * -> user properties by name, tributary.replayed=true when `replayed`;
+ * mqtt.response_topic (the edge's namespace) and mqtt.retain (retain is
+ * off) are left out; attributes not valid UTF-8 are left out and counted
+ * in *skipped. Returns the topic's length, or REP_MQTT_* / -ENOMEM with
+ * *props NULL.
+ */
+int rep__mqtt_build(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, bool replayed, char *topic,
+                    size_t cap, mosquitto_property **props /* OUT */, uint32_t *skipped /* OUT, += */);
+
+/* Whether a record is replayed: older than live_window_ms at now_wall_ms. */
+bool rep__mqtt_is_replayed(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, uint64_t now_wall_ms);
+
+#endif

@@ -1,0 +1,885 @@
+/*
+ * test_mosq.c: rep_mosq.c, the MQTT output's connection, against a real
+ * Mosquitto 2 started by the test on 127.0.0.1 (docs/design/OUTPUTS.md 6.1),
+ * with a libmosquitto subscriber recording what arrives and a fake owner
+ * handing out N messages over 3 lanes (one remote topic each).
+ *
+ * The owner checks the interface's promises as it runs: acks come per lane
+ * in order and only for what it handed out; after session_lost it rewinds
+ * each lane to its last ack + 1 (what the engine's lane will do with its
+ * reader at checkpoint + 1). Waits are on conditions with deadlines.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "replicator/rep_mosq_int.h"
+
+#define LANES 3
+
+/* ---- a real Mosquitto ------------------------------------------------------------ */
+
+typedef struct broker {
+    char dir[64];
+    int port;
+    pid_t pid;
+    char extra[1024]; /* listener options appended after the listener line */
+    char head[512];   /* global options */
+} broker_t;
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    cr_assert_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t l = sizeof a;
+    getsockname(s, (struct sockaddr *)&a, &l);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static bool port_open(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    bool ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+static void broker_init(broker_t *b)
+{
+    memset(b, 0, sizeof *b);
+    snprintf(b->dir, sizeof b->dir, "/tmp/tb-mosq-XXXXXX");
+    cr_assert_not_null(mkdtemp(b->dir));
+    b->port = free_port();
+}
+
+static void broker_start(broker_t *b)
+{
+    char conf[128], buf[4096];
+    snprintf(conf, sizeof conf, "%s/mosquitto.conf", b->dir);
+    snprintf(buf, sizeof buf,
+             "user root\npersistence true\npersistence_location %s/\nmax_queued_messages 0\n"
+             "log_dest file %s/mosquitto.log\nlog_type all\n%s\nlistener %d 127.0.0.1\n%s\n",
+             b->dir, b->dir, b->head, b->port, b->extra[0] ? b->extra : "allow_anonymous true");
+    FILE *f = fopen(conf, "w");
+    cr_assert_not_null(f);
+    fputs(buf, f);
+    fclose(f);
+    b->pid = fork();
+    cr_assert_geq(b->pid, 0);
+    if (b->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that fails or times out leaves no broker */
+        execl("/usr/sbin/mosquitto", "mosquitto", "-c", conf, (char *)NULL);
+        _exit(127);
+    }
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (!port_open(b->port)) {
+        int st;
+        cr_assert_eq(waitpid(b->pid, &st, WNOHANG), 0, "mosquitto exited; see %s/mosquitto.log", b->dir);
+        cr_assert_lt(tb_mono_ms(), deadline, "mosquitto does not listen on %d", b->port);
+        poll(NULL, 0, 10);
+    }
+}
+
+static void broker_stop(broker_t *b)
+{
+    if (b->pid <= 0)
+        return;
+    kill(b->pid, SIGTERM);
+    int st;
+    waitpid(b->pid, &st, 0);
+    b->pid = 0;
+}
+
+static void broker_fini(broker_t *b)
+{
+    broker_stop(b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", b->dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* ---- the subscriber: records first arrivals per topic ------------------------------ */
+
+typedef struct sub {
+    struct mosquitto *m;
+    pthread_mutex_t mu;
+    uint64_t *seen[LANES];     /* arrivals per lane, in order (duplicates too) */
+    size_t n[LANES], cap[LANES];
+    atomic_bool subscribed;
+} sub_t;
+
+static void sub_on_message(struct mosquitto *m, void *arg, const struct mosquitto_message *msg)
+{
+    (void)m;
+    sub_t *s = arg;
+    unsigned lane;
+    unsigned long long seq;
+    char buf[64];
+    int n = msg->payloadlen < 63 ? msg->payloadlen : 63;
+    memcpy(buf, msg->payload, (size_t)n);
+    buf[n] = 0;
+    if (sscanf(buf, "%u:%llu", &lane, &seq) != 2 || lane >= LANES)
+        return;
+    char want[32];
+    snprintf(want, sizeof want, "out/t%u", lane);
+    if (strcmp(msg->topic, want) != 0)
+        return; /* a message on the wrong topic is simply not counted */
+    pthread_mutex_lock(&s->mu);
+    if (s->n[lane] == s->cap[lane]) {
+        s->cap[lane] = s->cap[lane] ? 2 * s->cap[lane] : 1024;
+        s->seen[lane] = realloc(s->seen[lane], s->cap[lane] * sizeof(uint64_t));
+    }
+    s->seen[lane][s->n[lane]++] = seq;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void sub_on_subscribe(struct mosquitto *m, void *arg, int mid, int n, const int *granted)
+{
+    (void)m;
+    (void)mid;
+    sub_t *s = arg;
+    if (n >= 1 && granted[0] <= 2)
+        atomic_store(&s->subscribed, true);
+}
+
+static void sub_on_connect(struct mosquitto *m, void *arg, int rc)
+{
+    (void)arg;
+    if (rc == 0)
+        mosquitto_subscribe(m, NULL, "out/#", 1);
+}
+
+/* A persistent QoS 1 session, so a broker restart keeps what it queued. */
+static void sub_start(sub_t *s, int port, const char *cafile)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    mosquitto_lib_init();
+    s->m = mosquitto_new("test-recorder", false, s);
+    cr_assert_not_null(s->m);
+    mosquitto_connect_callback_set(s->m, sub_on_connect);
+    mosquitto_subscribe_callback_set(s->m, sub_on_subscribe);
+    mosquitto_message_callback_set(s->m, sub_on_message);
+    mosquitto_reconnect_delay_set(s->m, 1, 1, false);
+    if (cafile)
+        cr_assert_eq(mosquitto_tls_set(s->m, cafile, NULL, NULL, NULL, NULL), MOSQ_ERR_SUCCESS);
+    cr_assert_eq(mosquitto_connect(s->m, "127.0.0.1", port, 30), MOSQ_ERR_SUCCESS);
+    cr_assert_eq(mosquitto_loop_start(s->m), MOSQ_ERR_SUCCESS);
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (!atomic_load(&s->subscribed)) {
+        cr_assert_lt(tb_mono_ms(), deadline, "no SUBACK");
+        poll(NULL, 0, 5);
+    }
+}
+
+static void sub_stop(sub_t *s)
+{
+    mosquitto_disconnect(s->m);
+    mosquitto_loop_stop(s->m, true);
+    mosquitto_destroy(s->m);
+    for (int i = 0; i < LANES; i++)
+        free(s->seen[i]);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* How many distinct seqs 1..upto arrived on lane, and whether first arrivals
+ * came in order (a resend may repeat an earlier seq: only the first receipt
+ * of each is the order a consumer sees). */
+static size_t sub_check(sub_t *s, unsigned lane, uint64_t upto, bool *in_order, size_t *dups)
+{
+    pthread_mutex_lock(&s->mu);
+    bool *got = calloc(upto + 1, 1);
+    size_t distinct = 0;
+    uint64_t last_first = 0;
+    *in_order = true;
+    *dups = 0;
+    for (size_t i = 0; i < s->n[lane]; i++) {
+        uint64_t q = s->seen[lane][i];
+        if (q == 0 || q > upto)
+            continue;
+        if (got[q]) {
+            (*dups)++;
+            continue;
+        }
+        got[q] = true;
+        distinct++;
+        if (q < last_first)
+            *in_order = false;
+        last_first = q;
+    }
+    free(got);
+    pthread_mutex_unlock(&s->mu);
+    return distinct;
+}
+
+/* ---- the fake owner ------------------------------------------------------------------- */
+
+typedef struct owner {
+    uint64_t n;                    /* messages per lane: tokens 1..n */
+    atomic_uint_fast64_t limit;    /* hand out tokens <= limit */
+    uint64_t cursor[LANES];        /* next token to hand out (conn thread only) */
+    atomic_uint_fast64_t acked[LANES];
+    atomic_uint_fast64_t lost;     /* session_lost calls */
+    atomic_uint_fast64_t violations; /* an ack out of order or of a token never handed out */
+    unsigned rr;
+    char payload[64];
+} owner_t;
+
+static int own_next(void *arg, rep_mosq_msg_t *msg)
+{
+    owner_t *o = arg;
+    for (unsigned k = 0; k < LANES; k++) {
+        unsigned lane = (o->rr + k) % LANES;
+        uint64_t tok = o->cursor[lane];
+        if (tok > o->n || tok > atomic_load(&o->limit))
+            continue;
+        o->cursor[lane]++;
+        o->rr = lane + 1;
+        static char topics[LANES][16];
+        snprintf(topics[lane], sizeof topics[lane], "out/t%u", lane);
+        int len = snprintf(o->payload, sizeof o->payload, "%u:%llu", lane, (unsigned long long)tok);
+        *msg = (rep_mosq_msg_t){ .lane = lane, .token = tok, .topic = topics[lane], .payload = o->payload,
+                                 .payload_len = (size_t)len };
+        return 1;
+    }
+    return 0;
+}
+
+static void own_acked(void *arg, uint32_t lane, uint64_t token)
+{
+    owner_t *o = arg;
+    if (lane >= LANES || token <= atomic_load(&o->acked[lane]) || token >= o->cursor[lane])
+        atomic_fetch_add(&o->violations, 1);
+    else
+        atomic_store(&o->acked[lane], token);
+}
+
+static void own_lost(void *arg)
+{
+    owner_t *o = arg;
+    atomic_fetch_add(&o->lost, 1);
+    for (unsigned i = 0; i < LANES; i++)
+        o->cursor[i] = atomic_load(&o->acked[i]) + 1;
+}
+
+static const rep_mosq_owner_ops_t own_ops = { own_next, own_acked, own_lost };
+
+static void owner_init(owner_t *o, uint64_t n)
+{
+    memset(o, 0, sizeof *o);
+    o->n = n;
+    atomic_store(&o->limit, n);
+    for (unsigned i = 0; i < LANES; i++)
+        o->cursor[i] = 1;
+}
+
+static uint64_t owner_min_acked(owner_t *o)
+{
+    uint64_t m = UINT64_MAX;
+    for (unsigned i = 0; i < LANES; i++)
+        m = TB_MIN(m, (uint64_t)atomic_load(&o->acked[i]));
+    return m;
+}
+
+static void wait_acked(owner_t *o, uint64_t upto, uint32_t ms)
+{
+    uint64_t deadline = tb_mono_ms() + ms;
+    while (owner_min_acked(o) < upto) {
+        cr_assert_lt(tb_mono_ms(), deadline, "acked %llu of %llu in %u ms",
+                     (unsigned long long)owner_min_acked(o), (unsigned long long)upto, ms);
+        poll(NULL, 0, 5);
+    }
+}
+
+static void wait_arrived(sub_t *s, uint64_t upto, uint32_t ms)
+{
+    uint64_t deadline = tb_mono_ms() + ms;
+    for (unsigned lane = 0; lane < LANES; lane++) {
+        bool ord;
+        size_t dups;
+        while (sub_check(s, lane, upto, &ord, &dups) < upto) {
+            cr_assert_lt(tb_mono_ms(), deadline, "lane %u: %zu of %llu arrived", lane,
+                         sub_check(s, lane, upto, &ord, &dups), (unsigned long long)upto);
+            poll(NULL, 0, 5);
+        }
+    }
+}
+
+static rep_mosq_state_t state_of(rep_mosq_t *c, rep_mosq_stats_t *st)
+{
+    rep__mosq_stats(c, st);
+    return st->state;
+}
+
+static void wait_state(rep_mosq_t *c, rep_mosq_state_t want, uint32_t ms)
+{
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + ms;
+    while (state_of(c, &st) != want) {
+        cr_assert_lt(tb_mono_ms(), deadline, "state %s, not %s (last_error: %s)", rep__mosq_state_name(st.state),
+                     rep__mosq_state_name(want), st.last_error);
+        poll(NULL, 0, 5);
+    }
+}
+
+static rep_mosq_t *connect_to(const rep_mosq_opts_t *o, owner_t *own)
+{
+    rep_mosq_t *c = NULL;
+    char err[256];
+    cr_assert_eq(rep__mosq_new(o, LANES, &own_ops, own, &c, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rep__mosq_start(c), 0);
+    return c;
+}
+
+static void opts_for(rep_mosq_opts_t *o, int port, const char *id)
+{
+    rep__mosq_opts_default(o);
+    o->host = "127.0.0.1";
+    o->port = port;
+    o->client_id = id;
+    o->max_inflight = 20;
+    o->retry_initial_ms = 50;
+    o->retry_max_ms = 400;
+}
+
+static void check_all_arrived(sub_t *s, uint64_t n, size_t *dups_total)
+{
+    *dups_total = 0;
+    for (unsigned lane = 0; lane < LANES; lane++) {
+        bool ord;
+        size_t dups;
+        cr_assert_eq(sub_check(s, lane, n, &ord, &dups), n, "lane %u", lane);
+        cr_assert(ord, "lane %u: first arrivals out of order", lane);
+        *dups_total += dups;
+    }
+}
+
+/* ---- the tests --------------------------------------------------------------------------- */
+
+static void run_all_arrive(int protocol, int qos)
+{
+    broker_t b;
+    broker_init(&b);
+    broker_start(&b);
+    sub_t s;
+    sub_start(&s, b.port, NULL);
+    owner_t own;
+    owner_init(&own, 500);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-out");
+    o.protocol = protocol;
+    o.qos = qos;
+    o.clean_session = qos == 2;
+    rep_mosq_t *c = connect_to(&o, &own);
+    wait_acked(&own, 500, 30000);
+    wait_arrived(&s, 500, 30000);
+    rep_mosq_stats_t st;
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.state, REP_MOSQ_UP);
+    cr_assert_eq(st.sessions, 1, "%s", st.last_error);
+    cr_assert_eq(st.acked, 3 * 500);
+    cr_assert_eq(st.inflight, 0);
+    cr_assert_eq(atomic_load(&own.violations), 0);
+    size_t dups;
+    check_all_arrived(&s, 500, &dups);
+    cr_assert_eq(dups, 0, "one session, nothing resent: exactly once");
+    rep__mosq_free(c);
+    sub_stop(&s);
+    broker_fini(&b);
+}
+
+Test(mosq, qos1_v5_all_arrive_in_order_per_topic, .timeout = 90)
+{
+    run_all_arrive(5, 1);
+}
+
+Test(mosq, qos2_v311_all_arrive_in_order_per_topic, .timeout = 90)
+{
+    run_all_arrive(4, 2);
+}
+
+/* QoS 0 is confirmed by the UNSUBACK of a filter never subscribed. */
+Test(mosq, qos0_confirmed_by_unsuback, .timeout = 90)
+{
+    run_all_arrive(5, 0);
+}
+
+Test(mosq, remote_restart_resends_unacked_in_order, .timeout = 120)
+{
+    broker_t b;
+    broker_init(&b);
+    broker_start(&b);
+    sub_t s;
+    sub_start(&s, b.port, NULL);
+    owner_t own;
+    const uint64_t n = 3000;
+    owner_init(&own, n);
+    atomic_store(&own.limit, n / 3);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-restart");
+    o.max_inflight = 50;
+    rep_mosq_t *c = connect_to(&o, &own);
+    wait_acked(&own, n / 3, 30000);
+    /* let the rest flow and stop the remote under it */
+    atomic_store(&own.limit, n);
+    rep__mosq_kick(c);
+    broker_stop(&b);
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (state_of(c, &st) == REP_MOSQ_UP) {
+        cr_assert_lt(tb_mono_ms(), deadline, "the loss is not noticed");
+        poll(NULL, 0, 5);
+    }
+    uint64_t acked_before = owner_min_acked(&own);
+    broker_start(&b);
+    wait_acked(&own, n, 60000);
+    wait_arrived(&s, n, 60000);
+    rep__mosq_stats(c, &st);
+    cr_assert_geq(st.sessions, 2);
+    cr_assert_geq(st.failures, 1);
+    cr_assert_geq(atomic_load(&own.lost), 1, "session_lost was called");
+    cr_assert_eq(atomic_load(&own.violations), 0);
+    size_t dups;
+    check_all_arrived(&s, n, &dups);
+    cr_log_info("restart: acked %llu before the stop, %zu duplicates, %llu resent", (unsigned long long)acked_before,
+                dups, (unsigned long long)st.unsent_lost);
+    rep__mosq_free(c);
+    sub_stop(&s);
+    broker_fini(&b);
+}
+
+/* The fewest attempts backoff allows within ms: delays of equal jitter are
+ * at least cap/2, cap doubling from initial to max. */
+static uint64_t max_attempts_within(uint64_t ms, uint32_t initial, uint32_t max)
+{
+    uint64_t t = 0, n = 1, cap = initial;
+    for (;;) {
+        t += cap / 2;
+        if (t > ms)
+            return n;
+        n++;
+        cap = TB_MIN(cap * 2, (uint64_t)max);
+    }
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(mosq, wrong_password_is_refused_with_backoff, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    char cmd[512], pw[128], wrong[128], right[128];
+    snprintf(pw, sizeof pw, "%s/passwd", b.dir);
+    snprintf(cmd, sizeof cmd, "mosquitto_passwd -b -c %s edge1 s3cret-pass >/dev/null 2>&1", pw);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(b.extra, sizeof b.extra, "allow_anonymous false\npassword_file %s", pw);
+    broker_start(&b);
+    snprintf(wrong, sizeof wrong, "%s/wrong.pw", b.dir);
+    write_file(wrong, "not-the-password\n");
+    snprintf(right, sizeof right, "%s/right.pw", b.dir);
+    write_file(right, "s3cret-pass\n");
+
+    owner_t own;
+    owner_init(&own, 10);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-pw");
+    o.username = "edge1";
+    o.password_file = wrong;
+    uint64_t t0 = tb_mono_ms();
+    rep_mosq_t *c = connect_to(&o, &own);
+    rep_mosq_stats_t st;
+    uint64_t deadline = t0 + 20000;
+    while (rep__mosq_stats(c, &st), st.refusals < 4) {
+        cr_assert_lt(tb_mono_ms(), deadline, "refusals %llu (%s)", (unsigned long long)st.refusals, st.last_error);
+        poll(NULL, 0, 5);
+    }
+    uint64_t elapsed = tb_mono_ms() - t0;
+    rep__mosq_stats(c, &st);
+    cr_assert(st.state == REP_MOSQ_REFUSED || st.state == REP_MOSQ_CONNECTING, "%s",
+              rep__mosq_state_name(st.state));
+    cr_assert_eq(st.sessions, 0);
+    cr_assert_not_null(strstr(st.last_error, "CONNACK"), "%s", st.last_error);
+    cr_assert_null(strstr(st.last_error, "not-the-password"));
+    cr_assert_leq(st.attempts, max_attempts_within(elapsed, o.retry_initial_ms, o.retry_max_ms),
+                  "%llu attempts in %llu ms: backoff not held", (unsigned long long)st.attempts,
+                  (unsigned long long)elapsed);
+    cr_assert_eq(atomic_load(&own.acked[0]), 0);
+    rep__mosq_free(c);
+
+    /* the right one connects and delivers */
+    owner_init(&own, 10);
+    o.password_file = right;
+    c = connect_to(&o, &own);
+    wait_acked(&own, 10, 20000);
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.refusals, 0);
+    rep__mosq_free(c);
+    broker_fini(&b);
+}
+
+Test(mosq, missing_password_file_is_a_config_error)
+{
+    owner_t own;
+    owner_init(&own, 1);
+    rep_mosq_opts_t o;
+    opts_for(&o, 1883, "x");
+    o.password_file = "/nonexistent/pw";
+    rep_mosq_t *c = (rep_mosq_t *)&own;
+    char err[256];
+    cr_assert_lt(rep__mosq_new(&o, LANES, &own_ops, &own, &c, err, sizeof err), 0);
+    cr_assert_null(c);
+    cr_assert_not_null(strstr(err, "/nonexistent/pw"), "%s", err);
+    o.password_file = NULL;
+    o.qos = 2;
+    o.clean_session = false;
+    cr_assert_eq(rep__mosq_new(&o, LANES, &own_ops, &own, &c, err, sizeof err), TB_ECONFIG);
+    cr_assert_not_null(strstr(err, "qos 2"), "%s", err);
+}
+
+/* A silent remote: SIGSTOP the broker (the socket stays open, nothing
+ * answers); the ack deadline ends the session, and after SIGCONT the
+ * output reconnects and everything arrives. */
+Test(mosq, silent_remote_hits_the_ack_deadline, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    broker_start(&b);
+    sub_t s;
+    sub_start(&s, b.port, NULL);
+    owner_t own;
+    owner_init(&own, 200);
+    atomic_store(&own.limit, 100);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-silent");
+    o.ack_timeout_ms = 1500;
+    o.connect_timeout_ms = 1500;
+    rep_mosq_t *c = connect_to(&o, &own);
+    wait_acked(&own, 100, 30000);
+    kill(b.pid, SIGSTOP);
+    atomic_store(&own.limit, 200);
+    rep__mosq_kick(c);
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + 15000;
+    while (rep__mosq_stats(c, &st), st.failures < 1) {
+        cr_assert_lt(tb_mono_ms(), deadline, "a silent remote is not noticed (state %s)",
+                     rep__mosq_state_name(st.state));
+        poll(NULL, 0, 10);
+    }
+    cr_assert_not_null(strstr(st.last_error, "no ack within"), "%s", st.last_error);
+    kill(b.pid, SIGCONT);
+    wait_acked(&own, 200, 60000);
+    wait_arrived(&s, 200, 60000);
+    cr_assert_eq(atomic_load(&own.violations), 0);
+    rep__mosq_free(c);
+    sub_stop(&s);
+    broker_fini(&b);
+}
+
+/* ---- TLS ----------------------------------------------------------------------------------- */
+
+static void make_ca(const char *dir, const char *name)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s.key -out %s.pem -days 2 -subj /CN=%s >/dev/null 2>&1",
+             dir, name, name, name);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void make_server_cert(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext.cnf && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key "
+             "-out srv.csr -subj /CN=localhost >/dev/null 2>&1 && "
+             "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem "
+             "-days 2 -extfile ext.cnf >/dev/null 2>&1",
+             dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(mosq, tls_verifies_and_a_wrong_ca_is_refused, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    make_ca(b.dir, "ca");
+    make_ca(b.dir, "other");
+    make_server_cert(b.dir);
+    snprintf(b.extra, sizeof b.extra, "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key",
+             b.dir, b.dir, b.dir);
+    broker_start(&b);
+    char ca[128], other[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
+    snprintf(other, sizeof other, "%s/other.pem", b.dir);
+    sub_t s;
+    sub_start(&s, b.port, ca);
+
+    owner_t own;
+    owner_init(&own, 50);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-tls");
+    o.tls = true;
+    o.ca_file = ca;
+    rep_mosq_t *c = connect_to(&o, &own);
+    wait_state(c, REP_MOSQ_UP, 20000);
+    wait_acked(&own, 50, 30000);
+    wait_arrived(&s, 50, 30000);
+    rep_mosq_stats_t st;
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.sessions, 1, "%s", st.last_error);
+    rep__mosq_free(c);
+
+    /* a CA that did not sign the server: the handshake is refused, reported, never "up" */
+    owner_init(&own, 50);
+    o.ca_file = other;
+    o.client_id = "tb-test-tls-wrong";
+    c = connect_to(&o, &own);
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (rep__mosq_stats(c, &st), st.failures < 2) {
+        cr_assert_lt(tb_mono_ms(), deadline, "failures %llu", (unsigned long long)st.failures);
+        cr_assert_neq(st.state, REP_MOSQ_UP, "connected through a CA that did not sign the server");
+        poll(NULL, 0, 5);
+    }
+    cr_assert_eq(st.sessions, 0);
+    cr_assert_eq(atomic_load(&own.acked[0]), 0);
+    cr_assert_not_null(strstr(st.last_error, "certificate verify failed"), "%s", st.last_error);
+    rep__mosq_free(c);
+    sub_stop(&s);
+    broker_fini(&b);
+}
+
+/* ---- a TCP connect that does not complete at once ----------------------------------------
+ *
+ * On 127.0.0.1 a connect completes inside connect(), so the tests above never
+ * see libmosquitto's pending-connect path, which a remote broker takes. A
+ * listener with a full accept queue drops the SYN (the client retransmits it
+ * a second later): connect() returns EINPROGRESS. The gate listens with
+ * backlog 0, is filled by one dummy connection, and is released (the dummy
+ * accepted and closed) once the output has been connecting for a while; then
+ * it forwards bytes to the broker. */
+
+typedef struct gate {
+    int lfd, port, target, dummy;
+    atomic_bool released, stop;
+    pthread_t thread;
+} gate_t;
+
+static int tcp_to(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static bool pump_bytes(int from, int to)
+{
+    char buf[16384];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0)
+        return false;
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(to, buf + off, (size_t)(n - off));
+        if (w <= 0)
+            return false;
+        off += w;
+    }
+    return true;
+}
+
+static void *gate_main(void *arg)
+{
+    gate_t *g = arg;
+    int a = -1, b = -1;
+    while (!atomic_load(&g->stop)) {
+        if (!atomic_load(&g->released)) {
+            poll(NULL, 0, 5);
+            continue;
+        }
+        if (g->dummy >= 0) {
+            int d = accept(g->lfd, NULL, NULL); /* the dummy, first in the queue */
+            if (d >= 0)
+                close(d);
+            close(g->dummy);
+            g->dummy = -1;
+        }
+        struct pollfd p[3] = { { .fd = g->lfd, .events = POLLIN }, { .fd = a, .events = POLLIN },
+                               { .fd = b, .events = POLLIN } };
+        if (poll(p, 3, 50) <= 0)
+            continue;
+        if ((p[0].revents & POLLIN) && a < 0) {
+            a = accept(g->lfd, NULL, NULL);
+            b = a >= 0 ? tcp_to(g->target) : -1;
+        }
+        if (a >= 0 && b >= 0 && (((p[1].revents & (POLLIN | POLLHUP)) && !pump_bytes(a, b)) ||
+                                 ((p[2].revents & (POLLIN | POLLHUP)) && !pump_bytes(b, a)))) {
+            close(a);
+            close(b);
+            a = b = -1;
+        }
+    }
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    return NULL;
+}
+
+static void gate_open(gate_t *g, int target)
+{
+    memset(g, 0, sizeof *g);
+    g->target = target;
+    g->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    cr_assert_eq(bind(g->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(g->lfd, 0), 0);
+    socklen_t l = sizeof a;
+    getsockname(g->lfd, (struct sockaddr *)&a, &l);
+    g->port = ntohs(a.sin_port);
+    g->dummy = tcp_to(g->port); /* fills the accept queue */
+    cr_assert_geq(g->dummy, 0);
+    cr_assert_eq(pthread_create(&g->thread, NULL, gate_main, g), 0);
+}
+
+static void gate_close(gate_t *g)
+{
+    atomic_store(&g->stop, true);
+    pthread_join(g->thread, NULL);
+    if (g->dummy >= 0)
+        close(g->dummy);
+    close(g->lfd);
+}
+
+static void run_pending(bool tls)
+{
+    broker_t b;
+    broker_init(&b);
+    if (tls) {
+        make_ca(b.dir, "ca");
+        make_server_cert(b.dir);
+        snprintf(b.extra, sizeof b.extra,
+                 "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key", b.dir, b.dir,
+                 b.dir);
+    }
+    broker_start(&b);
+    char ca[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
+    gate_t g;
+    gate_open(&g, b.port);
+    owner_t own;
+    owner_init(&own, 20);
+    rep_mosq_opts_t o;
+    opts_for(&o, g.port, "tb-test-pending");
+    o.tls = tls;
+    o.ca_file = ca;
+    rep_mosq_t *c = connect_to(&o, &own);
+    /* connecting, and still so a while later: the SYN waits in the kernel */
+    uint64_t t0 = tb_mono_ms();
+    rep_mosq_stats_t st;
+    while (tb_mono_ms() - t0 < 300) {
+        rep__mosq_stats(c, &st);
+        cr_assert_eq(st.failures, 0, "%s", st.last_error);
+        cr_assert_neq(st.state, REP_MOSQ_UP, "connected through a full accept queue: the test proves nothing");
+        poll(NULL, 0, 10);
+    }
+    atomic_store(&g.released, true);
+    wait_state(c, REP_MOSQ_UP, 20000);
+    wait_acked(&own, 20, 20000);
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.attempts, 1, "the first attempt's pending connect completed (%s)", st.last_error);
+    rep__mosq_free(c);
+    gate_close(&g);
+    broker_fini(&b);
+}
+
+Test(mosq, tcp_after_a_pending_connect, .timeout = 90)
+{
+    run_pending(false);
+}
+
+Test(mosq, tls_after_a_pending_tcp_connect, .timeout = 90)
+{
+    run_pending(true);
+}
+
+/* A client certificate against require_certificate: with it the output
+ * connects, without it the handshake fails. */
+Test(mosq, tls_client_certificate, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    make_ca(b.dir, "ca");
+    make_server_cert(b.dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout cli.key "
+             "-out cli.csr -subj /CN=edge1 >/dev/null 2>&1 && "
+             "openssl x509 -req -in cli.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out cli.pem -days 2 "
+             ">/dev/null 2>&1",
+             b.dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(b.extra, sizeof b.extra,
+             "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key\n"
+             "require_certificate true",
+             b.dir, b.dir, b.dir);
+    broker_start(&b);
+    char ca[128], cert[128], key[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
+    snprintf(cert, sizeof cert, "%s/cli.pem", b.dir);
+    snprintf(key, sizeof key, "%s/cli.key", b.dir);
+
+    owner_t own;
+    owner_init(&own, 10);
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-mtls");
+    o.tls = true;
+    o.ca_file = ca;
+    rep_mosq_t *c = connect_to(&o, &own); /* no client certificate */
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (rep__mosq_stats(c, &st), st.failures < 2) {
+        cr_assert_lt(tb_mono_ms(), deadline, "failures %llu", (unsigned long long)st.failures);
+        cr_assert_neq(st.state, REP_MOSQ_UP, "connected without the certificate the broker requires");
+        poll(NULL, 0, 5);
+    }
+    cr_assert_eq(atomic_load(&own.acked[0]), 0);
+    rep__mosq_free(c);
+
+    owner_init(&own, 10);
+    o.cert_file = cert;
+    o.key_file = key;
+    c = connect_to(&o, &own);
+    wait_state(c, REP_MOSQ_UP, 20000);
+    wait_acked(&own, 10, 20000);
+    rep__mosq_free(c);
+    broker_fini(&b);
+}
