@@ -252,7 +252,7 @@ typedef struct cfg {
     } health;
     uint32_t shutdown_timeout_ms;
     struct {
-        uint32_t watch_ms;         /* 0: off; read from a later release (issue 19: the file watcher) */
+        uint32_t watch_ms;         /* 0: off; the file watcher (gateway/watch.c) */
     } reload;
     /* outputs: never empty (the implied danube entry when the file has none) */
     cfg_output_t *outputs;

@@ -275,8 +275,9 @@ const cfg__key_t cfg__keys[] = {
       "line when it starts and one when it ends."),
     K("reload.watch_ms", CFG__MS, reload.watch_ms, "0", 0, 3600000, NULL, 0,
       "How often edge.yaml and the files it names are checked for a change, which then starts a reload as "
-      "SIGHUP does; 0 or at least 1000; 0: off. Used from a later release (issue 19): this build reloads on "
-      "SIGHUP only."),
+      "SIGHUP does (edge.yaml's bytes, and the device, inode, size and mtime of the password, ACL, token "
+      "and TLS files of the start's configuration, looked at on a worker thread); 0 or at least 1000; 0: "
+      "off. For a Kubernetes ConfigMap or Secret mounted as a directory (the Helm chart sets 10000)."),
 
     K("log.level", CFG__ENUM, log.level, "info", 0, 0, log_levels, RL,
       "Least severe level written: debug, info, warn or error."),

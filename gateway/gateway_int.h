@@ -166,4 +166,18 @@ void gw__reload_state_free(gw__reload_state_t *st);
  * one and no other key has (tests/unit/gateway/test_reload_keys.c). */
 bool gw__reload_applies(const char *key);
 
+/* ---- watch.c ----
+ * reload.watch_ms: every period, on the libuv pool, the configuration
+ * file's bytes and the stat() of the files it names (those a reload reads
+ * again); a difference calls app->reload, as SIGHUP does. Off (a service
+ * that does nothing) when watch_ms is 0 or there is no file. As a
+ * gw__service_t (arg: the gw__watch_t); free it after gw__app_run.
+ */
+typedef struct gw__watch gw__watch_t;
+
+gw__watch_t *gw__watch_new(gw__app_t *app, const cfg_t *cfg);
+void gw__watch_free(gw__watch_t *w);
+int gw__watch_start(gw__app_t *app, void *arg);
+void gw__watch_drain(gw__app_t *app, void *arg);
+
 #endif

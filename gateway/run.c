@@ -319,11 +319,14 @@ int gw_run(const cfg_t *cfg)
     gw__app_add(&app, &(gw__service_t){ "log", log_start, log_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "replicator", repl_start, repl_drain, &r });
     gw__app_add(&app, &(gw__service_t){ "mqtt", mqtt_start, mqtt_drain, &r });
+    gw__watch_t *watch = gw__watch_new(&app, cfg); /* reload.watch_ms */
+    gw__app_add(&app, &(gw__service_t){ "watch", gw__watch_start, gw__watch_drain, watch });
     gw__app_add(&app, &(gw__service_t){ "boot-complete", boot_complete, NULL, &r }); /* keep last */
     app.reload = reload;
     app.reload_arg = &r;
 
     rc = gw__app_run(&app);
+    gw__watch_free(watch);
     http_service_free(http);
     gw__reload_state_free(&reloads);
     metrics_free(r.metrics);
