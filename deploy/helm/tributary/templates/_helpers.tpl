@@ -64,7 +64,7 @@ HTTP
      others): the checksum/config annotation hashes only this, so a change
      of a reloadable key reaches the running pod through the mounted
      ConfigMap and reload.watch_ms, and any other change rolls the pod.
-     Removed: log, auth, http.auth_token_file, each mapping's
+     Removed: log, auth, http.auth_token_file, http.admin_token_file, each mapping's
      validation_policy, and the files and settings of http.tls and of each
      listener's tls, but not whether those are there (turning TLS on or off
      needs a restart) nor a listener's tls.read_coalesce_ms (restart).
@@ -75,6 +75,7 @@ HTTP
 {{- $_ := unset $c "auth" -}}
 {{- if kindIs "map" $c.http -}}
 {{- $_ := unset $c.http "auth_token_file" -}}
+{{- $_ := unset $c.http "admin_token_file" -}}
 {{- if hasKey $c.http "tls" -}}{{- $_ := set $c.http "tls" "present" -}}{{- end -}}
 {{- end -}}
 {{- if kindIs "map" $c.mqtt -}}
