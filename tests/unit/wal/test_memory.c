@@ -826,6 +826,32 @@ Test(memory, the_backlog_after_sigkills_counts_the_same_when_every_record_is_ver
     backlog_after_kills(true);
 }
 
+/* A bound deleting segments of that backlog counts the records they held as
+ * dropped, not the skipped offsets after them. */
+Test(memory, a_bound_dropping_the_backlog_after_sigkills_counts_records_not_the_skips)
+{
+    enum { LIVES = 4, SPAN = 1000 };
+    h.o.reserve_span = SPAN;
+    stored_t ev[64];
+    size_t n = 0;
+    for (int i = 0; i < LIVES; i++) {
+        uint64_t ack = 0;
+        cr_assert_eq(th_fork_life(backlog_child, &ack, ev, sizeof ev[0], 64, &n), SIGKILL, "life %d", i);
+    }
+    h.o.max_topic_bytes = 8192; /* the new records below push out every segment of the lives */
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    uint64_t stored = wal_topic_stored_between(t, 0, wal_topic_readable_end(t));
+    cr_assert_eq(stored, LIVES * 35);
+    for (uint64_t seq = 5000; seq < 5100; seq += 10)
+        cr_assert_eq(th_append(&h, t, seq, 10, PAYLOAD), 0);
+    wal_topic_stats_t st = stats(t);
+    cr_assert_gt(st.oldest_offset, ev[n - 1].first, "every life's segments were deleted");
+    cr_assert_eq(st.dropped_total, stored + 100 - wal_topic_stored_between(t, 0, wal_topic_readable_end(t)),
+                 "dropped: the records deleted (%llu), not the offsets (the lives spanned %llu)",
+                 (unsigned long long)st.dropped_total, (unsigned long long)(ev[n - 1].first + 5 - ev[0].first));
+}
+
 Test(memory, the_backlog_counts_held_records_once_across_a_spill_and_not_its_hole)
 {
     h.o.checkpoint_flush_ms = 60000; /* 1..10 stay on disk (not deleted) until the close */
