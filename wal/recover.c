@@ -101,7 +101,11 @@ static int list_dir(wal_topic_t *t, u64vec_t *out)
  * whose salted CRC holds. The tail is read 4 KiB first, four times more
  * while no such record is in it (a long record, a padding record up to
  * 64 KiB). A padding record names the offset that follows it. Returns 0
- * and *end, 1 when no record was found (*end 0: not known), or -errno. */
+ * and *end, 1 when no record was found (*end 0: not known), or -errno.
+ * Only counts use it (the backlog, a bound's drops; readers and recovery
+ * go by THE RULE): a record forged inside the last one's payload with this
+ * segment's salted CRC would be taken, and its users clamp the end to the
+ * next segment's base. */
 static int sealed_end(const wal_io_t *io, int fd, const wal_seghdr_t *h, uint64_t size, uint64_t *end)
 {
     *end = 0;

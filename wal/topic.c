@@ -299,7 +299,8 @@ uint64_t wal_topic_stored_between(wal_topic_t *t, uint64_t after, uint64_t end)
     uint64_t log_next = atomic_load(&t->log_next);
     for (size_t i = 0; i < t->nsegs; i++) {
         const wal_seg_t *s = &t->segs[i];
-        uint64_t hi = i + 1 == t->nsegs ? log_next : s->end ? s->end : t->segs[i + 1].base;
+        uint64_t hi = i + 1 == t->nsegs ? log_next
+                      : s->end ? TB_MIN(s->end, t->segs[i + 1].base) : t->segs[i + 1].base;
         n += overlap(s->base, hi, a, end);
         both += overlap(TB_MAX(s->base, mlo), TB_MIN(hi, mhi), a, end); /* spilled, not released yet */
     }
