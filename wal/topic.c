@@ -276,7 +276,7 @@ uint64_t wal_topic_readable_end(const wal_topic_t *t)
     return atomic_load_explicit(&((wal_topic_t *)t)->readable_end, memory_order_acquire);
 }
 
-/* |[lo, hi) ∩ [a, b)| */
+/* how many offsets [lo, hi) and [a, b) share */
 static uint64_t overlap(uint64_t lo, uint64_t hi, uint64_t a, uint64_t b)
 {
     lo = TB_MAX(lo, a);
