@@ -5,7 +5,7 @@ memory tier").
 
     bench/bench_memory_first.py [--seconds 60] [--rate 20] [--size 100]
                                 [--modes memory_first,log] [--ack-delay-ms 0]
-                                [--build build]
+                                [--qos 1] [--build build]
 
 Each row starts a fresh gateway (build/tributary, wal.fsync always, the
 defaults otherwise) and the mock cluster (tests/mock_cluster, store mode
@@ -15,8 +15,13 @@ gateway's /proc/<pid>/io just before and just after the load:
 write_bytes - cancelled_write_bytes is what the kernel will write to the
 device for that process. "per hour" scales it to an hour at the same rate.
 PUBACK latency is from each PUBLISH written to its PUBACK read (p50, p99,
-max). Spills and returns to memory come from /stats. Nothing here passes
-or fails; it prints a Markdown table.
+max). --qos 2: the connection is a persistent session (clean session 0,
+the only kind whose QoS 2 state is journaled: docs/design/MEMORY-FIRST.md
+section 4), the latency is PUBLISH to PUBREC, each PUBREC is answered
+with a PUBREL and the run waits for every PUBCOMP; the bytes then include
+the session journal's STORED/RELEASED records. Spills and returns to
+memory come from /stats. Nothing here passes or fails; it prints a
+Markdown table.
 """
 import argparse
 import json
@@ -49,11 +54,16 @@ def run(mode, a):
         gw.wait_log('msg="topic ready" topic=/edge1/bench', 60)
         port, hp = gw.mqtt_port(), gw.http_port()
         c = mr.Raw(port, timeout=30)
-        c.send(mr.connect("bench"))
+        c.send(mr.connect("bench", clean=a.qos < 2))
         c.expect(mr.CONNACK)
-        sent_at, lat = {}, []
+        sent_at, lat, rel = {}, [], set()
         lock = threading.Lock()
+        send_lock = threading.Lock()  # PUBRELs from the reader, PUBLISHes from the main thread
         done = threading.Event()
+
+        def send(data):
+            with send_lock:
+                c.send(data)
 
         def reader():
             while not done.is_set():
@@ -63,12 +73,19 @@ def run(mode, a):
                     continue
                 if p is None:
                     return
-                if p.type == mr.PUBACK:
+                if p.type in (mr.PUBACK, mr.PUBREC):
                     now = time.monotonic()
                     with lock:
                         t0 = sent_at.pop(p.packet_id, None)
+                        if p.type == mr.PUBREC:
+                            rel.add(p.packet_id)
                     if t0 is not None:
                         lat.append(now - t0)
+                    if p.type == mr.PUBREC:
+                        send(mr.pubrel(p.packet_id))
+                elif p.type == mr.PUBCOMP:
+                    with lock:
+                        rel.discard(p.packet_id)
 
         th = threading.Thread(target=reader, daemon=True)
         th.start()
@@ -92,10 +109,10 @@ def run(mode, a):
             pid = pid % 65535 + 1
             with lock:
                 sent_at[pid] = time.monotonic()
-            c.send(mr.publish("b/d1/v", payload, qos=1, pid=pid))
+            send(mr.publish("b/d1/v", payload, qos=a.qos, pid=pid))
             n += 1
         w1 = write_bytes(gw.proc.pid)
-        wait_until(lambda: not sent_at, 30, "the last PUBACKs")
+        wait_until(lambda: not sent_at and not rel, 30, "the last PUBACKs (PUBCOMPs)")
         done.set()
         th.join(5)
         c.close()
@@ -118,14 +135,16 @@ def main():
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--modes", default="memory_first,log")
     ap.add_argument("--ack-delay-ms", type=int, default=0)
+    ap.add_argument("--qos", type=int, choices=(1, 2), default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = ap.parse_args()
     os.environ.setdefault("TRIBUTARY_BIN", os.path.join(a.build, "tributary"))
     os.environ.setdefault("TRIB_BUILD_DIR", a.build)
     rows = [run(m, a) for m in a.modes.split(",")]
-    print(f"\n{a.rate} msg/s of {a.size}-byte QoS 1 for {a.seconds} s, wal.fsync always, mock ack delay "
+    print(f"\n{a.rate} msg/s of {a.size}-byte QoS {a.qos} for {a.seconds} s, wal.fsync always, mock ack delay "
           f"{a.ack_delay_ms} ms\n")
-    print("| durability | written B | B/msg | per hour | PUBACK p50 ms | p99 ms | max ms | spills | to memory |")
+    ack = "PUBACK" if a.qos == 1 else "PUBREC"
+    print(f"| durability | written B | B/msg | per hour | {ack} p50 ms | p99 ms | max ms | spills | to memory |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
         ph = r["bytes"] * 3600 / a.seconds

@@ -179,9 +179,9 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_WAL_OLDEST_OFFSET, mi, 0, st.oldest_offset);
         SET(METRICS_WAL_NEWEST_OFFSET, mi, 0, st.next_offset > 0 ? st.next_offset - 1 : 0);
         SET(METRICS_ACKED_OFFSET, mi, 0, st.checkpoint);
-        /* in the log after the acked offset: offsets the bound deleted are not waiting any more */
-        uint64_t waiting_from = TB_MAX(st.checkpoint + 1, st.oldest_offset);
-        SET(METRICS_LAG_MESSAGES, mi, 0, st.next_offset > waiting_from ? st.next_offset - waiting_from : 0);
+        /* the records stored (in the log or held) after the acked offset: not the offsets that
+         * hold none (deleted by a bound, a reservation skipped after a kill: wal.h) */
+        SET(METRICS_LAG_MESSAGES, mi, 0, wal_topic_stored_between(t->wal, st.checkpoint, st.next_offset));
         SET(METRICS_LAG_BYTES, mi, 0, rs.lag_bytes);
         SET(METRICS_OLDEST_UNREPLICATED_AGE, mi, 0,
             rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);

@@ -191,7 +191,9 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out)
     wal_pos_t pos = l->pub_pos;
     pthread_mutex_unlock(&l->o->mu);
     out->readable_end = wal_topic_readable_end(l->wal);
-    out->lag_messages = out->readable_end > out->acked_offset + 1 ? out->readable_end - 1 - out->acked_offset : 0;
+    /* the records stored above the checkpoint, not the span of offsets:
+     * after a kill in memory_first it holds a reservation skip (wal.h) */
+    out->lag_messages = wal_topic_stored_between(l->wal, out->acked_offset, out->readable_end);
     /* bytes: what was read and waits for its ack, plus the log past the reader (live) */
     out->lag_bytes = pos.offset ? unacked_bytes + wal_topic_bytes_after(l->wal, &pos) : 0;
     uint64_t now = tb_mono_ms();

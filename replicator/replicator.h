@@ -234,7 +234,8 @@ typedef struct rep_topic_stats {
                                     offsets from here on were received by this process */
     uint64_t acked_offset;       /* the checkpoint: contiguous acks */
     uint64_t readable_end;       /* live from the WAL */
-    uint64_t lag_messages;       /* readable_end - 1 - acked_offset */
+    uint64_t lag_messages;       /* records stored in (acked_offset, readable_end): offsets with no
+                                    record (a reservation skip, wal_topic_stored_between) left out */
     uint64_t lag_bytes;          /* bytes on disk of the records after acked_offset: those read and
                                     not yet acked (counted as read) plus the log past the reader
                                     (wal_topic_bytes_after); 0 before the reader first opened */

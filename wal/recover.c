@@ -93,6 +93,56 @@ static int list_dir(wal_topic_t *t, u64vec_t *out)
     return 0;
 }
 
+/* The offset after the last record of a sealed segment of size bytes with
+ * header h (its records are [h->base, end): THE RULE makes them
+ * contiguous), without reading the whole file: a sealed segment ends
+ * exactly at the end of its last record (rotation syncs it whole), so the
+ * last record is the one at position p whose length field is size - p and
+ * whose salted CRC holds. The tail is read 4 KiB first, four times more
+ * while no such record is in it (a long record, a padding record up to
+ * 64 KiB). A padding record names the offset that follows it. Returns 0
+ * and *end, 1 when no record was found (*end 0: not known), or -errno.
+ * Only counts use it (the backlog, a bound's drops; readers and recovery
+ * go by THE RULE): a record forged inside the last one's payload with this
+ * segment's salted CRC would be taken, and its users clamp the end to the
+ * next segment's base. */
+static int sealed_end(const wal_io_t *io, int fd, const wal_seghdr_t *h, uint64_t size, uint64_t *end)
+{
+    *end = 0;
+    if (size <= WAL_SEG_HDR_SIZE) {
+        *end = h->base; /* no record */
+        return 0;
+    }
+    uint64_t body = size - WAL_SEG_HDR_SIZE, win = 4096;
+    uint8_t *buf = NULL;
+    int rc = 1;
+    for (;;) {
+        uint64_t n = TB_MIN(win, TB_MIN(body, (uint64_t)WAL_RECORD_MAX));
+        buf = tb_realloc(buf, n);
+        ssize_t r = wal__pread_full(io, fd, buf, n, size - n);
+        if (r < 0 || (uint64_t)r != n || n < WAL_REC_HEAD) {
+            rc = r < 0 ? (int)r : -EIO;
+            break;
+        }
+        for (uint64_t q = n - WAL_REC_HEAD + 1; q-- > 0 && rc == 1;) { /* shortest first */
+            if (wal__ld32(buf + q) != n - q)
+                continue;
+            uint64_t off = wal__ld64(buf + q + 8);
+            wal_rec_t rec;
+            int k = wal__rec_decode(buf + q, n - q, n - q, h->seed, h->version, off, &rec);
+            if ((k == WAL_REC_OK || k == WAL_REC_PAD) && off >= h->base) {
+                *end = k == WAL_REC_OK ? off + 1 : off;
+                rc = 0;
+            }
+        }
+        if (rc != 1 || n == body || n >= WAL_RECORD_MAX)
+            break;
+        win *= 4;
+    }
+    free(buf);
+    return rc;
+}
+
 /* Checks a sealed segment; fills *s. Returns 0 good, 1 corrupt, or -errno. */
 static int check_sealed(wal_topic_t *t, uint64_t base, wal_seg_t *s)
 {
@@ -116,6 +166,10 @@ static int check_sealed(wal_topic_t *t, uint64_t base, wal_seg_t *s)
             if (sc.hdr_rc == 0 && sc.hdr.base != base)
                 sc.hdr_rc = TB_ECORRUPT;
             sc.valid_end = sc.size;
+            /* not found or unreadable: not known (0); damage there is the
+             * readers' to find, as without this look */
+            if (sc.hdr_rc != 0 || sealed_end(io, fd, &sc.hdr, sc.size, &sc.next) != 0)
+                sc.next = 0;
         }
     }
     io->close(io->ctx, fd);
@@ -124,6 +178,7 @@ static int check_sealed(wal_topic_t *t, uint64_t base, wal_seg_t *s)
     s->base = base;
     s->bytes = sc.size;
     s->created_ms = sc.hdr.created_ms;
+    s->end = sc.hdr_rc == 0 ? sc.next : 0;
     if (sc.hdr_rc != 0 || sc.valid_end != sc.size) {
         tb_warn("wal: corrupt sealed segment", TB_S("topic", t->name), TB_U("segment", base),
                 TB_ERR(sc.hdr_rc ? sc.hdr_rc : TB_ECORRUPT), TB_U("valid_bytes", sc.valid_end),
@@ -173,6 +228,7 @@ static int recover_active(wal_topic_t *t, uint64_t base, wal_seg_t *s, active_t 
     s->base = base;
     s->bytes = a->sc.size;
     s->created_ms = a->sc.hdr.created_ms;
+    s->end = a->sc.next; /* used once it is sealed (below, when offsets do not continue in it) */
     if (a->sc.hdr_rc != 0) {
         a->next_bound = base + (a->sc.size > WAL_SEG_HDR_SIZE ? (a->sc.size - WAL_SEG_HDR_SIZE) / WAL_REC_HEAD + 1 : 0);
         tb_error("wal: active segment has a bad header; quarantined, its records are lost (count unknown)",
@@ -380,6 +436,7 @@ int wal__topic_recover(wal_topic_t *t)
     wal__atomic_max(&t->dropped_age, m.dropped_age); /* a repair keeps what was added, like ck_req */
     atomic_store(&t->reserved, m.reserved);
     atomic_store(&t->next_pub, next);
+    atomic_store(&t->log_next, next);
     wal__publish_end(t, next);
     pthread_mutex_lock(&t->acct_mu);
     if (t->open_next == 0)

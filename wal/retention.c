@@ -45,6 +45,14 @@ static uint64_t unacked(uint64_t from, uint64_t to, uint64_t ck)
     return to > lo ? to - lo : 0;
 }
 
+/* The end of sealed segment i's records: not the next one's base when a
+ * hole lies between them (a reservation skipped after a kill holds no
+ * record, and none is dropped with the segment before it) */
+static uint64_t seg_end(const wal_topic_t *t, size_t i)
+{
+    return t->segs[i].end ? TB_MIN(t->segs[i].end, t->segs[i + 1].base) : t->segs[i + 1].base;
+}
+
 /*
  * Deletes t's n oldest segments (n < nsegs: never the active one). bound:
  * for a disk bound (not the checkpoint). The drop decision (which offsets
@@ -65,10 +73,10 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     uint64_t ck = atomic_load(&t->ck_req);
     uint64_t aged = atomic_load(&t->dropped_age); /* with ck: they move together (wal_checkpoint_ex) */
     for (size_t i = 0; i < n; i++) {
-        dropped += unacked(t->segs[i].base, t->segs[i + 1].base, ck);
+        dropped += unacked(t->segs[i].base, seg_end(t, i), ck);
         uint64_t from = TB_MAX(TB_MAX(t->segs[i].base, t->open_next), t->drop_floor);
         if (t->open_next)
-            t->dropped_open += unacked(from, t->segs[i + 1].base, ck);
+            t->dropped_open += unacked(from, seg_end(t, i), ck);
     }
     if (bound && dropped > 0)
         t->drop_floor = TB_MAX(t->drop_floor, t->segs[n].base);
@@ -80,10 +88,10 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
         wal_slot_t *s = &t->slots[k];
         uint64_t d = 0;
         for (size_t i = 0; i < n; i++) {
-            d += unacked(t->segs[i].base, t->segs[i + 1].base, s->ck);
+            d += unacked(t->segs[i].base, seg_end(t, i), s->ck);
             uint64_t from = TB_MAX(TB_MAX(t->segs[i].base, t->open_next), s->drop_floor);
             if (t->open_next)
-                s->dropped_open += unacked(from, t->segs[i + 1].base, s->ck);
+                s->dropped_open += unacked(from, seg_end(t, i), s->ck);
         }
         if (d > 0)
             s->drop_floor = TB_MAX(s->drop_floor, t->segs[n].base);

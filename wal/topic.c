@@ -137,6 +137,7 @@ wal_topic_t *wal__topic_new(wal_t *w, const char *name, const char *dir)
     t->slots[0] = (wal_slot_t){ .id = 0, .state = WAL_SLOT_ACTIVE };
     atomic_init(&t->ck_pending, false);
     atomic_init(&t->next_pub, 1);
+    atomic_init(&t->log_next, 1);
     atomic_init(&t->dropped, 0);
     atomic_init(&t->lost, 0);
     atomic_init(&t->quarantined, 0);
@@ -273,6 +274,38 @@ int wal_topic_error(const wal_topic_t *t)
 uint64_t wal_topic_readable_end(const wal_topic_t *t)
 {
     return atomic_load_explicit(&((wal_topic_t *)t)->readable_end, memory_order_acquire);
+}
+
+/* how many offsets [lo, hi) and [a, b) share */
+static uint64_t overlap(uint64_t lo, uint64_t hi, uint64_t a, uint64_t b)
+{
+    lo = TB_MAX(lo, a);
+    hi = TB_MIN(hi, b);
+    return hi > lo ? hi - lo : 0;
+}
+
+uint64_t wal_topic_stored_between(wal_topic_t *t, uint64_t after, uint64_t end)
+{
+    if (end <= after + 1)
+        return 0;
+    uint64_t a = after + 1;
+    /* memory first: a record only moves from memory to the log (a spill),
+     * so one read before the segments is in one of the two */
+    pthread_mutex_lock(&t->mem.mu);
+    uint64_t mlo = t->mem.lo, mhi = atomic_load(&t->mem_end) ? t->mem.next : 0;
+    pthread_mutex_unlock(&t->mem.mu);
+    uint64_t n = 0, both = 0;
+    pthread_mutex_lock(&t->mu);
+    uint64_t log_next = atomic_load(&t->log_next);
+    for (size_t i = 0; i < t->nsegs; i++) {
+        const wal_seg_t *s = &t->segs[i];
+        uint64_t hi = i + 1 == t->nsegs ? log_next
+                      : s->end ? TB_MIN(s->end, t->segs[i + 1].base) : t->segs[i + 1].base;
+        n += overlap(s->base, hi, a, end);
+        both += overlap(TB_MAX(s->base, mlo), TB_MIN(hi, mhi), a, end); /* spilled, not released yet */
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n + overlap(mlo, mhi, a, end) - both;
 }
 
 uint64_t wal_topic_checkpoint(const wal_topic_t *t)

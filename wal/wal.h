@@ -594,6 +594,21 @@ void wal_topic_spill(wal_topic_t *t, wal_spill_t why);
 uint64_t wal_topic_readable_end(const wal_topic_t *t);
 
 /*
+ * How many records are stored with offsets in (after, end): in the log's
+ * segments or held in the memory tier. Offsets that hold no record are not
+ * counted: a reservation skipped after a kill (one per restart, up to a
+ * reserve span each, OFFSET RESERVATION), a hole where the memory tier's
+ * acknowledged records were never written, segments deleted by a bound or
+ * quarantined. With after = the checkpoint and end = the readable end it is
+ * the backlog still to replicate (rep_topic_stats.lag_messages). Each
+ * segment's records are [base, end) (contiguous, wal_format.h THE RULE);
+ * the sealed ones' ends come from the writer at rotation and from recovery
+ * (a look at each sealed segment's last 4 KiB at open). O(segments) under
+ * the topic's lock; any thread.
+ */
+uint64_t wal_topic_stored_between(wal_topic_t *t, uint64_t after, uint64_t end);
+
+/*
  * Records that the cluster acknowledged everything up to and including
  * acked_offset (any thread). The writer persists it (atomic replace of the
  * topic's meta file, at most every checkpoint_flush_ms, and at close) and

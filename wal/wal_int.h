@@ -137,6 +137,10 @@ typedef struct wal_seg {
     uint64_t base;
     uint64_t bytes;       /* file size */
     uint64_t created_ms;
+    uint64_t end;         /* sealed: the offset after its last record (its records are
+                           * [base, end): THE RULE makes them contiguous), set at rotation
+                           * and by recovery; 0: not known (the next segment's base is
+                           * taken). The active segment's is not used: disk_end is */
 } wal_seg_t;
 
 struct wal_topic {
@@ -188,6 +192,8 @@ struct wal_topic {
     _Atomic uint64_t ck_req;      /* latest checkpoint asked for */
     _Atomic bool ck_pending;      /* ck_req moved since the writer last looked */
     _Atomic uint64_t next_pub;    /* copy of next for stats */
+    _Atomic uint64_t log_next;    /* copy of seg_next: the active segment's records end there
+                                   * (next_pub includes what memory holds, next a spill's hole) */
     _Atomic uint64_t dropped;
     _Atomic uint64_t read_floor;  /* a bound deleted and counted (persisted) everything below: readers skip it */
     _Atomic uint64_t lost;

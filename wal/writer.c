@@ -76,6 +76,7 @@ void wal__publish(wal_topic_t *t)
 {
     uint64_t end = t->w->o.fsync == WAL_FSYNC_NEVER ? t->next : t->synced_next;
     atomic_store(&t->next_pub, TB_MAX(t->next, atomic_load(&t->mem_end)));
+    atomic_store(&t->log_next, t->seg_next); /* not next: past a spill it may lie after a hole */
     wal__publish_end(t, end);
 }
 
@@ -143,9 +144,10 @@ static int failfast_rc(wal_topic_t *t)
     return e ? e : TB_ENOTREADY;
 }
 
-/* Seals the active segment (fdatasync) and starts a new one at base. The
- * old fd stays open in *old_fd so a failure later in the batch can undo. */
-static int rotate(wal_topic_t *t, uint64_t base, int *old_fd, bool *sync_err)
+/* Seals the active segment (fdatasync), whose records end at prev_end, and
+ * starts a new one at base. The old fd stays open in *old_fd so a failure
+ * later in the batch can undo. */
+static int rotate(wal_topic_t *t, uint64_t base, uint64_t prev_end, int *old_fd, bool *sync_err)
 {
     int rc = wal__fdatasync(t->w, t->fd);
     if (rc < 0) {
@@ -159,6 +161,9 @@ static int rotate(wal_topic_t *t, uint64_t base, int *old_fd, bool *sync_err)
     *old_fd = t->fd;
     t->fd = fd;
     t->seed = h.seed;
+    pthread_mutex_lock(&t->mu);
+    t->segs[t->nsegs - 1].end = prev_end; /* sealed: [its base, prev_end) */
+    pthread_mutex_unlock(&t->mu);
     wal__segs_push(t, &(wal_seg_t){ .base = base, .bytes = WAL_SEG_HDR_SIZE, .created_ms = h.created_ms });
     wal__topic_bytes_set(t, t->bytes + WAL_SEG_HDR_SIZE);
     return 0;
@@ -181,7 +186,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
         /* the offsets since the active segment's last record were
          * acknowledged from memory and hold no record: a hole, which is
          * always a segment boundary (THE RULE, wal_format.h) */
-        if ((rc = rotate(t, off, &old_fd, &sync_err)) < 0)
+        if ((rc = rotate(t, off, t->seg_next, &old_fd, &sync_err)) < 0)
             goto undo;
         rot_base = off;
         wpos = chunk_fpos = WAL_SEG_HDR_SIZE;
@@ -193,7 +198,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
             if (pos > chunk && (rc = wal__pwrite_all(io, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
                 goto undo;
             set_active_bytes(t, wpos);
-            if ((rc = rotate(t, off, &old_fd, &sync_err)) < 0)
+            if ((rc = rotate(t, off, off, &old_fd, &sync_err)) < 0)
                 goto undo;
             rot_base = off;
             wpos = chunk_fpos = WAL_SEG_HDR_SIZE;
@@ -378,6 +383,7 @@ static bool process_batch(wal_t *w, wal_batch_t *b)
     t->touched = true;
     t->dirty = true;
     atomic_store(&t->next_pub, t->next);
+    atomic_store(&t->log_next, t->seg_next);
     if (w->o.fsync == WAL_FSYNC_NEVER)
         wal__publish(t);
     return false;

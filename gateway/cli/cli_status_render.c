@@ -4,8 +4,12 @@
  * anything lost"; then one line per upstream topic:
  *
  *   tributary 0.1.0  edge e1  up 2h03m  ready  healthy  cluster connected  mqtt 12  http 1  invariant ok
- *   TOPIC          STATE        QUEUED  LAG AGE  DROPPED  REJECTED
- *   /e1/telemetry  replicating      12     0.4s        0         3
+ *   TOPIC          STATE        DURABILITY  QUEUED  LAG AGE  DROPPED  REJECTED
+ *   /e1/telemetry  replicating  memory          12     0.4s        0         3
+ *
+ * DURABILITY is /stats `durability`: `log`, or for a memory_first topic
+ * where its messages are now (`memory`, `spilling`, `draining`, `ready`:
+ * docs/WAL.md "The memory tier").
  *
  * DROPPED is the log's persistent count of what it lost, to the bound
  * (wal_dropped_total) and to max_age (wal_dropped_age_total): after a
@@ -129,8 +133,8 @@ int cli_status_render(const json_t *doc, tb_buf_t *out)
         tb_buf_puts(out, "no upstream topics\n");
         return 0;
     }
-    tb_buf_printf(out, "%-*s  %-11s  %8s  %7s  %8s  %8s\n", w, "TOPIC", "STATE", "QUEUED", "LAG AGE", "DROPPED",
-                  "REJECTED");
+    tb_buf_printf(out, "%-*s  %-11s  %-10s  %8s  %7s  %8s  %8s\n", w, "TOPIC", "STATE", "DURABILITY", "QUEUED",
+                  "LAG AGE", "DROPPED", "REJECTED");
     json_array_foreach(topics, i, t) {
         char queued[32], age[32], dropped[32], rejected[32];
         integer(queued, sizeof queued, json_object_get(t, "queued"));
@@ -151,8 +155,9 @@ int cli_status_render(const json_t *doc, tb_buf_t *out)
             snprintf(rejected, sizeof rejected, "?");
         const char *state = str(json_object_get(t, "state"), "?");
         bool broken = json_is_false(json_object_get(t, "invariant_ok"));
-        tb_buf_printf(out, "%-*s  %-11s  %8s  %7s  %8s  %8s%s\n", w, str(json_object_get(t, "topic"), "?"), state,
-                      queued, age, dropped, rejected, broken ? "  INVARIANT BROKEN" : "");
+        const char *durability = str(json_object_get(t, "durability"), "?");
+        tb_buf_printf(out, "%-*s  %-11s  %-10s  %8s  %7s  %8s  %8s%s\n", w, str(json_object_get(t, "topic"), "?"),
+                      state, durability, queued, age, dropped, rejected, broken ? "  INVARIANT BROKEN" : "");
     }
     return 0;
 }

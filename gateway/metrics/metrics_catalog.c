@@ -64,7 +64,7 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_ACKED_OFFSET, "tributary_replication_acked_offset", "Highest offset the cluster has acknowledged.", 1,
       METRICS_L_TOPIC, "acked_offset", false),
     G(METRICS_LAG_MESSAGES, "tributary_replication_lag_messages",
-      "Messages in the log after the acknowledged offset.", 1, METRICS_L_TOPIC, "lag_messages", false),
+      "Messages stored after the acknowledged offset (in the log or held in memory).", 1, METRICS_L_TOPIC, "lag_messages", false),
     G(METRICS_LAG_BYTES, "tributary_replication_lag_bytes", "Bytes in the log after the acknowledged offset.", 1,
       METRICS_L_TOPIC, "lag_bytes", false),
     G(METRICS_OLDEST_UNREPLICATED_AGE, "tributary_replication_oldest_unreplicated_age_seconds",

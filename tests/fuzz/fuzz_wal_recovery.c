@@ -254,7 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* every record returned passes an independent CRC with the file's salt */
     wal_reader_t *r;
     wal_reader_open(t, 1, &r);
-    uint64_t last = 0;
+    uint64_t last = 0, nread = 0;
     for (int i = 0; i < 100000; i++) {
         wal_record_t rec;
         int rc = wal_reader_next(r, &rec);
@@ -270,6 +270,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             ld32(rec.raw + 4) != fz_crc32c(salt_seed, rec.raw + 8, rec.raw_len - 8) || rec.payload_len > rec.raw_len)
             FAIL("a returned record fails its CRC or order");
         last = rec.offset;
+        nread++;
+    }
+    /* the backlog in records (segment ends from each sealed segment's last
+     * record, or the full scan): never more than the offsets; exact once
+     * every sealed segment was verified at open */
+    uint64_t end = wal_topic_readable_end(t), stored = wal_topic_stored_between(t, 0, end);
+    if (stored > end - 1 || (o.verify_on_open && stored != nread)) {
+        fprintf(stderr, "stored %llu, read %llu, end %llu\n", (unsigned long long)stored, (unsigned long long)nread,
+                (unsigned long long)end);
+        FAIL("the records counted are not the records stored");
     }
 
     /* the recovered log takes a batch above everything read, and gives it back */

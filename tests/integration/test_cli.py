@@ -9,6 +9,9 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from tlib.gateway import BIN, Gateway, run_cli, json_log_lines  # noqa: E402
+from tlib import mqttraw as mr  # noqa: E402
+from tlib.mock import MockCluster, wait_until  # noqa: E402
+from tlib.replication import edge_yaml  # noqa: E402
 
 SRC = os.environ["TRIB_SOURCE_DIR"]
 DATA = os.environ["TRIB_TESTDATA"]
@@ -396,6 +399,44 @@ class Cli(unittest.TestCase):
         g.start()
         self.assertEqual(g.proc.wait(timeout=10), 2)
         self.assertIn("required key missing", g.log())
+
+
+class StatusDurability(unittest.TestCase):
+    """`tributary status` shows each topic's durability (/stats `durability`): log, or where a
+    memory_first topic's messages are now."""
+
+    def test_status_shows_each_topics_durability(self):
+        mc = MockCluster().start()
+        self.addCleanup(mc.cleanup)
+        maps = [{"mqtt_pattern": "l/+", "danube_topic": "/edge1/logged"},
+                {"mqtt_pattern": "m/+", "danube_topic": "/edge1/held", "durability": "memory_first"}]
+        g = Gateway(edge_yaml(mc.grpc_url, maps, wal="fsync: always, memory_first: {spill_after_ms: 5000}"))
+        self.addCleanup(g.__exit__)
+        g.start()
+        addr = f"127.0.0.1:{g.http_port()}"
+
+        def rows():
+            r = run_cli("status", "--http", addr)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            head = next(i for i, ln in enumerate(lines) if ln.startswith("TOPIC"))
+            self.assertEqual(lines[head].split()[:3], ["TOPIC", "STATE", "DURABILITY"], r.stdout)
+            return {ln.split()[0]: ln.split()[2] for ln in lines[head + 1:]}
+
+        wait_until(lambda: rows() == {"/edge1/logged": "log", "/edge1/held": "memory"}, 30, "log and memory")
+        # a refusing cluster: the memory_first topic's message goes to the log (a spill), and the
+        # topic drains it from there until the cluster is back
+        mc.control.fault("refuse")
+        c = mr.Raw(g.mqtt_port(), timeout=10)
+        c.send(mr.connect("dur"))
+        c.expect(mr.CONNACK)
+        c.send(mr.publish("m/d1", b"x", qos=1, pid=1))
+        c.expect(mr.PUBACK)
+        c.close()
+        wait_until(lambda: rows() == {"/edge1/logged": "log", "/edge1/held": "draining"}, 30, "draining")
+        mc.control.fault("normal")
+        wait_until(lambda: rows()["/edge1/held"] in ("ready", "memory"), 60, "back to memory")
+        self.assertEqual(g.stop(), 0, g.log())
 
 
 if __name__ == "__main__":

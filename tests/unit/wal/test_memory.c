@@ -696,6 +696,237 @@ Test(memory, what_a_spill_completed_survives_a_sigkill_and_offsets_continue_abov
     cr_assert_gt(h.done[h.ndone - 1].first_offset, 50);
 }
 
+/* ---- the backlog: records stored above the checkpoint, not offsets --------- */
+
+/* One life of the next test: enters memory, holds 30 records, acknowledges
+ * the first `ack` of them (life 0 only), spills the rest to the log and
+ * reports each completed batch (first offset, count: what is stored), then
+ * holds 5 more and dies with them (never stored, never answered). */
+typedef struct { uint64_t first, count; } stored_t;
+
+static void backlog_child(int fd, void *arg)
+{
+    uint64_t ack = *(uint64_t *)arg;
+    alarm(30);
+    wal_topic_t *t;
+    wal_memory_opts_t mo;
+    wal_memory_opts_default(&mo);
+    mo.durability = WAL_DURABILITY_MEMORY_FIRST;
+    mo.spill_after_ms = 60000; /* only the spill asked for below */
+    if (th_open(&h) != 0 || wal_topic_open(h.w, "/e/t", &t) != 0 || wal_topic_set_durability(t, &mo) != 0)
+        _exit(2);
+    size_t before = h.ndone;
+    for (uint64_t seq = 0; seq < 30; seq += 10)
+        th_submit(&h, t, 1000 + seq, 10, PAYLOAD);
+    if (ack) {
+        uint64_t first = wal_topic_readable_end(t) - 30;
+        if (wal_checkpoint(t, first + ack - 1) != 0)
+            _exit(3);
+    }
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    if (!th_wait(&h, before + 3))
+        _exit(4);
+    for (size_t i = before; i < h.ndone; i++) {
+        stored_t s = { h.done[i].first_offset, h.done[i].count };
+        if (h.done[i].rc != 0 || write(fd, &s, sizeof s) != sizeof s)
+            _exit(5);
+    }
+    /* DRAINING now: back in the log; then held again? not before the
+     * hold-down: these 5 go to the log too, completed, then the kill */
+    before = h.ndone;
+    th_submit(&h, t, 2000, 5, PAYLOAD);
+    if (!th_wait(&h, before + 1) || h.done[before].rc != 0)
+        _exit(6);
+    stored_t s = { h.done[before].first_offset, h.done[before].count };
+    if (write(fd, &s, sizeof s) != sizeof s)
+        _exit(7);
+    raise(SIGKILL);
+    _exit(8);
+}
+
+/* Reads t from `from` to its readable end: the records read (each intact,
+ * offsets increasing); *holes counts the gaps, every one a hole. */
+static uint64_t read_through_any(wal_topic_t *t, uint64_t from, uint64_t *holes)
+{
+    wal_reader_t *r;
+    cr_assert_eq(wal_reader_open(t, from, &r), 0);
+    uint64_t n = 0, last = 0, seq;
+    *holes = 0;
+    wal_record_t rec;
+    int rc;
+    while ((rc = wal_reader_next(r, &rec)) != WAL_END) {
+        if (rc == WAL_GAP) {
+            cr_assert_eq(wal_reader_gap_kind(r), WAL_GAP_HOLE);
+            (*holes)++;
+            continue;
+        }
+        cr_assert_eq(rc, 0);
+        cr_assert(th_record_ok(&rec, PAYLOAD, &seq));
+        cr_assert_gt(rec.offset, last);
+        last = rec.offset;
+        n++;
+    }
+    wal_reader_close(r);
+    return n;
+}
+
+static void backlog_after_kills(bool verify)
+{
+    enum { LIVES = 4, SPAN = 1000 };
+    h.o.reserve_span = SPAN;
+    h.o.verify_on_open = verify;
+    stored_t ev[64];
+    size_t n = 0;
+    for (int i = 0; i < LIVES; i++) {
+        uint64_t ack = i == 0 ? 12 : 0;
+        cr_assert_eq(th_fork_life(backlog_child, &ack, ev, sizeof ev[0], 64, &n), SIGKILL, "life %d", i);
+    }
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    uint64_t ck = wal_topic_checkpoint(t), end = wal_topic_readable_end(t), want = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t o = ev[i].first; o < ev[i].first + ev[i].count; o++)
+            want += o > ck;
+    cr_assert_eq(want, 3 * 35 + 18 + 5, "what the lives stored above the checkpoint (%llu)", (unsigned long long)ck);
+    uint64_t holes;
+    cr_assert_eq(read_through_any(t, ck + 1, &holes), want, "a reader finds exactly those");
+    cr_assert_geq(holes, LIVES - 1, "behind a reservation skip per kill");
+    cr_assert_gt(end - 1 - ck, want + (LIVES - 1) * (SPAN / 2), "the offsets span the skips (%llu)",
+                 (unsigned long long)(end - 1 - ck));
+    cr_assert_eq(wal_topic_stored_between(t, ck, end), want, "the backlog counts records, not offsets: %llu",
+                 (unsigned long long)wal_topic_stored_between(t, ck, end));
+    /* and as the checkpoint passes the skips, one life at a time */
+    uint64_t acked = ck;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t last = ev[i].first + ev[i].count - 1;
+        if (last <= acked)
+            continue;
+        for (uint64_t o = TB_MAX(ev[i].first, acked + 1); o <= last; o++)
+            want--;
+        cr_assert_eq(wal_checkpoint(t, last), 0);
+        acked = last;
+        cr_assert_eq(wal_topic_stored_between(t, acked, end), want, "after acking %llu",
+                     (unsigned long long)acked);
+    }
+    cr_assert_eq(want, 0);
+}
+
+Test(memory, the_backlog_after_sigkills_counts_records_not_the_reservation_skips)
+{
+    backlog_after_kills(false);
+}
+
+Test(memory, the_backlog_after_sigkills_counts_the_same_when_every_record_is_verified_at_open)
+{
+    backlog_after_kills(true);
+}
+
+/* A bound deleting segments of that backlog counts the records they held as
+ * dropped, not the skipped offsets after them. */
+Test(memory, a_bound_dropping_the_backlog_after_sigkills_counts_records_not_the_skips)
+{
+    enum { LIVES = 4, SPAN = 1000 };
+    h.o.reserve_span = SPAN;
+    stored_t ev[64];
+    size_t n = 0;
+    for (int i = 0; i < LIVES; i++) {
+        uint64_t ack = 0;
+        cr_assert_eq(th_fork_life(backlog_child, &ack, ev, sizeof ev[0], 64, &n), SIGKILL, "life %d", i);
+    }
+    h.o.max_topic_bytes = 8192; /* the new records below push out every segment of the lives */
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = wal_topic_find(h.w, "/e/t");
+    uint64_t stored = wal_topic_stored_between(t, 0, wal_topic_readable_end(t));
+    cr_assert_eq(stored, LIVES * 35);
+    for (uint64_t seq = 5000; seq < 5100; seq += 10)
+        cr_assert_eq(th_append(&h, t, seq, 10, PAYLOAD), 0);
+    wal_topic_stats_t st = stats(t);
+    cr_assert_gt(st.oldest_offset, ev[n - 1].first, "every life's segments were deleted");
+    cr_assert_eq(st.dropped_total, stored + 100 - wal_topic_stored_between(t, 0, wal_topic_readable_end(t)),
+                 "dropped: the records deleted (%llu), not the offsets (the lives spanned %llu)",
+                 (unsigned long long)st.dropped_total, (unsigned long long)(ev[n - 1].first + 5 - ev[0].first));
+}
+
+Test(memory, the_backlog_counts_held_records_once_across_a_spill_and_not_its_hole)
+{
+    h.o.checkpoint_flush_ms = 60000; /* 1..10 stay on disk (not deleted) until the close */
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    cr_assert_eq(th_append(&h, t, 0, 10, PAYLOAD), 0); /* 1..10 in the log */
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 10, 5, PAYLOAD); /* 11..15 held */
+    th_submit(&h, t, 15, 5, PAYLOAD); /* 16..20 held */
+    uint64_t end = wal_topic_readable_end(t);
+    cr_assert_eq(end, 21);
+    cr_assert_eq(wal_topic_stored_between(t, 0, end), 20, "log and memory");
+    cr_assert_eq(wal_topic_stored_between(t, 5, end), 15);
+    cr_assert_eq(wal_topic_stored_between(t, 5, 16), 10, "bounded by end");
+    cr_assert_eq(wal_checkpoint(t, 15), 0); /* 11..15 acknowledged from memory: never written */
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(wal_topic_stored_between(t, 15, end), 5);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT); /* 16..20 to a new segment at 16 */
+    cr_assert(th_wait(&h, 3));
+    cr_assert_eq(wal_topic_stored_between(t, 15, wal_topic_readable_end(t)), 5, "spilled: the same 5");
+    cr_assert_eq(wal_topic_stored_between(t, 0, wal_topic_readable_end(t)), 15, "11..15 are a hole");
+    cr_assert_eq(th_close(&h), 0);
+    cr_assert_eq(th_open(&h), 0);
+    t = wal_topic_find(h.w, "/e/t");
+    cr_assert_eq(wal_topic_stored_between(t, 15, wal_topic_readable_end(t)), 5, "and after a restart");
+}
+
+/* Recovery's look at a sealed segment's last record (no full scan) finds
+ * the end a full scan finds, padding and size rotations included. */
+static void sealed_ends_agree(uint64_t segment_bytes, const uint32_t *n, const size_t *len, size_t kinds)
+{
+    h.o.segment_bytes = segment_bytes;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    for (uint64_t seq = 0, k = 0; seq < 300; k++) { /* each batch a sync (ALWAYS): padding after some */
+        cr_assert_eq(th_append(&h, t, seq, n[k % kinds], len[k % kinds]), 0);
+        seq += n[k % kinds];
+    }
+    cr_assert_eq(th_close(&h), 0);
+    wal_seg_t *ends[2];
+    size_t nseg[2];
+    for (int v = 0; v < 2; v++) {
+        h.o.verify_on_open = v;
+        cr_assert_eq(th_open(&h), 0);
+        t = wal_topic_find(h.w, "/e/t");
+        pthread_mutex_lock(&t->mu);
+        nseg[v] = t->nsegs;
+        ends[v] = malloc(t->nsegs * sizeof *ends[v]);
+        memcpy(ends[v], t->segs, t->nsegs * sizeof *ends[v]);
+        pthread_mutex_unlock(&t->mu);
+        cr_assert_eq(th_close(&h), 0);
+    }
+    cr_assert_eq(nseg[0], nseg[1]);
+    cr_assert_gt(nseg[0], 10);
+    for (size_t i = 0; i + 1 < nseg[0]; i++) {
+        cr_assert_eq(ends[0][i].end, ends[1][i].end, "segment %llu", (unsigned long long)ends[0][i].base);
+        cr_assert_eq(ends[0][i].end, ends[0][i + 1].base, "contiguous: the next segment starts there");
+    }
+    free(ends[0]);
+    free(ends[1]);
+}
+
+Test(memory, a_sealed_segments_end_from_its_tail_is_the_end_a_full_scan_finds)
+{
+    /* 4 KiB segments: rotations inside batches of short records */
+    sealed_ends_agree(4096, (const uint32_t[]){ 7, 7, 2 }, (const size_t[]){ PAYLOAD, PAYLOAD, 1500 }, 3);
+}
+
+Test(memory, a_sealed_segments_end_is_found_behind_padding)
+{
+    /* 16 KiB: a sync padded to a page, then a record that does not fit */
+    sealed_ends_agree(16384, (const uint32_t[]){ 2, 1, 1 }, (const size_t[]){ 1400, 4090, 3000 }, 3);
+}
+
+Test(memory, a_sealed_segments_end_is_found_past_a_last_record_longer_than_the_first_look)
+{
+    /* records longer than a page, unpadded: the look at the tail grows */
+    sealed_ends_agree(16384, (const uint32_t[]){ 1 }, (const size_t[]){ 4090 }, 1);
+}
+
 /* ---- the way back: DRAINING -> READY -> MEMORY ------------------------------- */
 
 static bool mode_is_ready(void *arg)

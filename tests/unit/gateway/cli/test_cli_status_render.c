@@ -19,7 +19,7 @@ static const char DOC[] =
     "\"ready\":false,\"not_ready_reason\":\"mqtt listener not started\",\"invariant_ok\":true,"
     "\"cluster\":{\"state\":\"unreachable\",\"up\":false},\"connections\":{\"mqtt\":12,\"http\":1},"
     "\"topics\":["
-    "{\"topic\":\"/e1/telemetry\",\"state\":\"catching_up\",\"queued\":1500,\"dropped\":0,"
+    "{\"topic\":\"/e1/telemetry\",\"state\":\"catching_up\",\"durability\":\"spilling\",\"queued\":1500,\"dropped\":0,"
     "\"rejected\":{\"schema_invalid\":3,\"payload_too_large\":1},\"oldest_unreplicated_age_seconds\":95.5,"
     "\"invariant_ok\":true},"
     "{\"topic\":\"/e1/e\",\"state\":\"idle\",\"queued\":0,\"dropped\":7,\"rejected\":{},"
@@ -44,9 +44,9 @@ Test(cli_status, view_has_a_header_line_and_one_line_per_topic)
     cr_assert_str_eq(s,
         "tributary 0.1.0  edge e1  up 1h02m  NOT READY (mqtt listener not started)  healthy  cluster unreachable"
         "  mqtt 12  http 1  invariant ok\n"
-        "TOPIC          STATE          QUEUED  LAG AGE   DROPPED  REJECTED\n"
-        "/e1/telemetry  catching_up      1500    1m35s         0         4\n"
-        "/e1/e          idle                0     0.0s         7         0  INVARIANT BROKEN\n");
+        "TOPIC          STATE        DURABILITY    QUEUED  LAG AGE   DROPPED  REJECTED\n"
+        "/e1/telemetry  catching_up  spilling        1500    1m35s         0         4\n"
+        "/e1/e          idle         ?                  0     0.0s         7         0  INVARIANT BROKEN\n");
 }
 
 Test(cli_status, a_line_names_each_listener_its_connections_and_denials)
@@ -68,7 +68,7 @@ Test(cli_status, dropped_column_shows_what_the_log_lost_over_its_life)
                            "\"oldest_unreplicated_age_seconds\":0,\"invariant_ok\":true}]}",
                            &rc);
     cr_assert_eq(rc, 0);
-    cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        40         0\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "/e1/t  idle         ?                  0     0.0s        40         0\n"), "%s", s);
 }
 
 Test(cli_status, dropped_column_counts_the_age_drops_too)
@@ -79,7 +79,21 @@ Test(cli_status, dropped_column_counts_the_age_drops_too)
                            "\"oldest_unreplicated_age_seconds\":0,\"invariant_ok\":true}]}",
                            &rc);
     cr_assert_eq(rc, 0);
-    cr_assert_not_null(strstr(s, "/e1/t  idle                0     0.0s        47         0\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "/e1/t  idle         ?                  0     0.0s        47         0\n"), "%s", s);
+}
+
+Test(cli_status, durability_column_shows_where_each_topics_messages_are)
+{
+    int rc;
+    const char *s = render("{\"ready\":true,\"topics\":["
+                           "{\"topic\":\"/e1/a\",\"state\":\"idle\",\"durability\":\"log\",\"queued\":0},"
+                           "{\"topic\":\"/e1/b\",\"state\":\"idle\",\"durability\":\"memory\",\"queued\":0},"
+                           "{\"topic\":\"/e1/c\",\"state\":\"idle\",\"durability\":\"draining\",\"queued\":3}]}",
+                           &rc);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(s, "\n/e1/a  idle         log                0"), "%s", s);
+    cr_assert_not_null(strstr(s, "\n/e1/b  idle         memory             0"), "%s", s);
+    cr_assert_not_null(strstr(s, "\n/e1/c  idle         draining           3"), "%s", s);
 }
 
 Test(cli_status, a_broken_overall_invariant_is_shouted)
