@@ -239,9 +239,9 @@ class HttpEndpoint(unittest.TestCase):
         self.assertRegex(lines[0], r"^tributary \d+\.\d+\.\d+  edge e1  up \S+  ready"
                                    r"  healthy  cluster (connecting|unreachable)  mqtt 0  http 1  invariant ok$")
         self.assertRegex(lines[1], r"^listeners  127\.0\.0\.1:\d+ 0 conns$")
-        self.assertRegex(lines[2], r"^TOPIC +STATE +QUEUED +LAG AGE +DROPPED +REJECTED$")
-        self.assertRegex(lines[3], r"^/e1/telemetry +idle +0 +0\.0s +0 +0$")
-        self.assertRegex(lines[4], r"^/e1/energy +idle +0 +0\.0s +0 +0$")
+        self.assertRegex(lines[2], r"^TOPIC +STATE +DURABILITY +QUEUED +LAG AGE +DROPPED +REJECTED$")
+        self.assertRegex(lines[3], r"^/e1/telemetry +idle +log +0 +0\.0s +0 +0$")
+        self.assertRegex(lines[4], r"^/e1/energy +idle +log +0 +0\.0s +0 +0$")
         self.assertEqual(len(lines), 5)
 
     def test_status_json_is_the_stats_document(self):
