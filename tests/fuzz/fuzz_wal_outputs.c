@@ -26,27 +26,18 @@
 
 #define FAIL(why) (fprintf(stderr, "fuzz_wal_outputs: %s (line %d)\n", why, __LINE__), abort())
 
-static char root[256];
 
-static void remove_root(void) { rmdir(root); }
 
 static void init_once(void)
 {
-    if (root[0])
-        return;
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/fuzzout-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root))
-        FAIL("mkdtemp");
-    atexit(remove_root);
-    tb_log_set_level(TB_LOG_OFF);
+    fz_scratch_init("fuzzout");
 }
 
 static wal_t *open_wal(int *rc)
 {
     wal_opts_t o;
     wal_opts_default(&o);
-    o.dir = root;
+    o.dir = fz_root;
     o.segment_bytes = 4096;
     o.max_topic_bytes = 1 << 20;
     o.max_total_bytes = 1 << 22;
@@ -73,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & 1)
         n += (size_t)snprintf(file + n, 32, "crc %08x\n", fz_crc32c(0, (const uint8_t *)file, n));
     char path[512];
-    snprintf(path, sizeof path, "%s/OUTPUTS", root);
+    snprintf(path, sizeof path, "%s/OUTPUTS", fz_root);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(file, 1, n, f) != n)
         FAIL("write input");
@@ -131,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wal_close(w);
     free(lines);
 out:
-    fz_empty_dir(root);
+    fz_empty_dir(fz_root);
     free(file);
     return 0;
 }

@@ -64,28 +64,17 @@ static int plain_write_atomic(void *ctx, const char *path, const void *data, siz
     return rename(tmp, path) < 0 ? -errno : 0;
 }
 
-static char root[256];
 static wal_io_t io;
 
-static void remove_root(void)
-{
-    rmdir(root);
-}
 
 static void init_once(void)
 {
-    if (root[0])
+    if (!fz_scratch_init("fuzzwal"))
         return;
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/fuzzwal-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root))
-        FAIL("mkdtemp");
-    atexit(remove_root);
     io = *wal_io_posix();
     io.fdatasync = nosync;
     io.fsync_dir = nosync_dir;
     io.write_atomic = plain_write_atomic;
-    tb_log_set_level(TB_LOG_OFF);
 }
 
 static void write_file(const char *path, const uint8_t *p, size_t n)
@@ -207,8 +196,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t salt_seed = n >= HDR ? fz_crc32c(0, seg + 24, 4) : 0;
 
     char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/wal/+f+t", root);
-    snprintf(path, sizeof path, "%s/wal", root);
+    snprintf(dir, sizeof dir, "%s/wal/+f+t", fz_root);
+    snprintf(path, sizeof path, "%s/wal", fz_root);
     mkdir(path, 0755);
     mkdir(dir, 0755);
     if (mode & 16) {
@@ -229,7 +218,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     wal_opts_t o;
     wal_opts_default(&o);
-    snprintf(path, sizeof path, "%s/wal", root);
+    snprintf(path, sizeof path, "%s/wal", fz_root);
     o.dir = path;
     o.segment_bytes = 1 << 20;
     o.io = &io;
@@ -319,7 +308,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("a clean close moved the next offset (backwards, or a needless jump)");
     if (wal_close(w) != 0)
         FAIL("close after reopen");
-    fz_empty_dir(root);
+    fz_empty_dir(fz_root);
     free(seg);
     return 0;
 }

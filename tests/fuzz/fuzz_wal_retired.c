@@ -22,18 +22,10 @@
 
 #include "wal/wal.h"
 
+#include "wal_fuzz.h"
+
 #define FAIL(why) (fprintf(stderr, "fuzz_wal_retired: %s (line %d)\n", why, __LINE__), abort())
 
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-    }
-    return ~crc;
-}
 static uint64_t ld(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -42,26 +34,11 @@ static uint64_t ld(const uint8_t *p, int n)
     return v;
 }
 
-static char root[256];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    return ftw->level == 0 ? 0 : remove(path);
-}
-static void remove_root(void) { rmdir(root); }
 
 static void init_once(void)
 {
-    if (root[0])
-        return;
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/fuzzret-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root))
-        FAIL("mkdtemp");
-    atexit(remove_root);
-    tb_log_set_level(TB_LOG_OFF);
+    fz_scratch_init("fuzzret");
 }
 
 typedef struct {
@@ -74,7 +51,7 @@ static int cmp_ent(const void *a, const void *b) { return strcmp(((const ent_t *
 /* The format's rules, read here: the number of entries, or -1 when invalid. */
 static long parse(const uint8_t *f, size_t n, ent_t *out, size_t cap)
 {
-    if (n < 16 || memcmp(f, "TBWR", 4) != 0 || crc32c(crc32c(0, f, 12), f + 16, n - 16) != ld(f + 12, 4) ||
+    if (n < 16 || memcmp(f, "TBWR", 4) != 0 || fz_crc32c(fz_crc32c(0, f, 12), f + 16, n - 16) != ld(f + 12, 4) ||
         ld(f + 4, 2) != 1)
         return -1;
     uint64_t count = ld(f + 8, 4);
@@ -110,7 +87,7 @@ static wal_t *open_wal(void)
 {
     wal_opts_t o;
     wal_opts_default(&o);
-    o.dir = root;
+    o.dir = fz_root;
     o.segment_bytes = 4096;
     o.max_topic_bytes = 1 << 20;
     o.max_total_bytes = 1 << 22;
@@ -143,14 +120,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *file = malloc(n + 1);
     memcpy(file, data + 1, n);
     if ((data[0] & 1) && n >= 16) {
-        uint32_t c = crc32c(crc32c(0, file, 12), file + 16, n - 16);
+        uint32_t c = fz_crc32c(fz_crc32c(0, file, 12), file + 16, n - 16);
         for (int i = 0; i < 4; i++)
             file[12 + i] = (uint8_t)(c >> (8 * i));
     }
     ent_t *ents = calloc(256, sizeof *ents);
     long k = parse(file, n, ents, 256);
     char path[512];
-    snprintf(path, sizeof path, "%s/RETIRED", root);
+    snprintf(path, sizeof path, "%s/RETIRED", fz_root);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(file, 1, n, f) != n)
         FAIL("write input");
@@ -158,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     wal_t *w = open_wal();
     struct stat st;
-    snprintf(path, sizeof path, "%s/RETIRED.corrupt", root);
+    snprintf(path, sizeof path, "%s/RETIRED.corrupt", fz_root);
     if (k < 0) {
         expect_table(w, NULL, 0);
         if (stat(path, &st) != 0)
@@ -184,7 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         expect_table(w, ents + 1, (size_t)k - 1);
     }
     wal_close(w);
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    fz_empty_dir(fz_root);
     free(ents);
     free(file);
     return 0;

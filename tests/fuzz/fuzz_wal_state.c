@@ -23,18 +23,10 @@
 
 #include "wal/wal.h"
 
+#include "wal_fuzz.h"
+
 #define FAIL(why) (fprintf(stderr, "fuzz_wal_state: %s (line %d)\n", why, __LINE__), abort())
 
-static uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    while (n--) {
-        crc ^= *p++;
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
-    }
-    return ~crc;
-}
 static uint32_t ld32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -44,26 +36,11 @@ static void st32(uint8_t *p, uint32_t v)
     p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
 }
 
-static char root[256];
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    return ftw->level == 0 ? 0 : remove(path);
-}
-static void remove_root(void) { rmdir(root); }
 
 static void init_once(void)
 {
-    if (root[0])
-        return;
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/fuzzstate-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root))
-        FAIL("mkdtemp");
-    atexit(remove_root);
-    tb_log_set_level(TB_LOG_OFF);
+    fz_scratch_init("fuzzstate");
 }
 
 static void write_file(const char *path, const void *b, size_t n)
@@ -87,29 +64,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if ((mode & 2) && n >= 16)
         st32(file + 8, (uint32_t)(n - 16));
     if ((mode & 1) && n >= 16)
-        st32(file + 12, crc32c(crc32c(0, file, 12), file + 16, n - 16));
+        st32(file + 12, fz_crc32c(fz_crc32c(0, file, 12), file + 16, n - 16));
 
     /* what the format says of these bytes, decided here */
     bool framed = n >= 16 && memcmp(file, "TBOS", 4) == 0 && ld32(file + 8) <= (1u << 20) &&
-                  n == 16 + (size_t)ld32(file + 8) && crc32c(crc32c(0, file, 12), file + 16, n - 16) == ld32(file + 12);
+                  n == 16 + (size_t)ld32(file + 8) && fz_crc32c(fz_crc32c(0, file, 12), file + 16, n - 16) == ld32(file + 12);
     bool valid = framed && file[4] == 1 && file[5] == 0;
 
     char path[512];
-    snprintf(path, sizeof path, "%s/OUTPUTS", root);
+    snprintf(path, sizeof path, "%s/OUTPUTS", fz_root);
     const char outputs[] = "0 danube\n1 spb\n";
     char reg[64];
-    int rl = snprintf(reg, sizeof reg, "%scrc %08x\n", outputs, crc32c(0, (const uint8_t *)outputs, strlen(outputs)));
+    int rl = snprintf(reg, sizeof reg, "%scrc %08x\n", outputs, fz_crc32c(0, (const uint8_t *)outputs, strlen(outputs)));
     write_file(path, reg, (size_t)rl);
-    snprintf(path, sizeof path, "%s/$outputs", root);
+    snprintf(path, sizeof path, "%s/$outputs", fz_root);
     mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/$outputs/1", root);
+    snprintf(path, sizeof path, "%s/$outputs/1", fz_root);
     mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/$outputs/1/bdseq", root);
+    snprintf(path, sizeof path, "%s/$outputs/1/bdseq", fz_root);
     write_file(path, file, n);
 
     wal_opts_t o;
     wal_opts_default(&o);
-    o.dir = root;
+    o.dir = fz_root;
     o.segment_bytes = 4096;
     o.max_topic_bytes = 1 << 20;
     o.max_total_bytes = 1 << 22;
@@ -143,10 +120,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (wal_close(w) != 0)
         FAIL("close");
     FILE *devnull = fopen("/dev/null", "w");
-    if (wal_check(root, devnull) != 0)
+    if (wal_check(fz_root, devnull) != 0)
         FAIL("wal check finds damage after a put");
     fclose(devnull);
-    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    fz_empty_dir(fz_root);
     free(file);
     return 0;
 }

@@ -2,7 +2,8 @@
  * wal_fuzz.h: what the fuzz targets that build WAL directories share:
  * a bitwise CRC32C (independent of the library's table and hardware paths,
  * so a target that forges a valid file does not trust the code under test)
- * and the emptying of a scratch directory between inputs.
+ * and a scratch directory, made once per process under $TMPDIR, removed at
+ * exit and emptied between inputs.
  */
 #ifndef TRIB_FUZZ_WAL_FUZZ_H
 #define TRIB_FUZZ_WAL_FUZZ_H
@@ -10,8 +11,13 @@
 #include <ftw.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/base.h"
 
 static inline uint32_t fz_crc32c(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -29,6 +35,30 @@ static inline int fz__rm_one(const char *path, const struct stat *st, int flag, 
     (void)st;
     (void)flag;
     return ftw->level == 0 ? 0 : remove(path);
+}
+
+static char fz_root[256]; /* the scratch directory, once fz_scratch_init made it */
+
+static inline void fz__remove_root(void)
+{
+    rmdir(fz_root);
+}
+
+/* Makes fz_root (<$TMPDIR or /tmp>/<prefix>-XXXXXX) and silences the log,
+ * the first time; true then. Aborts when the directory cannot be made. */
+static inline bool fz_scratch_init(const char *prefix)
+{
+    if (fz_root[0])
+        return false;
+    const char *t = getenv("TMPDIR");
+    snprintf(fz_root, sizeof fz_root, "%s/%s-XXXXXX", t && *t ? t : "/tmp", prefix);
+    if (!mkdtemp(fz_root)) {
+        fprintf(stderr, "%s: mkdtemp %s failed\n", prefix, fz_root);
+        abort();
+    }
+    atexit(fz__remove_root);
+    tb_log_set_level(TB_LOG_OFF);
+    return true;
 }
 
 /* Everything below dir, which itself stays. */
