@@ -82,6 +82,26 @@ int cli_http_fetch(const cli_http_req_t *r, int *status /* OUT */, tb_buf_t *bod
 /* HOST:PORT of url, and whether it says https://. 0 or TB_ECONFIG. */
 int cli_http_url(const char *url, bool *https /* OUT */, char *hostport /* OUT */, size_t len);
 
+/* The running gateway an HTTP command talks to (cli_target.c): the options
+ * `status` and `admin` share, -c's edge.yaml, the token. */
+typedef struct cli_target {
+    const char *cmd;            /* "status", "admin": its messages' prefix */
+    bool admin;                 /* --url too; -c's token: http.admin_token_file first */
+    const char *addr, *config, *token_file;
+    cli_http_req_t req;         /* url, https, cafile, cert_file, key_file, token set here */
+    char hostport[300];         /* HOST:PORT of addr, once resolved */
+    char from_cfg[300];
+    char *token;                /* read by cli_target_resolve; wiped by cli_target_done */
+} cli_target_t;
+/* argv[*i] when it is one of those options: 1 taken (*i past its value), 0
+ * not one, -1 one without its value (said on stderr). */
+int cli_target_opt(cli_target_t *t, int argc, char **argv, int *i);
+/* After the options: -c's listener, TLS and token file, the defaults, the
+ * options checked together, the token read. GW_EXIT_OK, or the exit code
+ * with the reason on stderr. */
+int cli_target_resolve(cli_target_t *t);
+void cli_target_done(cli_target_t *t);
+
 /* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
 int cli_status_render(const json_t *stats, tb_buf_t *out);
 

@@ -39,18 +39,6 @@ static void usage(FILE *out)
             cfg_defaults()->http.listener);
 }
 
-static int read_token(const char *file, char **token)
-{
-    cfg_t with = *cfg_defaults(); /* the gateway's own reader of token files */
-    with.http.auth_token_file = (char *)file;
-    char err[1024];
-    if (gw_http_token_load(&with, token, err, sizeof err) < 0) {
-        fprintf(stderr, "tributary admin: %s\n", err);
-        return GW_EXIT_USAGE;
-    }
-    return 0;
-}
-
 /* Prints what the answer says; returns the exit code. */
 static int report(const char *verb, int status, tb_buf_t *body)
 {
@@ -103,84 +91,32 @@ int cli_admin(int argc, char **argv)
         usage(stderr);
         return GW_EXIT_USAGE;
     }
-    const char *addr = NULL, *config = NULL, *token_file = NULL;
-    cli_http_req_t req = { .timeout_ms = ADMIN_TIMEOUT_MS, .max_body = ADMIN_MAX_BODY };
+    cli_target_t t = { .cmd = "admin", .admin = true,
+                       .req = { .timeout_ms = ADMIN_TIMEOUT_MS, .max_body = ADMIN_MAX_BODY } };
     for (int i = 2; i < argc; i++) {
-        bool missing = false;
-        const char *v;
-        if ((v = cli_opt_value(argc, argv, &i, "--token-file", &missing))) {
-            token_file = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--http", &missing)) ||
-                   (v = cli_opt_value(argc, argv, &i, "--url", &missing))) {
-            addr = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--config", &missing)) ||
-                   (v = cli_opt_value(argc, argv, &i, "-c", &missing))) {
-            config = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--cafile", &missing))) {
-            req.cafile = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--cert", &missing))) {
-            req.cert_file = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--key", &missing))) {
-            req.key_file = v;
-        } else {
-            fprintf(stderr, missing ? "tributary admin: %s needs a value\n"
-                                    : "tributary admin: unexpected argument \"%s\"\n", argv[i]);
-            usage(stderr);
-            return GW_EXIT_USAGE;
-        }
-    }
-    char from_cfg[300];
-    char *token_path = NULL;
-    if (config) {
-        cfg_t *cfg;
-        char err[1024];
-        if (cfg_load(config, NULL, &cfg, err, sizeof err) < 0) {
-            fprintf(stderr, "tributary admin: %s\n", err);
-            return GW_EXIT_USAGE;
-        }
-        cli_connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
-        if (!addr) {
-            addr = from_cfg;
-            req.https = cfg->http.has_tls;
-        }
-        const char *f = *cfg->http.admin_token_file ? cfg->http.admin_token_file : cfg->http.auth_token_file;
-        if (!token_file && *f)
-            token_path = tb_strdup(f);
-        cfg_free(cfg);
-    }
-    if (!addr)
-        addr = cfg_defaults()->http.listener;
-    if (!token_file)
-        token_file = token_path;
-    bool https = false;
-    char hostport[300];
-    if (cli_http_url(addr, &https, hostport, sizeof hostport) < 0) {
-        fprintf(stderr, "tributary admin: --http %s: bad address, expected [https://]HOST:PORT\n", addr);
-        free(token_path);
+        int taken = cli_target_opt(&t, argc, argv, &i);
+        if (taken > 0)
+            continue;
+        if (taken == 0)
+            fprintf(stderr, "tributary admin: unexpected argument \"%s\"\n", argv[i]);
+        usage(stderr);
         return GW_EXIT_USAGE;
     }
-    char *token = NULL;
-    if (token_file) {
-        int trc = read_token(token_file, &token);
-        free(token_path);
-        if (trc)
-            return trc;
+    int trc = cli_target_resolve(&t);
+    if (trc != GW_EXIT_OK) {
+        cli_target_done(&t);
+        return trc;
     }
-    req.url = addr;
-    req.https = req.https || https;
-    req.token = token;
+    cli_http_req_t req = t.req;
     req.method = strcmp(verb, "reload") == 0 ? "POST" : "GET";
     req.path = strcmp(verb, "reload") == 0 ? "/admin/reload" : "/admin/config";
     int status;
     char why[512];
     tb_buf_t body = TB_BUF_INIT;
     int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
-    if (token) {
-        explicit_bzero(token, strlen(token));
-        free(token);
-    }
+    cli_target_done(&t);
     if (rc < 0) {
-        fprintf(stderr, "tributary admin %s: cannot reach the gateway at %s: %s%s%s\n", verb, hostport,
+        fprintf(stderr, "tributary admin %s: cannot reach the gateway at %s: %s%s%s\n", verb, t.hostport,
                 rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
         tb_buf_free(&body);
         return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;

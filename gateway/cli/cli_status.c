@@ -70,105 +70,39 @@ void cli_connectable(const char *listener, char *out, size_t len)
 
 int cli_status(int argc, char **argv)
 {
-    const char *addr = NULL, *config = NULL, *token_file = NULL;
-    cli_http_req_t req = { .path = "/stats", .timeout_ms = STATUS_TIMEOUT_MS, .max_body = STATUS_MAX_BODY };
+    cli_target_t t = { .cmd = "status",
+                       .req = { .path = "/stats", .timeout_ms = STATUS_TIMEOUT_MS, .max_body = STATUS_MAX_BODY } };
     bool raw = false;
     for (int i = 1; i < argc; i++) {
-        bool missing = false;
-        const char *v;
-        if (strcmp(argv[i], "--json") == 0) {
+        int taken = cli_target_opt(&t, argc, argv, &i);
+        if (taken > 0)
+            continue;
+        if (taken == 0 && strcmp(argv[i], "--json") == 0) {
             raw = true;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--token-file", &missing))) {
-            token_file = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--http", &missing))) {
-            addr = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--config", &missing)) ||
-                   (v = cli_opt_value(argc, argv, &i, "-c", &missing))) {
-            config = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--cafile", &missing))) {
-            req.cafile = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--cert", &missing))) {
-            req.cert_file = v;
-        } else if ((v = cli_opt_value(argc, argv, &i, "--key", &missing))) {
-            req.key_file = v;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        } else if (taken == 0 && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
             usage(stdout);
             return GW_EXIT_OK;
         } else {
-            if (missing)
-                fprintf(stderr, "tributary status: %s needs a value\n", argv[i]);
-            else
+            if (taken == 0)
                 fprintf(stderr, "tributary status: unexpected argument \"%s\"\n", argv[i]);
             usage(stderr);
             return GW_EXIT_USAGE;
         }
     }
-    char from_cfg[300];
-    char *token_path = NULL;
-    if (config) {
-        cfg_t *cfg;
-        char err[1024];
-        if (cfg_load(config, NULL, &cfg, err, sizeof err) < 0) {
-            fprintf(stderr, "tributary status: %s\n", err);
-            return GW_EXIT_USAGE;
-        }
-        cli_connectable(cfg->http.listener, from_cfg, sizeof from_cfg);
-        if (!addr) {
-            addr = from_cfg;
-            req.https = cfg->http.has_tls;
-        }
-        if (!token_file && *cfg->http.auth_token_file)
-            token_path = tb_strdup(cfg->http.auth_token_file);
-        cfg_free(cfg);
+    int trc = cli_target_resolve(&t);
+    if (trc != GW_EXIT_OK) {
+        cli_target_done(&t);
+        return trc;
     }
-    if (!addr)
-        addr = cfg_defaults()->http.listener; /* http.listener's default, from the config table */
-    if (!token_file)
-        token_file = token_path;
-    bool https = false;
-    char hostport[300];
-    if (cli_http_url(addr, &https, hostport, sizeof hostport) < 0) {
-        fprintf(stderr, "tributary status: --http %s: bad address, expected [https://]HOST:PORT\n", addr);
-        free(token_path);
-        return GW_EXIT_USAGE;
-    }
-    https = https || req.https;
-    if (!https && (req.cafile || req.cert_file || req.key_file)) {
-        fprintf(stderr, "tributary status: --cafile, --cert and --key are for HTTPS: --http https://%s "
-                        "(or -c with the gateway's http.tls)\n", hostport);
-        free(token_path);
-        return GW_EXIT_USAGE;
-    }
-    if (req.key_file && !req.cert_file) {
-        fprintf(stderr, "tributary status: --key goes with --cert\n");
-        free(token_path);
-        return GW_EXIT_USAGE;
-    }
-    char *token = NULL;
-    if (token_file) {
-        cfg_t with = *cfg_defaults(); /* the gateway's own reader of http.auth_token_file */
-        with.http.auth_token_file = (char *)token_file;
-        char err[1024];
-        int trc = gw_http_token_load(&with, &token, err, sizeof err);
-        free(token_path);
-        if (trc < 0) {
-            fprintf(stderr, "tributary status: %s\n", err);
-            return GW_EXIT_USAGE;
-        }
-    }
+    bool https = t.req.https;
+    const char *hostport = t.hostport;
     char url[320];
     snprintf(url, sizeof url, "%s://%s/stats", https ? "https" : "http", hostport);
-    req.url = addr;
-    req.https = https;
-    req.token = token;
     int status;
     char why[512];
     tb_buf_t body = TB_BUF_INIT;
-    int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
-    if (token) {
-        explicit_bzero(token, strlen(token));
-        free(token);
-    }
+    int rc = cli_http_fetch(&t.req, &status, &body, why, sizeof why);
+    cli_target_done(&t);
     if (rc == 0 && status == 401) {
         fprintf(stderr, "tributary status: the gateway asks for its bearer token: --token-file FILE "
                         "(the file its http.auth_token_file names)\n");
