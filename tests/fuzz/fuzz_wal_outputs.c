@@ -35,14 +35,8 @@ static void init_once(void)
 
 static wal_t *open_wal(int *rc)
 {
-    wal_opts_t o;
-    wal_opts_default(&o);
-    o.dir = fz_root;
-    o.segment_bytes = 4096;
-    o.max_topic_bytes = 1 << 20;
-    o.max_total_bytes = 1 << 22;
-    wal_t *w = NULL;
-    *rc = wal_open(&o, &w);
+    wal_t *w;
+    *rc = fz_open_wal(&w);
     return w;
 }
 

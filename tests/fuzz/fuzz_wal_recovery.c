@@ -77,14 +77,6 @@ static void init_once(void)
     io.write_atomic = plain_write_atomic;
 }
 
-static void write_file(const char *path, const uint8_t *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n)
-        FAIL("write input");
-    fclose(f);
-}
-
 /* The meta file as wal_format.h specifies it, decoded without the library. */
 typedef struct meta {
     bool valid;
@@ -202,10 +194,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mkdir(dir, 0755);
     if (mode & 16) {
         snprintf(path, sizeof path, "%s/meta", dir);
-        write_file(path, meta_buf, meta_len);
+        fz_write_file(path, meta_buf, meta_len);
     }
     snprintf(path, sizeof path, "%s/%020llu.seg", dir, (unsigned long long)base);
-    write_file(path, seg, n);
+    fz_write_file(path, seg, n);
     if (mode & 1) {
         /* a valid empty segment after it, so the fuzzed one is sealed */
         uint8_t h[HDR] = { 'T', 'B', 'W', 'L', 1, 0, HDR, 0 };
@@ -213,7 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st64(h + 8, next);
         st32(h + 28, fz_crc32c(0, h, 28));
         snprintf(path, sizeof path, "%s/%020llu.seg", dir, (unsigned long long)next);
-        write_file(path, h, HDR);
+        fz_write_file(path, h, HDR);
     }
 
     wal_opts_t o;

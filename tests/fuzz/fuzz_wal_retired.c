@@ -85,14 +85,8 @@ static long parse(const uint8_t *f, size_t n, ent_t *out, size_t cap)
 
 static wal_t *open_wal(void)
 {
-    wal_opts_t o;
-    wal_opts_default(&o);
-    o.dir = fz_root;
-    o.segment_bytes = 4096;
-    o.max_topic_bytes = 1 << 20;
-    o.max_total_bytes = 1 << 22;
-    wal_t *w = NULL;
-    if (wal_open(&o, &w) != 0)
+    wal_t *w;
+    if (fz_open_wal(&w) != 0)
         FAIL("a RETIRED file must never stop the open");
     return w;
 }

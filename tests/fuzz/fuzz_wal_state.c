@@ -43,14 +43,6 @@ static void init_once(void)
     fz_scratch_init("fuzzstate");
 }
 
-static void write_file(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(b, 1, n, f) != n)
-        FAIL("write input");
-    fclose(f);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -76,22 +68,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char outputs[] = "0 danube\n1 spb\n";
     char reg[64];
     int rl = snprintf(reg, sizeof reg, "%scrc %08x\n", outputs, fz_crc32c(0, (const uint8_t *)outputs, strlen(outputs)));
-    write_file(path, reg, (size_t)rl);
+    fz_write_file(path, reg, (size_t)rl);
     snprintf(path, sizeof path, "%s/$outputs", fz_root);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/$outputs/1", fz_root);
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/$outputs/1/bdseq", fz_root);
-    write_file(path, file, n);
+    fz_write_file(path, file, n);
 
-    wal_opts_t o;
-    wal_opts_default(&o);
-    o.dir = fz_root;
-    o.segment_bytes = 4096;
-    o.max_topic_bytes = 1 << 20;
-    o.max_total_bytes = 1 << 22;
-    wal_t *w = NULL;
-    if (wal_open(&o, &w) != 0)
+    wal_t *w;
+    if (fz_open_wal(&w) != 0)
         FAIL("open");
     void *p = NULL;
     size_t pn = 0;

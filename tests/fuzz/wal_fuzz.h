@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "wal/wal.h"
 
 static inline uint32_t fz_crc32c(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -59,6 +60,31 @@ static inline bool fz_scratch_init(const char *prefix)
     atexit(fz__remove_root);
     tb_log_set_level(TB_LOG_OFF);
     return true;
+}
+
+/* A small log in fz_root (4 KiB segments, 1 MiB a topic, 4 MiB in all):
+ * wal_open's answer, *w the log when 0. */
+static inline int fz_open_wal(wal_t **w)
+{
+    wal_opts_t o;
+    wal_opts_default(&o);
+    o.dir = fz_root;
+    o.segment_bytes = 4096;
+    o.max_topic_bytes = 1 << 20;
+    o.max_total_bytes = 1 << 22;
+    *w = NULL;
+    return wal_open(&o, w);
+}
+
+/* path := the n bytes at p; aborts when it cannot be written. */
+static inline void fz_write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n) {
+        fprintf(stderr, "cannot write %s\n", path);
+        abort();
+    }
+    fclose(f);
 }
 
 /* Everything below dir, which itself stays. */
