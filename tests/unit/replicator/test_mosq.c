@@ -373,17 +373,23 @@ static void check_all_arrived(sub_t *s, uint64_t n, size_t *dups_total)
 
 /* ---- the tests --------------------------------------------------------------------------- */
 
+/* A plain broker, a subscriber on it, an owner of n messages and options for client_id. */
+static void start_plain(broker_t *b, sub_t *s, owner_t *own, uint64_t n, rep_mosq_opts_t *o, const char *client_id)
+{
+    broker_init(b);
+    broker_start(b);
+    sub_start(s, b->port, NULL);
+    owner_init(own, n);
+    opts_for(o, b->port, client_id);
+}
+
 static void run_all_arrive(int protocol, int qos)
 {
     broker_t b;
-    broker_init(&b);
-    broker_start(&b);
     sub_t s;
-    sub_start(&s, b.port, NULL);
     owner_t own;
-    owner_init(&own, 500);
     rep_mosq_opts_t o;
-    opts_for(&o, b.port, "tb-test-out");
+    start_plain(&b, &s, &own, 500, &o, "tb-test-out");
     o.protocol = protocol;
     o.qos = qos;
     o.clean_session = qos == 2;
@@ -424,16 +430,12 @@ Test(mosq, qos0_confirmed_by_unsuback, .timeout = 90)
 Test(mosq, remote_restart_resends_unacked_in_order, .timeout = 120)
 {
     broker_t b;
-    broker_init(&b);
-    broker_start(&b);
     sub_t s;
-    sub_start(&s, b.port, NULL);
     owner_t own;
     const uint64_t n = 3000;
-    owner_init(&own, n);
-    atomic_store(&own.limit, n / 3);
     rep_mosq_opts_t o;
-    opts_for(&o, b.port, "tb-test-restart");
+    start_plain(&b, &s, &own, n, &o, "tb-test-restart");
+    atomic_store(&own.limit, n / 3);
     o.max_inflight = 50;
     rep_mosq_t *c = connect_to(&o, &own);
     wait_acked(&own, n / 3, 30000);
@@ -565,15 +567,11 @@ Test(mosq, missing_password_file_is_a_config_error)
 Test(mosq, silent_remote_hits_the_ack_deadline, .timeout = 90)
 {
     broker_t b;
-    broker_init(&b);
-    broker_start(&b);
     sub_t s;
-    sub_start(&s, b.port, NULL);
     owner_t own;
-    owner_init(&own, 200);
-    atomic_store(&own.limit, 100);
     rep_mosq_opts_t o;
-    opts_for(&o, b.port, "tb-test-silent");
+    start_plain(&b, &s, &own, 200, &o, "tb-test-silent");
+    atomic_store(&own.limit, 100);
     o.ack_timeout_ms = 1500;
     o.connect_timeout_ms = 1500;
     rep_mosq_t *c = connect_to(&o, &own);
@@ -623,15 +621,22 @@ static void make_server_cert(const char *dir)
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
+/* b serves TLS only, with a server certificate for localhost/127.0.0.1 from
+ * a new CA (<dir>/ca.pem), anonymous clients allowed. */
+static void serve_tls(broker_t *b)
+{
+    make_ca(b->dir, "ca");
+    make_server_cert(b->dir);
+    snprintf(b->extra, sizeof b->extra, "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key",
+             b->dir, b->dir, b->dir);
+}
+
 Test(mosq, tls_verifies_and_a_wrong_ca_is_refused, .timeout = 90)
 {
     broker_t b;
     broker_init(&b);
-    make_ca(b.dir, "ca");
     make_ca(b.dir, "other");
-    make_server_cert(b.dir);
-    snprintf(b.extra, sizeof b.extra, "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key",
-             b.dir, b.dir, b.dir);
+    serve_tls(&b);
     broker_start(&b);
     char ca[128], other[128];
     snprintf(ca, sizeof ca, "%s/ca.pem", b.dir);
@@ -784,11 +789,7 @@ static void run_pending(bool tls)
     broker_t b;
     broker_init(&b);
     if (tls) {
-        make_ca(b.dir, "ca");
-        make_server_cert(b.dir);
-        snprintf(b.extra, sizeof b.extra,
-                 "allow_anonymous true\ncafile %s/ca.pem\ncertfile %s/srv.pem\nkeyfile %s/srv.key", b.dir, b.dir,
-                 b.dir);
+        serve_tls(&b);
     }
     broker_start(&b);
     char ca[128];
