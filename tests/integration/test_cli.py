@@ -140,13 +140,7 @@ class Cli(unittest.TestCase):
     def _meta_v1(floor, checkpoint, dropped=0):
         """A version 1 meta file (wal/wal_format.h META FILE), written here from the format's text."""
         import struct
-        def crc32c(b, crc=0):
-            crc ^= 0xffffffff
-            for x in b:
-                crc ^= x
-                for _ in range(8):
-                    crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-            return crc ^ 0xffffffff
+        from tlib.crc import crc32c
         body = b"TBWM" + struct.pack("<HHQQQQQ", 1, 64, floor, checkpoint, dropped, 0, 0) + b"\0" * 12
         return body + struct.pack("<I", crc32c(body))
 

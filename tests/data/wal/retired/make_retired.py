@@ -1,15 +1,12 @@
 #!/usr/bin/env python3
 """Writes the RETIRED golden files from wal/wal_format.h's RETIRED FILE text
 alone (an encoder independent of wal/retired.c): run from this folder."""
+import os
 import struct
+import sys
 
-def crc32c(b, crc=0):
-    crc ^= 0xffffffff
-    for x in b:
-        crc ^= x
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-    return crc ^ 0xffffffff
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "integration"))
+from tlib.crc import crc32c  # noqa: E402
 
 def entry(name, flags, nxt, ck, dropped, lost, quar, age, forgotten, removed):
     n = name.encode()
