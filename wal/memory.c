@@ -70,10 +70,10 @@ static void lat_push(wal_topic_t *t, uint64_t end)
 {
     wal_mem_t *m = &t->mem;
     uint64_t now = tb_mono_ms();
-    if (atomic_load(&t->ck_req) + 1 >= end) { /* acknowledged before it was even published */
-        atomic_store(&m->ack_lat_ms, 0);
-        return;
-    }
+    if (atomic_load(&t->ck_req) + 1 >= end)
+        return; /* acknowledged before it was published (read from memory during a spill's
+                 * write, or published again after a repair): no sample, it says nothing of how
+                 * fast the cluster acknowledges the log */
     pthread_mutex_lock(&m->lat_mu);
     if (m->nlat == TB_ARRAY_LEN(m->lat)) { /* the oldest goes: the newest passed is what counts */
         memmove(&m->lat[0], &m->lat[1], (m->nlat - 1) * sizeof m->lat[0]);

@@ -1005,6 +1005,46 @@ Test(memory, slow_acks_keep_the_log_until_a_fast_one)
     cr_assert_eq(stats(t).to_memory, 1);
 }
 
+/* The acks of held records arriving while their spill is being written
+ * (the cluster slower than spill_after_ms, yet acking) say nothing of how
+ * fast it acknowledges the log: no sample, so rule (d) keeps the log until
+ * something written after the spill is acknowledged quickly. */
+static _Atomic bool in_spill_write, acked_in_spill;
+static bool is_in_spill_write(void *arg) { (void)arg; return atomic_load(&in_spill_write); }
+static bool is_acked_in_spill(void *arg) { (void)arg; return atomic_load(&acked_in_spill); }
+static void hold_spill_write(void *arg, wal_topic_t *t, wal_step_t step)
+{
+    (void)arg;
+    (void)t;
+    if ((step == WAL_STEP_SEGMENT || step == WAL_STEP_WRITTEN) && !atomic_load(&in_spill_write)) { /* the writer */
+        atomic_store(&in_spill_write, true);
+        (void)th_wait_until(is_acked_in_spill, NULL);
+    }
+}
+
+Test(memory, acks_inside_the_spill_write_are_no_sample)
+{
+    h.o.step_hook = hold_spill_write;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD); /* 1..10 held */
+    wal_topic_spill(t, WAL_SPILL_TIMEOUT);
+    cr_assert(th_wait_until(is_in_spill_write, NULL));
+    cr_assert_eq(wal_checkpoint(t, 10), 0); /* the slow cluster's acks, during the write */
+    atomic_store(&acked_in_spill, true);
+    cr_assert(th_wait(&h, 1));
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(wal_sync(h.w), 0);
+    cr_assert_eq(stats(t).ack_latency_ms, UINT64_MAX, "no sample from records acknowledged before published");
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING, "everything acknowledged, but nothing says quickly");
+    th_submit(&h, t, 10, 10, PAYLOAD); /* 11..20 to the log, acked at once */
+    cr_assert(th_wait(&h, 2));
+    cr_assert_eq(h.done[1].first_offset, 11);
+    cr_assert_eq(wal_checkpoint(t, 20), 0);
+    cr_assert(th_wait_until(mode_is_ready, t), "a quick ack of the log: READY");
+}
+
 Test(memory, a_spill_soon_after_the_return_doubles_the_hold_down)
 {
     cr_assert_eq(th_open(&h), 0);
