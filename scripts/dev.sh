@@ -6,10 +6,11 @@
 #   ./scripts/dev.sh test   install what is missing, build (normal, sanitizer,
 #                           fuzz) and run the whole test suite
 #
-# Steps: deps | deps-test | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward
+# Steps: deps | deps-test | build | build-asan | build-fuzz | unit | fuzz-short | bench | storeforward | image
 #   deps: scripts/deps.txt (build and run); deps-test: and scripts/deps-test.txt (tests only)
 #   bench [storeforward|compare|tls|all]: the long benchmarks (bench/run.sh)
 #   storeforward: only the long store-and-forward scenarios (bench/run.sh storeforward)
+#   image: build the container image with podman and run it on a read-only root (scripts/image.sh)
 # Environment: JOBS (default: nproc), FUZZ_SECONDS (default 15 per target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,5 +110,6 @@ case "${1:-}" in
     fuzz-short) deps; build_fuzz; fuzz_short ;;
     bench) deps; build; exec bench/run.sh "${@:2}" ;;
     storeforward) deps; build; exec bench/run.sh storeforward ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    image) deps_test; exec scripts/image.sh ;;
+    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
