@@ -267,6 +267,10 @@ typedef struct rep_topic_stats {
                                     acked_offset (counted from when they began to wait) */
     uint64_t no_progress_ms;     /* messages waiting: since acked_offset last moved, or since they
                                     began to wait if later; 0 when none wait */
+    uint64_t slot_dropped;       /* this output's cursor: offsets >= the topic's open_offset deleted
+                                    by a disk bound before it acknowledged them (wal_cursor_stats
+                                    dropped_since_open) */
+    uint64_t slot_dropped_total; /* the same, persistent, since the slot exists */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {
