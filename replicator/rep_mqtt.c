@@ -17,10 +17,11 @@
  *                   properties; the record becomes one unit of the lane's
  *                   window (first == last == its offset). The token is the
  *                   offset.
- *   acked(lane, t)  the units up to t are ACKED and rep__lane_acked moves
- *                   the lane's cursor over them: the checkpoint moves only
- *                   on the remote's PUBACK/PUBCOMP (QoS 0: the confirming
- *                   UNSUBACK), never on send.
+ *   acked(lane, t)  the units up to t are ACKED; at the end of the turn
+ *                   (idle) rep__lane_acked moves the lane's cursor over
+ *                   them: the checkpoint moves only on the remote's
+ *                   PUBACK/PUBCOMP (QoS 0: the confirming UNSUBACK), never
+ *                   on send.
  *   session_lost()  every lane with units in flight restarts at its last
  *                   acked offset + 1 (rep__lane_restart); what is handed out
  *                   again up to the highest offset sent before is a resend,
@@ -55,6 +56,7 @@ typedef struct mlane {
     uint32_t idx;               /* the connection's lane index */
     bool ready;                 /* records may be readable */
     bool dirty;                 /* stats to publish at the next idle */
+    bool acked_due;             /* units ACKED since the last rep__lane_acked (once per turn) */
     uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
     uint64_t resend_upto;       /* offsets up to this were sent before (a lost session, or a
                                    previous process: the resend window at start) */
@@ -219,7 +221,19 @@ static void mq_acked(void *owner, uint32_t lane, uint64_t token)
             l->win.sent--;
         }
     }
-    rep__lane_acked(l); /* the cursor moves, the counts are exact, the stats published */
+    /* The cursor moves (rep__lane_acked: the counts exact, the stats published) once per turn of
+     * the loop, in idle(), not per PUBACK: one cursor move and one stats copy for every ack a
+     * read brought, instead of one each (the publish walks the window). */
+    m->lanes[lane]->acked_due = true;
+}
+
+/* The acks of this turn: the cursor, the counts, the stats. */
+static void flush_acks(mlane_t *ml)
+{
+    if (!ml->acked_due)
+        return;
+    ml->acked_due = false;
+    rep__lane_acked(&ml->lane);
 }
 
 /* memory_first: no ack comes soon; what the log holds in memory goes to disk now. */
@@ -236,6 +250,7 @@ static void mq_session_lost(void *owner)
     for (uint32_t i = 0; i < m->nlanes; i++) {
         mlane_t *ml = m->lanes[i];
         rep__lane_t *l = &ml->lane;
+        flush_acks(ml); /* what was acknowledged before the loss counts */
         if (l->win.n == 0)
             continue;
         uint64_t last = rep__window_at(&l->win, l->win.n - 1)->last;
@@ -264,6 +279,7 @@ static void finish(rep_mqtt_t *m)
 {
     m->stopped = true;
     for (uint32_t i = 0; i < m->nlanes; i++) {
+        flush_acks(m->lanes[i]);
         m->lanes[i]->lane.st.state = REP_TOPIC_STOPPED;
         rep__lane_publish(&m->lanes[i]->lane);
     }
@@ -291,6 +307,7 @@ static int mq_idle(void *owner)
     for (uint32_t i = 0; i < m->nlanes; i++) {
         mlane_t *ml = m->lanes[i];
         rep__lane_t *l = &ml->lane;
+        flush_acks(ml);
         if (ml->retry_at && now >= ml->retry_at) {
             ml->retry_at = 0;
             ml->ready = true;

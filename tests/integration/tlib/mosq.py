@@ -10,7 +10,9 @@
     Recorder(port, topic="#", tls_ca=None)
         a paho MQTT 5 client, persistent session (clean_start false, session
         expiry 1 h), QoS 1, reconnecting on its own; every message as
-        (topic, payload, {user property: value}) in arrival order.
+        (topic, payload, {user property: value}) in arrival order, with
+        DUP ("$dup") in the dict when the remote set the DUP flag (its own
+        redelivery to us, e.g. after it restarted: not the gateway's).
         wait_count(n, timeout) polls for n messages under a deadline,
         wait_unique(n, timeout) for n distinct ones.
 
@@ -30,6 +32,7 @@ from paho.mqtt.properties import Properties
 from .gateway import free_port, wait_for
 
 MOSQUITTO = "/usr/sbin/mosquitto"
+DUP = "$dup"  # key the recorder sets in a message's property dict when the remote redelivered it
 
 
 class Mosquitto:
@@ -135,6 +138,8 @@ class Recorder:
         if m.properties is not None and hasattr(m.properties, "UserProperty"):
             for k, v in m.properties.UserProperty:
                 up[k] = v
+        if m.dup:
+            up[DUP] = "1"  # not a user property: the remote's own redelivery flag (DUP)
         with self.lock:
             self.msgs.append((m.topic, bytes(m.payload), up))
         self.first.set()
