@@ -16,6 +16,9 @@ with a real MQTT 5 subscriber (paho) recording what arrives there.
     in-flight messages (max_inflight) plus what was acknowledged but not yet
     persisted (checkpoint_interval_ms 0 here: the writer's meta-write
     latency times the drain rate; docs/REPLICATION.md, "Duplicates");
+  * the checkpoint moves on the remote's PUBACK, never on send: a remote
+    SIGSTOPped takes our PUBLISHes into its socket and acknowledges none,
+    and no acked_offset moves until it is resumed;
   * TLS to the remote with verification: a CA made by openssl here; a
     server certificate of another CA is refused and said in /stats;
   * a wrong password: /stats says refused with the CONNACK's words, and the
@@ -26,6 +29,7 @@ view is judged on its own: no hard-coded result, every assertion can fail.
 Waits poll a condition under a deadline."""
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -169,6 +173,34 @@ class OutputMqtt(unittest.TestCase):
         self.assertTrue(s["invariant_ok"], s["topics"])
         for t in s["topics"]:
             self.assertEqual(t["replicated"], n, t)
+        self.assertEqual(g.stop(), 0, g.log())
+
+    def test_the_checkpoint_moves_on_the_remotes_ack_never_on_send(self):
+        self.remote = Mosquitto(self.dir).start()
+        self.rec = Recorder(self.remote.port, "fwd/#")
+        g = self.gateway(edge_yaml(self.remote.port))
+        port = g.mqtt_port()
+        publish_all(port, items(10), props={"src": "test"})
+        wait_for(lambda: all(t["acked_offset"] == 10 for t in output(g)["topics"]), 30, what="10 acked per topic")
+        # a silent remote: its socket still takes our bytes, nothing is acknowledged
+        self.remote.proc.send_signal(signal.SIGSTOP)
+        try:
+            publish_all(port, items(10, start=10), props={"src": "test"})
+            wait_for(lambda: sum(t["sent"] for t in output(g)["topics"]) > 30, 30, what="PUBLISHes sent")
+            # for as long as the remote says nothing (ack_timeout_ms 3000 here), no checkpoint moves
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                o = output(g)
+                self.assertEqual([t["acked_offset"] for t in o["topics"]], [10, 10, 10], "moved on send")
+                self.assertGreater(sum(t["lag_messages"] for t in o["topics"]), 0)
+                time.sleep(0.1)
+            # the ack deadline ends the session; the state says why
+            wait_for(lambda: "silent remote" in (output(g)["last_error"] or ""), 20, what="the silent remote noticed")
+        finally:
+            self.remote.proc.send_signal(signal.SIGCONT)
+        self.rec.wait_unique(60, 60)
+        wait_for(lambda: all(t["acked_offset"] == 20 for t in output(g)["topics"]), 30, what="20 acked per topic")
+        judge(self, self.rec.snapshot(), 20)
         self.assertEqual(g.stop(), 0, g.log())
 
     def test_remote_stopped_then_restarted_loses_nothing_acknowledged(self):
