@@ -57,8 +57,8 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
 static http_cluster_state_t cluster_state(void *arg)
 {
     rep_engine_t *rep = gw_repl_engine(((gw__run_t *)arg)->repl);
-    if (!rep)
-        return HTTP_CLUSTER_UNKNOWN;
+    if (!rep || !rep_engine_has_danube(rep))
+        return HTTP_CLUSTER_UNKNOWN; /* no Danube output: outputs[] says how the others are */
     rep_stats_t st;
     rep_engine_stats(rep, &st); /* the Danube output's cluster */
     switch (st.cluster) {

@@ -172,6 +172,7 @@ class OutputMqtt(unittest.TestCase):
             self.assertEqual(t["resent"], 0, t)
         # the per-topic families report the primary output (the only one here): the invariant holds
         s = stats(g)
+        self.assertEqual(s["cluster"]["state"], "unknown", "no danube output: no cluster to speak of")
         self.assertTrue(s["invariant_ok"], s["topics"])
         for t in s["topics"]:
             self.assertEqual(t["replicated"], n, t)
