@@ -193,6 +193,7 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_BATCHES_SENT, mi, 0, rs.batches_sent);
         SET(METRICS_BATCHES_RESENT, mi, 0, rs.batches_resent);
         SET(METRICS_STREAM_RESETS, mi, 0, rs.stream_resets);
+        SET(METRICS_THROTTLED, mi, 0, rs.throttled_ms);
         /* memory_first (wal.h MEMORY TIER): the mode, what is held, the switches */
         _Static_assert(METRICS_MODE__COUNT == WAL_MODE_READY + 1, "metrics_modes follows wal_mode_t");
         _Static_assert(METRICS_SPILL__COUNT == WAL_SPILL__COUNT, "metrics_spill_reasons follows wal_spill_t");
@@ -261,9 +262,27 @@ static size_t top_talkers(void *arg, http_talker_t *out, size_t n, double *windo
     return k;
 }
 
+/* /stats outputs[]: each output's name, kind, rate caps and time throttled */
+static size_t outputs(void *arg, http_output_t *out, size_t n)
+{
+    rep_engine_t *rep = gw_repl_engine(((gw__run_t *)arg)->repl);
+    size_t k = 0;
+    for (size_t i = 0; rep && i < rep_engine_noutputs(rep) && k < n; i++, k++) {
+        rep_output_info_t info;
+        rep_output_info(rep, i, &info);
+        rep_output_stats_t st;
+        rep_output_stats(rep, i, &st);
+        out[k] = (http_output_t){ .max_bytes_per_s = st.max_bytes_per_s, .max_messages_per_s = st.max_messages_per_s,
+                                  .throttled_ms = st.throttled_ms };
+        snprintf(out[k].name, sizeof out[k].name, "%s", info.name ? info.name : "");
+        snprintf(out[k].kind, sizeof out[k].kind, "%s", rep_kind_name(info.kind));
+    }
+    return k;
+}
+
 void gw__provider(gw__run_t *r, http_provider_t *out)
 {
     *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
                               .cluster_state = cluster_state, .listener_tls = listener_tls,
-                              .top_talkers = top_talkers };
+                              .top_talkers = top_talkers, .outputs = outputs };
 }

@@ -237,7 +237,10 @@ void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)
         st->messages_acked += ls.messages_acked;
         st->lag_messages += ls.lag_messages;
         st->batches_in_flight += ls.batches_in_flight;
+        st->throttled_ms += ls.throttled_ms;
     }
+    st->max_bytes_per_s = o->pace.bytes.rate; /* set at init, never changed after */
+    st->max_messages_per_s = o->pace.msgs.rate;
     if (o->ops == &rep__danube_ops)
         rep_stats((rep_t *)o, &st->danube);
 }

@@ -432,7 +432,8 @@ struct rep__lane {
     rep__src_t src;              /* reader + held record (rep_fill.c) */
     rep__window_t win;           /* units between built and acked (rep_window.c) */
     const rep__open_t *open;     /* the unit being built, if the kind builds one; NULL: none */
-    uint8_t priority;
+    uint8_t priority;            /* rep_topic_spec_t.priority */
+    rep__pace_lane_t pace;       /* its place in o->pace (rep_pace.c) */
     rep__cmd_t kick;             /* any thread: queued by rep__output_kick */
     atomic_bool queued;
     /* stats: st is the thread's, pub the copy readers see (under o->mu) */
@@ -475,6 +476,7 @@ struct rep_output {
     rep__lane_t **lanes;         /* by topic index; NULL: not carried */
     size_t nlanes;               /* the engine's topic count (the length of lanes) */
     tb_mbox_t cmds;              /* -> its thread; wake-up = ops->wake */
+    rep__pace_t pace;            /* its rate caps and priorities (rep_pace.c); its thread's */
     rep__cmd_t stop_cmd;
     tb_mbox_t events;            /* -> the loop (the engine's notify) */
     pthread_t thread;
@@ -579,6 +581,8 @@ void rep__topic_stop(rep_t *r, rep__topic_t *t);          /* rep_stop: drain the
 void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is left */
 void rep__topic_free(rep__topic_t *t);
 void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->lane.pub */
+/* r->pace_timer's callback: tokens are back; the lanes the pacer grants are pumped */
+void rep__topic_paced(rep_t *r, rep__timer_t *tm);
 /* called by rep_stream.c */
 void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset);
 void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
@@ -623,6 +627,7 @@ struct rep {
     grpc_completion_queue *cq;
     uint64_t rng;
     rep__heap_t timers;
+    rep__timer_t pace_timer;     /* when the pacer's head lane can go (rep__topic_paced) */
     /* the waker: a parked call that other threads cancel to wake the thread */
     grpc_channel *inert;
     grpc_call *waker;

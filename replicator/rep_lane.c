@@ -154,6 +154,7 @@ void rep__lane_restart(rep__lane_t *l)
 void rep__lane_publish(rep__lane_t *l)
 {
     l->st.batches_in_flight = l->win.n;
+    l->st.throttled_ms = rep__pace_throttled_ms(&l->pace, tb_mono_ms());
     l->st.acked_offset = l->win.acked;
     /* lag_bytes: records read and not acked are counted here (they may
      * have left the disk since); the rest is the log past the reader */

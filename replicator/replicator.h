@@ -51,6 +51,8 @@ typedef struct rep_topic_spec {
                                    publish_time_ms) when about to be sent are dropped unsent and
                                    counted (messages_dropped_age; the WAL's dropped_age_total);
                                    0: none */
+    uint8_t priority;           /* mqtt.topic_mappings[].priority (its mappings agree): when an output
+                                   is capped, higher priorities drain first (rep_pace.c) */
 } rep_topic_spec_t;
 
 /*
@@ -89,6 +91,10 @@ typedef struct rep_opts {
                                        rep_opts_from_cfg); 0: off. With wal.fsync interval the
                                        readable end moves without a completion; a topic with
                                        written but not yet readable data looks again this often */
+    uint64_t max_bytes_per_s;       /* outputs[danube].max_bytes_per_s: encoded ReplicateBatch bytes
+                                       per second over all topics; 0: no cap */
+    uint32_t max_messages_per_s;    /* outputs[danube].max_messages_per_s: StreamMessages per second
+                                       over all topics; 0: no cap */
     const rep_topic_spec_t *topics; /* copied */
     size_t ntopics;
     void (*notify)(void *arg);      /* replicator thread: events are waiting */
@@ -267,6 +273,8 @@ typedef struct rep_topic_stats {
                                     acked_offset (counted from when they began to wait) */
     uint64_t no_progress_ms;     /* messages waiting: since acked_offset last moved, or since they
                                     began to wait if later; 0 when none wait */
+    uint64_t throttled_ms;       /* cumulative time a unit of it waited for its output's rate
+                                    caps (max_bytes_per_s, max_messages_per_s), since start */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {
@@ -325,6 +333,9 @@ typedef struct rep_output_stats {
     uint64_t messages_acked;          /* sum over its lanes, since start */
     uint64_t lag_messages;            /* sum over its lanes, live */
     uint32_t batches_in_flight;       /* sum over its lanes */
+    uint64_t max_bytes_per_s;         /* its caps (outputs[].max_bytes_per_s ...); 0: none */
+    uint64_t max_messages_per_s;
+    uint64_t throttled_ms;            /* sum over its lanes of throttled_ms */
     rep_stats_t danube;               /* kind danube: the cluster's (rep_stats); zeros otherwise */
 } rep_output_stats_t;
 

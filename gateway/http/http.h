@@ -272,6 +272,16 @@ typedef struct http_talker {
     double messages_per_second;
 } http_talker_t;
 
+/* One output of the replicator (http_provider_t.outputs, /stats outputs[]). */
+#define HTTP_MAX_OUTPUTS 16
+typedef struct http_output {
+    char name[72];
+    char kind[16];
+    uint64_t max_bytes_per_s;    /* 0: no cap */
+    uint64_t max_messages_per_s;
+    uint64_t throttled_ms;       /* summed over its topics */
+} http_output_t;
+
 /*
  * State that is not a metric. Every callback runs on the loop thread during
  * a request, must not block, and may be NULL. Metric values themselves come
@@ -292,6 +302,8 @@ typedef struct http_provider {
     /* up to n clients by PUBLISHes per second, busiest first, and the window it was measured over
      * (/stats connections.top_talkers); NULL: not reported (null in /stats) */
     size_t (*top_talkers)(void *arg, http_talker_t *out /* OUT */, size_t n, double *window_seconds /* OUT */);
+    /* up to n outputs in configuration order (/stats outputs); NULL: none reported (an empty array) */
+    size_t (*outputs)(void *arg, http_output_t *out /* OUT */, size_t n);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */

@@ -26,7 +26,8 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "listeners", "listener", "tls", NULL,
+    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
+    "outputs", "output", "kind", "max_bytes_per_s", "max_messages_per_s", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -89,6 +90,8 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (metrics_get(mode, t, j) != 0)
             dur = metrics_modes[j];
     json_object_set_new(o, "durability", json_string(dur));
+    /* tributary_replication_throttled_seconds_total, in its raw milliseconds */
+    json_object_set_new(o, "throttled_ms", json_integer((json_int_t)metrics_get(metrics_fam(s->m, METRICS_THROTTLED), t, 0)));
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
     double r = http__history_topic_rate(s, t);
     json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());
@@ -163,5 +166,16 @@ json_t *http_stats_json(http_service_t *s)
     for (size_t t = 0; t < n; t++)
         json_array_append_new(arr, topic_object(s, t));
     json_object_set_new(root, "topics", arr);
+
+    /* the replicator's outputs: name, kind, rate caps (0: none), time throttled */
+    json_t *outs = json_array();
+    http_output_t ob[HTTP_MAX_OUTPUTS];
+    size_t no = s->p.outputs ? s->p.outputs(s->p.arg, ob, HTTP_MAX_OUTPUTS) : 0;
+    for (size_t i = 0; i < no && i < HTTP_MAX_OUTPUTS; i++)
+        json_array_append_new(outs, json_pack("{s:s, s:s, s:I, s:I, s:I}", "output", ob[i].name, "kind", ob[i].kind,
+                                              "max_bytes_per_s", (json_int_t)ob[i].max_bytes_per_s,
+                                              "max_messages_per_s", (json_int_t)ob[i].max_messages_per_s,
+                                              "throttled_ms", (json_int_t)ob[i].throttled_ms));
+    json_object_set_new(root, "outputs", outs);
     return root;
 }
