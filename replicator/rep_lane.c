@@ -31,6 +31,9 @@ int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *na
     l->st.start_offset = start_offset;
     l->kick.kind = REP__CMD_KICK;
     atomic_init(&l->queued, false);
+    /* its topic's priority (the engine's topics; a standalone danube sets it itself) */
+    l->priority = o->e && topic < o->e->ntopics ? o->e->topics[topic].priority : 0;
+    rep__pace_lane_init(&l->pace, l->priority);
     wal_cursor_opts_t co = { .start = start, .protects = o->ops->kind == REP_KIND_DANUBE };
     int rc = wal_cursor_open(wal, o->wal_id, &co, &l->cur);
     if (rc < 0)
