@@ -147,6 +147,7 @@ typedef struct rep__pace {
     rep__bucket_t bytes, msgs;
     uint64_t quantum;            /* DRR quantum in bytes (Danube: max_batch_bytes) */
     rep__pace_lane_t *classes[REP__PACE_CLASSES]; /* ring heads, by priority */
+    uint32_t members[REP__PACE_CLASSES];          /* lanes in each ring */
     uint64_t used[REP__PACE_CLASSES / 64];        /* bit set: the class's ring is not empty */
     uint32_t waiting;            /* lanes waiting, all classes */
 } rep__pace_t;

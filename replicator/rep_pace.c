@@ -121,6 +121,7 @@ static void ring_add_tail(rep__pace_t *p, rep__pace_lane_t *l)
     }
     l->in_ring = true;
     l->credited = false;
+    p->members[l->priority]++;
 }
 
 static void ring_remove(rep__pace_t *p, rep__pace_lane_t *l)
@@ -138,6 +139,7 @@ static void ring_remove(rep__pace_t *p, rep__pace_lane_t *l)
     l->prev = l->next = NULL;
     l->in_ring = false;
     l->credited = false;
+    p->members[l->priority]--;
 }
 
 /* ---- the DRR turn ---------------------------------------------------------------- */
@@ -164,19 +166,12 @@ static rep__pace_lane_t *select_in(rep__pace_t *p, unsigned c)
         /* its turn is over: the next lane's */
         l->credited = false;
         p->classes[c] = l->next;
-        /* a whole round failed (every member was waiting and short): credit the
-         * rounds that would fail too, in one step */
-        size_t n = 0;
-        bool all_waiting = true;
-        rep__pace_lane_t *it = l;
-        do {
-            n++;
-            all_waiting &= it->waiting;
-            it = it->next;
-        } while (it != l);
-        if (++failed >= n && all_waiting) {
+        /* a whole round failed in a row (members that were not waiting left the
+         * ring when their turn came, so every one left was waiting and short):
+         * credit the rounds that would fail too, in one step (O(members) once) */
+        if (++failed >= p->members[c]) {
             uint64_t rounds = UINT64_MAX;
-            it = l;
+            rep__pace_lane_t *it = l;
             do {
                 uint64_t short_by = it->want_bytes > it->deficit ? it->want_bytes - it->deficit : 0;
                 uint64_t r = short_by / q; /* rounds it still fails after the next credit */

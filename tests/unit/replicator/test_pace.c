@@ -360,3 +360,39 @@ Test(pace, both_caps_apply_the_tighter_one_wins)
     cr_assert_geq(mn, 975);
     free(s);
 }
+
+Test(pace, many_lanes_of_one_class_take_turns_one_unit_each)
+{
+    enum { N = 3000 };
+    rep__pace_t p;
+    uint64_t now = 1000;
+    rep__pace_init(&p, 1000, 0, 1000, now); /* units of 100 quanta: the rounds are credited in one step */
+    rep__pace_lane_t *l = tb_calloc(N, sizeof *l);
+    bool *got = tb_calloc(N, sizeof *got);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            if (round == 0)
+                rep__pace_lane_init(&l[i], 4);
+            cr_assert_not(rep__pace_ask(&p, &l[i], 100000, 1, now));
+        }
+        memset(got, 0, N * sizeof *got);
+        for (int k = 0; k < N; k++) {
+            uint64_t wait;
+            rep__pace_lane_t *g = rep__pace_next(&p, now, &wait);
+            if (!g) {
+                cr_assert_neq(wait, UINT64_MAX);
+                now += wait;
+                g = rep__pace_next(&p, now, &wait);
+            }
+            cr_assert_not_null(g, "grant %d of round %d", k, round);
+            size_t i = (size_t)(g - l);
+            cr_assert_lt(i, N);
+            cr_assert_not(got[i], "lane %zu served twice before every lane once", i);
+            got[i] = true;
+            cr_assert(rep__pace_ask(&p, g, 100000, 1, now));
+        }
+        cr_assert_eq(rep__pace_wait(&p, now), UINT64_MAX, "nobody waits");
+    }
+    free(got);
+    free(l);
+}
