@@ -236,6 +236,7 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_BATCHES_SENT, mi, 0, rs.batches_sent);
         SET(METRICS_BATCHES_RESENT, mi, 0, rs.batches_resent);
         SET(METRICS_STREAM_RESETS, mi, 0, rs.stream_resets);
+        SET(METRICS_THROTTLED, mi, 0, rs.throttled_ms);
         /* memory_first (wal.h MEMORY TIER): the mode, what is held, the switches */
         _Static_assert(METRICS_MODE__COUNT == WAL_MODE_READY + 1, "metrics_modes follows wal_mode_t");
         _Static_assert(METRICS_SPILL__COUNT == WAL_SPILL__COUNT, "metrics_spill_reasons follows wal_spill_t");
@@ -326,6 +327,9 @@ static bool output_info(void *arg, size_t label, http_output_info_t *out)
     out->kind = rep_kind_name(os.kind);
     out->state = os.state;
     snprintf(out->last_error, sizeof out->last_error, "%s", os.last_error);
+    out->max_bytes_per_s = os.max_bytes_per_s;
+    out->max_messages_per_s = os.max_messages_per_s;
+    out->throttled_ms = os.throttled_ms;
     return true;
 }
 

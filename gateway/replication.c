@@ -341,7 +341,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
     rep_topic_spec_t *specs = tb_calloc(n + 1, sizeof *specs);
     for (size_t i = 0; i < n; i++) {
         const broker_topic_t *t = broker_topic(g->b, i);
-        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms };
+        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
     }
     rep_engine_opts_t eo = { .cfg = cfg, .wal = g->wal, .topics = specs, .ntopics = n,
                              .notify = notify, .notify_arg = &g->async };

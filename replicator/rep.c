@@ -144,6 +144,10 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
         r->md[0].value = grpc_slice_from_copied_string(r->bearer);
         r->nmd = 1;
     }
+    /* the output's rate caps: one pair of buckets over all its topics; DRR's
+     * quantum is one full batch, so equal priorities alternate whole batches */
+    rep__pace_init(&r->out.pace, o->max_bytes_per_s, o->max_messages_per_s, o->max_batch_bytes, tb_mono_ms());
+    r->pace_timer.cb = rep__topic_paced;
     r->ntopics = o->ntopics;
     r->topics = tb_calloc(o->ntopics ? o->ntopics : 1, sizeof *r->topics);
     for (size_t i = 0; i < o->ntopics; i++) {
@@ -162,6 +166,8 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
         }
         rep__topic_init(r, t);
         t->enc.max_age_ms = o->topics[i].max_age_ms;
+        t->lane.priority = o->topics[i].priority;
+        rep__pace_lane_init(&t->lane.pace, o->topics[i].priority);
         t->lane.pub = t->lane.st;
         t->lane.pub_progress_ms = t->lane.progress_ms;
     }

@@ -91,6 +91,9 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
         rep__output_base_init(ot, ops, e, (uint16_t)i, c->name, e->ntopics, e->notify, e->notify_arg);
         ot->wal_id = id;
         ot->stall_after_ms = cfg->health.stall_after_ms;
+        /* every kind's pacer from its entry's caps (rep_pace.c; a kind may re-init it with its
+         * own quantum: danube's is max_batch_bytes); lanes take their topic's priority */
+        rep__pace_init(&ot->pace, c->max_bytes_per_s, c->max_messages_per_s, 0, tb_mono_ms());
         ot->cfg.name = tb_strdup(c->name);
         ot->cfg.kind = k;
         ot->cfg.ntopics = c->ntopics;
@@ -242,7 +245,10 @@ void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)
         st->batches_in_flight += ls.batches_in_flight;
         st->messages_sent += ls.batches_sent;
         st->messages_resent += ls.batches_resent;
+        st->throttled_ms += ls.throttled_ms;
     }
+    st->max_bytes_per_s = o->pace.bytes.rate; /* set at init, never changed after */
+    st->max_messages_per_s = o->pace.msgs.rate;
     if (o->ops == &rep__danube_ops) {
         rep_stats((rep_t *)o, &st->danube);
         st->state = rep_cluster_state_name(st->danube.cluster);

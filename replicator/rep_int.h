@@ -84,6 +84,106 @@ void rep__backoff_reset(rep__backoff_t *b);
 /* ms scaled by a uniform factor in [1 - pct/100, 1 + pct/100]. */
 uint32_t rep__jitter(uint32_t ms, uint32_t pct, uint64_t *rng);
 
+/* ==== pacing and priorities (rep_pace.c) =======================================
+ *
+ * Output-generic and pure: no threads, no clock of its own (now_ms is passed
+ * in, tb_mono_ms() in production, a fake clock in tests/unit/replicator/
+ * test_pace.c). One rep__pace_t per output, one rep__pace_lane_t embedded in
+ * each lane of it (whatever the kind: the pacer only sees the embedded
+ * struct and its priority). docs/REPLICATION.md "Pacing and priorities".
+ *
+ * Two token buckets per output, bytes and messages (max_bytes_per_s,
+ * max_messages_per_s; rate 0: unlimited). Tokens are kept in milli-units,
+ * so a rate of R units/s adds exactly R milli-units per ms. Burst =
+ * max(200 ms of the rate, the largest unit asked so far): a unit larger than
+ * the budget still goes (alone, once the bucket has filled to its size),
+ * and over any 10 s window at most rate x 10.2 s goes (plus, only after a
+ * unit larger than 200 ms of the rate, that unit's excess).
+ *
+ * Who goes when the output is constrained: strict priority (the highest
+ * class with a lane waiting is served first; a lane of a lower class is
+ * granted nothing while one of a higher class waits), and deficit round
+ * robin on bytes among lanes of one class (quantum: rep__pace_init's). A
+ * lane asks for each unit (rep__pace_ask); when refused it waits in its
+ * class and the output asks rep__pace_next when the time it gave has come
+ * (a timer); next grants the unit (tokens taken) and returns the lane,
+ * whose next ask for that unit then answers true without taking more.
+ *
+ * Usage from an output's thread:
+ *   if (!rep__pace_ask(&o->pace, &l->pace, bytes, msgs, now)) {
+ *       arm the output's pace timer at now + rep__pace_wait(&o->pace, now);  park the lane
+ *   }
+ *   timer: while ((pl = rep__pace_next(&o->pace, now, &wait))) pump(the lane of pl);
+ *          if (wait != UINT64_MAX) re-arm at now + wait
+ *   the lane stops wanting to send (stream ended, stopping): rep__pace_leave
+ */
+
+#define REP__PACE_BURST_MS 200u
+#define REP__PACE_CLASSES 256
+
+typedef struct rep__bucket {
+    uint64_t rate;               /* units per second = milli-units per ms; 0: unlimited */
+    uint64_t burst;              /* milli-units: max(rate x 200 ms, the largest unit x 1000) */
+    uint64_t tokens;             /* milli-units */
+    uint64_t last_ms;            /* when tokens were last refilled */
+} rep__bucket_t;
+
+typedef struct rep__pace_lane {
+    struct rep__pace_lane *prev, *next; /* its class's ring while in_ring */
+    uint8_t priority;            /* 0..255, higher first */
+    bool in_ring;                /* in its class: waiting, or served this turn */
+    bool waiting;                /* refused; want_* is its unit */
+    bool credited;               /* given its quantum for the current turn */
+    bool granted;                /* rep__pace_next took the tokens for want_*: the next ask is true */
+    uint32_t want_bytes, want_msgs;
+    uint64_t deficit;            /* DRR: bytes it may still send this turn */
+    uint64_t wait_since_ms;      /* while waiting: when it was first refused */
+    uint64_t throttled_ms;       /* cumulative time waiting for tokens (finished waits) */
+    uint64_t granted_units;      /* units granted (tests, stats) */
+    uint64_t granted_bytes;
+} rep__pace_lane_t;
+
+typedef struct rep__pace {
+    rep__bucket_t bytes, msgs;
+    uint64_t quantum;            /* DRR quantum in bytes (Danube: max_batch_bytes) */
+    rep__pace_lane_t *classes[REP__PACE_CLASSES]; /* ring heads, by priority */
+    uint32_t members[REP__PACE_CLASSES];          /* lanes in each ring */
+    uint64_t used[REP__PACE_CLASSES / 64];        /* bit set: the class's ring is not empty */
+    uint32_t waiting;            /* lanes waiting, all classes */
+} rep__pace_t;
+
+/* Rates in units per second (0: unlimited), the DRR quantum (0: 16 KiB); the buckets start full. */
+void rep__pace_init(rep__pace_t *p, uint64_t max_bytes_per_s, uint64_t max_messages_per_s, uint64_t quantum,
+                    uint64_t now_ms);
+/* Whether any rate is set (false: every ask is granted at once, nothing queues). */
+static inline bool rep__pace_limited(const rep__pace_t *p) { return p->bytes.rate || p->msgs.rate; }
+void rep__pace_lane_init(rep__pace_lane_t *pl, uint8_t priority);
+/*
+ * Asks for one unit (bytes, messages) now. true: granted (tokens taken, or
+ * taken already by rep__pace_next for this lane). false: the lane waits in
+ * its class (its unit recorded; asking again only updates it) until
+ * rep__pace_next grants it. Granted at once only when no lane of its
+ * priority or higher waits (or it is the one whose DRR turn it is) and
+ * the tokens are there.
+ */
+bool rep__pace_ask(rep__pace_t *p, rep__pace_lane_t *pl, uint32_t bytes, uint32_t msgs, uint64_t now_ms);
+/*
+ * The lane to serve now: the highest class with a lane waiting, DRR inside
+ * it; its unit is granted (tokens taken; its next ask answers true). NULL
+ * when none can go now: *wait_ms (may be NULL) is then how long until the
+ * head can go, UINT64_MAX when no lane waits.
+ */
+rep__pace_lane_t *rep__pace_next(rep__pace_t *p, uint64_t now_ms, uint64_t *wait_ms /* OUT */);
+/* How long until the lane rep__pace_next would pick can go: 0 now, UINT64_MAX when none waits. */
+uint64_t rep__pace_wait(rep__pace_t *p, uint64_t now_ms);
+/* The lane no longer wants to send (its stream ended, it stops): out of its
+ * class, an unused grant dropped, its wait ended (counted in throttled_ms). */
+void rep__pace_leave(rep__pace_t *p, rep__pace_lane_t *pl, uint64_t now_ms);
+/* Cumulative time the lane waited for tokens, the current wait included. */
+uint64_t rep__pace_throttled_ms(const rep__pace_lane_t *pl, uint64_t now_ms);
+
+/* ==== end of pacing ============================================================ */
+
 /* ---- batches: encoding (rep_encode.c) ----------------------------------------- */
 
 #define REP__REPLAYED_KEY "tributary.replayed"
@@ -333,7 +433,8 @@ struct rep__lane {
     rep__src_t src;              /* reader + held record (rep_fill.c) */
     rep__window_t win;           /* units between built and acked (rep_window.c) */
     const rep__open_t *open;     /* the unit being built, if the kind builds one; NULL: none */
-    uint8_t priority;
+    uint8_t priority;            /* rep_topic_spec_t.priority */
+    rep__pace_lane_t pace;       /* its place in o->pace (rep_pace.c) */
     rep__cmd_t kick;             /* any thread: queued by rep__output_kick */
     atomic_bool queued;
     /* stats: st is the thread's, pub the copy readers see (under o->mu) */
@@ -380,6 +481,7 @@ struct rep_output {
     rep__lane_t **lanes;         /* by topic index; NULL: not carried */
     size_t nlanes;               /* the engine's topic count (the length of lanes) */
     tb_mbox_t cmds;              /* -> its thread; wake-up = ops->wake */
+    rep__pace_t pace;            /* its rate caps and priorities (rep_pace.c); its thread's */
     rep__cmd_t stop_cmd;
     tb_mbox_t events;            /* -> the loop (the engine's notify) */
     pthread_t thread;
@@ -484,6 +586,8 @@ void rep__topic_stop(rep_t *r, rep__topic_t *t);          /* rep_stop: drain the
 void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is left */
 void rep__topic_free(rep__topic_t *t);
 void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->lane.pub */
+/* r->pace_timer's callback: tokens are back; the lanes the pacer grants are pumped */
+void rep__topic_paced(rep_t *r, rep__timer_t *tm);
 /* called by rep_stream.c */
 void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset);
 void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
@@ -528,6 +632,7 @@ struct rep {
     grpc_completion_queue *cq;
     uint64_t rng;
     rep__heap_t timers;
+    rep__timer_t pace_timer;     /* when the pacer's head lane can go (rep__topic_paced) */
     /* the waker: a parked call that other threads cancel to wake the thread */
     grpc_channel *inert;
     grpc_call *waker;

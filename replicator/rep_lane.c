@@ -31,6 +31,9 @@ int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *na
     l->st.start_offset = start_offset;
     l->kick.kind = REP__CMD_KICK;
     atomic_init(&l->queued, false);
+    /* its topic's priority (the engine's topics; a standalone danube sets it itself) */
+    l->priority = o->e && topic < o->e->ntopics ? o->e->topics[topic].priority : 0;
+    rep__pace_lane_init(&l->pace, l->priority);
     wal_cursor_opts_t co = { .start = start, .protects = o->ops->kind == REP_KIND_DANUBE };
     int rc = wal_cursor_open(wal, o->wal_id, &co, &l->cur);
     if (rc < 0)
@@ -154,6 +157,7 @@ void rep__lane_restart(rep__lane_t *l)
 void rep__lane_publish(rep__lane_t *l)
 {
     l->st.batches_in_flight = l->win.n;
+    l->st.throttled_ms = rep__pace_throttled_ms(&l->pace, tb_mono_ms());
     l->st.acked_offset = l->win.acked;
     /* lag_bytes: records read and not acked are counted here (they may
      * have left the disk since); the rest is the log past the reader */

@@ -31,6 +31,16 @@ void rep_opts_from_cfg(const cfg_t *cfg, rep_opts_t *o)
     o->retry_max_ms = cfg->replicator.retry_max_ms;
     o->shutdown_grace_ms = cfg->replicator.shutdown_grace_ms;
     o->stall_after_ms = cfg->health.stall_after_ms;
+    /* the danube output's caps (outputs[] entry of kind danube; the implied one has none) */
+    o->max_bytes_per_s = 0;
+    o->max_messages_per_s = 0;
+    for (size_t i = 0; i < cfg->noutputs; i++) {
+        if (cfg->outputs[i].kind == CFG_OUTPUT_DANUBE) {
+            o->max_bytes_per_s = cfg->outputs[i].max_bytes_per_s;
+            o->max_messages_per_s = cfg->outputs[i].max_messages_per_s;
+            break;
+        }
+    }
     /* With wal.fsync interval the readable end moves at the writer's periodic
      * sync, without a completion to kick the topic: look again four times per
      * interval (not below 5 ms). The other modes need no timer. */

@@ -259,6 +259,7 @@ void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const ch
 
 void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details)
 {
+    rep__pace_leave(&r->out.pace, &t->lane.pace, tb_mono_ms()); /* no stream: nothing to grant it */
     rep__window_rewind(&t->lane.win);
     rep__timer_cancel(&r->timers, &t->ack_timer);
     if (r->stopping) {
@@ -449,6 +450,50 @@ static bool expire(rep_t *r, rep__topic_t *t, rep__batch_t *b)
     return true;
 }
 
+/*
+ * Pacing (rep_pace.c): with max_bytes_per_s or max_messages_per_s set, each
+ * batch asks the output's buckets for its encoded bytes (the ReplicateBatch
+ * as sent, resends included: the link carries them again) and its
+ * StreamMessages before it is sent. Refused, the lane waits in its priority
+ * class; the batch stays BUILT (reading goes on until the window is full)
+ * and r->pace_timer fires when the pacer's head can go: rep__topic_paced
+ * pumps the lanes it grants, highest priority first. Without caps every ask
+ * is granted at once and nothing here waits.
+ */
+static void arm_pace_timer(rep_t *r, uint64_t now)
+{
+    uint64_t wait = rep__pace_wait(&r->out.pace, now);
+    if (wait == UINT64_MAX)
+        rep__timer_cancel(&r->timers, &r->pace_timer);
+    else if (!rep__timer_armed(&r->pace_timer) || r->pace_timer.due > now + wait)
+        rep__timer_arm(&r->timers, &r->pace_timer, now + wait);
+}
+
+static bool paced(rep_t *r, rep__topic_t *t, const rep__batch_t *b)
+{
+    if (!rep__pace_limited(&r->out.pace))
+        return true;
+    uint64_t now = tb_mono_ms();
+    uint32_t bytes = b->len > UINT32_MAX ? UINT32_MAX : (uint32_t)b->len;
+    if (rep__pace_ask(&r->out.pace, &t->lane.pace, bytes, b->count, now))
+        return true;
+    arm_pace_timer(r, now);
+    return false;
+}
+
+void rep__topic_paced(rep_t *r, rep__timer_t *tm)
+{
+    (void)tm;
+    uint64_t now = tb_mono_ms();
+    rep__pace_lane_t *pl;
+    /* bounded: each grant is one waiting lane's unit, and a lane waits again only after its send */
+    for (size_t n = 0; n <= r->ntopics && (pl = rep__pace_next(&r->out.pace, now, NULL)) != NULL; n++) {
+        rep__topic_t *t = (rep__topic_t *)TB_CONTAINER_OF(pl, rep__lane_t, pace); /* the lane is first */
+        pump(r, t);
+    }
+    arm_pace_timer(r, now);
+}
+
 static void pump(rep_t *r, rep__topic_t *t)
 {
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
@@ -457,6 +502,8 @@ static void pump(rep_t *r, rep__topic_t *t)
             rep__batch_t *b = rep__window_next_unsent(&t->lane.win);
             if (b && expire(r, t, b))
                 continue; /* aged while it waited: the next one */
+            if (b && !r->stopping && !paced(r, t, b))
+                b = NULL; /* throttled: it waits for its grant (rep__topic_paced) */
             if (b) {
                 if (b->sends)
                     t->lane.st.batches_resent++;

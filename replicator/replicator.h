@@ -51,6 +51,8 @@ typedef struct rep_topic_spec {
                                    publish_time_ms) when about to be sent are dropped unsent and
                                    counted (messages_dropped_age; the WAL's dropped_age_total);
                                    0: none */
+    uint8_t priority;           /* mqtt.topic_mappings[].priority (its mappings agree): when an output
+                                   is capped, higher priorities drain first (rep_pace.c) */
 } rep_topic_spec_t;
 
 /*
@@ -89,6 +91,10 @@ typedef struct rep_opts {
                                        rep_opts_from_cfg); 0: off. With wal.fsync interval the
                                        readable end moves without a completion; a topic with
                                        written but not yet readable data looks again this often */
+    uint64_t max_bytes_per_s;       /* outputs[danube].max_bytes_per_s: encoded ReplicateBatch bytes
+                                       per second over all topics; 0: no cap */
+    uint32_t max_messages_per_s;    /* outputs[danube].max_messages_per_s: StreamMessages per second
+                                       over all topics; 0: no cap */
     const rep_topic_spec_t *topics; /* copied */
     size_t ntopics;
     void (*notify)(void *arg);      /* replicator thread: events are waiting */
@@ -271,6 +277,8 @@ typedef struct rep_topic_stats {
                                     by a disk bound before it acknowledged them (wal_cursor_stats
                                     dropped_since_open) */
     uint64_t slot_dropped_total; /* the same, persistent, since the slot exists */
+    uint64_t throttled_ms;       /* cumulative time a unit of it waited for its output's rate
+                                    caps (max_bytes_per_s, max_messages_per_s), since start */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {
@@ -347,6 +355,9 @@ typedef struct rep_output_stats {
     uint32_t inflight;                /* mqtt: PUBLISHes not yet acknowledged */
     uint32_t window;                  /* mqtt: min(max_inflight, the remote's Receive Maximum) */
     uint32_t backoff_ms;              /* mqtt: the last reconnect delay chosen */
+    uint64_t max_bytes_per_s;         /* its caps (outputs[].max_bytes_per_s ...); 0: none */
+    uint64_t max_messages_per_s;
+    uint64_t throttled_ms;            /* sum over its lanes of throttled_ms */
     rep_stats_t danube;               /* kind danube: the cluster's (rep_stats); zeros otherwise */
 } rep_output_stats_t;
 

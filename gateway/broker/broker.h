@@ -72,6 +72,7 @@ typedef struct broker_topic {
     cfg_on_full_t on_full;       /* its mappings' on_full (they must agree): its log's overflow policy */
     uint64_t max_age_ms;         /* its mappings' max_age (they must agree; 0: none): the replicator's */
     cfg_durability_t durability; /* its mappings' durability (they must agree): its log's (wal.h MEMORY TIER) */
+    uint8_t priority;            /* its mappings' priority (they must agree): the replicator's pacing */
     /* the schema block (written by the replication glue) */
     sch_validator_t *validator;  /* NULL until resolved (or on compile failure); owned */
     bool has_schema;

@@ -130,6 +130,7 @@ static int agree_on_full(const cfg_t *cfg, bool for_check, broker_topic_t *t, si
         t->on_full = m->on_full;
         t->max_age_ms = m->max_age_ms;
         t->durability = m->durability;
+        t->priority = (uint8_t)m->priority; /* 0..255 (config_table.c) */
         *first = r + 1;
         return 0;
     }

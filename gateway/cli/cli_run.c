@@ -7,7 +7,8 @@
 
 /* What `outputs` can say that this build cannot do yet (issue 17): refused
  * at start, named, rather than accepted and ignored. `tributary check`
- * accepts all of it (operators can write and check the file now). */
+ * accepts all of it (operators can write and check the file now). The rate
+ * caps (max_bytes_per_s, max_messages_per_s) run on the danube output. */
 static int cli_outputs_runnable(const cfg_t *cfg, char *err, size_t errlen)
 {
     for (size_t i = 0; i < cfg->noutputs; i++) {
@@ -17,8 +18,6 @@ static int cli_outputs_runnable(const cfg_t *cfg, char *err, size_t errlen)
             what = "kind sparkplug (the Sparkplug output)";
         else if (o->kind == CFG_OUTPUT_DANUBE && (o->ntopics != 1 || strcmp(o->topics[0], "#") != 0))
             what = "topics other than all (\"#\") on the danube output";
-        else if (o->max_bytes_per_s || o->max_messages_per_s)
-            what = "max_bytes_per_s / max_messages_per_s (paced replay)";
         if (what) {
             snprintf(err, errlen, "%s:%d: outputs[%zu] (%s): %s is not implemented in this build yet; "
                      "`tributary check` accepts the file, `tributary run` cannot honour it",

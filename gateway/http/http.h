@@ -277,6 +277,9 @@ typedef struct http_output_info {
     const char *kind;            /* "danube", "mqtt", ... (static) */
     const char *state;           /* metrics_output_states' words (static) */
     char last_error[256];        /* "" when none */
+    uint64_t max_bytes_per_s;    /* its rate caps; 0: no cap */
+    uint64_t max_messages_per_s;
+    uint64_t throttled_ms;       /* summed over its topics */
 } http_output_info_t;
 
 /*

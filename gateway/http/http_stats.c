@@ -28,8 +28,8 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "listeners", "listener", "tls",
-    "outputs", "output", "kind", "last_error", NULL,
+    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
+    "outputs", "output", "kind", "last_error", "max_bytes_per_s", "max_messages_per_s", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -92,6 +92,8 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (metrics_get(mode, t, j) != 0)
             dur = metrics_modes[j];
     json_object_set_new(o, "durability", json_string(dur));
+    /* tributary_replication_throttled_seconds_total, in its raw milliseconds */
+    json_object_set_new(o, "throttled_ms", json_integer((json_int_t)metrics_get(metrics_fam(s->m, METRICS_THROTTLED), t, 0)));
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
     double r = http__history_topic_rate(s, t);
     json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());
@@ -132,6 +134,10 @@ static json_t *output_object(http_service_t *s, metrics_labels_t *outputs, size_
     json_object_set_new(obj, "kind", have && info.kind ? json_string(info.kind) : json_null());
     json_object_set_new(obj, "state", have && info.state ? json_string(info.state) : json_null());
     json_object_set_new(obj, "last_error", have && info.last_error[0] ? json_string(info.last_error) : json_null());
+    /* its rate caps (0: none) and the time its topics waited for them (rep_pace.c) */
+    json_object_set_new(obj, "max_bytes_per_s", have ? json_integer((json_int_t)info.max_bytes_per_s) : json_null());
+    json_object_set_new(obj, "max_messages_per_s", have ? json_integer((json_int_t)info.max_messages_per_s) : json_null());
+    json_object_set_new(obj, "throttled_ms", have ? json_integer((json_int_t)info.throttled_ms) : json_null());
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
         if (e->json && e->l1 == METRICS_L_OUTPUT && e->l2 == METRICS_L_NONE)

@@ -125,6 +125,10 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_STREAM_RESETS, "tributary_replication_stream_resets_total",
       "Replication streams that ended while open (cancelled or failed) and were rebuilt.", METRICS_L_TOPIC, METRICS_L_NONE,
       "stream_resets"),
+    /* raw milliseconds; /stats shows them as the integer throttled_ms (http_stats.c) */
+    [METRICS_THROTTLED] = { METRICS_THROTTLED, { "tributary_replication_throttled_seconds_total", METRICS_COUNTER,
+      "Time the topic's replication waited for its output's rate caps (max_bytes_per_s, max_messages_per_s) "
+      "since start; 0 without caps.", MS_PER_S, NULL, 0 }, METRICS_L_TOPIC, METRICS_L_NONE, NULL, false },
     /* a gauge with a second label: /stats shows it as the string durability (http_stats.c) */
     [METRICS_TOPIC_MODE] = { METRICS_TOPIC_MODE, { "tributary_topic_mode", METRICS_GAUGE,
       "1 for the topic's current durability mode (label mode): log (a log topic), or for a memory_first topic "

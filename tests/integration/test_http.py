@@ -46,12 +46,12 @@ TOPIC_FIELDS = {
     "dropped_age": "integer", "wal_dropped_age_total": "integer", "blocked": "boolean", "blocked_pauses": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
     "wal_batches": "object", "durability": "string", "held_messages": "integer", "held_bytes": "integer",
-    "spills": "object", "to_memory": "integer",
+    "spills": "object", "to_memory": "integer", "throttled_ms": "integer",
 }
 STATS_SCHEMA = {
     "type": "object",
     "required": ["version", "edge", "uptime_seconds", "healthy", "ready", "not_ready_reason", "invariant_ok",
-                 "cluster", "connections", "process", "topics", "wal_limits", "listeners"],
+                 "cluster", "connections", "process", "topics", "wal_limits", "listeners", "outputs"],
     "properties": {
         "version": {"type": "string"},
         "uptime_seconds": {"type": "number", "minimum": 0},
@@ -86,6 +86,13 @@ STATS_SCHEMA = {
                            "tls": {"type": "boolean"}, "connections": {"type": "integer", "minimum": 0},
                            "publish_denied": {"type": "integer", "minimum": 0},
                            "tls_read_pauses": {"type": "integer", "minimum": 0}},
+            "additionalProperties": False}},
+        "outputs": {"type": "array", "items": {
+            "type": "object", "required": ["output", "kind", "max_bytes_per_s", "max_messages_per_s", "throttled_ms"],
+            "properties": {"output": {"type": "string"}, "kind": {"enum": ["danube", "mqtt", "sparkplug"]},
+                           "max_bytes_per_s": {"type": "integer", "minimum": 0},
+                           "max_messages_per_s": {"type": "integer", "minimum": 0},
+                           "throttled_ms": {"type": "integer", "minimum": 0}},
             "additionalProperties": False}},
     },
 }

@@ -373,6 +373,14 @@ class Replicate(SharedMock):
         r = self.mc.store_records(t)[0]
         self.assertTrue(before <= r["received_at"] <= after)
 
+    def test_store_record_has_the_batch_size_on_the_wire(self):
+        t = self.topic()
+        b = make_batch(t, range(5))
+        self.client.replicate([b])
+        recs = self.mc.store_records(t)
+        self.assertEqual(len(recs), 5)
+        self.assertEqual({r["batch_bytes"] for r in recs}, {len(b.SerializeToString())})
+
     def test_binary_payload_is_stored_as_base64(self):
         t = self.topic()
         self.client.replicate([make_batch(t, [0], payload=b"\x00\xff\xfe")])

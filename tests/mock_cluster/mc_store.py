@@ -16,7 +16,9 @@ Record fields (docs/MOCK-CLUSTER.md): topic, offset (msg_id.topic_offset),
 batch_last_offset, publish_time, producer_name, attributes, schema_id and
 schema_version (only when present on the wire), routing_key (only when
 present), payload (text when valid UTF-8, else base64), payload_encoding
-("utf-8" or "base64"), received_at (ms since the epoch).
+("utf-8" or "base64"), received_at (ms since the epoch), batch_bytes (the
+size of the whole ReplicateBatch on the wire, as the edge's max_bytes_per_s
+counts it; the same on every line of one batch).
 """
 import base64
 import json
@@ -35,6 +37,7 @@ def format_batch(batch, received_at_ms):
     head = '{"topic":%s,"offset":' % _dumps(batch.topic_name)
     mid = ',"batch_last_offset":%d,"publish_time":' % batch.batch_last_offset
     lines = []
+    size = batch.ByteSize()
     for m in batch.messages:
         try:
             payload, encoding = _dumps(m.payload.decode("utf-8")), "utf-8"
@@ -49,10 +52,10 @@ def format_batch(batch, received_at_ms):
         if m.HasField("routing_key"):
             opt += ',"routing_key":' + _dumps(m.routing_key)
         lines.append('%s%d%s%d,"producer_name":%s,"attributes":%s%s,"payload":%s,'
-                     '"payload_encoding":"%s","received_at":%d}\n'
+                     '"payload_encoding":"%s","received_at":%d,"batch_bytes":%d}\n'
                      % (head, m.msg_id.topic_offset, mid, m.publish_time,
                         _dumps(m.producer_name), attrs, opt, payload, encoding,
-                        received_at_ms))
+                        received_at_ms, size))
     return "".join(lines)
 
 

@@ -197,7 +197,7 @@ static void notify(void *arg) { (void)arg; }
 Test(opts, from_cfg_leaves_the_fields_without_a_key_alone)
 {
     cfg_t *c = load(NONDEFAULT);
-    rep_topic_spec_t spec = { "/e1/t", NULL, NULL, 0 };
+    rep_topic_spec_t spec = { "/e1/t", NULL, NULL, 0, 0 };
     int arg;
     rep_opts_t o;
     rep_opts_default(&o);
@@ -251,4 +251,23 @@ Test(opts, recheck_is_off_unless_fsync_interval)
         cr_expect_eq(o.recheck_ms, 0, "wal.fsync %s: recheck %u", modes[i], o.recheck_ms);
         cfg_free(c);
     }
+}
+
+Test(opts, the_danube_outputs_rate_caps_are_carried)
+{
+    cfg_t *c = load_minimal("outputs:\n  - name: danube\n    kind: danube\n    max_bytes_per_s: 64k\n"
+                            "    max_messages_per_s: 300\n");
+    rep_opts_t o;
+    rep_opts_default(&o);
+    cr_assert_eq(o.max_bytes_per_s, 0, "no cap by default");
+    cr_assert_eq(o.max_messages_per_s, 0);
+    rep_opts_from_cfg(c, &o);
+    cr_expect_eq(o.max_bytes_per_s, 64 * 1024, "%llu", (unsigned long long)o.max_bytes_per_s);
+    cr_expect_eq(o.max_messages_per_s, 300);
+    cfg_free(c);
+    c = load_minimal("");
+    rep_opts_from_cfg(c, &o); /* the implied danube output: no caps, whatever o held */
+    cr_expect_eq(o.max_bytes_per_s, 0);
+    cr_expect_eq(o.max_messages_per_s, 0);
+    cfg_free(c);
 }
