@@ -180,5 +180,9 @@ int rep__mqtt_build(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, bool repl
 
 /* Whether a record is replayed: older than live_window_ms at now_wall_ms. */
 bool rep__mqtt_is_replayed(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, uint64_t now_wall_ms);
+/* The PUBLISH packet's size as the link carries it before TLS (fixed header, topic, packet
+ * id at QoS 1/2, MQTT 5 properties, payload): what max_bytes_per_s counts. */
+size_t rep__mqtt_packet_bytes(size_t topic_len, size_t payload_len, int qos, int protocol,
+                              const mosquitto_property *props);
 
 #endif

@@ -55,6 +55,7 @@ typedef struct mlane {
     rep__enc_t enc;             /* only max_age_ms (rep__too_old) */
     uint32_t idx;               /* the connection's lane index */
     bool ready;                 /* records may be readable */
+    bool parked;                /* its next record waits for the pacer (held in its reader) */
     bool dirty;                 /* stats to publish at the next idle */
     bool acked_due;             /* units ACKED since the last rep__lane_acked (once per turn) */
     uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
@@ -74,6 +75,7 @@ typedef struct rep_mqtt {
     uint32_t grace_ms;
     uint32_t recheck_ms;
     int protocol;
+    int qos;
     bool stopping, stopped;
     uint64_t stop_deadline;
     rep_mosq_state_t seen_state;
@@ -81,14 +83,21 @@ typedef struct rep_mqtt {
     char topic[ROUTER_OUT_MAX + 1];
 } rep_mqtt_t;
 
-/* ---- the lane picker: the one function the pacer (rep_pace.c, OUTPUTS.md 2.7) replaces ---- */
+/* ---- the lane picker and the pacer (rep_pace.c, OUTPUTS.md 2.7) -------------------------------
+ *
+ * Lanes take turns (round robin) while nothing caps the output. With max_bytes_per_s or
+ * max_messages_per_s set, each PUBLISH asks the output's pacer first (take()): refused, the
+ * record goes back to the lane's reader (held, read again unchanged), the lane is parked,
+ * and idle() wakes the loop when the pacer says the head can go; rep__pace_next then
+ * unparks the lanes it grants, highest priority first, and their next ask is true. */
 
-/* The next lane that may have a record and has room in its window, round robin; NULL: none. */
+/* The next lane that may have a record, is not parked and has room in its window, round
+ * robin; NULL: none. */
 static mlane_t *pick_lane(rep_mqtt_t *m)
 {
     for (uint32_t k = 0; k < m->nlanes; k++) {
         mlane_t *ml = m->lanes[(m->rr + k) % m->nlanes];
-        if (ml->ready && ml->lane.win.n < ml->lane.win.cap) {
+        if (ml->ready && !ml->parked && ml->lane.win.n < ml->lane.win.cap) {
             m->rr = (m->rr + k + 1) % m->nlanes;
             return ml;
         }
@@ -170,6 +179,17 @@ static int take(rep_mqtt_t *m, mlane_t *ml, rep_mosq_msg_t *msg)
     if (n < 0) {
         dead_letter(m, ml, &rec, n);
         return 0;
+    }
+    if (rep__pace_limited(&m->out.pace)) {
+        size_t bytes = rep__mqtt_packet_bytes((size_t)n, rec.payload_len, m->qos, m->protocol, props);
+        if (!rep__pace_ask(&m->out.pace, &l->pace, (uint32_t)TB_MIN(bytes, (size_t)UINT32_MAX), 1,
+                           tb_mono_ms())) {
+            mosquitto_property_free_all(&props);
+            l->st.attributes_skipped -= skipped; /* counted again when it is built again */
+            l->src.has_held = true;              /* rep__lane_next peeked it: read again next time */
+            ml->parked = true;
+            return 0;
+        }
     }
     rep__batch_t *b = rep__window_push(&l->win); /* pick_lane checked the room */
     b->first = b->last = rec.offset;
@@ -257,6 +277,8 @@ static void mq_session_lost(void *owner)
         if (last > ml->resend_upto)
             ml->resend_upto = last;
         l->st.stream_resets++;
+        rep__pace_leave(&m->out.pace, &l->pace, tb_mono_ms()); /* its unit is read again */
+        ml->parked = false;
         rep__lane_restart(l); /* the reader reopens at the checkpoint + 1 */
         ml->ready = true;
         ml->dirty = true;
@@ -304,6 +326,14 @@ static int mq_idle(void *owner)
     bool changed = cs.state != m->seen_state;
     m->seen_state = cs.state;
     int wish = -1;
+    if (rep__pace_limited(&m->out.pace)) {
+        uint64_t wait = UINT64_MAX;
+        rep__pace_lane_t *pl;
+        while ((pl = rep__pace_next(&m->out.pace, now, &wait)))
+            ((mlane_t *)TB_CONTAINER_OF(pl, rep__lane_t, pace))->parked = false; /* lane first in mlane_t */
+        if (wait != UINT64_MAX)
+            wish = (int)TB_MIN(wait, (uint64_t)INT32_MAX);
+    }
     for (uint32_t i = 0; i < m->nlanes; i++) {
         mlane_t *ml = m->lanes[i];
         rep__lane_t *l = &ml->lane;
@@ -430,6 +460,7 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
     m->grace_ms = cfg->replicator.shutdown_grace_ms;
     m->recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
     m->protocol = (int)c->protocol;
+    m->qos = (int)c->qos;
     int rc = build_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;

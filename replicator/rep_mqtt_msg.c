@@ -136,3 +136,56 @@ int rep__mqtt_build(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, bool repl
     }
     return n;
 }
+
+static size_t varint_len(size_t v)
+{
+    return v < 128 ? 1 : v < 16384 ? 2 : v < 2097152 ? 3 : 4;
+}
+
+/* One property's encoded size: its identifier and its value (MQTT 5, 2.2.2.2). The
+ * gateway sets only string pairs (user properties) and strings (content type); other types
+ * are sized by their identifier's type for completeness. */
+static size_t prop_len(const mosquitto_property *p)
+{
+    int id = mosquitto_property_identifier(p);
+    char *k = NULL, *v = NULL;
+    size_t n = 1;
+    if (mosquitto_property_read_string_pair(p, id, &k, &v, false)) {
+        n += 2 + strlen(k) + 2 + strlen(v);
+    } else if (mosquitto_property_read_string(p, id, &v, false)) {
+        n += 2 + strlen(v);
+    } else {
+        uint16_t blen = 0;
+        void *bin = NULL;
+        uint32_t vi;
+        uint8_t b;
+        uint16_t w;
+        if (mosquitto_property_read_binary(p, id, &bin, &blen, false))
+            n += 2 + blen;
+        else if (mosquitto_property_read_varint(p, id, &vi, false))
+            n += varint_len(vi);
+        else if (mosquitto_property_read_byte(p, id, &b, false))
+            n += 1;
+        else if (mosquitto_property_read_int16(p, id, &w, false))
+            n += 2;
+        else
+            n += 4;
+        free(bin);
+    }
+    free(k);
+    free(v);
+    return n;
+}
+
+size_t rep__mqtt_packet_bytes(size_t topic_len, size_t payload_len, int qos, int protocol,
+                              const mosquitto_property *props)
+{
+    size_t rest = 2 + topic_len + (qos > 0 ? 2 : 0) + payload_len;
+    if (protocol == 5) {
+        size_t pl = 0;
+        for (const mosquitto_property *p = props; p; p = mosquitto_property_next(p))
+            pl += prop_len(p);
+        rest += varint_len(pl) + pl;
+    }
+    return 1 + varint_len(rest) + rest;
+}

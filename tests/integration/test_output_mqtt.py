@@ -178,6 +178,40 @@ class OutputMqtt(unittest.TestCase):
             self.assertEqual(t["replicated"], n, t)
         self.assertEqual(g.stop(), 0, g.log())
 
+    def test_a_capped_output_drains_the_high_priority_topic_first_within_the_cap(self):
+        """max_messages_per_s on the MQTT output (rep_pace.c, docs/REPLICATION.md "Pacing and
+        priorities"): a backlog of three topics, temp at priority 9 and the others at 0, published
+        faster than the cap: temp's backlog reaches the remote before a quarter of the others'
+        (strict priority; fair sharing would give them half), and the drain's rate, past the
+        bucket's 200 ms burst, stays within 5% of the cap."""
+        cap = 200
+        self.remote = Mosquitto(self.dir).start()
+        self.rec = Recorder(self.remote.port, "fwd/#")
+        y = edge_yaml(self.remote.port, extra_output=f"    max_messages_per_s: {cap}\n")
+        y = y.replace('danube_topic: /edge1/temp, extract_attributes: {dev: "$1"}}',
+                      'danube_topic: /edge1/temp, extract_attributes: {dev: "$1"}, priority: 9}')
+        g = self.gateway(y)
+        n = 400  # x 3 topics, six seconds at the cap
+        publish_all(g.mqtt_port(), items(n), props={"src": "test"})
+        self.rec.wait_unique(3 * n, 60)
+        judge(self, self.rec.snapshot(), n)
+        timed = self.rec.timed()
+        last_temp = max(i for i, (_, _, p) in enumerate(timed) if p.startswith(b"0:"))
+        low_before = sum(1 for _, _, p in timed[:last_temp] if not p.startswith(b"0:"))
+        self.assertLess(low_before, (2 * n) // 4,
+                        f"{low_before} of {2 * n} low-priority messages went before the high-priority backlog")
+        burst = cap // 5  # 200 ms of the rate
+        span = timed[-1][0] - timed[0][0]
+        rate = (len(timed) - burst) / span
+        self.assertLess(rate, cap * 1.05, f"{rate:.1f} msg/s over {span:.1f} s with a cap of {cap}")
+        self.assertGreater(rate, cap * 0.8, f"{rate:.1f} msg/s: far below the cap of {cap}")
+        o = output(g)
+        self.assertEqual(o["max_messages_per_s"], cap)
+        self.assertGreater(o["throttled_ms"], 0, "the cap held the output back")
+        print(f"\ncapped MQTT output: {rate:.1f} msg/s (cap {cap}), {low_before} of {2 * n} low-priority "
+              f"messages before the high-priority backlog was through", file=sys.stderr)
+        self.assertEqual(g.stop(), 0, g.log())
+
     def test_the_checkpoint_moves_on_the_remotes_ack_never_on_send(self):
         self.remote = Mosquitto(self.dir).start()
         self.rec = Recorder(self.remote.port, "fwd/#")

@@ -106,6 +106,7 @@ class Recorder:
     def __init__(self, port, topic="#", tls_ca=None, client_id="trib-test-recorder"):
         self.lock = threading.Lock()
         self.msgs = []
+        self.times = []  # time.monotonic() of each arrival, beside self.msgs
         self.first = threading.Event()
         self.subscribed = threading.Event()
         self.topic = topic
@@ -142,6 +143,7 @@ class Recorder:
             up[DUP] = "1"  # not a user property: the remote's own redelivery flag (DUP)
         with self.lock:
             self.msgs.append((m.topic, bytes(m.payload), up))
+            self.times.append(time.monotonic())
         self.first.set()
 
     def count(self):
@@ -151,6 +153,11 @@ class Recorder:
     def snapshot(self):
         with self.lock:
             return list(self.msgs)
+
+    def timed(self):
+        """(arrival time, topic, payload) of every message, in arrival order."""
+        with self.lock:
+            return [(t, m[0], m[1]) for t, m in zip(self.times, self.msgs)]
 
     def unique(self):
         with self.lock:
