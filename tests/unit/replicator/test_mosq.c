@@ -884,3 +884,289 @@ Test(mosq, tls_client_certificate, .timeout = 90)
     rep__mosq_free(c);
     broker_fini(&b);
 }
+
+/* ---- the session hooks (Sparkplug, S4): will, subscriptions, incoming ------------------- */
+
+/* A second client that records every message on spb/# as "topic payload". */
+typedef struct spy {
+    struct mosquitto *m;
+    pthread_mutex_t mu;
+    char lines[64][160];
+    atomic_int n;
+    atomic_bool subscribed;
+} spy_t;
+
+static void spy_on_message(struct mosquitto *m, void *arg, const struct mosquitto_message *msg)
+{
+    (void)m;
+    spy_t *s = arg;
+    pthread_mutex_lock(&s->mu);
+    int i = atomic_load(&s->n);
+    if (i < 64) {
+        snprintf(s->lines[i], sizeof s->lines[i], "%s %.*s", msg->topic, msg->payloadlen, (const char *)msg->payload);
+        atomic_store(&s->n, i + 1);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void spy_on_subscribe(struct mosquitto *m, void *arg, int mid, int n, const int *granted)
+{
+    (void)m;
+    (void)mid;
+    if (n >= 1 && granted[0] <= 2)
+        atomic_store(&((spy_t *)arg)->subscribed, true);
+}
+
+static void spy_start(spy_t *s, int port)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    mosquitto_lib_init();
+    s->m = mosquitto_new("test-spy", true, s);
+    cr_assert_not_null(s->m);
+    mosquitto_subscribe_callback_set(s->m, spy_on_subscribe);
+    mosquitto_message_callback_set(s->m, spy_on_message);
+    cr_assert_eq(mosquitto_connect(s->m, "127.0.0.1", port, 30), MOSQ_ERR_SUCCESS);
+    cr_assert_eq(mosquitto_subscribe(s->m, NULL, "spb/#", 1), MOSQ_ERR_SUCCESS);
+    cr_assert_eq(mosquitto_loop_start(s->m), MOSQ_ERR_SUCCESS);
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (!atomic_load(&s->subscribed)) {
+        cr_assert_lt(tb_mono_ms(), deadline, "spy: no SUBACK");
+        poll(NULL, 0, 5);
+    }
+}
+
+static bool spy_has(spy_t *s, const char *line)
+{
+    pthread_mutex_lock(&s->mu);
+    bool found = false;
+    for (int i = 0; i < atomic_load(&s->n) && !found; i++)
+        found = strcmp(s->lines[i], line) == 0;
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+static void spy_wait(spy_t *s, const char *line, uint32_t ms)
+{
+    uint64_t deadline = tb_mono_ms() + ms;
+    while (!spy_has(s, line)) {
+        cr_assert_lt(tb_mono_ms(), deadline, "spy: no \"%s\" within %u ms (%d seen)", line, ms, atomic_load(&s->n));
+        poll(NULL, 0, 5);
+    }
+}
+
+static void spy_stop(spy_t *s)
+{
+    mosquitto_disconnect(s->m);
+    mosquitto_loop_stop(s->m, true);
+    mosquitto_destroy(s->m);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* The session's owner: hands out `n` messages on lane 0 once subscribed. */
+typedef struct sess {
+    uint64_t n, cursor;
+    atomic_uint_fast64_t acked;
+    atomic_uint_fast64_t attempts;    /* the last attempt number seen */
+    atomic_int granted, refused_reason;
+    atomic_int next_early;            /* next() before the SUBACK */
+    atomic_int incoming;
+    char refused_topic[64], will[32], in_last[64];
+    char payload[32];
+} sess_t;
+
+static int sess_next(void *arg, rep_mosq_msg_t *msg)
+{
+    sess_t *s = arg;
+    if (!atomic_load(&s->granted)) {
+        atomic_fetch_add(&s->next_early, 1);
+        return 0;
+    }
+    if (s->cursor > s->n)
+        return 0;
+    int len = snprintf(s->payload, sizeof s->payload, "0:%llu", (unsigned long long)s->cursor);
+    *msg = (rep_mosq_msg_t){ .lane = 0, .token = s->cursor++, .topic = "out/t0", .payload = s->payload,
+                             .payload_len = (size_t)len };
+    return 1;
+}
+
+static void sess_acked(void *arg, uint32_t lane, uint64_t token)
+{
+    (void)lane;
+    atomic_store(&((sess_t *)arg)->acked, token);
+}
+
+static void sess_lost(void *arg)
+{
+    sess_t *s = arg;
+    s->cursor = atomic_load(&s->acked) + 1;
+    atomic_store(&s->granted, 0);
+}
+
+static void sess_connecting(void *arg, uint64_t attempt, rep_mosq_will_t *will)
+{
+    sess_t *s = arg;
+    atomic_store(&s->attempts, attempt);
+    int len = snprintf(s->will, sizeof s->will, "will-%llu", (unsigned long long)attempt);
+    *will = (rep_mosq_will_t){ .topic = "spb/will", .payload = s->will, .payload_len = (size_t)len };
+}
+
+static void sess_subscribed(void *arg, const char *topic, int reason)
+{
+    sess_t *s = arg;
+    if (topic) {
+        snprintf(s->refused_topic, sizeof s->refused_topic, "%s", topic);
+        atomic_store(&s->refused_reason, reason);
+    } else {
+        atomic_store(&s->granted, 1);
+    }
+}
+
+static void sess_message(void *arg, const char *topic, const void *payload, size_t len, bool retained)
+{
+    (void)retained;
+    sess_t *s = arg;
+    snprintf(s->in_last, sizeof s->in_last, "%s %.*s", topic, (int)len, (const char *)payload);
+    atomic_fetch_add(&s->incoming, 1);
+}
+
+static const rep_mosq_owner_ops_t sess_ops = { sess_next, sess_acked, sess_lost };
+static const rep_mosq_session_ops_t sess_hooks = { sess_connecting, sess_subscribed, sess_message };
+
+static rep_mosq_t *sess_connect(rep_mosq_opts_t *o, sess_t *s)
+{
+    static const char *const subs[] = { "spb/cmd", "spb/other" };
+    o->subscribe = subs;
+    o->nsubscribe = 2;
+    rep_mosq_t *c = NULL;
+    char err[256];
+    cr_assert_eq(rep__mosq_new(o, 1, &sess_ops, s, &c, err, sizeof err), 0, "%s", err);
+    rep__mosq_set_session_ops(c, &sess_hooks);
+    cr_assert_eq(rep__mosq_start(c), 0);
+    return c;
+}
+
+static void wait_flag(atomic_int *f, const char *what, uint32_t ms)
+{
+    uint64_t deadline = tb_mono_ms() + ms;
+    while (!atomic_load(f)) {
+        cr_assert_lt(tb_mono_ms(), deadline, "%s: not within %u ms", what, ms);
+        poll(NULL, 0, 5);
+    }
+}
+
+static void sess_wait_acked(sess_t *s, uint64_t upto, uint32_t ms)
+{
+    uint64_t deadline = tb_mono_ms() + ms;
+    while (atomic_load(&s->acked) < upto) {
+        cr_assert_lt(tb_mono_ms(), deadline, "acked %llu of %llu", (unsigned long long)atomic_load(&s->acked),
+                     (unsigned long long)upto);
+        poll(NULL, 0, 5);
+    }
+}
+
+/* The will is set per attempt (its number in it), nothing is handed out
+ * before the SUBACK, an incoming PUBLISH reaches the owner, the will is
+ * published when the connection dies without DISCONNECT, and a farewell is
+ * published at QoS 1 and followed by DISCONNECT: no will then. */
+Test(mosq, session_will_subscribe_incoming_farewell, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    broker_start(&b);
+    spy_t spy;
+    spy_start(&spy, b.port);
+    sess_t s = { .n = 5, .cursor = 1 };
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-sess");
+    o.qos = 0;
+    o.clean_session = true;
+    rep_mosq_t *c = sess_connect(&o, &s);
+    wait_flag(&s.granted, "SUBACK", 20000);
+    sess_wait_acked(&s, 5, 20000);
+    cr_assert_eq(atomic_load(&s.attempts), 1);
+    cr_assert_eq(atomic_load(&s.next_early), 0, "next() was called before the SUBACK");
+    cr_assert_eq(mosquitto_publish(spy.m, NULL, "spb/cmd", 7, "rebirth", 1, false), MOSQ_ERR_SUCCESS);
+    wait_flag(&s.incoming, "incoming message", 20000);
+    cr_assert_str_eq(s.in_last, "spb/cmd rebirth");
+
+    /* killed: no DISCONNECT, the broker publishes this attempt's will */
+    rep__mosq_free(c);
+    spy_wait(&spy, "spb/will will-1", 20000);
+
+    /* a remote restart: a new attempt, a new will */
+    memset(&s, 0, sizeof s);
+    s.n = 3;
+    s.cursor = 1;
+    c = sess_connect(&o, &s);
+    wait_flag(&s.granted, "SUBACK", 20000);
+    broker_stop(&b);
+    broker_start(&b);
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (atomic_load(&s.attempts) < 2 || !atomic_load(&s.granted)) {
+        cr_assert_lt(tb_mono_ms(), deadline, "no second session (attempt %llu)",
+                     (unsigned long long)atomic_load(&s.attempts));
+        poll(NULL, 0, 5);
+    }
+    sess_wait_acked(&s, 3, 20000);
+    spy_stop(&spy);
+    spy_start(&spy, b.port); /* the restart dropped the spy */
+
+    /* the farewell: published, acked, DISCONNECT; the will is not published */
+    rep__mosq_farewell(c, "spb/death", "bye", 3, 5000, true);
+    spy_wait(&spy, "spb/death bye", 20000);
+    cr_assert_eq(mosquitto_publish(spy.m, NULL, "spb/marker", 4, "mark", 1, false), MOSQ_ERR_SUCCESS);
+    spy_wait(&spy, "spb/marker mark", 20000);
+    char will[64];
+    snprintf(will, sizeof will, "spb/will will-%llu", (unsigned long long)atomic_load(&s.attempts));
+    cr_assert(!spy_has(&spy, will), "the will was published after a DISCONNECT");
+    rep_mosq_stats_t st;
+    rep__mosq_stats(c, &st);
+    cr_assert_eq(st.state, REP_MOSQ_STOPPED, "%s", rep__mosq_state_name(st.state));
+    rep__mosq_free(c);
+    spy_stop(&spy);
+    broker_fini(&b);
+}
+
+/* A subscription the broker's ACL refuses: reported to the owner with its
+ * reason, nothing handed out on that session, state refused, retried.
+ * Mosquitto 2.0.11's acl_file never refuses a SUBSCRIBE (it filters at
+ * delivery), so the refusal comes from its dynamic security plugin's
+ * subscribeLiteral deny (SUBACK 0x87, 0x80 in 3.1.1). */
+Test(mosq, session_suback_refused_by_acl, .timeout = 90)
+{
+    broker_t b;
+    broker_init(&b);
+    char acl[128];
+    snprintf(acl, sizeof acl, "%s/dynsec.json", b.dir);
+    write_file(acl, "{\"defaultACLAccess\":{\"publishClientSend\":true,\"publishClientReceive\":true,"
+                    "\"subscribe\":true,\"unsubscribe\":true},\"clients\":[],"
+                    "\"groups\":[{\"groupname\":\"anon\",\"roles\":[{\"rolename\":\"r\"}]}],"
+                    "\"roles\":[{\"rolename\":\"r\",\"acls\":[{\"acltype\":\"subscribeLiteral\","
+                    "\"topic\":\"spb/cmd\",\"priority\":0,\"allow\":false}]}],\"anonymousGroup\":\"anon\"}\n");
+    snprintf(b.head, sizeof b.head,
+             "per_listener_settings false\nallow_anonymous true\n"
+             "plugin /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so\nplugin_opt_config_file %s", acl);
+    broker_start(&b);
+    sess_t s = { .n = 5, .cursor = 1 };
+    rep_mosq_opts_t o;
+    opts_for(&o, b.port, "tb-test-acl");
+    o.qos = 1;
+    o.clean_session = true;
+    rep_mosq_t *c = sess_connect(&o, &s);
+    wait_flag(&s.refused_reason, "a refused SUBACK", 20000);
+    cr_assert_str_eq(s.refused_topic, "spb/cmd");
+    cr_assert_geq(atomic_load(&s.refused_reason), 0x80);
+    rep_mosq_stats_t st;
+    uint64_t deadline = tb_mono_ms() + 20000;
+    while (rep__mosq_stats(c, &st), st.refusals < 2) {
+        cr_assert_lt(tb_mono_ms(), deadline, "refusals %llu (%s)", (unsigned long long)st.refusals, st.last_error);
+        poll(NULL, 0, 5);
+    }
+    cr_assert_not_null(strstr(st.last_error, "SUBACK refused spb/cmd"), "%s", st.last_error);
+    cr_assert_eq(atomic_load(&s.granted), 0);
+    cr_assert_eq(st.sent, 0, "published on a session whose subscription was refused");
+    cr_assert_eq(atomic_load(&s.acked), 0);
+    rep__mosq_free(c);
+    broker_fini(&b);
+}
