@@ -686,3 +686,130 @@ Test(spb_session, bad_options_are_refused)
     o.pack = 0;
     cr_assert_eq(rep__spb_sess_new(&o, &src_ops, NULL, NULL, 0, &s, err, sizeof err), TB_ECONFIG);
 }
+
+/* ---- random event sequences against the invariants ------------------------------------ */
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* 20,000 random events (attempts, SUBACKs ok or refused, pulls, confirmations
+ * of what is outstanding, deadlines, losses, rebirth commands, STATE, new
+ * records and new metrics) per seed. Held throughout: acks per lane never go
+ * back nor past what was read, never past what a confirmed NDATA carried;
+ * every NBIRTH has seq 0 and the last will's bdSeq; every other message of a
+ * session the next seq; nothing is handed out outside UP except the farewell. */
+static void run_random(uint64_t seed, bool primary)
+{
+    src_t *src = calloc(1, sizeof *src);
+    rep__spb_sess_opts_t o = opts();
+    o.pack = 3;
+    o.max_unconfirmed = 6;
+    if (primary)
+        o.primary_host_id = "scada";
+    rep__spb_sess_t *s = sess_new(&o, src, NULL, 0);
+    uint64_t x = seed, now = T0, state_ts = 1;
+    long will = -1, seq = -1;
+    bool up = false;                 /* the test's view: a session is live */
+    uint64_t out_tok[64], out_max[64]; /* outstanding: token, highest record index carried (+1) */
+    unsigned nout = 0;
+    uint64_t confirmed_max = 0;      /* the highest record token a confirmed NDATA carried */
+    long values = 0;
+    for (int step = 0; step < 20000; step++) {
+        unsigned ev = (unsigned)(rnd(&x) % 100);
+        if (ev < 3) {
+            rep__spb_will_t w;
+            cr_assert_eq(rep__spb_attempt(s, now, &w), 0);
+            will = will_bdseq(&w);
+            nout = 0;
+            seq = -1;
+            up = true;
+        } else if (ev < 6) {
+            bool refuse = rnd(&x) % 8 == 0;
+            rep__spb_subscribed(s, now, refuse ? "spBv1.0/Plant1/NCMD/edge1" : NULL, refuse ? 0x87 : 0);
+        } else if (ev < 8) {
+            rep__spb_lost(s, now);
+            nout = 0;
+            up = false;
+        } else if (ev < 10) {
+            now += rnd(&x) % 1500;
+            if (rep__spb_tick(s, now) == REP_SPB_TICK_END) {
+                nout = 0;
+                up = false;
+            }
+        } else if (ev < 12) {
+            uint8_t p[128];
+            size_t n = ncmd(p, sizeof p, true);
+            rep__spb_message(s, now, "spBv1.0/Plant1/NCMD/edge1", p, n, false);
+        } else if (ev < 14 && primary) {
+            state(s, rnd(&x) % 3 != 0, state_ts++);
+        } else if (ev < 30) {
+            if (src->n < MAXREC) {
+                long v = values++;
+                src_add(src, (uint32_t)(rnd(&x) % LANES), rnd(&x) % 5 ? NULL : "pump", now,
+                        rnd(&x) % 10 ? "{\"v\":%ld}" : "{\"w\":%ld}", v);
+            }
+        } else if (ev < 40 && nout) {
+            unsigned k = (unsigned)(rnd(&x) % nout);
+            rep__spb_confirmed(s, now, out_tok[k]);
+            for (unsigned i = 0; i <= k; i++)
+                confirmed_max = TB_MAX(confirmed_max, out_max[i]);
+            memmove(out_tok, out_tok + k + 1, (nout - k - 1) * sizeof *out_tok);
+            memmove(out_max, out_max + k + 1, (nout - k - 1) * sizeof *out_max);
+            nout -= k + 1;
+        } else {
+            rep__spb_out_t out;
+            int rc = rep__spb_next(s, now, &out);
+            if (rc == REP_SPB_OUT_NONE)
+                continue;
+            cr_assert(up, "step %d: a message with no session", step);
+            got_t g;
+            decode(out.topic, out.payload, out.len, &g);
+            if (rc == REP_SPB_OUT_FAREWELL) {
+                cr_assert_str_eq(g.topic, "spBv1.0/Plant1/NDEATH/edge1");
+                cr_assert_eq(g.bdseq, will);
+                continue;
+            }
+            if (strstr(g.topic, "/NBIRTH/")) {
+                cr_assert_eq(g.seq, 0);
+                cr_assert_eq(g.bdseq, will, "step %d: NBIRTH bdSeq %ld, the will's %ld", step, g.bdseq, will);
+            } else {
+                cr_assert_geq(seq, 0, "step %d: %s before the NBIRTH", step, g.topic);
+                cr_assert_eq(g.seq, (seq + 1) % 256, "step %d: seq %ld after %ld", step, g.seq, seq);
+            }
+            seq = g.seq;
+            uint64_t carried = 0;
+            if (strstr(g.topic, "DATA/"))
+                for (size_t k = 0; k < g.nmetrics; k++)
+                    carried = TB_MAX(carried, (uint64_t)g.value[k] + 1);
+            /* value v is the record at index v (all values distinct): token v + 1 */
+            cr_assert_lt(nout, 64);
+            out_tok[nout] = out.token;
+            out_max[nout++] = carried;
+        }
+        for (unsigned l = 0; l < LANES; l++)
+            cr_assert_leq(src->acked[l], confirmed_max, "step %d: lane %u acked %llu, confirmed only %llu", step, l,
+                          (unsigned long long)src->acked[l], (unsigned long long)confirmed_max);
+        cr_assert_eq(src->ack_violations, 0, "step %d", step);
+        cr_assert_eq(src->dead, 0, "%s", src->last_dead);
+    }
+    rep__spb_sess_stats_t st;
+    rep__spb_sess_stats(s, &st);
+    cr_log_info("seed %llu: %llu births, %llu data, %llu confirmed, %llu deadline ends, acked %llu/%llu of %zu",
+                (unsigned long long)seed, (unsigned long long)st.nbirths, (unsigned long long)st.data_msgs,
+                (unsigned long long)st.confirmed_msgs, (unsigned long long)st.deadline_ends,
+                (unsigned long long)src->acked[0], (unsigned long long)src->acked[1], src->n);
+    cr_assert_gt(st.confirmed_msgs, 0);
+    rep__spb_sess_free(s);
+    free(src);
+}
+
+Test(spb_session, random_events_keep_the_invariants)
+{
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        run_random(seed * 0x9e3779b97f4a7c15ull, seed % 2 == 0);
+}
