@@ -78,6 +78,8 @@ struct rep__spb_sess {
     rep__spb_buf_t buf;         /* births and deaths */
     rep__spb_data_t data;
     uint8_t blob[REP_SPB_BDSEQ_BLOB];
+    uint64_t table_saved;       /* the table generation last persisted */
+    rep__spb_buf_t table;
     rep__spb_sess_stats_t st;
 };
 
@@ -252,6 +254,7 @@ void rep__spb_sess_free(rep__spb_sess_t *s)
     free(s->q);
     free(s->dbirth_one);
     rep__spb_buf_free(&s->buf);
+    rep__spb_buf_free(&s->table);
     rep__spb_data_free(&s->data);
     rep__spb_node_free(s->node);
     free(s->t_nbirth);
@@ -269,6 +272,19 @@ void rep__spb_sess_free(rep__spb_sess_t *s)
 rep__spb_node_t *rep__spb_sess_node(rep__spb_sess_t *s)
 {
     return s->node;
+}
+
+int rep__spb_sess_load_table(rep__spb_sess_t *s, const void *p, size_t n, char *err, size_t errlen)
+{
+    int rc = rep__spb_table_load(s->node, p, n, err, errlen);
+    if (rc != 0) {
+        rep__spb_node_free(s->node);
+        s->node = rep__spb_node_new();
+        set_error(s, err);
+        tb_warn("sparkplug: the stored aliases are unreadable, starting with none", TB_S("error", err));
+    }
+    s->table_saved = rep__spb_table_gen(s->node);
+    return rc;
 }
 
 void rep__spb_sess_stats(const rep__spb_sess_t *s, rep__spb_sess_stats_t *out)
@@ -498,9 +514,27 @@ static int emit(rep__spb_sess_t *s, uint64_t now, const char *topic, const rep__
     return REP_SPB_OUT_PUBLISH;
 }
 
+/* The table changed since it was last persisted: persist it before a birth
+ * announces it (a restart then numbers every metric the same way). */
+static void table_persist(rep__spb_sess_t *s)
+{
+    uint64_t gen = rep__spb_table_gen(s->node);
+    if (!s->ops->persist_table || gen == s->table_saved)
+        return;
+    if (rep__spb_table_save(s->node, &s->table) != 0 ||
+        s->ops->persist_table(s->arg, s->table.p, s->table.len) < 0) {
+        set_error(s, "the metric table could not be persisted");
+        return; /* tried again before the next birth */
+    }
+    s->table_saved = gen;
+}
+
 /* A birth due, if any, into *out. */
 static int birth(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
 {
+    if (s->need_nbirth || s->ndbirth_one ||
+        (s->dbirth_all && s->dbirth_next < rep__spb_device_count(s->node)))
+        table_persist(s);
     if (s->need_nbirth) {
         s->need_nbirth = false;
         rep__spb_nbirth(s->node, s->bdseq, now, &s->buf);

@@ -187,6 +187,14 @@ int rep__spb_data_add(rep__spb_node_t *n, rep__spb_data_t *d, const char *prefix
 const rep__spb_buf_t *rep__spb_data_end(rep__spb_node_t *n, rep__spb_data_t *d);
 void rep__spb_data_free(rep__spb_data_t *d);
 
+/* The table on disk (OUTPUTS.md 5.4 `aliases`): devices, metric names,
+ * datatypes and aliases, so aliases survive a restart. table_gen changes
+ * whenever save would write something else. load fills an empty node; on
+ * TB_EMALFORMED (err says why) the node may hold part of it: free it. */
+uint64_t rep__spb_table_gen(const rep__spb_node_t *n);
+int rep__spb_table_save(const rep__spb_node_t *n, rep__spb_buf_t *out);
+int rep__spb_table_load(rep__spb_node_t *n, const uint8_t *p, size_t len, char *err, size_t errlen);
+
 /* ---- the session (rep_spb.c, S4): OUTPUTS.md 5.3 and 5.6 --------------------
  *
  * Pure like the rest: events in (an attempt starts, SUBACK, a message in, a
@@ -237,6 +245,11 @@ typedef struct rep__spb_src_ops {
     /* persist the bdSeq blob (key "bdseq", wal_output_state_put): before
      * the attempt's CONNECT; < 0: it failed (the attempt must not go on) */
     int (*persist)(void *arg, const void *blob, size_t n);
+    /* persist the metric table (key "aliases"), before any birth that
+     * announces a change of it; NULL: aliases are kept for the process only.
+     * < 0: said in last_error; the birth still goes (a restart may then
+     * number new metrics differently) */
+    int (*persist_table)(void *arg, const void *p, size_t n);
 } rep__spb_src_ops_t;
 
 typedef struct rep__spb_sess_opts {
@@ -280,7 +293,11 @@ typedef struct rep__spb_sess rep__spb_sess_t;
 int rep__spb_sess_new(const rep__spb_sess_opts_t *o, const rep__spb_src_ops_t *ops, void *arg, const void *stored,
                       size_t stored_len, rep__spb_sess_t **out /* OUT */, char *err, size_t errlen);
 void rep__spb_sess_free(rep__spb_sess_t *s);
-rep__spb_node_t *rep__spb_sess_node(rep__spb_sess_t *s); /* to restore aliases, declare schemas */
+rep__spb_node_t *rep__spb_sess_node(rep__spb_sess_t *s); /* to declare schemas */
+/* Before the first attempt: the persisted table (wal_output_state_get
+ * "aliases"). A bad one is refused with err (TB_EMALFORMED) and the session
+ * starts with an empty table (warned). */
+int rep__spb_sess_load_table(rep__spb_sess_t *s, const void *p, size_t n, char *err, size_t errlen);
 void rep__spb_sess_stats(const rep__spb_sess_t *s, rep__spb_sess_stats_t *out /* OUT */);
 
 /* The topics to subscribe (NCMD, DCMD when devices, STATE when a primary

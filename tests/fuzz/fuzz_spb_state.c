@@ -36,7 +36,7 @@ static void src_rewind(void *arg) { (void)arg; }
 static void src_ack(void *arg, uint32_t lane, uint64_t token) { (void)arg; (void)lane; (void)token; }
 static void src_dead(void *arg, const rep__spb_rec_t *r, const char *why) { (void)arg; (void)r; (void)why; }
 static int src_persist(void *arg, const void *blob, size_t n) { (void)arg; (void)blob; (void)n; return 0; }
-static const rep__spb_src_ops_t ops = { src_read, src_rewind, src_ack, src_dead, src_persist };
+static const rep__spb_src_ops_t ops = { src_read, src_rewind, src_ack, src_dead, src_persist, NULL };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

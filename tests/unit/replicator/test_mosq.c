@@ -1331,7 +1331,7 @@ static int g_persist(void *arg, const void *blob, size_t n)
     return 0;
 }
 
-static const rep__spb_src_ops_t g_src = { g_read, g_rewind, g_ack, g_dead, g_persist };
+static const rep__spb_src_ops_t g_src = { g_read, g_rewind, g_ack, g_dead, g_persist, NULL };
 
 static int g_next(void *arg, rep_mosq_msg_t *msg)
 {
