@@ -28,6 +28,7 @@ static void readiness(void *arg, http_readiness_t *out)
         if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             out->wal_writable = false;
     out->draining = r->app->stopping;
+    out->quiesced = r->drain != 0; /* POST /admin/drain: the pod leaves its Service */
 }
 
 static http_topic_state_t topic_state(void *arg, size_t mi)
@@ -44,6 +45,8 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
             return HTTP_TOPIC_IDLE;
         rep_topic_stats_t st;
         gw_repl_topic_stats(r->repl, i, &st);
+        if (st.paused)
+            return HTTP_TOPIC_PAUSED; /* never stalled: held on purpose */
         if (st.stalled)
             return HTTP_TOPIC_STALLED;
         if (st.lag_messages == 0)
@@ -125,6 +128,7 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
 void gw__collect(void *arg, metrics_t *m)
 {
     gw__run_t *r = arg;
+    SET(METRICS_CONFIG_FILE_VALID, 0, 0, !r->reload || r->reload->file_valid); /* RELOAD.md 3.3 */
     if (!r->topics_open)
         return;
     broker_stats_t bs;

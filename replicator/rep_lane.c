@@ -31,6 +31,7 @@ int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *na
     l->st.start_offset = start_offset;
     l->kick.kind = REP__CMD_KICK;
     atomic_init(&l->queued, false);
+    atomic_init(&l->paused, false);
     wal_cursor_opts_t co = { .start = start, .protects = o->ops->kind == REP_KIND_DANUBE };
     int rc = wal_cursor_open(wal, o->wal_id, &co, &l->cur);
     if (rc < 0)
@@ -198,6 +199,7 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out)
     out->lag_bytes = pos.offset ? unacked_bytes + wal_topic_bytes_after(l->wal, &pos) : 0;
     uint64_t now = tb_mono_ms();
     out->no_progress_ms = out->lag_messages > 0 && now > progress ? now - progress : 0;
-    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED &&
+    out->paused = rep__lane_paused(l);
+    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED && !out->paused &&
                    out->no_progress_ms >= l->o->stall_after_ms;
 }

@@ -184,6 +184,18 @@ void broker_listener_stats(const broker_t *b, size_t i, broker_listener_stats_t 
  * turn or at once when nothing is in flight. Call once.
  */
 void broker_drain(broker_t *b, void (*cb)(void *arg), void *arg);
+/*
+ * POST /admin/drain (RELOAD.md 6.4), the part of broker_drain before the
+ * log closes: stops accepting (listeners closed: new connections are
+ * refused by the kernel, a CONNECT already read is refused "server
+ * unavailable"), pauses reading, flushes every open batch, waits for every
+ * pending ack, then closes the connections with MQTT 5 0x8B (server
+ * shutting down) so devices go elsewhere or wait; then cb(arg). Unlike
+ * broker_drain, held `block` batches are not released: the replication
+ * that empties the log makes their room. broker_drain after it finds
+ * nothing open and goes on with its own steps. Once (no cancel).
+ */
+void broker_quiesce(broker_t *b, void (*cb)(void *arg), void *arg);
 /* After wal_close (its thread joined): closes the loop handles, frees b, then cb(arg). */
 void broker_close(broker_t *b, void (*cb)(void *arg), void *arg);
 

@@ -724,6 +724,26 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     broker__check_drained(srv);
 }
 
+void broker_quiesce(broker_t *srv, void (*cb)(void *arg), void *arg)
+{
+    if (srv->draining)
+        return; /* a drain (or quiesce) has begun: it answers its own caller */
+    srv->draining = true; /* new CONNECTs refused, wills sent at once, the drain's checks run */
+    srv->drained_cb = cb;
+    srv->drained_arg = arg;
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        broker_listener_t *l = &srv->listeners[i];
+        if (l->inited)
+            close_handle(srv, (uv_handle_t *)&l->handle);
+        l->listening = false;
+    }
+    srv->listening = false;
+    for (broker_conn_t *c = srv->conns; c; c = c->next)
+        broker__conn_pause(c);
+    flush_all(srv);
+    broker__check_drained(srv); /* closes the connections (0x8B) once every ack is answered */
+}
+
 /*
  * After the WAL is closed (its thread joined, so notify can no longer be
  * called): closes every loop handle the server owns, then frees its memory

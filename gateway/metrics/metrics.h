@@ -272,6 +272,7 @@ typedef enum {
     METRICS_CLUSTER_UP,
     METRICS_READY,
     METRICS_LOOP_LAG,
+    METRICS_CONFIG_FILE_VALID,
     METRICS_BUILD_INFO,
     /* the process, from /proc/self (metrics_process.c) */
     METRICS_PROC_RSS,

@@ -219,6 +219,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_LOOP_LAG, "tributary_event_loop_lag_seconds",
       "How late the event loop's last health tick ran; high values mean the loop is blocked.", NS_PER_S, METRICS_L_NONE,
       "event_loop_lag_seconds", false),
+    G(METRICS_CONFIG_FILE_VALID, "tributary_config_file_valid",
+      "1 while the configuration file passed the last reload's check (a refused reload: 0, and a restart would fail).",
+      1, METRICS_L_NONE, "config.file_valid", true),
     G(METRICS_BUILD_INFO, "tributary_build_info", "Always 1; the version is the label.", 1, METRICS_L_VERSION, NULL, false),
 
     /* the process */
