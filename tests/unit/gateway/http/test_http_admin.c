@@ -327,3 +327,21 @@ Test(http_admin, a_drain_waiter_that_leaves_is_released_at_its_deadline)
     cl_close(c);
     cr_assert(th_wait_until(&T, no_conns, NULL, 10000), "the connection and its pending answer are gone");
 }
+
+/* A drain waiter when the service closes (SIGTERM during POST /admin/drain?wait_ms): the server answers
+ * it 503 and the wait is freed with the service (ASan: no leak, no use after free). */
+TestSuite(http_admin_close, .init = setup, .timeout = 30);
+
+Test(http_admin_close, a_drain_waiter_at_the_close_is_answered_503_and_freed)
+{
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "POST /admin/drain?wait_ms=20000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the request waits");
+    th_stop(&T);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0);
+    cr_assert_eq(r.status, 503);
+    cl_resp_free(&r);
+    cl_close(c);
+    metrics_free(M);
+}
