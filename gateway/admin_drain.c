@@ -13,8 +13,9 @@
  * has nothing unacknowledged on any output that carries it (lag_messages 0)
  * and nothing held in memory or for room. It is computed at each call, so
  * GET /admin/drain and the waits of POST /admin/drain?wait_ms see the same
- * state. A drain stays until the restart (SIGTERM; the chart's preStop
- * sends it after the drain): there is no cancel.
+ * state. A drain stays until the restart (SIGTERM follows the chart's
+ * preStop) or POST /admin/drain/cancel: the listeners open again
+ * (broker_unquiesce) and readiness returns.
  */
 #include "gateway/gateway.h"
 #include "gateway/gateway_int.h"
@@ -108,9 +109,34 @@ static json_t *op_drain(void *arg, bool start, int *status)
                      "remaining_topics", remaining, "paused_not_drained", paused);
 }
 
+static json_t *op_drain_cancel(void *arg, int *status)
+{
+    gw__run_t *r = arg;
+    json_t *no = refusal(r, status);
+    if (no)
+        return no;
+    if (r->drain == 0)
+        return op_drain(arg, false, status); /* nothing to cancel: running */
+    int rc = r->drain == 1 ? TB_EBUSY : broker_unquiesce(r->broker);
+    if (rc == TB_EBUSY) {
+        *status = 409;
+        return json_pack("{s:s, s:s}", "state", "draining", "error",
+                         "the drain is still closing connections: ask again in a moment");
+    }
+    if (rc < 0) {
+        *status = 500;
+        return json_pack("{s:s, s:s}", "state", "draining", "error", tb_strerror(rc));
+    }
+    r->drain = 0;
+    r->drain_logged = false;
+    tb_info("drain cancelled: accepting again");
+    return op_drain(arg, false, status);
+}
+
 void gw__admin_drain_ops(gw__run_t *r, http_admin_ops_t *out)
 {
     (void)r;
     out->pause = op_pause;
     out->drain = op_drain;
+    out->drain_cancel = op_drain_cancel;
 }

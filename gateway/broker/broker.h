@@ -193,9 +193,18 @@ void broker_drain(broker_t *b, void (*cb)(void *arg), void *arg);
  * shutting down) so devices go elsewhere or wait; then cb(arg). Unlike
  * broker_drain, held `block` batches are not released: the replication
  * that empties the log makes their room. broker_drain after it finds
- * nothing open and goes on with its own steps. Once (no cancel).
+ * nothing open and goes on with its own steps. Once, until broker_unquiesce.
  */
 void broker_quiesce(broker_t *b, void (*cb)(void *arg), void *arg);
+/*
+ * POST /admin/drain/cancel: after broker_quiesce's cb has run, accepting
+ * again: every listener opens anew (its address from the configuration: a
+ * port 0 binds another port, logged "mqtt listening" again). TB_EBUSY
+ * while the quiesce is still closing connections or listeners (nothing
+ * changed: ask again), TB_EINVALID when not quiesced; else 0 or the
+ * listen's error (logged; those that opened stay open).
+ */
+int broker_unquiesce(broker_t *b);
 /* After wal_close (its thread joined): closes the loop handles, frees b, then cb(arg). */
 void broker_close(broker_t *b, void (*cb)(void *arg), void *arg);
 

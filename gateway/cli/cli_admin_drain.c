@@ -15,6 +15,8 @@
  *                            (the drain is idempotent)
  *   admin drain --no-wait    starts it and prints the state
  *   admin drain --status     GET /admin/drain: the state, changing nothing
+ *   admin drain --cancel     POST /admin/drain/cancel: accepting again (exit
+ *                            1 while the drain is still closing connections)
  *
  * Usage errors exit 2, an unreachable gateway 1.
  */
@@ -30,13 +32,14 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: tributary admin pause|resume TOPIC [target options]\n"
-                 "       tributary admin drain [--timeout DURATION] [--no-wait | --status] [target options]\n"
+                 "       tributary admin drain [--timeout DURATION] [--no-wait | --status | --cancel] [target options]\n"
                  "  pause TOPIC        POST /admin/topics/NS/T/pause (TOPIC: /NS/T, the upstream name)\n"
                  "  resume TOPIC       POST /admin/topics/NS/T/resume\n"
                  "  drain              stop accepting, replicate everything, wait until drained:\n"
                  "                     exit 0 drained, 1 timed out (--timeout, default 25s; 90s, 1500ms, 30)\n"
                  "  --no-wait          start the drain, print its state, do not wait\n"
                  "  --status           GET /admin/drain: print the state only\n"
+                 "  --cancel           POST /admin/drain/cancel: listen and accept again\n"
                  "  target options: --http ADDR, -c FILE, --token-file FILE, --cafile/--cert/--key (see admin --help)\n");
 }
 
@@ -109,6 +112,21 @@ static const char *state_of(tb_buf_t *body, json_t **doc)
     return json_string_value(json_object_get(*doc, "state"));
 }
 
+static int cancel(cli_target_t *t)
+{
+    int status;
+    tb_buf_t body = TB_BUF_INIT;
+    int rc = fetch(t, "POST", "/admin/drain/cancel", 10000, &status, &body, "drain --cancel");
+    if (rc == GW_EXIT_OK && status != 200) {
+        fprintf(stderr, "tributary admin drain --cancel: the gateway answered %d: %s", status, tb_buf_str(&body));
+        rc = GW_EXIT_FAILURE;
+    } else if (rc == GW_EXIT_OK) {
+        fputs(tb_buf_str(&body), stdout);
+    }
+    tb_buf_free(&body);
+    return rc;
+}
+
 static int drain(cli_target_t *t, uint64_t timeout_ms, bool wait, bool status_only)
 {
     uint64_t deadline = tb_mono_ms() + timeout_ms;
@@ -152,7 +170,7 @@ static int drain(cli_target_t *t, uint64_t timeout_ms, bool wait, bool status_on
 int cli_admin_drain(int argc, char **argv)
 {
     const char *verb = argv[1], *topic = NULL;
-    bool is_drain = strcmp(verb, "drain") == 0, wait = true, status_only = false;
+    bool is_drain = strcmp(verb, "drain") == 0, wait = true, status_only = false, cancelling = false;
     uint64_t timeout_ms = 25000;
     cli_target_t t = { .cmd = "admin", .admin = true, .req = { .max_body = 1u << 20 } };
     for (int i = 2; i < argc; i++) {
@@ -178,6 +196,8 @@ int cli_admin_drain(int argc, char **argv)
             wait = true; /* the default (RELOAD.md 6.5's spelling) */
         } else if (is_drain && strcmp(argv[i], "--status") == 0) {
             status_only = true;
+        } else if (is_drain && strcmp(argv[i], "--cancel") == 0) {
+            cancelling = true;
         } else if (!is_drain && !topic && argv[i][0] != '-') {
             topic = argv[i];
         } else {
@@ -193,7 +213,7 @@ int cli_admin_drain(int argc, char **argv)
     }
     int rc = cli_target_resolve(&t);
     if (rc == GW_EXIT_OK)
-        rc = is_drain ? drain(&t, timeout_ms, wait, status_only) : topic_verb(&t, verb, topic);
+        rc = cancelling ? cancel(&t) : is_drain ? drain(&t, timeout_ms, wait, status_only) : topic_verb(&t, verb, topic);
     cli_target_done(&t);
     return rc;
 }

@@ -360,8 +360,9 @@ bool http_service_ready(http_service_t *s, char *why, size_t whylen);
  * /admin/... on the same listener (RELOAD.md 6): GET /admin/config, POST
  * /admin/reload, GET /admin/reload, POST /admin/topics/NS/T/pause|resume,
  * POST|GET /admin/drain[?wait_ms=N] (POST with wait_ms: the answer waits,
- * deferred, until the state is "drained" or wait_ms passed, checked at
- * each health tick; at most answer_timeout_ms less a second). Bodiless: parameters would be in the
+ * deferred, until the state is no longer "draining" or wait_ms passed,
+ * checked at each health tick; at most answer_timeout_ms less a second),
+ * POST /admin/drain/cancel. Bodiless: parameters would be in the
  * path and the query. ACCESS: with an admin token (http.admin_token_file)
  * every call must carry it ("Authorization: Bearer <token>", or HTTP
  * Basic with it as the password; compared in constant time), from any
@@ -392,6 +393,10 @@ typedef struct http_admin_ops {
      * "remaining_topics", "paused_not_drained"} and *status (200, 503).
      * NULL: the route is 404. */
     json_t *(*drain)(void *arg, bool start, int *status /* OUT */);
+    /* POST /admin/drain/cancel: accepting again; the drain document and
+     * *status 200 (idempotent), 409 while connections are still closing.
+     * NULL: the route is 404. */
+    json_t *(*drain_cancel)(void *arg, int *status /* OUT */);
 } http_admin_ops_t;
 
 /* Mounts the admin routes on the next http_service_listen (ops copied;

@@ -10,6 +10,8 @@
  *        {"state", "remaining_messages", "remaining_topics", "paused_not_drained"}
  *        at once, or (wait_ms) deferred until "drained" or wait_ms passed
  *   GET  /admin/drain                the same document, changing nothing
+ *   POST /admin/drain/cancel         accepting again (409 while connections
+ *                                    are still closing); waits answered
  *
  * A wait is checked at each health tick (tick_ms, 1 s by default), so the
  * answer comes at most a tick after the last topic emptied; wait_ms is
@@ -98,10 +100,11 @@ static uint64_t wait_ms(const http_service_t *s, const char *query)
     return 0;
 }
 
+/* Nothing more to wait for: drained, or running again (cancelled). */
 static bool drained(json_t *doc)
 {
     const char *st = json_string_value(json_object_get(doc, "state"));
-    return st && strcmp(st, "drained") == 0;
+    return !st || strcmp(st, "draining") != 0;
 }
 
 static int admin_drain(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
@@ -126,6 +129,20 @@ static int admin_drain(void *arg, http_req_t *req, tb_buf_t *out, const char **c
                 TB_S("status", "waiting"), TB_U("wait_ms", wait));
         return HTTP_DEFER;
     }
+    http__admin_put_json(out, doc);
+    json_decref(doc);
+    *ctype = "application/json";
+    return http__admin_logged(req, status);
+}
+
+static int admin_drain_cancel(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = http__admin_access(s, req, out);
+    if (rc)
+        return http__admin_logged(req, rc);
+    int status = 200;
+    json_t *doc = s->admin.drain_cancel(s->admin.arg, &status);
     http__admin_put_json(out, doc);
     json_decref(doc);
     *ctype = "application/json";
@@ -175,6 +192,9 @@ int http__admin_mount_ops(http_service_t *s)
     if (s->admin.pause && (rc = http_route_prefix(s->srv, HTTP_M_POST, "/admin/topics/", admin_topic, s)) < 0)
         return rc;
     if (s->admin.drain && (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/drain", admin_drain, s)) < 0)
+        return rc;
+    if (s->admin.drain_cancel &&
+        (rc = http_route_methods(s->srv, HTTP_M_POST, "/admin/drain/cancel", admin_drain_cancel, s)) < 0)
         return rc;
     return 0;
 }

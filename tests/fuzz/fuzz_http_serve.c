@@ -64,6 +64,11 @@ static json_t *fake_drain(void *arg, bool start, int *status)
     return json_pack("{s:s}", "state", start ? "draining" : "running");
 }
 
+static json_t *fake_drain_cancel(void *arg, int *status)
+{
+    return fake_drain(arg, false, status);
+}
+
 static void setup(void)
 {
     tb_log_setup(TB_LOG_ERROR, TB_LOG_TEXT, 2);
@@ -79,7 +84,7 @@ static void setup(void)
     if (http_service_new(&loop, &o, m, NULL, &svc) < 0)
         abort();
     http_admin_ops_t ops = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
-                             .pause = fake_pause, .drain = fake_drain };
+                             .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel };
     http_service_set_admin(svc, &ops);
 }
 

@@ -12,7 +12,9 @@ Danube cluster and real MQTT clients on loopback:
     the first step /readyz is 503 "draining", the listener refuses new
     connections and an open MQTT 5 connection gets DISCONNECT 0x8B;
   - drain with the cluster silent: the CLI's --timeout answers exit 1
-    with the topic still named; the gateway then stops cleanly.
+    with the topic still named; a paused topic is not waited for;
+    `admin drain --cancel` listens again on the same port and readiness
+    returns; the gateway then stops cleanly.
 Every wait has a deadline.
 """
 import http.client
@@ -26,7 +28,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tlib import mqttraw as m  # noqa: E402
-from tlib.gateway import Gateway, run_cli  # noqa: E402
+from tlib.gateway import Gateway, free_port, run_cli  # noqa: E402
 from tlib.mock import MockCluster, wait_until  # noqa: E402
 from tlib.replication import Publisher, check_topic, edge_yaml, payload_numbers, publish_all  # noqa: E402
 
@@ -50,11 +52,13 @@ def topic_stats(port, name):
 
 
 class Case(unittest.TestCase):
-    def start(self):
+    def start(self, mqtt_port=0):
         self.mc = MockCluster()
         self.mc.start()
         self.addCleanup(self.mc.cleanup)
-        self.gw = Gateway(edge_yaml(self.mc.grpc_url, MAPS)).start()
+        text = edge_yaml(self.mc.grpc_url, MAPS).replace('  listener: "127.0.0.1:0"\n  ingestion',
+                                                          f'  listener: "127.0.0.1:{mqtt_port}"\n  ingestion')
+        self.gw = Gateway(text).start()
         self.addCleanup(self.gw.__exit__)
         self.port = self.gw.mqtt_port()
         self.hport = self.gw.http_port()
@@ -186,8 +190,8 @@ class Drain(Case):
         pub.c.loop_stop()
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
-    def test_drain_times_out_while_the_cluster_is_silent_and_names_what_is_left(self):
-        self.start()
+    def test_drain_times_out_while_the_cluster_is_silent_names_what_is_left_and_cancel_accepts_again(self):
+        self.start(mqtt_port=free_port())  # a fixed port: cancel listens on it again
         status, body = ask(self.hport, "GET", "/admin/drain")
         self.assertEqual((status, json.loads(body)["state"]), (200, "running"))
         self.assertEqual(ask(self.hport, "GET", "/readyz")[0], 200)
@@ -206,6 +210,20 @@ class Drain(Case):
         status, body = ask(self.hport, "POST", "/admin/drain?wait_ms=5000")
         d = json.loads(body)
         self.assertEqual((d["state"], d["paused_not_drained"], d["remaining_topics"]), ("drained", ["/edge1/a"], []))
+        self.assertEqual(self.cli("drain", "--status").returncode, 0)
+        # cancel: the listener opens again on its port, readiness returns, publishes are taken
+        r = self.cli("drain", "--cancel")
+        self.assertEqual((r.returncode, json.loads(r.stdout)["state"]), (0, "running"), r.stderr)
+        wait_until(lambda: ask(self.hport, "GET", "/readyz")[0] == 200, WAIT, "ready again")
+        c = m.Raw(self.port)
+        c.send(m.connect("after-cancel", version=5))
+        self.assertEqual(c.expect(m.CONNACK).reason(), 0)
+        c.send(m.publish("b/d", b'{"n": 7}', qos=1, pid=1, version=5))
+        self.assertEqual(c.expect(m.PUBACK).reason(), 0)
+        c.close()
+        self.assertIn('msg="drain cancelled: accepting again"', self.gw.log())
+        r = self.cli("drain", "--cancel")
+        self.assertEqual((r.returncode, json.loads(r.stdout)["state"]), (0, "running"), "idempotent")
         self.mc.control.fault(mode="normal")
         self.assertEqual(self.gw.stop(timeout=30), 0, self.gw.log())
 

@@ -68,8 +68,14 @@ static json_t *fake_drain(void *arg, bool start, int *status)
     return json_pack("{s:s, s:i}", "state", st, "calls", drain_calls);
 }
 
+static json_t *fake_drain_cancel(void *arg, int *status)
+{
+    drain_started = false;
+    return fake_drain(arg, false, status);
+}
+
 static const http_admin_ops_t OPS = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
-                                      .pause = fake_pause, .drain = fake_drain };
+                                      .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel };
 
 static void setup(void)
 {
@@ -326,6 +332,27 @@ Test(http_admin, a_drain_waiter_that_leaves_is_released_at_its_deadline)
     cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the request waits");
     cl_close(c);
     cr_assert(th_wait_until(&T, no_conns, NULL, 10000), "the connection and its pending answer are gone");
+}
+
+static void *cancel_later(void *arg)
+{
+    (void)arg;
+    char body[256];
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the drain waits");
+    cr_assert_eq(ask("POST", "/admin/drain/cancel", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"running\""), "%s", body);
+    return NULL;
+}
+
+Test(http_admin, a_cancel_answers_the_drain_waiters_with_running)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, NULL);
+    char body[256];
+    cr_assert_eq(ask("POST", "/admin/drain?wait_ms=20000", NULL, body, sizeof body), 200);
+    pthread_join(th, NULL);
+    cr_assert(strstr(body, "\"running\""), "the wait ends with the drain: %s", body);
+    cr_assert_eq(ask("GET", "/admin/drain/cancel", NULL, NULL, 0), 405);
 }
 
 /* A drain waiter when the service closes (SIGTERM during POST /admin/drain?wait_ms): the server answers
