@@ -429,7 +429,8 @@ void rep__lane_restart(rep__lane_t *l);
 void rep__lane_publish(rep__lane_t *l);              /* refresh l->pub */
 /* Any thread: the published stats plus what is live (readable end, lag, stall). */
 void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
-/* rep_pause.c: whether the lane's topic is paused (any thread; a kind's pump checks it). */
+/* rep_pause.c: whether the lane's topic is paused (any thread; a kind's pump checks it before
+ * sending what it built; rep__lane_next answers WAL_END while it is set). */
 static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->paused); }
 
 /* The engine (rep_engine.c). */

@@ -83,6 +83,8 @@ void rep__lane_note_gaps(rep__lane_t *l, uint64_t gaps0, uint64_t holes0)
 int rep__lane_next(rep__lane_t *l, wal_record_t *rec, uint64_t now_wall)
 {
     (void)now_wall;
+    if (rep__lane_paused(l))
+        return WAL_END; /* rep_pause.c: nothing is read while paused; the resume's kick reads on */
     if (!rep__lane_ensure_reader(l))
         return TB_ECLOSED;
     uint64_t gaps = l->src.gaps, holes = l->src.holes;
