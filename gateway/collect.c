@@ -190,6 +190,7 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_OLDEST_UNREPLICATED_AGE, mi, 0,
             rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);
         SET(METRICS_TOPIC_STALLED, mi, 0, rs.stalled);
+        SET(METRICS_TOPIC_PAUSED, mi, 0, rs.paused);
         SET(METRICS_TOPIC_BLOCKED, mi, 0, wal_topic_blocked(t->wal));
         SET(METRICS_BLOCKED_PAUSES, mi, 0, t->blocked_pauses);
         SET(METRICS_NO_PROGRESS, mi, 0, rs.no_progress_ms);

@@ -73,6 +73,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_TOPIC_STALLED, "tributary_topic_stalled",
       "1 when messages are waiting and no acknowledgement has moved them for health.stall_after_ms.", 1,
       METRICS_L_TOPIC, "stalled", true),
+    G(METRICS_TOPIC_PAUSED, "tributary_topic_paused",
+      "1 while the topic's replication is paused (POST /admin/topics/NS/T/pause; not kept across a restart).", 1,
+      METRICS_L_TOPIC, "paused", true),
     G(METRICS_TOPIC_BLOCKED, "tributary_topic_blocked",
       "1 while the topic's log holds messages for room at a disk bound (on_full: block) and its publishers are not "
       "read.", 1, METRICS_L_TOPIC, "blocked", true),

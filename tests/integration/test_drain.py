@@ -95,6 +95,9 @@ class Pause(Case):
         self.assertEqual(ta["state"], "paused")
         self.assertEqual(ta["lag_messages"], n, ta)
         self.assertFalse(ta["stalled"], ta)
+        self.assertTrue(ta["paused"], ta)
+        self.assertIn('tributary_topic_paused{topic="/edge1/a"} 1', ask(self.hport, "GET", "/metrics")[1])
+        self.assertIn('tributary_topic_paused{topic="/edge1/b"} 0', ask(self.hport, "GET", "/metrics")[1])
         self.assertEqual(self.stored("/edge1/a"), 1, "a paused topic sends nothing")
         wait_until(lambda: topic_stats(self.hport, "/edge1/b")["lag_messages"] == 0, WAIT, "b caught up")
 
