@@ -200,6 +200,8 @@ class Drain(Case):
         self.assertEqual(ask(self.hport, "GET", "/readyz")[0], 200)
         self.mc.control.fault(mode="silent")
         publish_all(self.port, [("a/d", json.dumps({"n": i})) for i in range(50)], client_id="left")
+        r = self.cli("drain", "--no-wait")
+        self.assertEqual((r.returncode, json.loads(r.stdout)["state"]), (0, "draining"), r.stderr)
         r = self.cli("drain", "--timeout", "3s")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("not drained within 3000 ms", r.stderr)
