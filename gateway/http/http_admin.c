@@ -7,7 +7,7 @@
  *   GET  /admin/config   text/yaml: the configuration in force
  *   POST /admin/reload   application/json: the reload's answer (200, 422, 503)
  *   GET  /admin/reload   the last answer (404 before the first reload)
- *   POST /admin/topics/NS/T/pause|resume, POST|GET /admin/drain: http_admin_drain.c
+ *   POST /admin/topics/NS/T/pause|resume, POST|GET /admin/drain[/cancel]: http_admin_drain.c
  */
 #include "gateway/http/http_int.h"
 #include "base/base.h"
@@ -16,7 +16,7 @@
 #include <string.h>
 
 /* 0 when req may call the admin API, else the status, its words in out. */
-int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
+static int admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
 {
     if (s->admin_token) {
         if (http__req_has_token(s->admin_token, req))
@@ -38,14 +38,14 @@ int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t 
     return 0;
 }
 
-int http__admin_logged(const http_req_t *req, int status)
+static int logged(const http_req_t *req, int status)
 {
     tb_info("admin call", TB_S("method", req->method == HTTP_POST ? "POST" : req->method == HTTP_HEAD ? "HEAD" : "GET"),
             TB_S("path", req->path), TB_S("peer", req->peer), TB_I("status", status));
     return status;
 }
 
-void http__admin_put_json(tb_buf_t *out, json_t *doc)
+static void put_json(tb_buf_t *out, json_t *doc)
 {
     char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     if (text) {
@@ -58,30 +58,30 @@ void http__admin_put_json(tb_buf_t *out, json_t *doc)
 static int admin_config(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     http_service_t *s = arg;
-    int rc = http__admin_access(s, req, out);
+    int rc = admin_access(s, req, out);
     if (rc)
-        return http__admin_logged(req, rc);
+        return logged(req, rc);
     s->admin.config(s->admin.arg, out);
     *ctype = "text/yaml; charset=utf-8";
-    return http__admin_logged(req, 200);
+    return logged(req, 200);
 }
 
 static int admin_reload(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
 {
     http_service_t *s = arg;
-    int rc = http__admin_access(s, req, out);
+    int rc = admin_access(s, req, out);
     if (rc)
-        return http__admin_logged(req, rc);
+        return logged(req, rc);
     int status = 200;
     json_t *doc = req->method == HTTP_POST ? s->admin.reload(s->admin.arg, &status) : s->admin.last_reload(s->admin.arg);
     if (!doc) {
         tb_buf_puts(out, "no reload yet: POST /admin/reload runs one (SIGHUP does too)\n");
-        return http__admin_logged(req, 404);
+        return logged(req, 404);
     }
-    http__admin_put_json(out, doc);
+    put_json(out, doc);
     json_decref(doc);
     *ctype = "application/json";
-    return http__admin_logged(req, status);
+    return logged(req, status);
 }
 
 int http__admin_mount(http_service_t *s)
@@ -93,4 +93,20 @@ int http__admin_mount(http_service_t *s)
         (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/reload", admin_reload, s)) < 0)
         return rc;
     return http__admin_mount_ops(s);
+}
+
+/* For http_admin_drain.c: the access rule, the log line and the JSON body above. */
+int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
+{
+    return admin_access(s, req, out);
+}
+
+int http__admin_logged(const http_req_t *req, int status)
+{
+    return logged(req, status);
+}
+
+void http__admin_put_json(tb_buf_t *out, json_t *doc)
+{
+    put_json(out, doc);
 }
