@@ -31,7 +31,7 @@ static void usage(FILE *out)
                  "                                     [--cafile FILE] [--cert FILE --key FILE]\n"
                  "  reload             POST /admin/reload: exit 0 applied or unchanged, 1 refused (the error printed)\n"
                  "  config             GET /admin/config: the configuration in force (secrets masked)\n"
-                 "  pause|resume TOPIC, drain [--timeout 25s] [--no-wait|--status]: `tributary admin drain --help`\n"
+                 "  pause|resume TOPIC, drain [--timeout 25s] [--no-wait|--status|--cancel]: `tributary admin drain --help`\n"
                  "  --http ADDR, --url ADDR  the gateway's http.listener (default %s)\n"
                  "  -c, --config FILE  the gateway's edge.yaml: its http.listener, http.tls, and the token file\n"
                  "                     (http.admin_token_file, else http.auth_token_file)\n"
