@@ -7,6 +7,8 @@ Danube cluster and real MQTT clients on loopback:
     cluster gets none), the other topic flows, /stats says "paused";
     resume delivers every one in order; idempotent; an unknown topic or a
     malformed path is 404 with words; `tributary admin pause|resume`;
+  - a paused memory_first topic spills at once (its publishers answered
+    long before spill_after_ms), resume replicates it in order;
   - drain under load: `tributary admin drain` answers "drained" only once
     the mock cluster stores every message the gateway acknowledged; from
     the first step /readyz is 503 "draining", the listener refuses new
@@ -23,6 +25,7 @@ import os
 import socket
 import sys
 import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -145,6 +148,34 @@ class Pause(Case):
         publish_all(self.port, [("b/d", json.dumps({"n": 1}))], client_id="after")
         wait_until(lambda: self.stored("/edge1/b") == 2, WAIT, "b replicated after the restart")
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+
+class PauseMemoryFirst(unittest.TestCase):
+    def test_a_paused_memory_first_topic_spills_at_once_so_its_publishers_are_answered(self):
+        """spill_after_ms is 30 s here: a PUBACK within seconds comes from the pause's spill
+        (spills.output), not the timer; resume replicates every message in order."""
+        mc = MockCluster()
+        mc.start()
+        self.addCleanup(mc.cleanup)
+        maps = [{"mqtt_pattern": "m/+", "danube_topic": "/edge1/m", "durability": "memory_first"}]
+        gw = Gateway(edge_yaml(mc.grpc_url, maps, wal="fsync: always, memory_first: {spill_after_ms: 30000}")).start()
+        self.addCleanup(gw.__exit__)
+        port, hport = gw.mqtt_port(), gw.http_port()
+        gw.wait_log("bootstrap complete")
+        publish_all(port, [("m/d", json.dumps({"n": -1}))], client_id="warm")
+        wait_until(lambda: len(mc.store_records("/edge1/m")) == 1, WAIT, "warm-up stored")
+        status, body = ask(hport, "POST", "/admin/topics/edge1/m/pause")
+        self.assertEqual(status, 200, body)
+        t0 = time.monotonic()
+        publish_all(port, [("m/d", json.dumps({"n": i})) for i in range(50)], client_id="held", timeout=25)
+        self.assertLess(time.monotonic() - t0, 20, "answered by the spill, not spill_after_ms (30 s)")
+        self.assertEqual(len(mc.store_records("/edge1/m")), 1, "nothing sent while paused")
+        wait_until(lambda: topic_stats(hport, "/edge1/m")["spills"]["output"] >= 1, WAIT, "spills.output counted")
+        status, body = ask(hport, "POST", "/admin/topics/edge1/m/resume")
+        self.assertEqual(status, 200, body)
+        wait_until(lambda: len(mc.store_records("/edge1/m")) == 51, WAIT, "replicated after resume")
+        check_topic(mc.store_records("/edge1/m"), 51)
+        self.assertEqual(gw.stop(), 0, gw.log())
 
 
 class Drain(Case):
