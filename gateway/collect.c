@@ -28,6 +28,7 @@ static void readiness(void *arg, http_readiness_t *out)
         if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             out->wal_writable = false;
     out->draining = r->app->stopping;
+    out->quiesced = r->drain != 0; /* POST /admin/drain: the pod leaves its Service */
 }
 
 static http_topic_state_t topic_state(void *arg, size_t mi)
@@ -44,6 +45,8 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
             return HTTP_TOPIC_IDLE;
         rep_topic_stats_t st;
         gw_repl_topic_stats(r->repl, i, &st);
+        if (st.paused)
+            return HTTP_TOPIC_PAUSED; /* never stalled: held on purpose */
         if (st.stalled)
             return HTTP_TOPIC_STALLED;
         if (st.lag_messages == 0)
@@ -168,6 +171,7 @@ static void collect_outputs(gw__run_t *r, metrics_t *m, rep_engine_t *rep)
 void gw__collect(void *arg, metrics_t *m)
 {
     gw__run_t *r = arg;
+    SET(METRICS_CONFIG_FILE_VALID, 0, 0, !r->reload || r->reload->file_valid); /* RELOAD.md 3.3 */
     if (!r->topics_open)
         return;
     broker_stats_t bs;
@@ -229,6 +233,7 @@ void gw__collect(void *arg, metrics_t *m)
         SET(METRICS_OLDEST_UNREPLICATED_AGE, mi, 0,
             rs.oldest_unacked_ms && now_ms > rs.oldest_unacked_ms ? now_ms - rs.oldest_unacked_ms : 0);
         SET(METRICS_TOPIC_STALLED, mi, 0, rs.stalled);
+        SET(METRICS_TOPIC_PAUSED, mi, 0, rs.paused);
         SET(METRICS_TOPIC_BLOCKED, mi, 0, wal_topic_blocked(t->wal));
         SET(METRICS_BLOCKED_PAUSES, mi, 0, t->blocked_pauses);
         SET(METRICS_NO_PROGRESS, mi, 0, rs.no_progress_ms);

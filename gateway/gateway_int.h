@@ -113,12 +113,16 @@ typedef struct gw__run {
     struct gw__reload_state *reload; /* the reloads' state (reload.c), for /admin */
     bool topics_open;            /* broker_init succeeded; until the log closes */
     bool booted;
+    int drain;                   /* POST /admin/drain: 0 running, 1 closing connections, 2 replicating the rest */
+    bool drain_logged;           /* "drained" was logged */
 } gw__run_t;
 
 /* ---- admin.c ----
  * The admin API's ops (http_admin_ops_t) over the running process: reload
  * (gw__reload), the last answer, the configuration in force. */
 void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out /* OUT */);
+/* admin_drain.c: the ops of pause/resume and drain (RELOAD.md 6.3, 6.4), added to out. */
+void gw__admin_drain_ops(gw__run_t *r, http_admin_ops_t *out /* IN/OUT */);
 /* The configuration in force as YAML (cfg_print, secrets masked): the boot
  * file with the keys the last applied reload put in force. */
 void gw__config_in_force(const cfg_t *boot, const struct gw__reload_state *st, FILE *out);

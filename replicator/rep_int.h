@@ -437,6 +437,8 @@ struct rep__lane {
     rep__pace_lane_t pace;       /* its place in o->pace (rep_pace.c) */
     rep__cmd_t kick;             /* any thread: queued by rep__output_kick */
     atomic_bool queued;
+    atomic_bool paused;          /* POST /admin/topics/T/pause (rep_pause.c): set by any thread, then
+                                    kicked; the kind builds and sends nothing new while set */
     /* stats: st is the thread's, pub the copy readers see (under o->mu) */
     rep_topic_stats_t st, pub;
     uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data began to wait) */
@@ -533,6 +535,9 @@ void rep__lane_restart(rep__lane_t *l);
 void rep__lane_publish(rep__lane_t *l);              /* refresh l->pub */
 /* Any thread: the published stats plus what is live (readable end, lag, stall). */
 void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
+/* rep_pause.c: whether the lane's topic is paused (any thread; a kind's pump checks it before
+ * sending what it built; rep__lane_next answers WAL_END while it is set). */
+static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->paused); }
 
 /* The engine (rep_engine.c). */
 struct rep_engine {

@@ -34,6 +34,7 @@ int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *na
     /* its topic's priority (the engine's topics; a standalone danube sets it itself) */
     l->priority = o->e && topic < o->e->ntopics ? o->e->topics[topic].priority : 0;
     rep__pace_lane_init(&l->pace, l->priority);
+    atomic_init(&l->paused, false);
     wal_cursor_opts_t co = { .start = start, .protects = o->ops->kind == REP_KIND_DANUBE };
     int rc = wal_cursor_open(wal, o->wal_id, &co, &l->cur);
     if (rc < 0)
@@ -85,6 +86,8 @@ void rep__lane_note_gaps(rep__lane_t *l, uint64_t gaps0, uint64_t holes0)
 int rep__lane_next(rep__lane_t *l, wal_record_t *rec, uint64_t now_wall)
 {
     (void)now_wall;
+    if (rep__lane_paused(l))
+        return WAL_END; /* rep_pause.c: nothing is read while paused; the resume's kick reads on */
     if (!rep__lane_ensure_reader(l))
         return TB_ECLOSED;
     uint64_t gaps = l->src.gaps, holes = l->src.holes;
@@ -208,6 +211,7 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out)
     out->lag_bytes = pos.offset ? unacked_bytes + wal_topic_bytes_after(l->wal, &pos) : 0;
     uint64_t now = tb_mono_ms();
     out->no_progress_ms = out->lag_messages > 0 && now > progress ? now - progress : 0;
-    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED &&
+    out->paused = rep__lane_paused(l);
+    out->stalled = out->lag_messages > 0 && out->state != REP_TOPIC_STOPPED && !out->paused &&
                    out->no_progress_ms >= l->o->stall_after_ms;
 }

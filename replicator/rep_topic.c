@@ -498,7 +498,10 @@ static void pump(rep_t *r, rep__topic_t *t)
 {
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
         uint32_t may_send = t->acks_this_stream ? t->lane.win.cap : 1; /* slow start */
-        if (!rep__stream_send_busy(t->stream) && t->lane.win.sent < may_send) {
+        bool paused = rep__lane_paused(&t->lane); /* rep_pause.c: nothing new goes out */
+        if (paused)
+            output_down(t); /* memory_first: no ack comes soon, so what is held goes to the log */
+        if (!paused && !rep__stream_send_busy(t->stream) && t->lane.win.sent < may_send) {
             rep__batch_t *b = rep__window_next_unsent(&t->lane.win);
             if (b && expire(r, t, b))
                 continue; /* aged while it waited: the next one */
@@ -520,7 +523,7 @@ static void pump(rep_t *r, rep__topic_t *t)
                 rep__stream_close_send(t->stream);
             break;
         }
-        if (t->lane.win.n == t->lane.win.cap || !read_more(r, t))
+        if (paused || t->lane.win.n == t->lane.win.cap || !read_more(r, t))
             break;
     }
     rep__topic_publish(r, t);

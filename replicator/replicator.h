@@ -279,6 +279,7 @@ typedef struct rep_topic_stats {
     uint64_t slot_dropped_total; /* the same, persistent, since the slot exists */
     uint64_t throttled_ms;       /* cumulative time a unit of it waited for its output's rate
                                     caps (max_bytes_per_s, max_messages_per_s), since start */
+    bool paused;                 /* rep_engine_pause: nothing new is sent (never stalled then) */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {
@@ -394,6 +395,18 @@ void rep_engine_stats(rep_engine_t *e, rep_stats_t *out /* OUT */);
 /* Whether the engine has a danube output. */
 bool rep_engine_has_danube(const rep_engine_t *e);
 const char *rep_kind_name(rep_kind_t k);
+/*
+ * Pause and resume (rep_pause.c; RELOAD.md 6.3; POST /admin/topics/T/pause):
+ * any thread. While paused, no output carrying topic reads its log or sends
+ * a new batch (those in flight are still acknowledged, streams stay open);
+ * the log keeps taking its messages, lag grows. Resume sends on from the
+ * checkpoint, in order. Idempotent; not persisted (a restart resumes).
+ * Returns the outputs that carry the topic (0: none: nothing to pause), or
+ * TB_EINVALID when topic is out of range.
+ */
+int rep_engine_pause(rep_engine_t *e, size_t topic, bool paused);
+/* Whether topic is paused (false when out of range). */
+bool rep_engine_paused(const rep_engine_t *e, size_t topic);
 
 const char *rep_cluster_state_name(rep_cluster_state_t s);
 const char *rep_reg_state_name(rep_reg_state_t s);

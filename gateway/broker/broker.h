@@ -185,6 +185,27 @@ void broker_listener_stats(const broker_t *b, size_t i, broker_listener_stats_t 
  * turn or at once when nothing is in flight. Call once.
  */
 void broker_drain(broker_t *b, void (*cb)(void *arg), void *arg);
+/*
+ * POST /admin/drain (RELOAD.md 6.4), the part of broker_drain before the
+ * log closes: stops accepting (listeners closed: new connections are
+ * refused by the kernel, a CONNECT already read is refused "server
+ * unavailable"), pauses reading, flushes every open batch, waits for every
+ * pending ack, then closes the connections with MQTT 5 0x8B (server
+ * shutting down) so devices go elsewhere or wait; then cb(arg). Unlike
+ * broker_drain, held `block` batches are not released: the replication
+ * that empties the log makes their room. broker_drain after it finds
+ * nothing open and goes on with its own steps. Once, until broker_unquiesce.
+ */
+void broker_quiesce(broker_t *b, void (*cb)(void *arg), void *arg);
+/*
+ * POST /admin/drain/cancel: after broker_quiesce's cb has run, accepting
+ * again: every listener opens anew (its address from the configuration: a
+ * port 0 binds another port, logged "mqtt listening" again). TB_EBUSY
+ * while the quiesce is still closing connections or listeners (nothing
+ * changed: ask again), TB_EINVALID when not quiesced; else 0 or the
+ * listen's error (logged; those that opened stay open).
+ */
+int broker_unquiesce(broker_t *b);
 /* After wal_close (its thread joined): closes the loop handles, frees b, then cb(arg). */
 void broker_close(broker_t *b, void (*cb)(void *arg), void *arg);
 

@@ -725,6 +725,44 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
     broker__check_drained(srv);
 }
 
+void broker_quiesce(broker_t *srv, void (*cb)(void *arg), void *arg)
+{
+    if (srv->draining)
+        return; /* a drain (or quiesce) has begun: it answers its own caller */
+    srv->draining = true; /* new CONNECTs refused, wills sent at once, the drain's checks run */
+    srv->drained_cb = cb;
+    srv->drained_arg = arg;
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        broker_listener_t *l = &srv->listeners[i];
+        if (l->inited)
+            close_handle(srv, (uv_handle_t *)&l->handle);
+        l->listening = false;
+    }
+    srv->listening = false;
+    for (broker_conn_t *c = srv->conns; c; c = c->next)
+        broker__conn_pause(c);
+    flush_all(srv);
+    broker__check_drained(srv); /* closes the connections (0x8B) once every ack is answered */
+}
+
+int broker_unquiesce(broker_t *srv)
+{
+    if (!srv->draining || srv->closed_cb)
+        return TB_EINVALID;
+    if (srv->drained_cb || srv->closing_handles > 0)
+        return TB_EBUSY; /* connections still closing, or a listener's close callback not yet run */
+    for (uint32_t i = 0; i < srv->nlisteners; i++)
+        srv->listeners[i].inited = false; /* closed: its handle may be initialised again */
+    srv->draining = false;
+    uv_timer_start(&srv->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
+    for (uint32_t i = 0; i < srv->nlisteners; i++) {
+        int rc = listen_one(srv, &srv->listeners[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 /*
  * After the WAL is closed (its thread joined, so notify can no longer be
  * called): closes every loop handle the server owns, then frees its memory

@@ -9,7 +9,7 @@
  *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
  *   tributary wal retire TOPIC --dir DIR | wal forget TOPIC --dir DIR [--delete-unreplicated]
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
- *   tributary admin reload|config [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
+ *   tributary admin reload|config|pause T|resume T|drain [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
  */
@@ -30,7 +30,7 @@ static const struct {
              "wal forget-output NAME --dir DIR | wal retire TOPIC --dir DIR | "
              "wal forget TOPIC --dir DIR [--delete-unreplicated]" },
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
-    { "admin", cli_admin, "ask a running gateway's admin API: admin reload | admin config (--http, -c FILE, --token-file)" },
+    { "admin", cli_admin, "ask a running gateway's admin API: admin reload | config | pause T | resume T | drain (--http, -c FILE, --token-file)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
 

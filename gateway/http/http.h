@@ -215,6 +215,9 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg
  */
 enum { HTTP_M_GET = 1 << 0 /* and HEAD */, HTTP_M_POST = 1 << 1 };
 int http_route_methods(http_server_t *s, unsigned methods, const char *path, http_handler_fn fn, void *arg);
+/* The same for every path that starts with `prefix` (e.g. "/admin/topics/")
+ * and has no exact route of its own (exact routes keep priority). */
+int http_route_prefix(http_server_t *s, unsigned methods, const char *prefix, http_handler_fn fn, void *arg);
 /*
  * Listens on "host:port" or "[v6]:port" (port 0: ephemeral) and logs
  * "http listening" with addr=HOST:PORT (the bound port). 0 or -errno /
@@ -254,6 +257,7 @@ typedef enum {
     HTTP_TOPIC_CATCHING_UP, /* sending a backlog */
     HTTP_TOPIC_STALLED,     /* waiting messages, no progress within the deadline */
     HTTP_TOPIC_FAILED,      /* not accepting (failed fsync, ...) */
+    HTTP_TOPIC_PAUSED,      /* POST /admin/topics/T/pause: its replication holds, the log takes its messages */
     HTTP_TOPIC__COUNT
 } http_topic_state_t;
 extern const char *const http_topic_states[HTTP_TOPIC__COUNT];
@@ -263,6 +267,7 @@ typedef struct http_readiness {
     bool mqtt_listening;
     bool wal_writable;
     bool draining; /* shutdown has started */
+    bool quiesced; /* POST /admin/drain: not accepting, replicating what is left */
 } http_readiness_t;
 
 /* One of the clients that publish most (http_provider_t.top_talkers). */
@@ -368,7 +373,11 @@ bool http_service_ready(http_service_t *s, char *why, size_t whylen);
 
 /*
  * /admin/... on the same listener (RELOAD.md 6): GET /admin/config, POST
- * /admin/reload, GET /admin/reload. Bodiless: parameters would be in the
+ * /admin/reload, GET /admin/reload, POST /admin/topics/NS/T/pause|resume,
+ * POST|GET /admin/drain[?wait_ms=N] (POST with wait_ms: the answer waits,
+ * deferred, until the state is no longer "draining" or wait_ms passed,
+ * checked at each health tick; at most answer_timeout_ms less a second),
+ * POST /admin/drain/cancel. Bodiless: parameters would be in the
  * path and the query. ACCESS: with an admin token (http.admin_token_file)
  * every call must carry it ("Authorization: Bearer <token>", or HTTP
  * Basic with it as the password; compared in constant time), from any
@@ -390,6 +399,19 @@ typedef struct http_admin_ops {
     json_t *(*last_reload)(void *arg);
     /* GET /admin/config: the configuration in force as YAML, secrets masked. */
     void (*config)(void *arg, tb_buf_t *out);
+    /* POST /admin/topics/NS/T/pause|resume (topic "/NS/T"): {"topic","paused"}
+     * and *status 200; 404 (unknown topic), 503 (not running) with
+     * {"error"} in words. Idempotent. NULL: the routes are 404. */
+    json_t *(*pause)(void *arg, const char *topic, bool paused, int *status /* OUT */);
+    /* POST /admin/drain (start: begins it, idempotent) and GET /admin/drain:
+     * {"state": "running"|"draining"|"drained", "remaining_messages",
+     * "remaining_topics", "paused_not_drained"} and *status (200, 503).
+     * NULL: the route is 404. */
+    json_t *(*drain)(void *arg, bool start, int *status /* OUT */);
+    /* POST /admin/drain/cancel: accepting again; the drain document and
+     * *status 200 (idempotent), 409 while connections are still closing.
+     * NULL: the route is 404. */
+    json_t *(*drain_cancel)(void *arg, int *status /* OUT */);
 } http_admin_ops_t;
 
 /* Mounts the admin routes on the next http_service_listen (ops copied;

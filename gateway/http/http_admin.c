@@ -7,6 +7,7 @@
  *   GET  /admin/config   text/yaml: the configuration in force
  *   POST /admin/reload   application/json: the reload's answer (200, 422, 503)
  *   GET  /admin/reload   the last answer (404 before the first reload)
+ *   POST /admin/topics/NS/T/pause|resume, POST|GET /admin/drain[/cancel]: http_admin_drain.c
  */
 #include "gateway/http/http_int.h"
 #include "base/base.h"
@@ -91,5 +92,21 @@ int http__admin_mount(http_service_t *s)
     if ((rc = http_route(s->srv, "/admin/config", admin_config, s)) < 0 ||
         (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/reload", admin_reload, s)) < 0)
         return rc;
-    return 0;
+    return http__admin_mount_ops(s);
+}
+
+/* For http_admin_drain.c: the access rule, the log line and the JSON body above. */
+int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
+{
+    return admin_access(s, req, out);
+}
+
+int http__admin_logged(const http_req_t *req, int status)
+{
+    return logged(req, status);
+}
+
+void http__admin_put_json(tb_buf_t *out, json_t *doc)
+{
+    put_json(out, doc);
 }

@@ -74,6 +74,7 @@ struct http_server {
     struct {
         char *path;
         unsigned methods;   /* HTTP_M_* */
+        bool prefix;        /* http_route_prefix: path is a prefix */
         http_handler_fn fn;
         void *arg;
     } routes[HTTP_MAX_ROUTES];
@@ -111,6 +112,7 @@ struct http_service {
     char *token;           /* the bearer token asked for (NULL: none) */
     char *admin_token;     /* http.admin_token_file's (NULL: none: loopback peers only) */
     http_admin_ops_t admin; /* admin.reload NULL: no admin routes */
+    struct http__drain_wait *drain_waits; /* POST /admin/drain?wait_ms: answers waiting (http_admin_drain.c) */
     bool closing;
     int open;              /* the tick, the history timer, the server and each job on the pool, until done */
     void (*done)(void *arg);
@@ -147,6 +149,16 @@ bool http__req_has_token(const char *token, const http_req_t *req);
 
 /* http_admin.c: mounts /admin/config and /admin/reload (when the gateway gave the ops). */
 int http__admin_mount(http_service_t *s);
+/* http_admin_drain.c: the pause/resume and drain routes (mounted by http__admin_mount) */
+int http__admin_mount_ops(http_service_t *s);
+/* "/admin/topics/NS/T/VERB" -> topic "/NS/T" and VERB (a pointer into path); false: not that shape. */
+bool http__admin_topic_path(const char *path, char *topic, size_t topiclen, const char **verb);
+int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out);
+int http__admin_logged(const http_req_t *req, int status);
+void http__admin_put_json(tb_buf_t *out, json_t *doc);
+/* each health tick: answers the drain waits that are due; at free: drops them */
+void http__admin_tick(http_service_t *s);
+void http__admin_free(http_service_t *s);
 /* The 401 body; returns 401. */
 int http__unauthorized(tb_buf_t *out);
 

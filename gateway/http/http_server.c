@@ -60,21 +60,40 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *arg
     return http_route_methods(s, HTTP_M_GET, path, fn, arg);
 }
 
-int http_route_methods(http_server_t *s, unsigned methods, const char *path, http_handler_fn fn, void *arg)
+static int add_route(http_server_t *s, unsigned methods, const char *path, bool prefix, http_handler_fn fn, void *arg)
 {
     if (!path || path[0] != '/' || !fn || !methods || (methods & ~(unsigned)(HTTP_M_GET | HTTP_M_POST)))
         return TB_EINVALID;
     for (size_t i = 0; i < s->nroutes; i++)
-        if (strcmp(s->routes[i].path, path) == 0 && (s->routes[i].methods & methods))
+        if (strcmp(s->routes[i].path, path) == 0 && s->routes[i].prefix == prefix && (s->routes[i].methods & methods))
             return TB_EINVALID;
     if (s->nroutes == HTTP_MAX_ROUTES)
         return TB_EFULL;
     s->routes[s->nroutes].path = tb_strdup(path);
     s->routes[s->nroutes].methods = methods;
+    s->routes[s->nroutes].prefix = prefix;
     s->routes[s->nroutes].fn = fn;
     s->routes[s->nroutes].arg = arg;
     s->nroutes++;
     return 0;
+}
+
+int http_route_methods(http_server_t *s, unsigned methods, const char *path, http_handler_fn fn, void *arg)
+{
+    return add_route(s, methods, path, false, fn, arg);
+}
+
+int http_route_prefix(http_server_t *s, unsigned methods, const char *prefix, http_handler_fn fn, void *arg)
+{
+    return add_route(s, methods, prefix, true, fn, arg);
+}
+
+/* Route i serves path: exactly, or (a prefix route) by its start when no exact route has the path. */
+static bool route_matches(const http_server_t *s, size_t i, const char *path, bool exact_exists)
+{
+    if (!s->routes[i].prefix)
+        return strcmp(s->routes[i].path, path) == 0;
+    return !exact_exists && strncmp(s->routes[i].path, path, strlen(s->routes[i].path)) == 0;
 }
 
 static const char *methods_text(unsigned m)
@@ -86,8 +105,11 @@ int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char 
 {
     unsigned want = req->method == HTTP_POST ? HTTP_M_POST : req->method == HTTP_OTHER ? 0 : HTTP_M_GET;
     unsigned has = 0;
+    bool exact = false;
     for (size_t i = 0; i < s->nroutes; i++)
-        if (strcmp(s->routes[i].path, req->path) == 0)
+        exact |= !s->routes[i].prefix && strcmp(s->routes[i].path, req->path) == 0;
+    for (size_t i = 0; i < s->nroutes; i++)
+        if (route_matches(s, i, req->path, exact))
             has |= s->routes[i].methods;
     if (!(has & want) && (has || req->method == HTTP_OTHER)) {
         *allow = has ? has : HTTP_M_GET;
@@ -95,7 +117,7 @@ int http__dispatch(http_server_t *s, http_req_t *req, tb_buf_t *out, const char 
         return 405;
     }
     for (size_t i = 0; i < s->nroutes; i++) {
-        if (strcmp(s->routes[i].path, req->path) != 0 || !(s->routes[i].methods & want))
+        if (!route_matches(s, i, req->path, exact) || !(s->routes[i].methods & want))
             continue;
         s->stats.handler_calls++;
         int status = s->routes[i].fn(s->routes[i].arg, req, out, ctype);

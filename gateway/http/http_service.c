@@ -36,6 +36,7 @@ const char *const http_topic_states[HTTP_TOPIC__COUNT] = {
     [HTTP_TOPIC_CATCHING_UP] = "catching_up",
     [HTTP_TOPIC_STALLED] = "stalled",
     [HTTP_TOPIC_FAILED] = "failed",
+    [HTTP_TOPIC_PAUSED] = "paused",
 };
 
 void http_service_opts_default(http_service_opts_t *o)
@@ -96,6 +97,7 @@ static void tick_cb(uv_timer_t *t)
     uint64_t now = tb_mono_ns(), expected = s->last_tick_ns + s->opts.tick_ms * 1000000ull;
     s->lag_ns = now > expected ? now - expected : 0;
     s->last_tick_ns = now;
+    http__admin_tick(s); /* POST /admin/drain?wait_ms: answers now due */
 }
 
 bool http_service_healthy(http_service_t *s, char *why, size_t whylen)
@@ -127,6 +129,7 @@ bool http_service_ready(http_service_t *s, char *why, size_t whylen)
     else {
         s->p.readiness(s->p.arg, &r);
         no = r.draining ? "shutting down"
+           : r.quiesced ? "draining (POST /admin/drain): not accepting until the restart"
            : !r.bootstrap_done ? "bootstrap not finished"
            : !r.mqtt_listening ? "mqtt listener not started"
            : !r.wal_writable ? "write-ahead log not writable"
@@ -270,5 +273,6 @@ void http_service_free(http_service_t *s)
     http_server_free(s->srv);
     http_service_set_token(s, NULL);
     http_service_set_admin_token(s, NULL);
+    http__admin_free(s);
     free(s);
 }

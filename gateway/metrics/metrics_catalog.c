@@ -76,6 +76,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_TOPIC_STALLED, "tributary_topic_stalled",
       "1 when messages are waiting and no acknowledgement has moved them for health.stall_after_ms.", 1,
       METRICS_L_TOPIC, "stalled", true),
+    G(METRICS_TOPIC_PAUSED, "tributary_topic_paused",
+      "1 while the topic's replication is paused (POST /admin/topics/NS/T/pause; not kept across a restart).", 1,
+      METRICS_L_TOPIC, "paused", true),
     G(METRICS_TOPIC_BLOCKED, "tributary_topic_blocked",
       "1 while the topic's log holds messages for room at a disk bound (on_full: block) and its publishers are not "
       "read.", 1, METRICS_L_TOPIC, "blocked", true),
@@ -226,6 +229,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_LOOP_LAG, "tributary_event_loop_lag_seconds",
       "How late the event loop's last health tick ran; high values mean the loop is blocked.", NS_PER_S, METRICS_L_NONE,
       "event_loop_lag_seconds", false),
+    G(METRICS_CONFIG_FILE_VALID, "tributary_config_file_valid",
+      "1 while the configuration file passed the last reload's check (a refused reload: 0, and a restart would fail).",
+      1, METRICS_L_NONE, "config.file_valid", true),
     G(METRICS_BUILD_INFO, "tributary_build_info", "Always 1; the version is the label.", 1, METRICS_L_VERSION, NULL, false),
 
     /* the process */

@@ -11,7 +11,8 @@
  * whether a sample is taken first (bit 1) and whether the admin API has a
  * token (bit 2: "Bearer admintok"; without one it serves loopback peers
  * only, and a request without a connection is none: 403). The admin ops
- * are stand-ins that answer a fixed reload document and a YAML line. Checks what the server relies
+ * are stand-ins that answer a fixed reload document and a YAML line (and
+ * pause/resume, drain: /admin/topics/NS/T/VERB, /admin/drain?wait_ms=N). Checks what the server relies
  * on: a status it can send, and a body for every answer but 204.
  */
 #include <stdint.h>
@@ -46,6 +47,28 @@ static void fake_config(void *arg, tb_buf_t *out)
     tb_buf_puts(out, "log:\n  level: info\n");
 }
 
+/* pause/resume and drain (http_admin_drain.c): the topic path is parsed before these are called */
+static json_t *fake_pause(void *arg, const char *topic, bool paused, int *status)
+{
+    (void)arg;
+    if (topic[0] != '/' || strchr(topic + 1, '/') == NULL)
+        abort(); /* the route hands over "/NS/T" only */
+    *status = strcmp(topic, "/e1/telemetry") == 0 ? 200 : 404;
+    return json_pack("{s:s, s:b}", "topic", topic, "paused", paused);
+}
+
+static json_t *fake_drain(void *arg, bool start, int *status)
+{
+    (void)arg;
+    *status = 200;
+    return json_pack("{s:s}", "state", start ? "draining" : "running");
+}
+
+static json_t *fake_drain_cancel(void *arg, int *status)
+{
+    return fake_drain(arg, false, status);
+}
+
 static void setup(void)
 {
     tb_log_setup(TB_LOG_ERROR, TB_LOG_TEXT, 2);
@@ -60,7 +83,8 @@ static void setup(void)
     o.edge_name = "fuzz";
     if (http_service_new(&loop, &o, m, NULL, &svc) < 0)
         abort();
-    http_admin_ops_t ops = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config };
+    http_admin_ops_t ops = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
+                             .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel };
     http_service_set_admin(svc, &ops);
 }
 

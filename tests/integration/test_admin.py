@@ -116,6 +116,15 @@ class Reload(unittest.TestCase):
             # nothing changed: the level stays info, the config in force is the same document
             self.assertEqual(ask(port, "GET", "/admin/config")[2], before)
             self.assertRegex(before, r"(?m)^  level: info$")
+            # /stats and /metrics say a restart would fail, until a valid file is reloaded
+            def file_valid():
+                return json.loads(ask(port, "GET", "/stats")[2])["config"]["file_valid"]
+            wait_for(lambda: file_valid() is False, what="/stats config.file_valid false")
+            self.assertIn("tributary_config_file_valid 0", ask(port, "GET", "/metrics")[2])
+            g.write_config(config(level="debug"))
+            self.assertEqual(ask(port, "POST", "/admin/reload")[0], 200)
+            wait_for(lambda: file_valid() is True, what="/stats config.file_valid true again")
+            self.assertIn("tributary_config_file_valid 1", ask(port, "GET", "/metrics")[2])
             self.assertEqual(g.stop(), 0, g.log())
 
 

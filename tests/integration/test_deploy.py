@@ -12,7 +12,9 @@ a Kubernetes cluster or a booted systemd (none runs on the build machines).
   the rendered edge.yaml passes `tributary check` (and with the commented
   http.tls example filled in); persistence off is an emptyDir and says the
   log is lost; the Secrets are wired; the root file system is read-only;
-  the probes are OPERATIONS.md's; the grace period's `fail` rule; and the
+  the probes are OPERATIONS.md's; the grace period's `fail` rule; the
+  preStop drain, on by default, whose exact command drains a gateway
+  running the rendered edge.yaml against the mock cluster; and the
   checksum/config annotation changes for every key that needs a restart
   and for no reloadable one (`tributary config --describe --reloadable`).
 - The container image's runtime stage installs every shared library the
@@ -376,33 +378,69 @@ class HelmChart(unittest.TestCase):
 
     def test_the_grace_period_must_cover_the_drain_and_the_shutdown(self):
         self.assertEqual(self.sts(self.render())["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 60)
-        # default: no preStop drain; 25 s shutdown + 5
-        err = self.render({"terminationGracePeriodSeconds": 30}, ok=False)
-        self.assertIn("terminationGracePeriodSeconds 30 must be above 30", err)
-        self.render({"terminationGracePeriodSeconds": 31})
-        # the preStop drain adds its timeout; a longer shutdown_timeout_ms too
-        err = self.render({"drain": {"enabled": True, "timeoutSeconds": 25}, "terminationGracePeriodSeconds": 55},
-                          ok=False)
-        self.assertIn("must be above 55", err)
-        self.render({"drain": {"enabled": True, "timeoutSeconds": 25}, "terminationGracePeriodSeconds": 56})
+        # default: the preStop drain (25 s) + 25 s shutdown + 5
+        err = self.render({"terminationGracePeriodSeconds": 55}, ok=False)
+        self.assertIn("terminationGracePeriodSeconds 55 must be above 55", err)
+        self.render({"terminationGracePeriodSeconds": 56})
+        # without the drain only the shutdown and the margin
+        off = {"drain": {"enabled": False}}
+        err = self.render(off, {"terminationGracePeriodSeconds": 30}, ok=False)
+        self.assertIn("must be above 30", err)
+        self.render(off, {"terminationGracePeriodSeconds": 31})
+        # a longer shutdown_timeout_ms, or a longer drain, needs more
         err = self.render({"config": {"shutdown_timeout_ms": 60000}}, ok=False)
-        self.assertIn("must be above 65", err)
+        self.assertIn("must be above 90", err)
+        err = self.render({"drain": {"timeoutSeconds": 40}}, ok=False)
+        self.assertIn("must be above 70", err)
         err = self.render({"config": {"shutdown_timeout_ms": "25s"}}, ok=False)
         self.assertIn("config.shutdown_timeout_ms", err)
 
-    def test_the_prestop_drain_is_off_by_default_and_calls_the_admin_cli_when_on(self):
+    def test_the_prestop_drain_is_on_by_default_and_calls_the_admin_cli(self):
         c = self.sts(self.render())["spec"]["template"]["spec"]["containers"][0]
-        self.assertNotIn("lifecycle", c)
+        self.assertEqual(c["lifecycle"]["preStop"]["exec"]["command"],
+                         ["tributary", "admin", "drain", "--wait", "--timeout", "25s", "-c", "/etc/tributary/edge.yaml"])
         c = self.sts(self.render(os.path.join(TESTS_DEPLOY, "values-everything.yaml")))["spec"]["template"][
             "spec"]["containers"][0]
         self.assertEqual(c["lifecycle"]["preStop"]["exec"]["command"],
-                         ["tributary", "admin", "drain", "--wait", "--timeout", "25s",
+                         ["tributary", "admin", "drain", "--wait", "--timeout", "25s", "-c", "/etc/tributary/edge.yaml",
                           "--token-file", "/etc/tributary/admin/token"])
-        # off because this binary has no `tributary admin`: turn it on by default once it has
-        r = subprocess.run([binary(), "admin", "drain", "--help"], capture_output=True, text=True, timeout=30)
-        if r.returncode == 0:
-            self.fail("`tributary admin drain` exists now: set drain.enabled true in values.yaml "
-                      "and update deploy/README.md")
+        c = self.sts(self.render({"drain": {"extraArgs": ["--cafile", "/etc/tributary/tls/ca.crt"]}}))["spec"][
+            "template"]["spec"]["containers"][0]
+        self.assertEqual(c["lifecycle"]["preStop"]["exec"]["command"][-2:], ["--cafile", "/etc/tributary/tls/ca.crt"])
+        c = self.sts(self.render({"drain": {"enabled": False}}))["spec"]["template"]["spec"]["containers"][0]
+        self.assertNotIn("lifecycle", c)
+
+    def test_the_prestop_command_drains_a_gateway_running_the_rendered_config(self):
+        """The hook's exact argv (its binary and -c path moved here) against a gateway started with the
+        chart's rendered edge.yaml: listeners moved to loopback ports, wal.dir to a temporary directory,
+        cluster_url to the mock cluster. It must answer drained, with every message at the cluster."""
+        from tlib.gateway import Gateway, free_port
+        from tlib.mock import MockCluster
+        from tlib.replication import publish_all
+        objects = self.render()
+        cmd = self.sts(objects)["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+        cfg = self.edge_yaml(objects)
+        mc = MockCluster()
+        mc.start()
+        self.addCleanup(mc.cleanup)
+        cfg["edge"]["cluster_url"] = mc.grpc_url
+        cfg["mqtt"]["listener"] = "127.0.0.1:0"
+        cfg["http"]["listener"] = f"0.0.0.0:{free_port()}"  # as the chart's: the CLI must read 0.0.0.0 as loopback
+        cfg["wal"]["dir"] = "./wal"
+        gw = Gateway(yaml.safe_dump(cfg), env={"EDGE_NAME": "edge"})
+        gw.start()
+        self.addCleanup(gw.__exit__)
+        port = gw.mqtt_port()
+        gw.wait_log("bootstrap complete")
+        publish_all(port, [("devices/d%d/telemetry" % (i % 4), json.dumps({"n": i})) for i in range(200)],
+                    client_id="prestop")
+        argv = [BIN] + cmd[1:]
+        argv[argv.index("/etc/tributary/edge.yaml")] = gw.config
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ, EDGE_NAME="edge"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr + gw.log())
+        self.assertEqual(json.loads(r.stdout)["state"], "drained")
+        self.assertEqual(len(mc.store_records("/edge/telemetry")), 200, "drained: the cluster has every message")
+        self.assertEqual(gw.stop(timeout=30), 0, gw.log())
 
     def test_the_checksum_hashes_exactly_the_keys_that_need_a_restart(self):
         describe = subprocess.run([binary(), "config", "--describe"], capture_output=True, text=True,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "gateway/http/http_int.h"
 #include "helper_http.h"
 
 static th_t T;
@@ -39,13 +40,51 @@ static void fake_config(void *arg, tb_buf_t *out)
     tb_buf_puts(out, "log:\n  level: info\n");
 }
 
-static const http_admin_ops_t OPS = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config };
+/* pause/resume and drain (http_admin_drain.c): what the ops were asked, on the loop thread */
+static char paused_topic[64];
+static int pause_calls, drain_calls, drain_drained_at; /* drained from that call on (0: never) */
+static bool drain_started;
+
+static json_t *fake_pause(void *arg, const char *topic, bool paused, int *status)
+{
+    (void)arg;
+    pause_calls++;
+    snprintf(paused_topic, sizeof paused_topic, "%s", topic);
+    if (strcmp(topic, "/e1/telemetry") != 0) {
+        *status = 404;
+        return json_pack("{s:s}", "error", "no such upstream topic");
+    }
+    *status = 200;
+    return json_pack("{s:s, s:b}", "topic", topic, "paused", paused);
+}
+
+static json_t *fake_drain(void *arg, bool start, int *status)
+{
+    (void)arg;
+    drain_calls++;
+    drain_started |= start;
+    *status = 200;
+    const char *st = !drain_started ? "running" : drain_drained_at && drain_calls >= drain_drained_at ? "drained" : "draining";
+    return json_pack("{s:s, s:i}", "state", st, "calls", drain_calls);
+}
+
+static json_t *fake_drain_cancel(void *arg, int *status)
+{
+    drain_started = false;
+    return fake_drain(arg, false, status);
+}
+
+static const http_admin_ops_t OPS = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
+                                      .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel };
 
 static void setup(void)
 {
     metrics_new(&M);
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
     metrics_topic_add(M, "/e1/telemetry");
+    pause_calls = drain_calls = drain_drained_at = 0;
+    drain_started = false;
+    paused_topic[0] = '\0';
     th_admin_ops = &OPS;
     th_start(&T);
     th_service(&T, NULL, M, NULL);
@@ -174,4 +213,162 @@ Test(http_admin, stats_clients_that_leave_before_the_answer)
     }
     cr_assert(th_wait_until(&T, no_conns, NULL, 10000));
     cr_assert_eq(ask("GET", "/stats", NULL, NULL, 0), 200);
+}
+
+/* ---- pause/resume and drain (http_admin_drain.c) ---- */
+
+static bool one_pending(th_t *t, void *arg)
+{
+    (void)arg;
+    http_stats_t st;
+    http_get_stats(t->srv, &st);
+    return st.pending == 1;
+}
+
+static void counts_fn(th_t *t, void *arg)
+{
+    (void)t;
+    int *v = arg;
+    v[0] = pause_calls;
+    v[1] = drain_calls;
+}
+
+static void drained_at_fn(th_t *t, void *arg)
+{
+    (void)t;
+    drain_drained_at = *(int *)arg;
+}
+
+Test(http_admin, topic_paths_parse_into_an_upstream_name_and_a_verb)
+{
+    char topic[64];
+    const char *verb;
+    cr_assert(http__admin_topic_path("/admin/topics/edge1/t-2_x/pause", topic, sizeof topic, &verb));
+    cr_assert_str_eq(topic, "/edge1/t-2_x");
+    cr_assert_str_eq(verb, "pause");
+    const char *bad[] = { "/admin/topics/edge1/pause", "/admin/topics//t/pause", "/admin/topics/e1/t/",
+                          "/admin/topics/e1/t/pause/x", "/admin/topics/e 1/t/pause", "/admin/topics/e1/t%41/pause",
+                          "/admin/topic/e1/t/pause", "/admin/topics/e1.x/t/pause" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert(!http__admin_topic_path(bad[i], topic, sizeof topic, &verb), "%s", bad[i]);
+    cr_assert(!http__admin_topic_path("/admin/topics/abcdefgh/ijklmnop/pause", topic, 8, &verb), "too long for topic");
+}
+
+Test(http_admin, pause_and_resume_reach_the_ops_with_the_topic)
+{
+    char body[512];
+    cr_assert_eq(ask("POST", "/admin/topics/e1/telemetry/pause", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"paused\": true"), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/telemetry/resume", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"paused\": false"), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/other/pause", NULL, body, sizeof body), 404);
+    cr_assert(strstr(body, "no such upstream topic"), "%s", body);
+    int n[2];
+    th_call(&T, counts_fn, n);
+    cr_assert_eq(n[0], 3);
+    /* malformed or unknown verbs never reach the ops; GET is 405; exact routes keep priority */
+    cr_assert_eq(ask("POST", "/admin/topics/e1/telemetry/stop", NULL, body, sizeof body), 404);
+    cr_assert(strstr(body, "/admin/topics/NAMESPACE/TOPIC/pause"), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/pause", NULL, NULL, 0), 404);
+    cr_assert_eq(ask("GET", "/admin/topics/e1/telemetry/pause", NULL, NULL, 0), 405);
+    cr_assert_eq(ask("POST", "/admin/topicsX", NULL, NULL, 0), 404);
+    th_call(&T, counts_fn, n);
+    cr_assert_eq(n[0], 3);
+    cr_assert_eq(ask("POST", "/admin/reload", NULL, NULL, 0), 200);
+}
+
+Test(http_admin, pause_and_drain_keep_the_access_rule)
+{
+    set_tokens(NULL, "admin-token-01234");
+    cr_assert_eq(ask("POST", "/admin/topics/e1/telemetry/pause", NULL, NULL, 0), 401);
+    cr_assert_eq(ask("POST", "/admin/drain", "wrong-token-01234", NULL, 0), 401);
+    cr_assert_eq(ask("GET", "/admin/drain", NULL, NULL, 0), 401);
+    int n[2];
+    th_call(&T, counts_fn, n);
+    cr_assert_eq(n[0] + n[1], 0, "refused calls do not reach the ops");
+    cr_assert_eq(ask("POST", "/admin/topics/e1/telemetry/pause", "admin-token-01234", NULL, 0), 200);
+}
+
+Test(http_admin, drain_answers_at_once_without_wait_and_get_changes_nothing)
+{
+    char body[512];
+    cr_assert_eq(ask("GET", "/admin/drain", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"running\""), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/drain", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"draining\""), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/drain?wait_ms=x", NULL, body, sizeof body), 200, "a malformed wait: none");
+    cr_assert_eq(th_stats(&T).deferred, 0);
+    cr_assert_eq(ask("DELETE", "/admin/drain", NULL, NULL, 0), 405);
+}
+
+Test(http_admin, drain_with_wait_answers_when_drained_at_a_tick)
+{
+    int at = 3; /* the handler's call is 1, the first tick's 2 (still draining), the second's 3 */
+    th_call(&T, drained_at_fn, &at);
+    char body[512];
+    uint64_t t0 = tb_mono_ms();
+    cr_assert_eq(ask("POST", "/admin/drain?wait_ms=20000", NULL, body, sizeof body), 200);
+    uint64_t took = tb_mono_ms() - t0;
+    cr_assert(strstr(body, "\"drained\""), "%s", body);
+    cr_assert_eq(th_stats(&T).deferred, 1, "answered through the deferred path");
+    cr_assert(took < 15000, "answered at a tick, not at the wait's end (%llu ms)", (unsigned long long)took);
+}
+
+Test(http_admin, drain_with_wait_answers_draining_when_the_wait_is_over)
+{
+    char body[512];
+    uint64_t t0 = tb_mono_ms();
+    cr_assert_eq(ask("POST", "/admin/drain?wait_ms=200", NULL, body, sizeof body), 200);
+    cr_assert(tb_mono_ms() - t0 >= 200, "not before wait_ms");
+    cr_assert(strstr(body, "\"draining\""), "%s", body);
+    cr_assert_eq(th_stats(&T).deferred, 1);
+}
+
+Test(http_admin, a_drain_waiter_that_leaves_is_released_at_its_deadline)
+{
+    /* the peer's close is seen when the answer is written (http.h): at the tick after wait_ms */
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "POST /admin/drain?wait_ms=1500 HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the request waits");
+    cl_close(c);
+    cr_assert(th_wait_until(&T, no_conns, NULL, 10000), "the connection and its pending answer are gone");
+}
+
+static void *cancel_later(void *arg)
+{
+    (void)arg;
+    char body[256];
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the drain waits");
+    cr_assert_eq(ask("POST", "/admin/drain/cancel", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"running\""), "%s", body);
+    return NULL;
+}
+
+Test(http_admin, a_cancel_answers_the_drain_waiters_with_running)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, NULL);
+    char body[256];
+    cr_assert_eq(ask("POST", "/admin/drain?wait_ms=20000", NULL, body, sizeof body), 200);
+    pthread_join(th, NULL);
+    cr_assert(strstr(body, "\"running\""), "the wait ends with the drain: %s", body);
+    cr_assert_eq(ask("GET", "/admin/drain/cancel", NULL, NULL, 0), 405);
+}
+
+/* A drain waiter when the service closes (SIGTERM during POST /admin/drain?wait_ms): the server answers
+ * it 503 and the wait is freed with the service (ASan: no leak, no use after free). */
+TestSuite(http_admin_close, .init = setup, .timeout = 30);
+
+Test(http_admin_close, a_drain_waiter_at_the_close_is_answered_503_and_freed)
+{
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "POST /admin/drain?wait_ms=20000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the request waits");
+    th_stop(&T);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0);
+    cr_assert_eq(r.status, 503);
+    cl_resp_free(&r);
+    cl_close(c);
+    metrics_free(M);
 }
