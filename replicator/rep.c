@@ -408,6 +408,7 @@ const char *rep_topic_state_name(rep_topic_state_t s)
 
 const char *rep_retry_name(rep_retry_t x)
 {
-    static const char *const n[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup" };
+    static const char *const n[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup", "permanent",
+                                     "refused" };
     return (unsigned)x < TB_ARRAY_LEN(n) ? n[x] : "?";
 }

@@ -235,6 +235,27 @@ void rep__window_rewind(rep__window_t *w);
 /* The oldest batch not acked (for its deadline), or NULL. */
 rep__batch_t *rep__window_oldest_unacked(rep__window_t *w);
 
+/* ---- what a failed stream's status means (rep_status.c, pure) ------------------ */
+
+typedef enum {
+    REP__CLASS_TRANSIENT,     /* rewind, backoff, rebuild (as any outage) */
+    REP__CLASS_PERMANENT,     /* the batch is refused for good: charged to it (rep_topic.c), dead-lettered
+                                 after replicator.max_attempts */
+    REP__CLASS_TOPIC_GONE,    /* NOT_FOUND: the cluster forgot the topic: register again */
+    REP__CLASS_CREDENTIALS,   /* UNAUTHENTICATED, PERMISSION_DENIED: the refused state, maximal backoff */
+    REP__CLASS_UNIMPLEMENTED, /* no EdgeReplicatorService there: the refused state too */
+} rep__class_t;
+
+/* The class of a stream (or call) that ended with st while carrying a batch of batch_msgs
+ * messages (RESOURCE_EXHAUSTED is permanent only for a single message). */
+rep__class_t rep__classify(grpc_status_code st, uint32_t batch_msgs);
+const char *rep__class_name(rep__class_t c);
+/* The dead-letter reason of a permanent status (REP_DL_OPERATOR for any other). */
+rep_dl_reason_t rep__dl_reason(grpc_status_code st);
+/* The words /readyz and /stats show for a refused state ("" for none); snprintf's result. */
+int rep__refused_words(rep_refused_t r, const char *status, const char *detail, const char *url, char *buf,
+                       size_t len);
+
 /* ---- gRPC plumbing (rep_grpc.c) ----------------------------------------------- */
 
 /* "http://h:p" -> target "h:p", tls false; "https://..." -> tls true. 0 or TB_ECONFIG. */

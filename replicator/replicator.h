@@ -224,8 +224,32 @@ typedef enum {
     REP_RETRY_STATUS,        /* the stream ended with another status (INTERNAL, ...) */
     REP_RETRY_PROTOCOL,      /* an ack out of order, or the stream ended with batches unacked */
     REP_RETRY_LOOKUP,        /* TopicLookup failed or answered Failed */
+    REP_RETRY_PERMANENT,     /* the stream ended with a permanent status (INVALID_ARGUMENT, ...) */
+    REP_RETRY_REFUSED,       /* the cluster refused the edge's credentials (or has no edge service) */
     REP_RETRY__COUNT
 } rep_retry_t;
+
+/* Why a record went to the dead-letter log (label "reason" of tributary_dead_letters_total):
+ * a fixed set, the cluster's free text goes in the record (dead_letter.error), never a label. */
+typedef enum {
+    REP_DL_INVALID_SCHEMA,             /* the gateway's schema validation refused it */
+    REP_DL_CLUSTER_INVALID_ARGUMENT,   /* the cluster refused its batch: INVALID_ARGUMENT */
+    REP_DL_CLUSTER_FAILED_PRECONDITION,
+    REP_DL_CLUSTER_OUT_OF_RANGE,
+    REP_DL_CLUSTER_TOO_LARGE,          /* RESOURCE_EXHAUSTED for a one-message batch */
+    REP_DL_OPERATOR,                   /* an operator's decision */
+    REP_DL__COUNT
+} rep_dl_reason_t;
+const char *rep_dl_reason_name(rep_dl_reason_t r);
+
+/* A refusal that is not an outage (docs/OPERATIONS.md "Credentials refused"). */
+typedef enum {
+    REP_REFUSED_NONE,
+    REP_REFUSED_CREDENTIALS,           /* UNAUTHENTICATED or PERMISSION_DENIED */
+    REP_REFUSED_UNIMPLEMENTED,         /* the cluster URL has no EdgeReplicatorService */
+    REP_REFUSED__COUNT
+} rep_refused_t;
+const char *rep_refused_name(rep_refused_t r);
 
 typedef struct rep_topic_stats {
     rep_topic_state_t state;

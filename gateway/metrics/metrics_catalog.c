@@ -252,7 +252,8 @@ const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
 };
 
 /* the names rep_retry_name() gives (a unit test checks they agree) */
-const char *const metrics_retry_reasons[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup" };
+const char *const metrics_retry_reasons[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup",
+                                              "permanent", "refused" };
 const size_t metrics_nretry_reasons = TB_ARRAY_LEN(metrics_retry_reasons);
 
 const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
