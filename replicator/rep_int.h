@@ -181,6 +181,9 @@ typedef enum {
     REP__B_SENDING,  /* its SEND_MESSAGE is pending */
     REP__B_SENT,     /* sent, waiting for its ack */
     REP__B_ACKED,    /* acked, waiting for earlier batches' acks */
+    REP__B_DEAD,     /* refused for good (replicator.max_attempts): never sent again, its records on
+                        their way to the dead-letter log; later batches still go. ACKED (with
+                        dead set) once they are durable there */
 } rep__bstate_t;
 
 typedef struct rep__batch {
@@ -196,6 +199,9 @@ typedef struct rep__batch {
     rep__bstate_t state;
     uint64_t sent_ms;            /* tb_mono_ms() of its latest send */
     uint32_t sends;
+    uint16_t perm_fails;         /* streams that ended with a permanent status while carrying it alone */
+    bool dead;                   /* dead-lettered: the checkpoint passes it uncounted as replicated */
+    int last_status;             /* grpc_status_code of its latest permanent failure */
 } rep__batch_t;
 
 /* Closes the open batch into *out: appends batch_last_offset and hands over the buffer. An
@@ -488,6 +494,13 @@ typedef struct rep__topic {
     uint32_t acks_this_stream;
     rep__backoff_t backoff;
     bool outage_logged;          /* "replication interrupted" logged for this outage */
+    /* poison batches (RELOAD.md 5.4, 5.5): one dead-letter write at a time */
+    char *dl_error;              /* the status and text of the batch being dead-lettered */
+    uint64_t dl_token;           /* of the write asked for; 0: none pending */
+    atomic_uint_fast64_t dl_done_token; /* any thread: the loop's answer (rep_engine_dead_letter_done) */
+    atomic_int dl_done_rc;
+    uint64_t dl_retry_ms;        /* tb_mono_ms() when a refused dead-letter write is asked again; 0: none */
+    rep_refused_t refused;       /* this topic's stream is refused (credentials) */
     rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
 } rep__topic_t;
 
@@ -507,6 +520,12 @@ void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
 void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details);
 /* called by rep_lookup.c */
 void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan /* NULL: failed */, const char *why);
+
+/* The loop's answer to a dead-letter write (any thread): recorded, the lane kicked. */
+void rep__topic_dead_letter_done(rep__topic_t *t, uint64_t token, int rc);
+/* The cluster refused the edge (c: REP__CLASS_CREDENTIALS or _UNIMPLEMENTED) in a call of `what`, or
+ * (c == REP__CLASS_TRANSIENT) a call succeeded: the refused state set (logged once a minute) or cleared. */
+void rep__refused_note(rep_t *r, rep__class_t c, grpc_status_code st, const char *details, const char *what);
 
 /* rep_lookup.c: Discovery.TopicLookup for t, on url (NULL: the cluster's). */
 void rep__lookup_start(rep_t *r, rep__topic_t *t, const char *url);
@@ -579,6 +598,8 @@ struct rep {
     bool grpc_up;                /* grpc_init() was called (balanced in fini) */
     /* stats (under out.mu) */
     rep_stats_t st, pub;
+    uint64_t dl_seq;             /* dead-letter tokens */
+    tb_ratelimit_t refused_rl;   /* the refused warning: once a minute */
 };
 
 /* rep_thread.c */

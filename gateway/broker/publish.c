@@ -124,17 +124,20 @@ static void dead_letter(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
                         const char *why, broker_pending_t *p)
 {
     const mqtt_publish_t *pub = &pkt->u.publish;
-    wal_attr_t attrs[3] = {
+    wal_attr_t attrs[4] = {
         { (const uint8_t *)"dead_letter.error", 17, (const uint8_t *)why, strlen(why) },
         { (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)t->name, strlen(t->name) },
         { (const uint8_t *)"mqtt.client_id", 14, (const uint8_t *)c->client_id, strlen(c->client_id) },
+        { (const uint8_t *)"dead_letter.source", 18, (const uint8_t *)"schema", 6 },
     };
     broker_msg_t msg = {
-        .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 3,
+        .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 4,
         .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n, .qos = pub->qos, .retain = pub->retain,
     };
     if (broker__ingest(c->srv->dead_letter, &msg, c, p) < 0)
         broker__refuse(c, p, BROKER_REFUSE_LOG_UNAVAILABLE); /* not kept: do not say it was */
+    else
+        ((broker_topic_t *)t)->dead_letters[METRICS_DL_INVALID_SCHEMA]++; /* tributary_dead_letters_total */
 }
 
 /* Routes and stores one message. p: its pending ack (NULL for QoS 0). */

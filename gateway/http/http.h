@@ -292,6 +292,12 @@ typedef struct http_provider {
     /* up to n clients by PUBLISHes per second, busiest first, and the window it was measured over
      * (/stats connections.top_talkers); NULL: not reported (null in /stats) */
     size_t (*top_talkers)(void *arg, http_talker_t *out /* OUT */, size_t n, double *window_seconds /* OUT */);
+    /* true and words in buf when the cluster refuses the edge, which is not an outage (/readyz stays
+     * 200 and says so; /stats cluster.problem): "credentials refused (UNAUTHENTICATED: ...) since
+     * <time>". NULL or false: none. */
+    bool (*cluster_problem)(void *arg, char *buf, size_t len);
+    /* the same for one topic (a refusal, a poison batch held): /stats topics[].problem */
+    bool (*topic_problem)(void *arg, size_t topic, char *buf, size_t len);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */

@@ -83,7 +83,7 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "While messages wait: time since the cluster's acknowledgements last moved the topic (or since they began "
       "to wait); 0 when none wait.", MS_PER_S, METRICS_L_TOPIC, "no_progress_seconds", false),
     G(METRICS_TOPIC_INVARIANT_OK, "tributary_topic_invariant_ok",
-      "1 when received = replicated + queued + dropped + rejected for the topic.", 1, METRICS_L_TOPIC,
+      "1 when received = replicated + queued + dropped + rejected + dead_lettered for the topic.", 1, METRICS_L_TOPIC,
       "invariant_ok", true),
     C(METRICS_DROPPED_IN_FLIGHT, "tributary_messages_dropped_in_flight_total",
       "Of the dropped messages: those whose batch was in flight when the bound deleted them and that the cluster "
@@ -241,6 +241,22 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_PROC_READ_BYTES, "tributary_process_disk_read_bytes_total",
       "Bytes this process caused to be read from storage (/proc/self/io read_bytes).", METRICS_L_NONE, METRICS_L_NONE,
       "process.disk_read_bytes"),
+    C(METRICS_DEAD_LETTERED, "tributary_messages_dead_lettered_total",
+      "Messages received since start whose batch the cluster refused replicator.max_attempts times with a "
+      "permanent status, passed by the checkpoint once kept in the dead-letter log (the invariant's term).",
+      METRICS_L_TOPIC, METRICS_L_NONE, "dead_lettered"),
+    C(METRICS_DEAD_LETTERS, "tributary_dead_letters_total",
+      "Records stored in the dead-letter log, by topic and reason: invalid_schema (the gateway's validation), "
+      "cluster_* (a batch the cluster refused for good), operator.", METRICS_L_TOPIC, METRICS_L_DL, "dead_letters"),
+};
+
+const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
+    [METRICS_DL_INVALID_SCHEMA] = "invalid_schema",
+    [METRICS_DL_CLUSTER_INVALID_ARGUMENT] = "cluster_invalid_argument",
+    [METRICS_DL_CLUSTER_FAILED_PRECONDITION] = "cluster_failed_precondition",
+    [METRICS_DL_CLUSTER_OUT_OF_RANGE] = "cluster_out_of_range",
+    [METRICS_DL_CLUSTER_TOO_LARGE] = "cluster_too_large",
+    [METRICS_DL_OPERATOR] = "operator",
 };
 
 const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
@@ -329,7 +345,8 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_fixed(m, "reason", metrics_batch_reasons, METRICS_BATCH__COUNT, &L[METRICS_L_BATCH])) < 0 ||
         (rc = metrics_labels_bounded(m, "listener", METRICS_MAX_LISTENERS, &L[METRICS_L_LISTENER])) < 0 ||
         (rc = metrics_labels_fixed(m, "mode", metrics_modes, METRICS_MODE__COUNT, &L[METRICS_L_MODE])) < 0 ||
-        (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0)
+        (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0 ||
+        (rc = metrics_labels_fixed(m, "reason", metrics_dl_reasons, METRICS_DL__COUNT, &L[METRICS_L_DL])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
@@ -385,7 +402,8 @@ bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)
                    (uint64_t)metrics_get(m->catalog[METRICS_DROPPED_AGE], t, 0); /* the bound's and max_age's */
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         out->rejected += (uint64_t)metrics_get(m->catalog[METRICS_REJECTED], t, r);
-    out->ok = out->received == out->replicated + out->queued + out->dropped + out->rejected;
+    out->dead_lettered = (uint64_t)metrics_get(m->catalog[METRICS_DEAD_LETTERED], t, 0);
+    out->ok = out->received == out->replicated + out->queued + out->dropped + out->rejected + out->dead_lettered;
     return true;
 }
 

@@ -46,7 +46,8 @@ TOPIC_FIELDS = {
     "dropped_age": "integer", "wal_dropped_age_total": "integer", "blocked": "boolean", "blocked_pauses": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
     "wal_batches": "object", "durability": "string", "held_messages": "integer", "held_bytes": "integer",
-    "spills": "object", "to_memory": "integer",
+    "spills": "object", "to_memory": "integer", "dead_lettered": "integer", "dead_letters": "object",
+    "problem": ["string", "null"],
 }
 STATS_SCHEMA = {
     "type": "object",
