@@ -150,8 +150,7 @@ const cfg__key_t cfg__keys[] = {
       "\"$dead-letter\" in wal.dir, with the validation error; `tributary wal dump` reads it."),
     K("mqtt.dead_letter_max_bytes", CFG__BYTES, mqtt.dead_letter_max_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Disk bound of the dead-letter log itself, outside wal.max_total_bytes; past it its oldest entries are "
-      "dropped and counted. Used from a later release (issue 19): this build checks the value and nothing reads "
-      "it; $dead-letter is bounded as any topic of the log (wal.max_topic_bytes, wal.max_total_bytes)."),
+      "dropped and counted (tributary_dead_letter_log_dropped_total). Restart to change."),
     K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
       "Most messages per write-ahead-log batch (one write, one sync)."),
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,

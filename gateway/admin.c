@@ -120,4 +120,5 @@ static void op_config(void *arg, tb_buf_t *out)
 void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out)
 {
     *out = (http_admin_ops_t){ .arg = r, .reload = op_reload, .last_reload = op_last_reload, .config = op_config };
+    gw__dlq_ops(out); /* dlq.c */
 }

@@ -242,6 +242,12 @@ void gw__collect(void *arg, metrics_t *m)
                 SET(METRICS_RETRIES, mi, (size_t)li, rs.retries[k]);
         }
     }
+    wal_topic_t *dl = r->broker ? broker_dead_letter_log(r->broker) : NULL;
+    if (dl) {
+        wal_topic_stats_t ds;
+        wal_topic_stats(dl, &ds);
+        SET(METRICS_DL_LOG_DROPPED, 0, 0, ds.dropped_total);
+    }
     if (r->wal) {
         wal_space_t sp;
         wal_space(r->wal, &sp);

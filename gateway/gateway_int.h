@@ -117,6 +117,8 @@ typedef struct gw__run {
  * The admin API's ops (http_admin_ops_t) over the running process: reload
  * (gw__reload), the last answer, the configuration in force. */
 void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out /* OUT */);
+/* dlq.c: the dead-letter log ops of the admin API (arg: the gw__run_t). */
+void gw__dlq_ops(http_admin_ops_t *ops);
 /* The configuration in force as YAML (cfg_print, secrets masked): the boot
  * file with the keys the last applied reload put in force. */
 void gw__config_in_force(const cfg_t *boot, const struct gw__reload_state *st, FILE *out);

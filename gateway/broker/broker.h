@@ -220,6 +220,22 @@ typedef struct broker_dl_batch {
     metrics_dl_reason_t reason;
 } broker_dl_batch_t;
 int broker_dead_letter_batch(broker_t *b, const broker_dl_batch_t *d, void (*done)(void *arg, int rc), void *arg);
+/* The dead-letter log (NULL with mqtt.dead_letter off): `tributary dlq` reads and purges it. */
+wal_topic_t *broker_dead_letter_log(broker_t *b);
+
+/*
+ * Replays one dead letter (docs/design/RELOAD.md 5.7, `tributary dlq replay`):
+ * routed again by its MQTT topic through the current rules, its mapping's
+ * policy and validation applied (the ACL is not consulted: an operator's
+ * action), the captures recomputed, its mqtt.* attributes kept (its
+ * dead_letter.* ones left out) plus tributary.dlq_offset. STORED: handed to
+ * the topic's log (*topic its name; counted received and stored like any
+ * message); REFUSED: why says (not dead-lettered again); UNMATCHED: no
+ * mapping matches it now.
+ */
+typedef enum { BROKER_REPLAY_STORED, BROKER_REPLAY_REFUSED, BROKER_REPLAY_UNMATCHED } broker_replay_t;
+broker_replay_t broker_replay(broker_t *b, const wal_record_t *rec, const char **topic /* OUT */, char *why,
+                              size_t whylen);
 void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
 
 /* Sockets the broker holds at most (mqtt.max_connections unless the

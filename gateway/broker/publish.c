@@ -220,6 +220,57 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
         p->qos2_record = pub->qos == 2;
 }
 
+wal_topic_t *broker_dead_letter_log(broker_t *srv)
+{
+    return srv->dead_letter ? srv->dead_letter->wal : NULL;
+}
+
+broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char **topic, char *why, size_t whylen)
+{
+    *topic = NULL;
+    router_match_t m;
+    int rule = router_match(srv->router, rec->mqtt_topic, rec->mqtt_topic_len, &m);
+    if (rule < 0) {
+        snprintf(why, whylen, "no mapping matches its MQTT topic");
+        return BROKER_REPLAY_UNMATCHED;
+    }
+    broker_topic_t *t = &srv->topics[m.topic_id];
+    const broker_rule_t *r = &srv->rules[rule];
+    *topic = t->name;
+    if (r->policy == CFG_POLICY_ENFORCE) {
+        if (!t->validator) {
+            snprintf(why, whylen, "its topic's schema is not resolved yet");
+            return BROKER_REPLAY_REFUSED;
+        }
+        if (sch_validate(t->validator, rec->payload, rec->payload_len, why, whylen) != 0)
+            return BROKER_REPLAY_REFUSED;
+    }
+    wal_attr_t attrs[BROKER_MAX_ATTRS];
+    size_t n = 0, it = 0, pos = 0;
+    const char *name;
+    router_slice_t v;
+    while (n < BROKER_MAX_ATTRS - 1 && router_attr_next(srv->router, &m, &it, &name, &v))
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
+    wal_attr_t a;
+    while (n < BROKER_MAX_ATTRS - 1 && wal_record_attr_next(rec, &pos, &a))
+        if (a.key_len > 5 && memcmp(a.key, "mqtt.", 5) == 0)
+            attrs[n++] = a;
+    char off[24];
+    snprintf(off, sizeof off, "%llu", (unsigned long long)rec->offset);
+    attrs[n++] = (wal_attr_t){ (const uint8_t *)"tributary.dlq_offset", 20, (const uint8_t *)off, strlen(off) };
+    broker_msg_t msg = {
+        .payload = rec->payload, .payload_len = rec->payload_len, .attrs = attrs, .nattrs = n,
+        .mqtt_topic = rec->mqtt_topic, .mqtt_topic_len = rec->mqtt_topic_len, .qos = rec->qos, .retain = rec->retain,
+    };
+    t->received++;
+    if (broker__ingest(t, &msg, NULL, NULL) < 0) {
+        t->rejected[BROKER_REJ_QUOTA]++;
+        snprintf(why, whylen, "the topic's log refused it");
+        return BROKER_REPLAY_REFUSED;
+    }
+    return BROKER_REPLAY_STORED;
+}
+
 void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     broker_t *srv = c->srv;

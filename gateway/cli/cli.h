@@ -23,6 +23,7 @@ int cli_wal(int argc, char **argv);
 int cli_passwd(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_admin(int argc, char **argv);
+int cli_dlq(int argc, char **argv);
 
 /* Every cli_<command>(argc, argv) returns the process's exit code:
  * GW_EXIT_OK, GW_EXIT_FAILURE or GW_EXIT_USAGE (gateway.h). */

@@ -381,6 +381,14 @@ typedef struct http_admin_ops {
     json_t *(*last_reload)(void *arg);
     /* GET /admin/config: the configuration in force as YAML, secrets masked. */
     void (*config)(void *arg, tb_buf_t *out);
+    /* The dead-letter log (RELOAD.md 5.7; NULL: not mounted). Each returns a new reference and *status.
+     * GET /admin/dlq?from=N&limit=K: a page from max(N, checkpoint + 1), at most K (<= 1000) records or
+     * 1 MiB; GET /admin/dlq?offset=N: that one record (404 when not there). */
+    json_t *(*dlq_list)(void *arg, uint64_t from, uint32_t limit, uint64_t offset, int *status /* OUT */);
+    /* POST /admin/dlq/replay?from=N&to=M (at most 10,000 records): routed and validated again. */
+    json_t *(*dlq_replay)(void *arg, uint64_t from, uint64_t to, int *status /* OUT */);
+    /* POST /admin/dlq/purge?to=M&confirm=yes: the dead letters up to M are deleted. */
+    json_t *(*dlq_purge)(void *arg, uint64_t to, int *status /* OUT */);
 } http_admin_ops_t;
 
 /* Mounts the admin routes on the next http_service_listen (ops copied;

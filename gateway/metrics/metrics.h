@@ -284,6 +284,7 @@ typedef enum {
     METRICS_PROC_READ_BYTES,
     METRICS_DEAD_LETTERED,      /* per topic: the invariant's dead-lettered term */
     METRICS_DEAD_LETTERS,       /* per topic and reason: records stored in the dead-letter log */
+    METRICS_DL_LOG_DROPPED,     /* the dead-letter log's own bound: its oldest entries dropped */
     METRICS__COUNT
 } metrics_id_t;
 

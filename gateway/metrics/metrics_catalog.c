@@ -248,6 +248,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_DEAD_LETTERS, "tributary_dead_letters_total",
       "Records stored in the dead-letter log, by topic and reason: invalid_schema (the gateway's validation), "
       "cluster_* (a batch the cluster refused for good), operator.", METRICS_L_TOPIC, METRICS_L_DL, "dead_letters"),
+    C(METRICS_DL_LOG_DROPPED, "tributary_dead_letter_log_dropped_total",
+      "Dead letters deleted unread by the dead-letter log's own bound (mqtt.dead_letter_max_bytes, oldest first); "
+      "persistent.", METRICS_L_NONE, METRICS_L_NONE, "dead_letter_log.dropped_total"),
 };
 
 const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
