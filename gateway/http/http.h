@@ -113,6 +113,10 @@ typedef struct http_req {
  */
 size_t http_head_end(const char *buf, size_t len, size_t from);
 
+/* The decimal value of `key` in a query string ("a=1&b=2", http_req_t.query): true and *out when the
+ * key is there with digits only (no sign, no overflow past UINT64_MAX - 9), else false. */
+bool http_query_u64(const char *query, const char *key, uint64_t *out /* OUT */);
+
 /*
  * Parses the complete head buf[0..len) (len from http_head_end). Writes
  * NULs into buf; req's strings point into it. Returns 0, or the status to

@@ -86,31 +86,6 @@ static int admin_reload(void *arg, http_req_t *req, tb_buf_t *out, const char **
     return logged(req, status);
 }
 
-/* The value of key in a query ("a=1&b=2"): true and *out when present and a decimal number. */
-bool http__query_u64(const char *query, const char *key, uint64_t *out)
-{
-    size_t kl = strlen(key);
-    for (const char *p = query; p && *p;) {
-        const char *end = strchr(p, '&');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
-            uint64_t v = 0;
-            size_t i = kl + 1;
-            if (i == n)
-                return false;
-            for (; i < n; i++) {
-                if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10)
-                    return false;
-                v = v * 10 + (uint64_t)(p[i] - '0');
-            }
-            *out = v;
-            return true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 static bool query_has(const char *query, const char *pair)
 {
     size_t n = strlen(pair);
@@ -146,9 +121,9 @@ static int admin_dlq(void *arg, http_req_t *req, tb_buf_t *out, const char **cty
         return logged(req, rc);
     uint64_t from = 0, limit = 100, offset = 0;
     const char *q = req->query;
-    if ((strstr(q, "from=") && !http__query_u64(q, "from", &from)) ||
-        (strstr(q, "limit=") && !http__query_u64(q, "limit", &limit)) ||
-        (strstr(q, "offset=") && !http__query_u64(q, "offset", &offset)))
+    if ((strstr(q, "from=") && !http_query_u64(q, "from", &from)) ||
+        (strstr(q, "limit=") && !http_query_u64(q, "limit", &limit)) ||
+        (strstr(q, "offset=") && !http_query_u64(q, "offset", &offset)))
         return bad_request(req, out, "from, limit and offset are decimal numbers");
     if (limit == 0 || limit > 1000)
         return bad_request(req, out, "limit is 1..1000");
@@ -164,7 +139,7 @@ static int admin_dlq_replay(void *arg, http_req_t *req, tb_buf_t *out, const cha
     if (rc)
         return logged(req, rc);
     uint64_t from, to;
-    if (!http__query_u64(req->query, "from", &from) || !http__query_u64(req->query, "to", &to) || from == 0 ||
+    if (!http_query_u64(req->query, "from", &from) || !http_query_u64(req->query, "to", &to) || from == 0 ||
         to < from)
         return bad_request(req, out, "give from=N&to=M, 1 <= N <= M");
     if (to - from >= 10000)
@@ -181,7 +156,7 @@ static int admin_dlq_purge(void *arg, http_req_t *req, tb_buf_t *out, const char
     if (rc)
         return logged(req, rc);
     uint64_t to;
-    if (!http__query_u64(req->query, "to", &to) || to == 0)
+    if (!http_query_u64(req->query, "to", &to) || to == 0)
         return bad_request(req, out, "give to=M (the last offset to delete)");
     if (!query_has(req->query, "confirm=yes"))
         return bad_request(req, out, "purge deletes dead letters: add confirm=yes");

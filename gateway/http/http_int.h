@@ -147,8 +147,6 @@ bool http__req_has_token(const char *token, const http_req_t *req);
 
 /* http_admin.c: mounts /admin/config and /admin/reload (when the gateway gave the ops). */
 int http__admin_mount(http_service_t *s);
-/* The decimal value of key in a query string ("a=1&b=2"); false when absent or not a number (http_admin.c). */
-bool http__query_u64(const char *query, const char *key, uint64_t *out /* OUT */);
 /* The 401 body; returns 401. */
 int http__unauthorized(tb_buf_t *out);
 
