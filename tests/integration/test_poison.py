@@ -161,6 +161,25 @@ class Poison(Base):
         self.assertIsNone(t["problem"])
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
+    def test_sigkill_after_dead_lettering_keeps_every_dead_letter(self):
+        """A kill between the dead-letter write and the checkpoint's persistence replays the batch:
+        duplicates in the dead-letter log are allowed, a missing dead letter or message is not."""
+        self.start()
+        self.mc.control.poison({"payload_contains": "POISON"})
+        self.publish("t/a", [b"POISON k"])
+        wait_until(lambda: self.dead_letters() or None, WAIT, "the dead letter")
+        self.gw.kill()
+        self.gw.proc.wait(30)
+        self.gw.start()
+        self.port = self.gw.mqtt_port()
+        self.publish("t/a", [b"after-kill"], cid="after-kill")
+        wait_until(lambda: self.stored_payloads() == ["after-kill"], WAIT, "the topic moving on after the restart")
+        dead = self.dead_letters()
+        self.assertGreaterEqual(len(dead), 1)
+        self.assertTrue(all(d["payload"] == "POISON k" and d["attributes"]["dead_letter.offset"] == "1" for d in dead),
+                        dead)
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
     def test_per_batch_error_by_offsets(self):
         self.start()
         self.mc.control.poison({"offsets": [3, 4], "status": "FAILED_PRECONDITION"})
@@ -234,6 +253,18 @@ class Credentials(Base):
         self.assertEqual(len(lines), 1, lines)  # once a minute, not per attempt
         self.assertIn("edge.token", lines[0])
         self.assertEqual(self.topic()["queued"], 1)  # kept in the log
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+        # edge.token is restart-class: restarted with the right one, the kept message goes and the state clears
+        with open(self.gw.config) as f:
+            text = f.read()
+        self.gw.write_config(text.replace("a-wrong-one", "the-right-one"))
+        self.gw.start()
+        self.http = self.gw.http_port()
+        wait_until(lambda: self.stored_payloads() == ["kept-1"], WAIT, "the kept message at the cluster")
+        doc = self.stats()
+        self.assertIsNone(doc["cluster"]["problem"])
+        status, body = http_get(self.http, "/readyz")
+        self.assertEqual((status, body), (200, "ready\ncluster: connected\n"))
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
 
