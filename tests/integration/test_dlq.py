@@ -138,6 +138,7 @@ class Dlq(unittest.TestCase):
         self.assertEqual(page["records"], [])
         self.assertEqual(page["checkpoint"], last)
         self.assertEqual(self.cli("show", str(off)).returncode, 1)
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
     def test_bad_requests(self):
         for method, path in (("GET", "/admin/dlq?limit=0"), ("GET", "/admin/dlq?from=x"),
