@@ -13,7 +13,9 @@
  *   the protocol    rep_register.c (RegisterEdge, heartbeat),
  *                   rep_lookup.c (Discovery), rep_stream.c (one
  *                   ReplicateData call), rep_topic.c (a topic's state
- *                   machine: reading the WAL, sending, acks, retries)
+ *                   machine: reading the WAL, sending, acks, retries),
+ *                   rep_poison.c (batches refused for good, the refused
+ *                   state), over rep_status.c (what a status means: pure)
  *   the thread      rep_thread.c (the completion-queue loop, the waker,
  *                   commands, stop), rep.c (public API, events, stats,
  *                   and rep__danube_ops: Danube as an output kind)
@@ -521,6 +523,13 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
 /* called by rep_lookup.c */
 void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan /* NULL: failed */, const char *why);
 
+/* rep_poison.c (RELOAD.md 5.3-5.6): b ended a stream it carried alone with a permanent status st
+ * (text: "STATUS: details"): charged; at replicator.max_attempts DEAD, its records to the loop. */
+void rep__poison_charge(rep_t *r, rep__topic_t *t, rep__batch_t *b, grpc_status_code st, const char *text);
+/* After a kick: the loop's answer to the topic's dead-letter write, if it came (the checkpoint passes). */
+void rep__poison_answered(rep_t *r, rep__topic_t *t);
+/* From pump: a dead-letter write the loop refused, asked again once its delay is over. */
+void rep__poison_retry(rep_t *r, rep__topic_t *t);
 /* The loop's answer to a dead-letter write (any thread): recorded, the lane kicked. */
 void rep__topic_dead_letter_done(rep__topic_t *t, uint64_t token, int rc);
 /* The cluster refused the edge (c: REP__CLASS_CREDENTIALS or _UNIMPLEMENTED) in a call of `what`, or
