@@ -188,6 +188,7 @@ void gw__collect(void *arg, metrics_t *m)
         rep_stats_t cs;
         rep_engine_stats(rep, &cs);
         SET(METRICS_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+        SET(METRICS_CLUSTER_REFUSED, 0, 0, cs.refused != REP_REFUSED_NONE);
     }
     metrics_labels_t *retry = metrics_family_label(metrics_fam(m, METRICS_RETRIES), 1);
     uint64_t now_ms = tb_wall_ms();

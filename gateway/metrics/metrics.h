@@ -285,6 +285,7 @@ typedef enum {
     METRICS_DEAD_LETTERED,      /* per topic: the invariant's dead-lettered term */
     METRICS_DEAD_LETTERS,       /* per topic and reason: records stored in the dead-letter log */
     METRICS_DL_LOG_DROPPED,     /* the dead-letter log's own bound: its oldest entries dropped */
+    METRICS_CLUSTER_REFUSED,    /* 1 while the cluster refuses the edge's credentials */
     METRICS__COUNT
 } metrics_id_t;
 

@@ -251,6 +251,9 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_DL_LOG_DROPPED, "tributary_dead_letter_log_dropped_total",
       "Dead letters deleted unread by the dead-letter log's own bound (mqtt.dead_letter_max_bytes, oldest first); "
       "persistent.", METRICS_L_NONE, METRICS_L_NONE, "dead_letter_log.dropped_total"),
+    G(METRICS_CLUSTER_REFUSED, "tributary_cluster_credentials_refused",
+      "1 while the cluster refuses the edge's credentials (UNAUTHENTICATED, PERMISSION_DENIED) or has no edge "
+      "service: not an outage, /readyz stays 200 and says so.", 1, METRICS_L_NONE, "cluster.credentials_refused", true),
 };
 
 const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {

@@ -241,6 +241,8 @@ class Credentials(Base):
         doc = self.stats()
         self.assertTrue(doc["ready"])
         self.assertIn("credentials refused (UNAUTHENTICATED", doc["cluster"]["problem"])
+        self.assertIs(doc["cluster"]["credentials_refused"], True)
+        self.assertIn("tributary_cluster_credentials_refused 1\n", self.metrics())
         # retried at the maximum (registration: 60 s, equal jitter, so >= 30 s): over 12 s after the first
         # refusal no second call, where the normal schedule (1 s, 2 s, 4 s ...) would have made three more
         first = self.mc.control.stats()["totals"]["unauthenticated_calls"]
@@ -263,6 +265,7 @@ class Credentials(Base):
         wait_until(lambda: self.stored_payloads() == ["kept-1"], WAIT, "the kept message at the cluster")
         doc = self.stats()
         self.assertIsNone(doc["cluster"]["problem"])
+        self.assertIs(doc["cluster"]["credentials_refused"], False)
         status, body = http_get(self.http, "/readyz")
         self.assertEqual((status, body), (200, "ready\ncluster: connected\n"))
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
