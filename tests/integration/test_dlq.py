@@ -150,5 +150,44 @@ class Dlq(unittest.TestCase):
         self.assertEqual(run_cli("dlq", "bogus").returncode, 2)
 
 
+class DlqBound(unittest.TestCase):
+    """mqtt.dead_letter_max_bytes: the dead-letter log's own bound drops its oldest entries, counted."""
+
+    def test_the_bound_drops_the_oldest_and_counts_them(self):
+        self.mc = MockCluster(schemas={"tele": {"type": "json_schema", "raw": STRICT}}).start()
+        self.addCleanup(self.mc.stop)
+        maps = [{"mqtt_pattern": "t/+", "danube_topic": TELE, "schema_subject": "tele",
+                 "validation_policy": "enforce"}]
+        yaml = edge_yaml(self.mc.grpc_url, maps, wal="fsync: always, segment_bytes: 8KiB").replace(
+            '  listener: "127.0.0.1:0"\n', '  listener: "127.0.0.1:0"\n  dead_letter: true\n'
+            '  dead_letter_max_bytes: 64KiB\n', 1)
+        gw = Gateway(yaml).start()
+        self.addCleanup(lambda: gw.proc.poll() is None and (gw.proc.kill(), gw.proc.wait(30)))
+        port, http = gw.mqtt_port(), gw.http_port()
+        gw.wait_log(f'msg="topic ready" topic={TELE}', WAIT)
+        c = m.Raw(port)
+        c.send(m.connect("bound"))
+        c.expect(m.CONNACK)
+        n = 60
+        for i in range(1, n + 1):  # 60 x ~2 KiB refused by the schema: ~120 KiB of dead letters for a 64 KiB bound
+            c.send(m.publish("t/d1", b'{"temp": %d, "pad": "%s"}' % (i, b"x" * 2000), qos=1, pid=i))
+            c.expect(m.PUBACK)
+        c.send(m.disconnect())
+        c.close()
+
+        def dropped():
+            status, body = http_req(http, "GET", "/admin/dlq?limit=1000")
+            page = json.loads(body)
+            return page if status == 200 and page["dropped_total"] > 0 else None
+        page = wait_until(dropped, WAIT, "the bound dropping the oldest dead letters")
+        offs = [r["offset"] for r in page["records"]]
+        self.assertGreater(offs[0], 1, "the oldest went first")
+        self.assertEqual(offs, list(range(offs[0], n + 1)), "the newest are all kept, in order")
+        self.assertEqual(page["dropped_total"] + len(offs), n, "each dead letter kept or counted dropped")
+        status, body = http_req(http, "GET", "/metrics")
+        self.assertIn(f"tributary_dead_letter_log_dropped_total {page['dropped_total']}\n", body)
+        self.assertEqual(gw.stop(), 0, gw.log())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
