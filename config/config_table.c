@@ -90,10 +90,10 @@ const cfg__key_t cfg__keys[] = {
     K("replicator.shutdown_grace_ms", CFG__MS, replicator.shutdown_grace_ms, "2000", 0, 60000, NULL, 0,
       "At shutdown, how long batches in flight may take to be acknowledged before streams are closed."),
     K("replicator.max_attempts", CFG__U32, replicator.max_attempts, "10", 1, 1000, NULL, 0,
-      "Attempts of a batch the cluster refuses as invalid (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE) "
-      "before its messages go to the dead-letter log and the topic moves on. Used from a later release (issue "
-      "19, poison batches): this build checks the value and nothing reads it; every refused batch is retried "
-      "with the backoff, as before."),
+      "Attempts of a batch the cluster refuses for good (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, "
+      "RESOURCE_EXHAUSTED for one message; not INTERNAL) before its messages go to the dead-letter log "
+      "(mqtt.dead_letter) and the topic moves on; each attempt waits the topic's backoff. Not persisted: after a "
+      "restart a held batch gets them again. With mqtt.dead_letter off the batch is held and /stats says so."),
 
     K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
       "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "
@@ -150,8 +150,7 @@ const cfg__key_t cfg__keys[] = {
       "\"$dead-letter\" in wal.dir, with the validation error; `tributary wal dump` reads it."),
     K("mqtt.dead_letter_max_bytes", CFG__BYTES, mqtt.dead_letter_max_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Disk bound of the dead-letter log itself, outside wal.max_total_bytes; past it its oldest entries are "
-      "dropped and counted. Used from a later release (issue 19): this build checks the value and nothing reads "
-      "it; $dead-letter is bounded as any topic of the log (wal.max_topic_bytes, wal.max_total_bytes)."),
+      "dropped and counted (tributary_dead_letter_log_dropped_total). Restart to change."),
     K("mqtt.ingestion.batch_size", CFG__U32, mqtt.ingestion.batch_size, "100", 1, 100000, NULL, D,
       "Most messages per write-ahead-log batch (one write, one sync)."),
     K("mqtt.ingestion.batch_timeout_ms", CFG__MS, mqtt.ingestion.batch_timeout_ms, "500", 0, 60000, NULL, D,

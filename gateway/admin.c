@@ -121,4 +121,5 @@ void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out)
 {
     *out = (http_admin_ops_t){ .arg = r, .reload = op_reload, .last_reload = op_last_reload, .config = op_config };
     gw__admin_drain_ops(r, out); /* pause, resume, drain */
+    gw__dlq_ops(out); /* dlq.c */
 }

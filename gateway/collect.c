@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static void readiness(void *arg, http_readiness_t *out)
 {
@@ -71,6 +72,35 @@ static http_cluster_state_t cluster_state(void *arg)
     }
 }
 
+static bool cluster_problem(void *arg, char *buf, size_t len)
+{
+    rep_engine_t *rep = gw_repl_engine(((gw__run_t *)arg)->repl);
+    if (!rep)
+        return false;
+    rep_stats_t st;
+    rep_engine_stats(rep, &st);
+    if (st.refused == REP_REFUSED_NONE)
+        return false;
+    char since[40] = "?";
+    time_t secs = (time_t)(st.refused_since_ms / 1000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm))
+        strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    snprintf(buf, len, "%s since %s", st.refused_words, since);
+    return true;
+}
+
+static bool topic_problem(void *arg, size_t topic, char *buf, size_t len)
+{
+    gw__run_t *r = arg;
+    rep_topic_stats_t st;
+    gw_repl_topic_stats(r->repl, topic, &st);
+    if (!st.problem[0])
+        return false;
+    snprintf(buf, len, "%s", st.problem);
+    return true;
+}
+
 /* broker_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */
 static const int reject_label[BROKER_REJ__COUNT] = {
     [BROKER_REJ_UNMATCHED] = -1,
@@ -120,6 +150,9 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_DROPPED, mi, 0, st->dropped_since_open);
     SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
     SET(METRICS_DROPPED_AGE, mi, 0, rs->messages_dropped_age_new);
+    SET(METRICS_DEAD_LETTERED, mi, 0, rs->messages_dead_lettered_new);
+    for (size_t k = 0; k < METRICS_DL__COUNT; k++)
+        SET(METRICS_DEAD_LETTERS, mi, k, t->dead_letters[k]);
     SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
 }
 
@@ -202,6 +235,7 @@ void gw__collect(void *arg, metrics_t *m)
         rep_stats_t cs;
         rep_engine_stats(rep, &cs);
         SET(METRICS_CLUSTER_UP, 0, 0, cs.cluster == REP_CLUSTER_CONNECTED && cs.registration == REP_REG_REGISTERED);
+        SET(METRICS_CLUSTER_REFUSED, 0, 0, cs.refused != REP_REFUSED_NONE);
     }
     metrics_labels_t *retry = metrics_family_label(metrics_fam(m, METRICS_RETRIES), 1);
     uint64_t now_ms = tb_wall_ms();
@@ -260,6 +294,12 @@ void gw__collect(void *arg, metrics_t *m)
     }
     if (rep)
         collect_outputs(r, m, rep);
+    wal_topic_t *dl = r->broker ? broker_dead_letter_log(r->broker) : NULL;
+    if (dl) {
+        wal_topic_stats_t ds;
+        wal_topic_stats(dl, &ds);
+        SET(METRICS_DL_LOG_DROPPED, 0, 0, ds.dropped_total);
+    }
     if (r->wal) {
         wal_space_t sp;
         wal_space(r->wal, &sp);
@@ -354,7 +394,8 @@ static bool output_carries(void *arg, size_t label, size_t topic)
 void gw__provider(gw__run_t *r, http_provider_t *out)
 {
     *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
-                              .cluster_state = cluster_state, .listener_tls = listener_tls,
+                              .cluster_state = cluster_state, .cluster_problem = cluster_problem,
+                              .topic_problem = topic_problem, .listener_tls = listener_tls,
                               .top_talkers = top_talkers, .output_info = output_info,
                               .output_carries = output_carries };
 }

@@ -123,6 +123,8 @@ typedef struct gw__run {
 void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out /* OUT */);
 /* admin_drain.c: the ops of pause/resume and drain (RELOAD.md 6.3, 6.4), added to out. */
 void gw__admin_drain_ops(gw__run_t *r, http_admin_ops_t *out /* IN/OUT */);
+/* dlq.c: the dead-letter log ops of the admin API (arg: the gw__run_t). */
+void gw__dlq_ops(http_admin_ops_t *ops);
 /* The configuration in force as YAML (cfg_print, secrets masked): the boot
  * file with the keys the last applied reload put in force. */
 void gw__config_in_force(const cfg_t *boot, const struct gw__reload_state *st, FILE *out);

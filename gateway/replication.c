@@ -166,8 +166,48 @@ static void forget_schema(broker_topic_t *t)
     t->schema_version = 0;
 }
 
+/* ---- poison batches: the replicator's records into the dead-letter log (RELOAD.md 5.5) ---- */
+
+typedef struct dl_wait {
+    gw_repl_t *g;
+    uint16_t output;
+    size_t topic;
+    uint64_t token;
+} dl_wait_t;
+
+static void dead_letter_done(void *arg, int rc)
+{
+    dl_wait_t *w = arg;
+    if (w->g->rep) /* freed after the drain: nothing to tell */
+        rep_engine_dead_letter_done(w->g->rep, w->output, w->topic, w->token, rc);
+    free(w);
+}
+
+static void dead_letter(gw_repl_t *g, const rep_event_t *ev)
+{
+    const rep_dead_letter_t *dl = ev->dl;
+    _Static_assert((int)METRICS_DL__COUNT == (int)REP_DL__COUNT, "metrics_dl_reason_t follows rep_dl_reason_t");
+    wal_record_t *recs = tb_calloc(dl->n + 1, sizeof *recs);
+    for (size_t i = 0; i < dl->n; i++)
+        recs[i] = dl->recs[i].rec;
+    broker_dl_batch_t d = { .topic = ev->topic, .recs = recs, .n = dl->n, .error = dl->error,
+                            .attempts = dl->attempts, .reason = (metrics_dl_reason_t)dl->reason };
+    dl_wait_t *w = tb_malloc(sizeof *w);
+    *w = (dl_wait_t){ g, ev->output, ev->topic, dl->token };
+    int rc = broker_dead_letter_batch(g->b, &d, dead_letter_done, w); /* copies the records */
+    free(recs);
+    if (rc < 0) {
+        rep_engine_dead_letter_done(g->rep, ev->output, ev->topic, dl->token, rc); /* held, said by the replicator */
+        free(w);
+    }
+}
+
 static void apply(gw_repl_t *g, const rep_event_t *ev)
 {
+    if (ev->kind == REP_EV_DEAD_LETTER) {
+        dead_letter(g, ev);
+        return;
+    }
     broker_topic_t *t = broker_topic(g->b, ev->topic);
     const char *why = "";
     switch (ev->kind) {
@@ -204,6 +244,7 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
         why = "it was removed on the cluster (it is registered again at the next heartbeat)";
         break;
     case REP_EV_STOPPED:
+    case REP_EV_DEAD_LETTER:
         return;
     }
     log_readiness(g, t, why);

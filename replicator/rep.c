@@ -131,6 +131,7 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
     r->producer = tb_asprintf("tributary-%s", o->edge_name);
     pthread_mutex_init(&r->waker_mu, NULL);
     r->rng = (tb_mono_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+    r->refused_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
     r->st.cluster = REP_CLUSTER_CONNECTING;
     r->pub = r->st;
     grpc_init();
@@ -352,6 +353,13 @@ void rep_event_free(rep_event_t *ev)
     free(ev->schema.definition);
     free(ev->schema.fingerprint);
     free(ev->detail);
+    if (ev->dl) {
+        for (size_t i = 0; i < ev->dl->n; i++)
+            free(ev->dl->recs[i].blob);
+        free(ev->dl->recs);
+        free(ev->dl->error);
+        free(ev->dl);
+    }
     free(ev);
 }
 
@@ -371,7 +379,7 @@ void rep_event_resolved(const rep_event_t *ev, sch_resolved_t *out)
 const char *rep_event_kind_name(rep_event_kind_t k)
 {
     static const char *const n[] = { "topic_registered", "topic_failed", "schema_updated", "schema_removed",
-                                     "topic_removed", "stopped" };
+                                     "topic_removed", "stopped", "dead_letter" };
     return (unsigned)k < TB_ARRAY_LEN(n) ? n[k] : "?";
 }
 
@@ -414,6 +422,7 @@ const char *rep_topic_state_name(rep_topic_state_t s)
 
 const char *rep_retry_name(rep_retry_t x)
 {
-    static const char *const n[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup" };
+    static const char *const n[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup", "permanent",
+                                     "refused" };
     return (unsigned)x < TB_ARRAY_LEN(n) ? n[x] : "?";
 }

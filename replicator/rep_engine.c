@@ -136,6 +136,16 @@ void rep_engine_kick(rep_engine_t *e, size_t topic)
         rep__output_kick(e->outs[i], topic);
 }
 
+void rep_engine_dead_letter_done(rep_engine_t *e, uint16_t output, size_t topic, uint64_t token, int rc)
+{
+    if (!e || output >= e->nouts)
+        return;
+    rep_output_t *o = e->outs[output];
+    if (o->ops->kind != REP_KIND_DANUBE || topic >= o->nlanes || !o->lanes[topic])
+        return;
+    rep__topic_dead_letter_done((rep__topic_t *)o->lanes[topic], token, rc); /* the lane is its first member */
+}
+
 void rep_engine_stop(rep_engine_t *e)
 {
     if (atomic_exchange(&e->stop_asked, true))

@@ -13,7 +13,9 @@
  *   the protocol    rep_register.c (RegisterEdge, heartbeat),
  *                   rep_lookup.c (Discovery), rep_stream.c (one
  *                   ReplicateData call), rep_topic.c (a topic's state
- *                   machine: reading the WAL, sending, acks, retries)
+ *                   machine: reading the WAL, sending, acks, retries),
+ *                   rep_poison.c (batches refused for good, the refused
+ *                   state), over rep_status.c (what a status means: pure)
  *   the thread      rep_thread.c (the completion-queue loop, the waker,
  *                   commands, stop), rep.c (public API, events, stats,
  *                   and rep__danube_ops: Danube as an output kind)
@@ -281,6 +283,9 @@ typedef enum {
     REP__B_SENDING,  /* its SEND_MESSAGE is pending */
     REP__B_SENT,     /* sent, waiting for its ack */
     REP__B_ACKED,    /* acked, waiting for earlier batches' acks */
+    REP__B_DEAD,     /* refused for good (replicator.max_attempts): never sent again, its records on
+                        their way to the dead-letter log; later batches still go. ACKED (with
+                        dead set) once they are durable there */
 } rep__bstate_t;
 
 typedef struct rep__batch {
@@ -296,6 +301,9 @@ typedef struct rep__batch {
     rep__bstate_t state;
     uint64_t sent_ms;            /* tb_mono_ms() of its latest send */
     uint32_t sends;
+    uint16_t perm_fails;         /* streams that ended with a permanent status while carrying it alone */
+    bool dead;                   /* dead-lettered: the checkpoint passes it uncounted as replicated */
+    int last_status;             /* grpc_status_code of its latest permanent failure */
 } rep__batch_t;
 
 /* Closes the open batch into *out: appends batch_last_offset and hands over the buffer. An
@@ -334,6 +342,27 @@ bool rep__window_pop(rep__window_t *w, rep__batch_t *out /* OUT */);
 void rep__window_rewind(rep__window_t *w);
 /* The oldest batch not acked (for its deadline), or NULL. */
 rep__batch_t *rep__window_oldest_unacked(rep__window_t *w);
+
+/* ---- what a failed stream's status means (rep_status.c, pure) ------------------ */
+
+typedef enum {
+    REP__CLASS_TRANSIENT,     /* rewind, backoff, rebuild (as any outage) */
+    REP__CLASS_PERMANENT,     /* the batch is refused for good: charged to it (rep_topic.c), dead-lettered
+                                 after replicator.max_attempts */
+    REP__CLASS_TOPIC_GONE,    /* NOT_FOUND: the cluster forgot the topic: register again */
+    REP__CLASS_CREDENTIALS,   /* UNAUTHENTICATED, PERMISSION_DENIED: the refused state, maximal backoff */
+    REP__CLASS_UNIMPLEMENTED, /* no EdgeReplicatorService there: the refused state too */
+} rep__class_t;
+
+/* The class of a stream (or call) that ended with st while carrying a batch of batch_msgs
+ * messages (RESOURCE_EXHAUSTED is permanent only for a single message). */
+rep__class_t rep__classify(grpc_status_code st, uint32_t batch_msgs);
+const char *rep__class_name(rep__class_t c);
+/* The dead-letter reason of a permanent status (REP_DL_OPERATOR for any other). */
+rep_dl_reason_t rep__dl_reason(grpc_status_code st);
+/* The words /readyz and /stats show for a refused state ("" for none); snprintf's result. */
+int rep__refused_words(rep_refused_t r, const char *status, const char *detail, const char *url, char *buf,
+                       size_t len);
 
 /* ---- gRPC plumbing (rep_grpc.c) ----------------------------------------------- */
 
@@ -578,6 +607,13 @@ typedef struct rep__topic {
     uint32_t acks_this_stream;
     rep__backoff_t backoff;
     bool outage_logged;          /* "replication interrupted" logged for this outage */
+    /* poison batches (RELOAD.md 5.4, 5.5): one dead-letter write at a time */
+    char *dl_error;              /* the status and text of the batch being dead-lettered */
+    uint64_t dl_token;           /* of the write asked for; 0: none pending */
+    atomic_uint_fast64_t dl_done_token; /* any thread: the loop's answer (rep_engine_dead_letter_done) */
+    atomic_int dl_done_rc;
+    uint64_t dl_retry_ms;        /* tb_mono_ms() when a refused dead-letter write is asked again; 0: none */
+    rep_refused_t refused;       /* this topic's stream is refused (credentials) */
     rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
 } rep__topic_t;
 
@@ -599,6 +635,19 @@ void rep__topic_on_sent(rep_t *r, rep__topic_t *t);
 void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details);
 /* called by rep_lookup.c */
 void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan /* NULL: failed */, const char *why);
+
+/* rep_poison.c (RELOAD.md 5.3-5.6): b ended a stream it carried alone with a permanent status st
+ * (text: "STATUS: details"): charged; at replicator.max_attempts DEAD, its records to the loop. */
+void rep__poison_charge(rep_t *r, rep__topic_t *t, rep__batch_t *b, grpc_status_code st, const char *text);
+/* After a kick: the loop's answer to the topic's dead-letter write, if it came (the checkpoint passes). */
+void rep__poison_answered(rep_t *r, rep__topic_t *t);
+/* From pump: a dead-letter write the loop refused, asked again once its delay is over. */
+void rep__poison_retry(rep_t *r, rep__topic_t *t);
+/* The loop's answer to a dead-letter write (any thread): recorded, the lane kicked. */
+void rep__topic_dead_letter_done(rep__topic_t *t, uint64_t token, int rc);
+/* The cluster refused the edge (c: REP__CLASS_CREDENTIALS or _UNIMPLEMENTED) in a call of `what`, or
+ * (c == REP__CLASS_TRANSIENT) a call succeeded: the refused state set (logged once a minute) or cleared. */
+void rep__refused_note(rep_t *r, rep__class_t c, grpc_status_code st, const char *details, const char *what);
 
 /* rep_lookup.c: Discovery.TopicLookup for t, on url (NULL: the cluster's). */
 void rep__lookup_start(rep_t *r, rep__topic_t *t, const char *url);
@@ -672,6 +721,8 @@ struct rep {
     bool grpc_up;                /* grpc_init() was called (balanced in fini) */
     /* stats (under out.mu) */
     rep_stats_t st, pub;
+    uint64_t dl_seq;             /* dead-letter tokens */
+    tb_ratelimit_t refused_rl;   /* the refused warning: once a minute */
 };
 
 /* rep_thread.c */

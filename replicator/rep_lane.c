@@ -127,6 +127,15 @@ void rep__lane_acked(rep__lane_t *l)
             l->st.messages_dropped_age_new += b.aged_new - TB_MIN(gone, (uint64_t)b.aged_new);
             continue;
         }
+        if (b.dead) { /* durable in the dead-letter log: passed, not replicated */
+            gone = TB_MIN(gone, (uint64_t)b.count_new);
+            l->st.dead_letter_batches++;
+            l->st.messages_dead_lettered += b.count;
+            l->st.messages_dead_lettered_new += b.count_new - gone;
+            l->st.messages_acked_dropped += gone;
+            l->o->ops->release(l->o, &b);
+            continue;
+        }
         acked = true;
         l->st.batches_acked++;
         l->st.messages_acked += b.count;

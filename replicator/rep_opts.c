@@ -29,6 +29,7 @@ void rep_opts_from_cfg(const cfg_t *cfg, rep_opts_t *o)
     o->live_window_ms = cfg->replicator.live_window_ms;
     o->retry_initial_ms = cfg->replicator.retry_initial_ms;
     o->retry_max_ms = cfg->replicator.retry_max_ms;
+    o->max_attempts = cfg->replicator.max_attempts;
     o->shutdown_grace_ms = cfg->replicator.shutdown_grace_ms;
     o->stall_after_ms = cfg->health.stall_after_ms;
     /* the danube output's caps (outputs[] entry of kind danube; the implied one has none) */

@@ -101,11 +101,15 @@ static void hb_arm(rep_t *r)
                    tb_mono_ms() + rep__jitter(r->o.heartbeat_interval_ms, 10, &r->rng));
 }
 
-static void reg_failed(rep_t *r, const char *why)
+static void reg_failed(rep_t *r, const char *why, bool refused)
 {
     r->st.registration_failures++;
+    if (refused) /* credentials: not an outage, the next try after the maximum (RELOAD.md 5.6) */
+        r->reg_backoff.attempt = 64;
     uint32_t delay = rep__backoff_next(&r->reg_backoff, &r->rng);
-    if (r->reg_backoff.attempt == 1)
+    if (refused)
+        tb_debug("replicator: registration refused", TB_S("why", why), TB_U("next_try_ms", delay));
+    else if (r->reg_backoff.attempt == 1)
         tb_warn("registration with the cluster failed: the gateway keeps accepting and logging messages; "
                 "retrying with backoff (logged once until it succeeds)",
                 TB_S("cluster", r->o.cluster_url), TB_S("why", why), TB_U("next_try_ms", delay));
@@ -174,9 +178,13 @@ static void reg_done(rep_t *r, rep__unary_t *u)
     if (u->status != GRPC_STATUS_OK) {
         char *d = rep__status_details(u->details);
         snprintf(why, sizeof why, "%s%s%s", rep__status_name(u->status), *d ? ": " : "", d);
+        rep__class_t cls = rep__classify(u->status, 0);
+        bool refused = cls == REP__CLASS_CREDENTIALS || cls == REP__CLASS_UNIMPLEMENTED;
+        if (refused)
+            rep__refused_note(r, cls, u->status, d, "registration");
         free(d);
         rep__unary_free(r, u);
-        reg_failed(r, why);
+        reg_failed(r, why, refused);
         return;
     }
     size_t len;
@@ -188,9 +196,10 @@ static void reg_done(rep_t *r, rep__unary_t *u)
         snprintf(why, sizeof why, "%s", !resp ? "the answer does not parse" : resp->message ? resp->message : "success=false");
         if (resp)
             danube__edge__register_edge_response__free_unpacked(resp, NULL);
-        reg_failed(r, why);
+        reg_failed(r, why, false);
         return;
     }
+    rep__refused_note(r, REP__CLASS_TRANSIENT, GRPC_STATUS_OK, NULL, "registration"); /* accepted: clears */
     r->config_version = resp->config_version;
     r->st.config_version = resp->config_version;
     r->st.registrations++;
@@ -265,7 +274,10 @@ static void hb_done(rep_t *r, rep__unary_t *u)
     if (u->status != GRPC_STATUS_OK) {
         char *d = rep__status_details(u->details);
         r->st.heartbeat_failures++;
-        if (!r->hb_failing)
+        rep__class_t cls = rep__classify(u->status, 0);
+        if (cls == REP__CLASS_CREDENTIALS || cls == REP__CLASS_UNIMPLEMENTED)
+            rep__refused_note(r, cls, u->status, d, "heartbeat");
+        else if (!r->hb_failing)
             tb_warn("heartbeat failed (logged once until one succeeds)", TB_S("status", rep__status_name(u->status)),
                     TB_S("details", d));
         r->hb_failing = true;

@@ -43,6 +43,7 @@
 static void pump(rep_t *r, rep__topic_t *t);
 static void connect_topic(rep_t *r, rep__topic_t *t);
 static void output_down(rep__topic_t *t);
+static void advance(rep_t *r, rep__topic_t *t);
 
 static void set_state(rep_t *r, rep__topic_t *t, rep_topic_state_t s)
 {
@@ -127,6 +128,7 @@ void rep__topic_free(rep__topic_t *t)
         rep__lane_fini(&t->lane); /* the window's batches (rep__batch_release), reader, cursor */
     rep__open_free(&t->open);
     free(t->subject);
+    free(t->dl_error);
 }
 
 /* ---- connecting ---------------------------------------------------------------- */
@@ -187,8 +189,14 @@ static void retry(rep_t *r, rep__topic_t *t, rep_retry_t why, const char *detail
     t->lane.st.retries[why]++;
     if (!quiet)
         output_down(t);
+    bool refused = why == REP_RETRY_REFUSED;
+    if (refused) { /* not an outage: the maximum at once, equal jitter (RELOAD.md 5.6) */
+        t->backoff.attempt = 64;
+        t->backoff.full_jitter = false;
+    }
     uint32_t delay = rep__backoff_next(&t->backoff, &r->rng);
-    if (!t->outage_logged && !quiet) {
+    t->backoff.full_jitter = true;
+    if (!t->outage_logged && !quiet && !refused) { /* a refusal has its own line, once a minute */
         t->outage_logged = true;
         tb_warn("replication interrupted: retrying with backoff (logged once until it resumes)", REP__LOG_TOPIC(t),
                 TB_S("reason", rep_retry_name(why)), TB_S("details", details ? details : ""),
@@ -260,6 +268,15 @@ void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const ch
 void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_status_code st, const char *details)
 {
     rep__pace_leave(&r->out.pace, &t->lane.pace, tb_mono_ms()); /* no stream: nothing to grant it */
+    /* which batch failed (RELOAD.md 5.3): the slow start sends one batch until the first ack, so a
+     * stream that ends before any ack carried that one alone */
+    rep__batch_t *alone = NULL;
+    if (t->acks_this_stream == 0 && t->lane.win.sent == 1)
+        for (uint32_t i = 0; i < t->lane.win.n && !alone; i++) {
+            rep__batch_t *b = rep__window_at(&t->lane.win, i);
+            if (b->state == REP__B_SENDING || b->state == REP__B_SENT)
+                alone = b;
+        }
     rep__window_rewind(&t->lane.win);
     rep__timer_cancel(&r->timers, &t->ack_timer);
     if (r->stopping) {
@@ -280,6 +297,21 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
     char text[300];
     snprintf(text, sizeof text, "%s%s%s", rep__status_name(st), details && *details ? ": " : "",
              details ? details : "");
+    rep__class_t cls = why == REP_RETRY_STATUS ? rep__classify(st, alone ? alone->count : 0) : REP__CLASS_TRANSIENT;
+    if (cls == REP__CLASS_PERMANENT) {
+        why = REP_RETRY_PERMANENT;
+        if (alone && alone->count)
+            rep__poison_charge(r, t, alone, st, text); /* rep_poison.c */
+    } else if (cls == REP__CLASS_CREDENTIALS || cls == REP__CLASS_UNIMPLEMENTED) {
+        why = REP_RETRY_REFUSED;
+        if (t->refused == REP_REFUSED_NONE) {
+            t->refused = t->lane.st.refused =
+                cls == REP__CLASS_CREDENTIALS ? REP_REFUSED_CREDENTIALS : REP_REFUSED_UNIMPLEMENTED;
+            rep__refused_words(t->refused, rep__status_name(st), details, r->o.cluster_url, t->lane.st.problem,
+                               sizeof t->lane.st.problem);
+        }
+        rep__refused_note(r, cls, st, details, "stream");
+    }
     retry(r, t, why, text, st == GRPC_STATUS_OK && t->lane.win.n == 0);
 }
 
@@ -308,6 +340,11 @@ void rep__topic_on_ack(rep_t *r, rep__topic_t *t, uint64_t acked_offset)
     }
     t->acks_this_stream++;
     rep__backoff_reset(&t->backoff);
+    if (t->refused) {
+        t->refused = t->lane.st.refused = REP_REFUSED_NONE;
+        t->lane.st.problem[0] = '\0';
+        rep__refused_note(r, REP__CLASS_TRANSIENT, GRPC_STATUS_OK, NULL, "stream");
+    }
     if (t->outage_logged) {
         t->outage_logged = false;
         tb_info("replication resumed", REP__LOG_TOPIC(t), TB_U("acked_offset", acked_offset));
@@ -496,6 +533,7 @@ void rep__topic_paced(rep_t *r, rep__timer_t *tm)
 
 static void pump(rep_t *r, rep__topic_t *t)
 {
+    rep__poison_retry(r, t);
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
         uint32_t may_send = t->acks_this_stream ? t->lane.win.cap : 1; /* slow start */
         bool paused = rep__lane_paused(&t->lane); /* rep_pause.c: nothing new goes out */
@@ -531,6 +569,7 @@ static void pump(rep_t *r, rep__topic_t *t)
 
 void rep__topic_kicked(rep_t *r, rep__topic_t *t)
 {
+    rep__poison_answered(r, t);
     /* Nothing known to be waiting: caught up until now, so a stall (data
      * waiting, no ack progress) is measured from here, whether or not the
      * cluster is there. */

@@ -90,7 +90,7 @@ rep__ack_t rep__window_ack(rep__window_t *w, uint64_t acked_offset)
             w->sent--;
             return earlier_unacked ? REP__ACK_OUT_OF_ORDER : REP__ACK_IN_ORDER;
         }
-        if (b->state != REP__B_ACKED)
+        if (b->state != REP__B_ACKED && b->state != REP__B_DEAD) /* a dead one is not waited for */
             earlier_unacked = true;
     }
     return REP__ACK_UNKNOWN;
@@ -126,7 +126,7 @@ rep__batch_t *rep__window_oldest_unacked(rep__window_t *w)
 {
     for (uint32_t i = 0; i < w->n; i++) {
         rep__batch_t *b = rep__window_at(w, i);
-        if (b->state != REP__B_ACKED)
+        if (b->state != REP__B_ACKED && b->state != REP__B_DEAD)
             return b;
     }
     return NULL;

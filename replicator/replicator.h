@@ -81,6 +81,8 @@ typedef struct rep_opts {
                                        tributary.replayed=true */
     uint32_t retry_initial_ms;      /* replicator.retry_initial_ms: stream rebuild backoff, full jitter */
     uint32_t retry_max_ms;          /* replicator.retry_max_ms */
+    uint32_t max_attempts;          /* replicator.max_attempts: a batch refused with a permanent
+                                       status this many times goes to the dead-letter log */
     uint32_t register_retry_initial_ms; /* 1000: RegisterEdge backoff (no key) */
     uint32_t register_retry_max_ms; /* 60000 (no key) */
     uint32_t shutdown_grace_ms;     /* replicator.shutdown_grace_ms: at stop, how long in-flight
@@ -151,6 +153,28 @@ void rep_stop(rep_t *r);
  * events not taken included. Call wal_close after this. NULL is allowed. */
 void rep_free(rep_t *r);
 
+/* Why a record went to the dead-letter log (label "reason" of tributary_dead_letters_total):
+ * a fixed set, the cluster's free text goes in the record (dead_letter.error), never a label. */
+typedef enum {
+    REP_DL_INVALID_SCHEMA,             /* the gateway's schema validation refused it */
+    REP_DL_CLUSTER_INVALID_ARGUMENT,   /* the cluster refused its batch: INVALID_ARGUMENT */
+    REP_DL_CLUSTER_FAILED_PRECONDITION,
+    REP_DL_CLUSTER_OUT_OF_RANGE,
+    REP_DL_CLUSTER_TOO_LARGE,          /* RESOURCE_EXHAUSTED for a one-message batch */
+    REP_DL_OPERATOR,                   /* an operator's decision */
+    REP_DL__COUNT
+} rep_dl_reason_t;
+const char *rep_dl_reason_name(rep_dl_reason_t r);
+
+/* A refusal that is not an outage (docs/OPERATIONS.md "Credentials refused"). */
+typedef enum {
+    REP_REFUSED_NONE,
+    REP_REFUSED_CREDENTIALS,           /* UNAUTHENTICATED or PERMISSION_DENIED */
+    REP_REFUSED_UNIMPLEMENTED,         /* the cluster URL has no EdgeReplicatorService */
+    REP_REFUSED__COUNT
+} rep_refused_t;
+const char *rep_refused_name(rep_refused_t r);
+
 /* ---- events towards the loop ------------------------------------------------ */
 
 typedef enum {
@@ -162,7 +186,26 @@ typedef enum {
     REP_EV_TOPIC_REMOVED,    /* heartbeat: the topic was deleted on the cluster; the
                                 replicator re-registers at the next heartbeat tick */
     REP_EV_STOPPED,          /* after rep_stop: everything is closed */
+    REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times: its
+                                records (ev->dl) go to the dead-letter log; answer with
+                                rep_engine_dead_letter_done once they are durable (or not) */
 } rep_event_kind_t;
+
+/* One record of a dead-lettered batch: rec's pointers point into blob (owned). */
+typedef struct rep_dl_record {
+    wal_record_t rec;        /* raw is NULL */
+    uint8_t *blob;
+} rep_dl_record_t;
+
+typedef struct rep_dead_letter {
+    uint64_t token;          /* to hand back to rep_engine_dead_letter_done */
+    uint64_t first, last;    /* the batch's offsets in its topic */
+    rep_dl_reason_t reason;
+    char *error;             /* "INVALID_ARGUMENT: <the cluster's text>" */
+    uint32_t attempts;
+    rep_dl_record_t *recs;   /* those still in the log (a bound may have deleted some) */
+    size_t n;
+} rep_dead_letter_t;
 
 /* An owned copy of a ResolvedSchema. */
 typedef struct rep_schema {
@@ -186,6 +229,7 @@ typedef struct rep_event {
     bool has_schema;         /* `schema` is filled */
     rep_schema_t schema;
     char *detail;            /* NULL or the cluster's text */
+    rep_dead_letter_t *dl;   /* REP_EV_DEAD_LETTER: owned by the event */
 } rep_event_t;
 
 /* Splices out every waiting event, oldest first (follow rep_event_next). NULL when none. */
@@ -230,8 +274,11 @@ typedef enum {
     REP_RETRY_STATUS,        /* the stream ended with another status (INTERNAL, ...) */
     REP_RETRY_PROTOCOL,      /* an ack out of order, or the stream ended with batches unacked */
     REP_RETRY_LOOKUP,        /* TopicLookup failed or answered Failed */
+    REP_RETRY_PERMANENT,     /* the stream ended with a permanent status (INVALID_ARGUMENT, ...) */
+    REP_RETRY_REFUSED,       /* the cluster refused the edge's credentials (or has no edge service) */
     REP_RETRY__COUNT
 } rep_retry_t;
+
 
 typedef struct rep_topic_stats {
     rep_topic_state_t state;
@@ -269,6 +316,14 @@ typedef struct rep_topic_stats {
     uint64_t retries[REP_RETRY__COUNT];
     uint64_t stream_resets;      /* streams that ended while open */
     uint64_t last_ack_ms;        /* wall clock; 0: never */
+    uint64_t messages_dead_lettered; /* passed by the checkpoint once in the dead-letter log (a batch
+                                    the cluster refused replicator.max_attempts times), since start */
+    uint64_t messages_dead_lettered_new; /* of those, offsets >= start_offset still in the log: the
+                                    accounting invariant's share */
+    uint64_t dead_letter_batches;
+    uint64_t permanent_failures; /* stream ends charged to a batch with a permanent status */
+    rep_refused_t refused;       /* the cluster refuses this topic's stream (credentials) */
+    char problem[240];           /* in words: a refusal, or a poison batch held; "" when none */
     bool stalled;                /* messages waiting, and for stall_after_ms no ack has moved
                                     acked_offset (counted from when they began to wait) */
     uint64_t no_progress_ms;     /* messages waiting: since acked_offset last moved, or since they
@@ -291,6 +346,9 @@ typedef struct rep_stats {
     uint64_t heartbeats;         /* answered */
     uint64_t heartbeat_failures;
     uint64_t last_heartbeat_ms;  /* wall clock; 0: never */
+    rep_refused_t refused;       /* the cluster refuses the edge (RegisterEdge, heartbeat, a stream) */
+    char refused_words[240];     /* "credentials refused (UNAUTHENTICATED: ...)"; "" when none */
+    uint64_t refused_since_ms;   /* wall clock */
 } rep_stats_t;
 
 void rep_topic_stats(rep_t *r, size_t topic, rep_topic_stats_t *out /* OUT */);
@@ -373,6 +431,10 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out /* OUT */, cha
 int rep_engine_start(rep_engine_t *e);
 /* New data may be readable for topic (any thread): to every output carrying it, coalesced per lane. */
 void rep_engine_kick(rep_engine_t *e, size_t topic);
+/* The loop's answer to REP_EV_DEAD_LETTER (any thread): rc 0 once its records are durable in the
+ * dead-letter log (the checkpoint then passes the batch), < 0 when they could not be kept (the
+ * batch is held and the write asked again after the backoff). */
+void rep_engine_dead_letter_done(rep_engine_t *e, uint16_t output, size_t topic, uint64_t token, int rc);
 /* Every output drains in parallel (rep_stop's rules for danube); REP_EV_STOPPED when the last is done. */
 void rep_engine_stop(rep_engine_t *e);
 /* Joins every thread, closes readers and cursors, frees everything. Before wal_close. NULL allowed. */

@@ -84,6 +84,7 @@ typedef struct broker_topic {
     uint64_t received;           /* PUBLISHes routed to this topic */
     uint64_t stored;             /* durable in the log */
     uint64_t rejected[BROKER_REJ__COUNT];
+    uint64_t dead_letters[METRICS_DL__COUNT]; /* records of it stored in the dead-letter log, by reason */
     uint64_t batched;            /* messages in the open batch or at the writer: accepted, no completion yet */
     uint64_t log_end;            /* one past the highest offset the log confirmed (completions); 0: none yet */
     uint64_t batches[METRICS_BATCH__COUNT]; /* batches submitted, by why (tributary_wal_batches_total) */
@@ -220,6 +221,43 @@ void broker_on_stored(broker_t *b, void (*fn)(void *arg, size_t topic), void *ar
 /* Upstream topics, in router order (0 before broker_init). */
 size_t broker_ntopics(const broker_t *b);
 broker_topic_t *broker_topic(broker_t *b, size_t i); /* NULL out of range */
+
+/*
+ * A batch the cluster refused for good (docs/design/RELOAD.md 5.5): its
+ * records go to the dead-letter log, each with its payload, MQTT topic and
+ * attributes plus dead_letter.error, .topic, .offset, .source ("cluster")
+ * and .attempts (original attributes past 250 are left out: a record holds
+ * at most 255). Counted in the topic's dead_letters[reason] when durable.
+ * Returns 0 and calls done(arg, rc) once every record is durable (rc 0) or
+ * one write failed (rc < 0), from a later completion on the loop; or
+ * TB_EUNSUPPORTED (mqtt.dead_letter off) / the log's error at once, done
+ * never called. n may be 0 (every record deleted by a bound meanwhile).
+ */
+typedef struct broker_dl_batch {
+    size_t topic;                /* broker_topic index */
+    const wal_record_t *recs;
+    size_t n;
+    const char *error;           /* "INVALID_ARGUMENT: <the cluster's text>" */
+    uint32_t attempts;
+    metrics_dl_reason_t reason;
+} broker_dl_batch_t;
+int broker_dead_letter_batch(broker_t *b, const broker_dl_batch_t *d, void (*done)(void *arg, int rc), void *arg);
+/* The dead-letter log (NULL with mqtt.dead_letter off): `tributary dlq` reads and purges it. */
+wal_topic_t *broker_dead_letter_log(broker_t *b);
+
+/*
+ * Replays one dead letter (docs/design/RELOAD.md 5.7, `tributary dlq replay`):
+ * routed again by its MQTT topic through the current rules, its mapping's
+ * policy and validation applied (the ACL is not consulted: an operator's
+ * action), the captures recomputed, its mqtt.* attributes kept (its
+ * dead_letter.* ones left out) plus tributary.dlq_offset. STORED: handed to
+ * the topic's log (*topic its name; counted received and stored like any
+ * message); REFUSED: why says (not dead-lettered again); UNMATCHED: no
+ * mapping matches it now.
+ */
+typedef enum { BROKER_REPLAY_STORED, BROKER_REPLAY_REFUSED, BROKER_REPLAY_UNMATCHED } broker_replay_t;
+broker_replay_t broker_replay(broker_t *b, const wal_record_t *rec, const char **topic /* OUT */, char *why,
+                              size_t whylen);
 void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
 
 /* Sockets the broker holds at most (mqtt.max_connections unless the

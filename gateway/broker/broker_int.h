@@ -126,8 +126,21 @@ void broker__refuse(broker_conn_t *c, broker_pending_t *p, broker_refuse_t why);
 
 /* What the gateway keeps with a batch while the log has it: the pending
  * ack of every message that has one (each holds a connection reference). */
+/* broker_dead_letter_batch's wait for its records' completions (ingest.c). */
+typedef struct broker_dl_job {
+    uint32_t waits;       /* batches holding some of its records, not completed */
+    int rc;               /* the first failure */
+    broker_topic_t *of;   /* the upstream topic counted */
+    metrics_dl_reason_t reason;
+    uint64_t count;
+    bool submitted;       /* every record added: done may run */
+    void (*done)(void *arg, int rc);
+    void *arg;
+} broker_dl_job_t;
+
 typedef struct broker_batch_ctx {
     broker_topic_t *t;
+    broker_dl_job_t *job; /* the dead-letter log: the cluster's poison batch it holds (some of) */
     bool compaction;      /* the session journal's snapshot (journal.c) */
     uint64_t bytes;       /* counted in server->pending_bytes */
     uint32_t n, cap;
@@ -339,6 +352,7 @@ struct broker {
     /* Local logs, never replicated: the dead-letter log (mqtt.dead_letter)
      * and the session journal. NULL when not in use. */
     broker_topic_t *dead_letter;
+    broker_dl_job_t *dl_job;     /* broker_dead_letter_batch adding records now: tags the batches */
     broker_topic_t *journal;
     /* topics whose open batch must reach the writer before the journal's
      * (ingest.c): its STORED records promise what they hold */

@@ -227,9 +227,82 @@ int broker__ingest(broker_topic_t *t, const broker_msg_t *m, broker_conn_t *c, b
         p->waits++;
         c->refs++;
     }
+    broker_dl_job_t *job = t->srv->dl_job;
+    if (job && t == t->srv->dead_letter && t->ctx->job != job) {
+        t->ctx->job = job; /* before the submit below: its completion must find it */
+        job->waits++;
+    }
     if (wal_batch_count(t->batch) >= t->srv->cfg->mqtt.ingestion.batch_size)
         submit(t, METRICS_BATCH_FULL);
     return 0;
+}
+
+/* The dead-letter attributes a poison record gains (broker_dead_letter_batch). */
+#define DL_ATTRS 5
+
+int broker_dead_letter_batch(broker_t *srv, const broker_dl_batch_t *d, void (*done)(void *arg, int rc), void *arg)
+{
+    broker_topic_t *dl = srv->dead_letter, *of = broker_topic(srv, d->topic);
+    if (!dl)
+        return TB_EUNSUPPORTED;
+    if (!of)
+        return TB_EINVALID;
+    if (d->n == 0) {
+        done(arg, 0); /* every record went to a disk bound meanwhile: nothing to keep */
+        return 0;
+    }
+    submit(dl, METRICS_BATCH_FLUSH); /* its open batch is not ours: our batches hold only our records */
+    broker_dl_job_t *job = tb_calloc(1, sizeof *job);
+    *job = (broker_dl_job_t){ .of = of, .reason = d->reason, .done = done, .arg = arg };
+    srv->dl_job = job;
+    char attempts[16];
+    snprintf(attempts, sizeof attempts, "%u", d->attempts);
+    wal_attr_t attrs[BROKER_MAX_ATTRS];
+    int rc = 0;
+    for (size_t i = 0; i < d->n && rc == 0; i++) {
+        const wal_record_t *rec = &d->recs[i];
+        size_t n = 0, pos = 0;
+        while (n < BROKER_MAX_ATTRS - DL_ATTRS && wal_record_attr_next(rec, &pos, &attrs[n]))
+            n++;
+        char off[24];
+        snprintf(off, sizeof off, "%llu", (unsigned long long)rec->offset);
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.error", 17, (const uint8_t *)d->error, strlen(d->error) };
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)of->name, strlen(of->name) };
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.offset", 18, (const uint8_t *)off, strlen(off) };
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.source", 18, (const uint8_t *)"cluster", 7 };
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.attempts", 20, (const uint8_t *)attempts,
+                                   strlen(attempts) };
+        broker_msg_t msg = {
+            .payload = rec->payload, .payload_len = rec->payload_len, .attrs = attrs, .nattrs = n,
+            .mqtt_topic = rec->mqtt_topic, .mqtt_topic_len = rec->mqtt_topic_len, .qos = rec->qos, .retain = rec->retain,
+        };
+        rc = broker__ingest(dl, &msg, NULL, NULL);
+    }
+    submit(dl, METRICS_BATCH_FLUSH);
+    srv->dl_job = NULL;
+    job->submitted = true;
+    if (rc < 0 && !job->rc)
+        job->rc = rc;
+    if (job->waits == 0) { /* nothing reached the writer: answer now */
+        rc = job->rc;
+        free(job);
+        return rc < 0 ? rc : TB_EINVALID;
+    }
+    return 0; /* the last completion calls done (with the first failure, if any) */
+}
+
+static void dl_job_done(broker_dl_job_t *job, const wal_completion_t *done)
+{
+    if (done->rc != 0 && !job->rc)
+        job->rc = done->rc;
+    else if (done->rc == 0)
+        job->count += done->count;
+    if (--job->waits || !job->submitted)
+        return;
+    if (!job->rc)
+        job->of->dead_letters[job->reason] += job->count;
+    job->done(job->arg, job->rc);
+    free(job);
 }
 
 void broker__ingest_block(broker_topic_t *t, broker_conn_t *c)
@@ -366,6 +439,8 @@ void broker__ingest_completions(broker_t *srv)
             else
                 broker__journal_maybe_compact(srv); /* it grows: compact as soon as it pays */
         }
+        if (ctx->job)
+            dl_job_done(ctx->job, done);
         broker__pending_add(srv, -(int64_t)ctx->bytes);
         free(ctx->p);
         free(ctx);

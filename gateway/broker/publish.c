@@ -124,17 +124,20 @@ static void dead_letter(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_bytes_t
                         const char *why, broker_pending_t *p)
 {
     const mqtt_publish_t *pub = &pkt->u.publish;
-    wal_attr_t attrs[3] = {
+    wal_attr_t attrs[4] = {
         { (const uint8_t *)"dead_letter.error", 17, (const uint8_t *)why, strlen(why) },
         { (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)t->name, strlen(t->name) },
         { (const uint8_t *)"mqtt.client_id", 14, (const uint8_t *)c->client_id, strlen(c->client_id) },
+        { (const uint8_t *)"dead_letter.source", 18, (const uint8_t *)"schema", 6 },
     };
     broker_msg_t msg = {
-        .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 3,
+        .payload = pub->payload.p, .payload_len = pub->payload.n, .attrs = attrs, .nattrs = 4,
         .mqtt_topic = (const char *)topic.p, .mqtt_topic_len = topic.n, .qos = pub->qos, .retain = pub->retain,
     };
     if (broker__ingest(c->srv->dead_letter, &msg, c, p) < 0)
         broker__refuse(c, p, BROKER_REFUSE_LOG_UNAVAILABLE); /* not kept: do not say it was */
+    else
+        ((broker_topic_t *)t)->dead_letters[METRICS_DL_INVALID_SCHEMA]++; /* tributary_dead_letters_total */
 }
 
 /* Routes and stores one message. p: its pending ack (NULL for QoS 0). */
@@ -215,6 +218,57 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
         broker__ingest_block(t, c); /* on_full block: read no more of it until the log has room */
     if (p)
         p->qos2_record = pub->qos == 2;
+}
+
+wal_topic_t *broker_dead_letter_log(broker_t *srv)
+{
+    return srv->dead_letter ? srv->dead_letter->wal : NULL;
+}
+
+broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char **topic, char *why, size_t whylen)
+{
+    *topic = NULL;
+    router_match_t m;
+    int rule = router_match(srv->router, rec->mqtt_topic, rec->mqtt_topic_len, &m);
+    if (rule < 0) {
+        snprintf(why, whylen, "no mapping matches its MQTT topic");
+        return BROKER_REPLAY_UNMATCHED;
+    }
+    broker_topic_t *t = &srv->topics[m.topic_id];
+    const broker_rule_t *r = &srv->rules[rule];
+    *topic = t->name;
+    if (r->policy == CFG_POLICY_ENFORCE) {
+        if (!t->validator) {
+            snprintf(why, whylen, "its topic's schema is not resolved yet");
+            return BROKER_REPLAY_REFUSED;
+        }
+        if (sch_validate(t->validator, rec->payload, rec->payload_len, why, whylen) != 0)
+            return BROKER_REPLAY_REFUSED;
+    }
+    wal_attr_t attrs[BROKER_MAX_ATTRS];
+    size_t n = 0, it = 0, pos = 0;
+    const char *name;
+    router_slice_t v;
+    while (n < BROKER_MAX_ATTRS - 1 && router_attr_next(srv->router, &m, &it, &name, &v))
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
+    wal_attr_t a;
+    while (n < BROKER_MAX_ATTRS - 1 && wal_record_attr_next(rec, &pos, &a))
+        if (a.key_len > 5 && memcmp(a.key, "mqtt.", 5) == 0)
+            attrs[n++] = a;
+    char off[24];
+    snprintf(off, sizeof off, "%llu", (unsigned long long)rec->offset);
+    attrs[n++] = (wal_attr_t){ (const uint8_t *)"tributary.dlq_offset", 20, (const uint8_t *)off, strlen(off) };
+    broker_msg_t msg = {
+        .payload = rec->payload, .payload_len = rec->payload_len, .attrs = attrs, .nattrs = n,
+        .mqtt_topic = rec->mqtt_topic, .mqtt_topic_len = rec->mqtt_topic_len, .qos = rec->qos, .retain = rec->retain,
+    };
+    t->received++;
+    if (broker__ingest(t, &msg, NULL, NULL) < 0) {
+        t->rejected[BROKER_REJ_QUOTA]++;
+        snprintf(why, whylen, "the topic's log refused it");
+        return BROKER_REPLAY_REFUSED;
+    }
+    return BROKER_REPLAY_STORED;
 }
 
 void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)

@@ -368,6 +368,12 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
     size_t n = srv->ntopics;
     if (cfg->mqtt.dead_letter) {
         rc = broker__local_open(srv, BROKER_DEAD_LETTER_TOPIC, &srv->dead_letter);
+        /* its own bound, outside wal.max_total_bytes; full: its oldest dead letters go, counted in its
+         * meta's dropped (RELOAD.md 5.7) */
+        if (rc == 0)
+            rc = wal_topic_set_own_bound(srv->wal, srv->dead_letter->wal, cfg->mqtt.dead_letter_max_bytes);
+        if (rc == 0)
+            rc = wal_topic_set_overflow(srv->dead_letter->wal, WAL_OVERFLOW_DROP_OLDEST);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the dead-letter log: %s", tb_strerror(rc));
             return rc;

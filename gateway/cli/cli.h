@@ -25,6 +25,7 @@ int cli_status(int argc, char **argv);
 int cli_admin(int argc, char **argv);
 /* `admin pause|resume TOPIC`, `admin drain [...]` (cli_admin_drain.c; argv[1] is the verb). */
 int cli_admin_drain(int argc, char **argv);
+int cli_dlq(int argc, char **argv);
 
 /* Every cli_<command>(argc, argv) returns the process's exit code:
  * GW_EXIT_OK, GW_EXIT_FAILURE or GW_EXIT_USAGE (gateway.h). */

@@ -113,6 +113,10 @@ typedef struct http_req {
  */
 size_t http_head_end(const char *buf, size_t len, size_t from);
 
+/* The decimal value of `key` in a query string ("a=1&b=2", http_req_t.query): true and *out when the
+ * key is there with digits only (no sign, no overflow past UINT64_MAX - 9), else false. */
+bool http_query_u64(const char *query, const char *key, uint64_t *out /* OUT */);
+
 /*
  * Parses the complete head buf[0..len) (len from http_head_end). Writes
  * NULs into buf; req's strings point into it. Returns 0, or the status to
@@ -312,6 +316,12 @@ typedef struct http_provider {
     bool (*output_info)(void *arg, size_t output, http_output_info_t *out /* OUT */);
     /* whether output carries topic (metrics_topics() index): its lane is in outputs[].topics */
     bool (*output_carries)(void *arg, size_t output, size_t topic);
+    /* true and words in buf when the cluster refuses the edge, which is not an outage (/readyz stays
+     * 200 and says so; /stats cluster.problem): "credentials refused (UNAUTHENTICATED: ...) since
+     * <time>". NULL or false: none. */
+    bool (*cluster_problem)(void *arg, char *buf, size_t len);
+    /* the same for one topic (a refusal, a poison batch held): /stats topics[].problem */
+    bool (*topic_problem)(void *arg, size_t topic, char *buf, size_t len);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */
@@ -412,6 +422,14 @@ typedef struct http_admin_ops {
      * *status 200 (idempotent), 409 while connections are still closing.
      * NULL: the route is 404. */
     json_t *(*drain_cancel)(void *arg, int *status /* OUT */);
+    /* The dead-letter log (RELOAD.md 5.7; NULL: not mounted). Each returns a new reference and *status.
+     * GET /admin/dlq?from=N&limit=K: a page from max(N, checkpoint + 1), at most K (<= 1000) records or
+     * 1 MiB; GET /admin/dlq?offset=N: that one record (404 when not there). */
+    json_t *(*dlq_list)(void *arg, uint64_t from, uint32_t limit, uint64_t offset, int *status /* OUT */);
+    /* POST /admin/dlq/replay?from=N&to=M (at most 10,000 records): routed and validated again. */
+    json_t *(*dlq_replay)(void *arg, uint64_t from, uint64_t to, int *status /* OUT */);
+    /* POST /admin/dlq/purge?to=M&confirm=yes: the dead letters up to M are deleted. */
+    json_t *(*dlq_purge)(void *arg, uint64_t to, int *status /* OUT */);
 } http_admin_ops_t;
 
 /* Mounts the admin routes on the next http_service_listen (ops copied;

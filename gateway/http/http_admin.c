@@ -8,6 +8,9 @@
  *   POST /admin/reload   application/json: the reload's answer (200, 422, 503)
  *   GET  /admin/reload   the last answer (404 before the first reload)
  *   POST /admin/topics/NS/T/pause|resume, POST|GET /admin/drain[/cancel]: http_admin_drain.c
+ *   GET  /admin/dlq?from=N&limit=K | ?offset=N    the dead-letter log (a page, one record)
+ *   POST /admin/dlq/replay?from=N&to=M            route and validate them again
+ *   POST /admin/dlq/purge?to=M&confirm=yes        delete them up to M
  */
 #include "gateway/http/http_int.h"
 #include "base/base.h"
@@ -84,6 +87,85 @@ static int admin_reload(void *arg, http_req_t *req, tb_buf_t *out, const char **
     return logged(req, status);
 }
 
+static bool query_has(const char *query, const char *pair)
+{
+    size_t n = strlen(pair);
+    for (const char *p = query; p && *p;) {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, pair, n) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static int answer_json(const http_req_t *req, tb_buf_t *out, const char **ctype, json_t *doc, int status)
+{
+    put_json(out, doc);
+    json_decref(doc);
+    *ctype = "application/json";
+    return logged(req, status);
+}
+
+static int bad_request(const http_req_t *req, tb_buf_t *out, const char *what)
+{
+    tb_buf_printf(out, "bad request: %s\n", what);
+    return logged(req, 400);
+}
+
+static int admin_dlq(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = admin_access(s, req, out);
+    if (rc)
+        return logged(req, rc);
+    uint64_t from = 0, limit = 100, offset = 0;
+    const char *q = req->query;
+    if ((strstr(q, "from=") && !http_query_u64(q, "from", &from)) ||
+        (strstr(q, "limit=") && !http_query_u64(q, "limit", &limit)) ||
+        (strstr(q, "offset=") && !http_query_u64(q, "offset", &offset)))
+        return bad_request(req, out, "from, limit and offset are decimal numbers");
+    if (limit == 0 || limit > 1000)
+        return bad_request(req, out, "limit is 1..1000");
+    int status = 200;
+    json_t *doc = s->admin.dlq_list(s->admin.arg, from, (uint32_t)limit, offset, &status);
+    return answer_json(req, out, ctype, doc, status);
+}
+
+static int admin_dlq_replay(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = admin_access(s, req, out);
+    if (rc)
+        return logged(req, rc);
+    uint64_t from, to;
+    if (!http_query_u64(req->query, "from", &from) || !http_query_u64(req->query, "to", &to) || from == 0 ||
+        to < from)
+        return bad_request(req, out, "give from=N&to=M, 1 <= N <= M");
+    if (to - from >= 10000)
+        return bad_request(req, out, "at most 10000 records per replay");
+    int status = 200;
+    json_t *doc = s->admin.dlq_replay(s->admin.arg, from, to, &status);
+    return answer_json(req, out, ctype, doc, status);
+}
+
+static int admin_dlq_purge(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
+{
+    http_service_t *s = arg;
+    int rc = admin_access(s, req, out);
+    if (rc)
+        return logged(req, rc);
+    uint64_t to;
+    if (!http_query_u64(req->query, "to", &to) || to == 0)
+        return bad_request(req, out, "give to=M (the last offset to delete)");
+    if (!query_has(req->query, "confirm=yes"))
+        return bad_request(req, out, "purge deletes dead letters: add confirm=yes");
+    int status = 200;
+    json_t *doc = s->admin.dlq_purge(s->admin.arg, to, &status);
+    return answer_json(req, out, ctype, doc, status);
+}
+
 int http__admin_mount(http_service_t *s)
 {
     if (!s->admin.reload || !s->admin.last_reload || !s->admin.config)
@@ -91,6 +173,11 @@ int http__admin_mount(http_service_t *s)
     int rc;
     if ((rc = http_route(s->srv, "/admin/config", admin_config, s)) < 0 ||
         (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/reload", admin_reload, s)) < 0)
+        return rc;
+    if (s->admin.dlq_list && s->admin.dlq_replay && s->admin.dlq_purge &&
+        ((rc = http_route(s->srv, "/admin/dlq", admin_dlq, s)) < 0 ||
+         (rc = http_route_methods(s->srv, HTTP_M_POST, "/admin/dlq/replay", admin_dlq_replay, s)) < 0 ||
+         (rc = http_route_methods(s->srv, HTTP_M_POST, "/admin/dlq/purge", admin_dlq_purge, s)) < 0))
         return rc;
     return http__admin_mount_ops(s);
 }

@@ -123,7 +123,11 @@ static int readyz(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
         tb_buf_puts(out, "ready\n");
     else
         tb_buf_printf(out, "not ready: %s\n", why);
-    tb_buf_printf(out, "cluster: %s\n", cluster_name(arg));
+    char problem[300];
+    if (s->p.cluster_problem && s->p.cluster_problem(s->p.arg, problem, sizeof problem))
+        tb_buf_printf(out, "cluster: %s\n", problem); /* a refusal is not an outage: still ready */
+    else
+        tb_buf_printf(out, "cluster: %s\n", cluster_name(arg));
     return ok ? 200 : 503;
 }
 

@@ -19,7 +19,7 @@
 
 #include "gateway/http/http.h"
 
-#define HTTP_MAX_ROUTES 16
+#define HTTP_MAX_ROUTES 32
 
 /* The page's sample ring (http_history.c): an hour at 5 s, 8 topics with series of their own. */
 #define HTTP_HISTORY_SAMPLES 720

@@ -215,3 +215,28 @@ const char *http_reason(int status)
     default: return "Unknown";
     }
 }
+
+/* The value of key in a query ("a=1&b=2"): true and *out when present and a decimal number. */
+bool http_query_u64(const char *query, const char *key, uint64_t *out)
+{
+    size_t kl = strlen(key);
+    for (const char *p = query; p && *p;) {
+        const char *end = strchr(p, '&');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > kl && strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            uint64_t v = 0;
+            size_t i = kl + 1;
+            if (i == n)
+                return false;
+            for (; i < n; i++) {
+                if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10)
+                    return false;
+                v = v * 10 + (uint64_t)(p[i] - '0');
+            }
+            *out = v;
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}

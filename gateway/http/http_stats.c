@@ -28,7 +28,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
+    "cluster.state", "cluster.problem", "problem", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
     "outputs", "output", "kind", "last_error", "max_bytes_per_s", "max_messages_per_s", NULL,
 };
 
@@ -97,6 +97,9 @@ static json_t *topic_object(http_service_t *s, size_t t)
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */
     double r = http__history_topic_rate(s, t);
     json_object_set_new(o, "received_per_second", r >= 0 ? json_real(r) : json_null());
+    char problem[300];
+    bool has = s->p.topic_problem && s->p.topic_problem(s->p.arg, t, problem, sizeof problem);
+    json_object_set_new(o, "problem", has ? json_string(problem) : json_null());
     return o;
 }
 
@@ -182,6 +185,9 @@ json_t *http_stats_json(http_service_t *s)
     json_object_set_new(root, "not_ready_reason", ready ? json_null() : json_string(why));
     http_cluster_state_t cs = s->p.cluster_state ? s->p.cluster_state(s->p.arg) : HTTP_CLUSTER_UNKNOWN;
     set_path(root, "cluster.state", json_string((unsigned)cs < HTTP_CLUSTER__COUNT ? http_cluster_states[cs] : "unknown"));
+    char problem[300];
+    bool has = s->p.cluster_problem && s->p.cluster_problem(s->p.arg, problem, sizeof problem);
+    set_path(root, "cluster.problem", has ? json_string(problem) : json_null());
 
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];

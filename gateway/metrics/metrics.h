@@ -305,6 +305,10 @@ typedef enum {
     METRICS_OUTPUT_RESENT,
     METRICS_OUTPUT_DROPPED,
     METRICS_OUTPUT_DROPPED_IN_FLIGHT,
+    METRICS_DEAD_LETTERED,      /* per topic: the invariant's dead-lettered term */
+    METRICS_DEAD_LETTERS,       /* per topic and reason: records stored in the dead-letter log */
+    METRICS_DL_LOG_DROPPED,     /* the dead-letter log's own bound: its oldest entries dropped */
+    METRICS_CLUSTER_REFUSED,    /* 1 while the cluster refuses the edge's credentials */
     METRICS__COUNT
 } metrics_id_t;
 
@@ -312,7 +316,7 @@ typedef enum {
 typedef enum {
     METRICS_L_NONE, METRICS_L_TOPIC, METRICS_L_REASON, METRICS_L_CODE, METRICS_L_TIMEOUT, METRICS_L_VERSION,
     METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L_MODE,
-    METRICS_L_SPILL, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, METRICS_L__COUNT
+    METRICS_L_SPILL, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, METRICS_L_DL, METRICS_L__COUNT
 } metrics_label_kind_t;
 
 typedef struct metrics_entry {
@@ -341,6 +345,14 @@ typedef enum {
     METRICS_REJECT__COUNT
 } metrics_reject_t;
 extern const char *const metrics_reject_reasons[METRICS_REJECT__COUNT];
+
+/* Why a record went to the dead-letter log (label "reason" of tributary_dead_letters_total):
+ * replicator.h's rep_dl_reason_t by name, in its order (a unit test checks they agree). */
+typedef enum {
+    METRICS_DL_INVALID_SCHEMA, METRICS_DL_CLUSTER_INVALID_ARGUMENT, METRICS_DL_CLUSTER_FAILED_PRECONDITION,
+    METRICS_DL_CLUSTER_OUT_OF_RANGE, METRICS_DL_CLUSTER_TOO_LARGE, METRICS_DL_OPERATOR, METRICS_DL__COUNT
+} metrics_dl_reason_t;
+extern const char *const metrics_dl_reasons[METRICS_DL__COUNT];
 
 /* Why replication rebuilt a stream (label "reason"): replicator.h's rep_retry_t by name. */
 extern const char *const metrics_retry_reasons[];
@@ -461,7 +473,7 @@ int metrics_output_add(metrics_t *m, const char *name);
  * of range.
  */
 typedef struct metrics_balance {
-    uint64_t received, replicated, queued, dropped, rejected;
+    uint64_t received, replicated, queued, dropped, rejected, dead_lettered;
     bool ok;
 } metrics_balance_t;
 bool metrics_topic_balance(metrics_t *m, size_t topic, metrics_balance_t *out /* OUT */);

@@ -89,7 +89,7 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "While messages wait: time since the cluster's acknowledgements last moved the topic (or since they began "
       "to wait); 0 when none wait.", MS_PER_S, METRICS_L_TOPIC, "no_progress_seconds", false),
     G(METRICS_TOPIC_INVARIANT_OK, "tributary_topic_invariant_ok",
-      "1 when received = replicated + queued + dropped + rejected for the topic.", 1, METRICS_L_TOPIC,
+      "1 when received = replicated + queued + dropped + rejected + dead_lettered for the topic.", 1, METRICS_L_TOPIC,
       "invariant_ok", true),
     C(METRICS_DROPPED_IN_FLIGHT, "tributary_messages_dropped_in_flight_total",
       "Of the dropped messages: those whose batch was in flight when the bound deleted them and that the cluster "
@@ -307,6 +307,28 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_OUTPUT_DROPPED_IN_FLIGHT, "tributary_output_dropped_in_flight_total",
       "Messages acknowledged by this output's remote after a disk bound had deleted them (counted in dropped).",
       METRICS_L_OUTPUT, METRICS_L_TOPIC, "dropped_in_flight"),
+    C(METRICS_DEAD_LETTERED, "tributary_messages_dead_lettered_total",
+      "Messages received since start whose batch the cluster refused replicator.max_attempts times with a "
+      "permanent status, passed by the checkpoint once kept in the dead-letter log (the invariant's term).",
+      METRICS_L_TOPIC, METRICS_L_NONE, "dead_lettered"),
+    C(METRICS_DEAD_LETTERS, "tributary_dead_letters_total",
+      "Records stored in the dead-letter log, by topic and reason: invalid_schema (the gateway's validation), "
+      "cluster_* (a batch the cluster refused for good), operator.", METRICS_L_TOPIC, METRICS_L_DL, "dead_letters"),
+    C(METRICS_DL_LOG_DROPPED, "tributary_dead_letter_log_dropped_total",
+      "Dead letters deleted unread by the dead-letter log's own bound (mqtt.dead_letter_max_bytes, oldest first); "
+      "persistent.", METRICS_L_NONE, METRICS_L_NONE, "dead_letter_log.dropped_total"),
+    G(METRICS_CLUSTER_REFUSED, "tributary_cluster_credentials_refused",
+      "1 while the cluster refuses the edge's credentials (UNAUTHENTICATED, PERMISSION_DENIED) or has no edge "
+      "service: not an outage, /readyz stays 200 and says so.", 1, METRICS_L_NONE, "cluster.credentials_refused", true),
+};
+
+const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
+    [METRICS_DL_INVALID_SCHEMA] = "invalid_schema",
+    [METRICS_DL_CLUSTER_INVALID_ARGUMENT] = "cluster_invalid_argument",
+    [METRICS_DL_CLUSTER_FAILED_PRECONDITION] = "cluster_failed_precondition",
+    [METRICS_DL_CLUSTER_OUT_OF_RANGE] = "cluster_out_of_range",
+    [METRICS_DL_CLUSTER_TOO_LARGE] = "cluster_too_large",
+    [METRICS_DL_OPERATOR] = "operator",
 };
 
 const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
@@ -318,7 +340,8 @@ const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
 };
 
 /* the names rep_retry_name() gives (a unit test checks they agree) */
-const char *const metrics_retry_reasons[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup" };
+const char *const metrics_retry_reasons[] = { "unavailable", "ack_timeout", "status", "protocol", "lookup",
+                                              "permanent", "refused" };
 const size_t metrics_nretry_reasons = TB_ARRAY_LEN(metrics_retry_reasons);
 
 const char *const metrics_mqtt_refuse_reasons[METRICS_REFUSE__COUNT] = {
@@ -409,7 +432,8 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0 ||
         (rc = metrics_labels_bounded(m, "output", METRICS_MAX_OUTPUTS, &L[METRICS_L_OUTPUT])) < 0 ||
         (rc = metrics_labels_fixed(m, "state", metrics_output_states, METRICS_OUTPUT_STATE__COUNT,
-                                   &L[METRICS_L_OUTPUT_STATE])) < 0)
+                                   &L[METRICS_L_OUTPUT_STATE])) < 0 ||
+        (rc = metrics_labels_fixed(m, "reason", metrics_dl_reasons, METRICS_DL__COUNT, &L[METRICS_L_DL])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
@@ -476,7 +500,8 @@ bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)
                    (uint64_t)metrics_get(m->catalog[METRICS_DROPPED_AGE], t, 0); /* the bound's and max_age's */
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         out->rejected += (uint64_t)metrics_get(m->catalog[METRICS_REJECTED], t, r);
-    out->ok = out->received == out->replicated + out->queued + out->dropped + out->rejected;
+    out->dead_lettered = (uint64_t)metrics_get(m->catalog[METRICS_DEAD_LETTERED], t, 0);
+    out->ok = out->received == out->replicated + out->queued + out->dropped + out->rejected + out->dead_lettered;
     return true;
 }
 

@@ -6,7 +6,8 @@
  * then to http_parse, and checks what a caller relies on: the head end
  * is the same however the bytes arrived, a parse returns 0 or a status the
  * server knows how to send, and a parsed path starts with '/' and lies
- * inside the buffer.
+ * inside the buffer; the query's decimal parameters (http_query_u64) are
+ * read without running past it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (req.minor != 0 && req.minor != 1)
                 abort();
             (void)strlen(req.query);
+            /* the admin API's parameters (GET /admin/dlq?from=N&limit=K ...) */
+            const char *keys[] = { "from", "to", "limit", "offset", "" };
+            for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+                uint64_t v = 12345;
+                bool got = http_query_u64(req.query, keys[k], &v);
+                if (!got && v != 12345)
+                    abort(); /* written only when found */
+            }
         }
     }
     free(buf);

@@ -47,6 +47,7 @@ TOPIC_FIELDS = {
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
     "wal_batches": "object", "durability": "string", "held_messages": "integer", "held_bytes": "integer",
     "spills": "object", "to_memory": "integer", "throttled_ms": "integer",
+    "dead_lettered": "integer", "dead_letters": "object", "problem": ["string", "null"],
 }
 STATS_SCHEMA = {
     "type": "object",

@@ -106,9 +106,11 @@ class ControlServer:
     def _post_fault(self, body):
         mode = body.get("mode")
         delay = body.get("ack_delay_ms")
-        if mode is None and delay is None:
-            raise HttpError(400, f"give 'mode' ({'|'.join(FAULT_MODES)}) and/or 'ack_delay_ms'")
+        if mode is None and delay is None and "poison" not in body:
+            raise HttpError(400, f"give 'mode' ({'|'.join(FAULT_MODES)}), 'ack_delay_ms' and/or 'poison'")
         try:
+            if "poison" in body:
+                self.faults.set_poison(body["poison"])
             self.faults.set(mode, delay)
         except ValueError as e:
             raise HttpError(400, str(e)) from None

@@ -109,6 +109,7 @@ class GrpcFront:
         if self.token is not None:
             md = dict(context.invocation_metadata())
             if md.get("authorization") != "Bearer " + self.token:
+                self.state.count("unauthenticated_calls")
                 context.abort(grpc.StatusCode.UNAUTHENTICATED,
                               "missing or invalid authorization bearer token")
         return True
@@ -157,6 +158,10 @@ class GrpcFront:
                 if mode == "silent":
                     self.state.count("silent_dropped_batches")
                     continue
+                refused = self.faults.poisoned(batch)
+                if refused is not None:
+                    out.put(("abort", getattr(grpc.StatusCode, refused[0]), refused[1]))
+                    return
                 try:
                     ack = self.state.ingest(batch)
                 except BadBatch as e:

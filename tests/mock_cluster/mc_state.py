@@ -104,7 +104,8 @@ class ClusterState:
         self.lookup_mode = "connect"
         self.lookup_url = None          # None: the mock's own address
         self.counters = {"streams_opened": 0, "streams_open": 0, "lookups": 0,
-                         "silent_dropped_batches": 0, "storage_failures": 0}
+                         "silent_dropped_batches": 0, "storage_failures": 0,
+                         "unauthenticated_calls": 0}
 
     # ---- registration and heartbeat -------------------------------------
 

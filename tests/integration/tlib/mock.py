@@ -95,6 +95,10 @@ class ControlClient:
     def get_fault(self):
         return self.request("GET", "/fault")
 
+    def poison(self, rule):
+        """Sets (dict) or clears (None) the poison rule (docs/MOCK-CLUSTER.md "Faults")."""
+        return self.request("POST", "/fault", {"poison": rule})
+
     def fault(self, mode=None, ack_delay_ms=None):
         body = {}
         if mode is not None:

@@ -92,6 +92,13 @@ Test(metrics_catalog, retry_reasons_are_the_replicators_names)
         cr_assert_str_eq(metrics_retry_reasons[k], rep_retry_name((rep_retry_t)k));
 }
 
+Test(metrics_catalog, dead_letter_reasons_are_the_replicators_names)
+{
+    cr_assert_eq(METRICS_DL__COUNT, REP_DL__COUNT);
+    for (int k = 0; k < REP_DL__COUNT; k++)
+        cr_assert_str_eq(metrics_dl_reasons[k], rep_dl_reason_name((rep_dl_reason_t)k));
+}
+
 Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_label)
 {
     metrics_set(F(METRICS_MQTT_REFUSED), METRICS_REFUSE_CLIENT_ID, 0, 3);

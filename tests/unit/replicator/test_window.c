@@ -204,3 +204,30 @@ Test(window, virtual_batch_behind_an_unacked_batch_waits_for_its_ack)
     cr_assert_eq(w.acked, 20);
     rep__window_free(&w);
 }
+
+/* RELOAD.md 5.5: a DEAD batch (refused for good, its records on their way to the dead-letter log) is
+ * never resent, does not make later acks "out of order", holds the checkpoint until it is ACKED as
+ * dead, and then lets it pass in order. */
+Test(window, dead_batch_is_skipped_and_holds_the_checkpoint_until_kept)
+{
+    rep__window_t w;
+    fill(&w, 4, 3, 100); /* 101..110, 111..120, 121..130 */
+    rep__window_rewind(&w);
+    rep__batch_t *dead = rep__window_at(&w, 0);
+    dead->state = REP__B_DEAD;
+    cr_assert_eq(rep__window_next_unsent(&w), rep__window_at(&w, 1), "the dead batch is not sent again");
+    rep__window_mark_sending(&w, rep__window_at(&w, 1), 2000);
+    rep__window_mark_sending(&w, rep__window_at(&w, 2), 2001);
+    cr_assert_eq(rep__window_oldest_unacked(&w), rep__window_at(&w, 1), "the ack deadline is the live one's");
+    cr_assert_eq(rep__window_ack(&w, 120), REP__ACK_IN_ORDER, "not out of order behind a dead batch");
+    cr_assert_eq(rep__window_ack(&w, 110), REP__ACK_UNKNOWN, "a dead batch is not acked by the cluster");
+    cr_assert_eq(pop_all(&w), 0, "the checkpoint waits for the dead-letter write");
+    cr_assert_eq(w.acked, 100);
+    rep__window_rewind(&w); /* a stream ends: the dead one stays dead */
+    cr_assert_eq(dead->state, REP__B_DEAD);
+    dead->state = REP__B_ACKED; /* durable in the dead-letter log */
+    dead->dead = true;
+    cr_assert_eq(pop_all(&w), 2);
+    cr_assert_eq(w.acked, 120);
+    rep__window_free(&w);
+}

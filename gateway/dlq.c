@@ -1,0 +1,211 @@
+/*
+ * dlq.c: the dead-letter log through the admin API (docs/design/RELOAD.md
+ * 5.7; docs/OPERATIONS.md "The dead-letter log: tributary dlq"): the ops
+ * gateway/admin.c gives http_admin.c for GET /admin/dlq, POST
+ * /admin/dlq/replay and POST /admin/dlq/purge. On the loop thread.
+ *
+ * list/show read `$dead-letter` with a wal_reader from max(from, checkpoint
+ * + 1): a page is at most `limit` (<= 1000) records or 1 MiB. The read is on
+ * the loop, synchronously (the design puts it on the pool: a page of a local
+ * file is a few milliseconds; stated in OPERATIONS.md). Replay hands each
+ * record to broker_replay (routed and validated again through the current
+ * rules): its answer lists stored (topic), refused (why) and unmatched, and
+ * does not wait for the stored ones to be durable (they are handed to the
+ * log as a PUBLISH is). Replay does not delete; purge moves the log's
+ * checkpoint (retention deletes the segments wholly at or below it).
+ */
+#include "gateway/gateway_int.h"
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_BYTES (1u << 20)
+
+static json_t *error_doc(int *status, int code, const char *msg)
+{
+    *status = code;
+    return json_pack("{s:s}", "error", msg);
+}
+
+static bool valid_utf8(const uint8_t *p, size_t n)
+{
+    json_t *s = json_stringn((const char *)p, n); /* jansson checks UTF-8 (and refuses NUL-free invalid input) */
+    bool ok = s != NULL;
+    json_decref(s);
+    return ok;
+}
+
+static char *base64(const uint8_t *p, size_t n)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = tb_malloc(4 * ((n + 2) / 3) + 1), *o = out;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *o++ = A[v >> 18 & 63];
+        *o++ = A[v >> 12 & 63];
+        *o++ = i + 1 < n ? A[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? A[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static json_t *bytes_json(const uint8_t *p, size_t n)
+{
+    json_t *s = json_stringn((const char *)p, n);
+    if (s)
+        return s;
+    char *b = base64(p, n);
+    s = json_string(b);
+    free(b);
+    return s;
+}
+
+static json_t *record_json(const wal_record_t *rec)
+{
+    json_t *attrs = json_object();
+    size_t pos = 0;
+    wal_attr_t a;
+    while (wal_record_attr_next(rec, &pos, &a)) {
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)TB_MIN(a.key_len, sizeof key - 1), (const char *)a.key);
+        json_object_set_new(attrs, key, bytes_json(a.val, a.val_len));
+    }
+    bool text = valid_utf8(rec->payload, rec->payload_len);
+    json_t *o = json_pack("{s:I, s:I, s:s%, s:o}", "offset", (json_int_t)rec->offset, "publish_time",
+                          (json_int_t)rec->publish_time_ms, "mqtt_topic", rec->mqtt_topic, (size_t)rec->mqtt_topic_len,
+                          "attributes", attrs);
+    if (!o) /* an MQTT topic is UTF-8 (mqtt_topic.c), so only out of memory */
+        return json_null();
+    json_object_set_new(o, "payload", bytes_json(rec->payload, rec->payload_len));
+    json_object_set_new(o, "payload_encoding", json_string(text ? "utf-8" : "base64"));
+    return o;
+}
+
+static wal_topic_t *dl_log(void *arg, json_t **err, int *status)
+{
+    gw__run_t *r = arg;
+    wal_topic_t *dl = r->broker ? broker_dead_letter_log(r->broker) : NULL;
+    if (!dl)
+        *err = error_doc(status, 404, "no dead-letter log: mqtt.dead_letter is off");
+    return dl;
+}
+
+static json_t *op_dlq_list(void *arg, uint64_t from, uint32_t limit, uint64_t offset, int *status)
+{
+    json_t *err = NULL;
+    wal_topic_t *dl = dl_log(arg, &err, status);
+    if (!dl)
+        return err;
+    wal_topic_stats_t ws;
+    wal_topic_stats(dl, &ws);
+    uint64_t start = offset ? offset : TB_MAX(from, ws.checkpoint + 1);
+    if (offset && offset <= ws.checkpoint)
+        return error_doc(status, 404, "that dead letter was purged");
+    wal_reader_t *rd;
+    int rc = wal_reader_open(dl, start, &rd);
+    if (rc < 0)
+        return error_doc(status, 500, tb_strerror(rc));
+    json_t *recs = json_array();
+    uint64_t next = start, bytes = 0;
+    while (json_array_size(recs) < (offset ? 1 : limit) && bytes < PAGE_BYTES) {
+        wal_record_t rec;
+        int n = wal_reader_next(rd, &rec);
+        if (n == WAL_GAP)
+            continue;
+        if (n != 0)
+            break;
+        if (offset && rec.offset != offset)
+            break;
+        json_array_append_new(recs, record_json(&rec));
+        bytes += rec.payload_len + rec.attrs_raw_len;
+        next = rec.offset + 1;
+    }
+    wal_reader_close(rd);
+    if (offset) {
+        json_t *one = json_incref(json_array_get(recs, 0));
+        json_decref(recs);
+        if (!one)
+            return error_doc(status, 404, "no dead letter at that offset");
+        *status = 200;
+        return one;
+    }
+    *status = 200;
+    return json_pack("{s:I, s:I, s:I, s:o}", "checkpoint", (json_int_t)ws.checkpoint, "next", (json_int_t)next,
+                     "dropped_total", (json_int_t)ws.dropped_total, "records", recs);
+}
+
+static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status)
+{
+    gw__run_t *r = arg;
+    json_t *err = NULL;
+    wal_topic_t *dl = dl_log(arg, &err, status);
+    if (!dl)
+        return err;
+    wal_topic_stats_t ws;
+    wal_topic_stats(dl, &ws);
+    wal_reader_t *rd;
+    int rc = wal_reader_open(dl, TB_MAX(from, ws.checkpoint + 1), &rd);
+    if (rc < 0)
+        return error_doc(status, 500, tb_strerror(rc));
+    json_t *stored = json_array(), *refused = json_array(), *unmatched = json_array();
+    for (;;) {
+        wal_record_t rec;
+        int n = wal_reader_next(rd, &rec);
+        if (n == WAL_GAP)
+            continue;
+        if (n != 0 || rec.offset > to)
+            break;
+        const char *topic;
+        char why[256] = "";
+        switch (broker_replay(r->broker, &rec, &topic, why, sizeof why)) {
+        case BROKER_REPLAY_STORED:
+            json_array_append_new(stored, json_pack("{s:I, s:s}", "dlq_offset", (json_int_t)rec.offset, "topic", topic));
+            break;
+        case BROKER_REPLAY_REFUSED:
+            json_array_append_new(refused, json_pack("{s:I, s:s, s:s}", "dlq_offset", (json_int_t)rec.offset, "topic",
+                                                     topic ? topic : "", "reason", why));
+            break;
+        case BROKER_REPLAY_UNMATCHED:
+            json_array_append_new(unmatched, json_pack("{s:I}", "dlq_offset", (json_int_t)rec.offset));
+            break;
+        }
+    }
+    wal_reader_close(rd);
+    tb_info("dead letters replayed", TB_U("from", from), TB_U("to", to), TB_U("stored", json_array_size(stored)),
+            TB_U("refused", json_array_size(refused)), TB_U("unmatched", json_array_size(unmatched)));
+    *status = 200;
+    return json_pack("{s:o, s:o, s:o, s:s}", "stored", stored, "refused", refused, "unmatched", unmatched, "note",
+                     "replay does not delete: replaying again stores again; purge deletes");
+}
+
+static json_t *op_dlq_purge(void *arg, uint64_t to, int *status)
+{
+    json_t *err = NULL;
+    wal_topic_t *dl = dl_log(arg, &err, status);
+    if (!dl)
+        return err;
+    uint64_t end = wal_topic_readable_end(dl);
+    uint64_t upto = TB_MIN(to, end ? end - 1 : 0);
+    wal_topic_stats_t ws;
+    wal_topic_stats(dl, &ws);
+    if (upto <= ws.checkpoint) {
+        *status = 200;
+        return json_pack("{s:I, s:I}", "purged_to", (json_int_t)ws.checkpoint, "purged", (json_int_t)0);
+    }
+    int rc = wal_checkpoint(dl, upto);
+    if (rc < 0)
+        return error_doc(status, 500, tb_strerror(rc));
+    tb_info("dead letters purged", TB_U("to", upto), TB_U("records", upto - ws.checkpoint));
+    *status = 200;
+    return json_pack("{s:I, s:I}", "purged_to", (json_int_t)upto, "purged",
+                     (json_int_t)wal_topic_stored_between(dl, ws.checkpoint, upto + 1));
+}
+
+void gw__dlq_ops(http_admin_ops_t *ops)
+{
+    ops->dlq_list = op_dlq_list;
+    ops->dlq_replay = op_dlq_replay;
+    ops->dlq_purge = op_dlq_purge;
+}
