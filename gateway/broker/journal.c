@@ -220,8 +220,8 @@ static uint64_t live_records(const broker_t *srv)
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
         for (const broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
             if (s->persistent && s->journaled)
-                live += 1 + s->nqos2 + s->nstoring + s->detach_journaled + (s->will != NULL); /* runtime ids
-                                                                                              counted too: a bound */
+                /* runtime ids too (they are not in this journal): a bound, for the trigger only */
+                live += 1 + s->nqos2 + s->nstoring + s->detach_journaled + (s->will != NULL);
     return live;
 }
 
