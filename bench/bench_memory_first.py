@@ -5,7 +5,7 @@ memory tier").
 
     bench/bench_memory_first.py [--seconds 60] [--rate 20] [--size 100]
                                 [--modes memory_first,log] [--ack-delay-ms 0]
-                                [--qos 1] [--build build]
+                                [--qos 1] [--build build] [--runtime-root /dev/shm]
 
 Each row starts a fresh gateway (build/tributary, wal.fsync always, the
 defaults otherwise) and the mock cluster (tests/mock_cluster, store mode
@@ -19,13 +19,18 @@ max). --qos 2: the connection is a persistent session (clean session 0,
 the only kind whose QoS 2 state is journaled: docs/design/MEMORY-FIRST.md
 section 4), the latency is PUBLISH to PUBREC, each PUBREC is answered
 with a PUBREL and the run waits for every PUBCOMP; the bytes then include
-the session journal's STORED/RELEASED records. Spills and returns to
+the QoS 2 state's records: a mode "memory_first" keeps them in the
+runtime journal (mqtt.qos2_state runtime, mqtt.runtime_dir under
+--runtime-root, tmpfs), "memory_first:journal" in the session journal on
+flash (mqtt.qos2_state journal), "log" always in the session journal; for
+QoS 2 the default modes are the three. Spills and returns to
 memory come from /stats. Nothing here passes or fails; it prints a
 Markdown table.
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -47,8 +52,11 @@ def run(mode, a):
     from tlib.replication import edge_yaml
 
     mc = MockCluster(store_mode="count", ack_delay_ms=a.ack_delay_ms or None).start()
-    mapping = {"mqtt_pattern": "b/+/v", "danube_topic": "/edge1/bench", "durability": mode}
-    gw = Gateway(edge_yaml(mc.grpc_url, [mapping], replicator={"batch_timeout_ms": 1000}))
+    durability, _, state = mode.partition(":")
+    mapping = {"mqtt_pattern": "b/+/v", "danube_topic": "/edge1/bench", "durability": durability}
+    rtdir = os.path.join(a.runtime_root, f"tributary-bench-{os.getpid()}")
+    gw = Gateway(edge_yaml(mc.grpc_url, [mapping], replicator={"batch_timeout_ms": 1000},
+                           mqtt={"qos2_state": state or "runtime", "runtime_dir": rtdir}))
     try:
         gw.start()
         gw.wait_log('msg="topic ready" topic=/edge1/bench', 60)
@@ -126,6 +134,7 @@ def run(mode, a):
     finally:
         gw.__exit__()
         mc.cleanup()
+        shutil.rmtree(rtdir, ignore_errors=True)
 
 
 def main():
@@ -133,14 +142,17 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--rate", type=int, default=20)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--modes", default="memory_first,log")
+    ap.add_argument("--modes", default=None, help="default memory_first,log (QoS 2: memory_first,memory_first:journal,log)")
     ap.add_argument("--ack-delay-ms", type=int, default=0)
     ap.add_argument("--qos", type=int, choices=(1, 2), default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--runtime-root", default="/dev/shm",
+                    help="where each run's mqtt.runtime_dir is made (tmpfs: the runtime QoS 2 journal)")
     a = ap.parse_args()
     os.environ.setdefault("TRIBUTARY_BIN", os.path.join(a.build, "tributary"))
     os.environ.setdefault("TRIB_BUILD_DIR", a.build)
-    rows = [run(m, a) for m in a.modes.split(",")]
+    modes = a.modes or ("memory_first,memory_first:journal,log" if a.qos == 2 else "memory_first,log")
+    rows = [run(m, a) for m in modes.split(",")]
     print(f"\n{a.rate} msg/s of {a.size}-byte QoS {a.qos} for {a.seconds} s, wal.fsync always, mock ack delay "
           f"{a.ack_delay_ms} ms\n")
     ack = "PUBACK" if a.qos == 1 else "PUBREC"

@@ -5,6 +5,7 @@ beside Mosquitto 2 (Debian's, persistence on) at the same load, same run.
     bench/bench_wear.py [--seconds 60] [--rate 2000] [--size 100] [-c 10]
                         [--modes always,interval,never] [--flush 2/25,2/0,0/0]
                         [--dir /tmp] [--build build] [--no-mosquitto]
+                        [--durability log,memory_first] [--mosquitto both|plain|subscriber]
 
 Each row starts a fresh server, paces QoS 1 publishes of --size bytes at
 --rate messages/s for --seconds with bench/loadgen.c (-c connections), and
@@ -32,6 +33,17 @@ PUBACK, the price of fewer syncs. Mosquitto rows: nobody subscribed
 (it stores nothing), and one offline persistent QoS 1 subscriber (it
 queues every message and must keep them).
 
+--durability memory_first (design C13; docs/WAL.md "The memory tier"):
+the topic's mapping is memory_first and the gateway replicates to the
+mock cluster (tests/mock_cluster, store mode "count", on loopback, its
+own process), as it must: with no cluster a memory_first topic spills at
+once. A warm-up second of the same load, then a wait until /stats says
+the topic is in memory, come before the measured window (the first batch
+after a start is written: docs/design/MEMORY-FIRST.md section 5, "per
+boot"). Its rows add the spills and returns to memory of the window
+(each spill writes: the spurious ones a loaded machine's mock causes are
+the wear to watch) and bytes per hour at the rate.
+
 Nothing here passes or fails; it prints a Markdown table.
 """
 import argparse
@@ -48,6 +60,7 @@ import time
 import urllib.request
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 HEAD = 28        # fixed record head, wal/wal_format.h
 
 
@@ -93,8 +106,8 @@ def stop(proc):
     return ru.ru_oublock * 512
 
 
-def load(args, port):
-    n = args.rate * args.seconds
+def load(args, port, seconds=None):
+    n = args.rate * (seconds or args.seconds)
     r = subprocess.run([os.path.join(args.build, "bench", "loadgen"), "-p", str(port), "-c", str(args.connections),
                         "-n", str(n), "-s", str(args.size), "-q", "1", "-r", str(args.rate), "-t", "bench"],
                        capture_output=True, text=True, timeout=args.seconds * 3 + 60)
@@ -111,48 +124,77 @@ def metric(port, name):
     return float(m.group(1)) if m else 0.0
 
 
-def run_tributary(args, work, mode, flush):
+def topic_stats(hport):
+    with urllib.request.urlopen(f"http://127.0.0.1:{hport}/stats", timeout=5) as r:
+        return next(t for t in json.loads(r.read())["topics"] if t["topic"] == "/bench/tele")
+
+
+def switches(t):
+    return sum(v for k, v in t.get("spills", {}).items() if k != "shutdown"), t.get("to_memory", 0)
+
+
+def run_tributary(args, work, mode, flush, durability="log"):
     idle, idle_max = flush
     d = tempfile.mkdtemp(prefix=f"t-{mode}-{idle}-{idle_max}-", dir=work)
     mport, hport = free_port(), free_port()
     cfg = os.path.join(d, "edge.yaml")
+    mc, url = None, "http://127.0.0.1:1"
+    if durability == "memory_first":
+        from tlib.mock import MockCluster
+        mc = MockCluster(store_mode="count").start()
+        url = mc.grpc_url
     with open(cfg, "w") as f:
         f.write(f"""
-edge: {{edge_name: bench, cluster_url: "http://127.0.0.1:1"}}
+edge: {{edge_name: bench, cluster_url: "{url}"}}
 mqtt:
   listener: "127.0.0.1:{mport}"
   ingestion: {{idle_flush_ms: {idle}, idle_flush_max_ms: {idle_max}}}
   topic_mappings:
-    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
+    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele, durability: {durability}}}
 wal: {{dir: {d}/wal, fsync: {mode}, max_topic_bytes: 8GiB, max_total_bytes: 8GiB}}
 http: {{listener: "127.0.0.1:{hport}"}}
 log: {{level: warn}}
 """)
     log = open(os.path.join(d, "log"), "wb")
     p = subprocess.Popen([os.path.join(args.build, "tributary"), "run", "-c", cfg], stdout=log, stderr=log)
+    sw = (0, 0)
     try:
         wait_until(lambda: port_open(mport) and port_open(hport), 20, "tributary to listen")
+        if mc:
+            wait_until(lambda: topic_stats(hport).get("durability") in ("memory", "ready", "draining"), 30,
+                       "the topic to register")
+            load(args, mport, seconds=1)  # warm-up: the first batch after a start is written
+            wait_until(lambda: topic_stats(hport).get("durability") == "memory", 30, "the topic in memory")
+            sw0 = switches(topic_stats(hport))
         syncs0, w0 = metric(hport, "tributary_wal_fsync_duration_seconds_count"), proc_io(p.pid)
         acked, secs, lat = load(args, mport)
         w1, syncs1 = proc_io(p.pid), metric(hport, "tributary_wal_fsync_duration_seconds_count")
+        if mc:
+            sw1 = switches(topic_stats(hport))
+            sw = (sw1[0] - sw0[0], sw1[1] - sw0[1])
         total = stop(p)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         log.close()
+        if mc:
+            mc.cleanup()
     chk = subprocess.run([os.path.join(args.build, "tributary"), "wal", "check", "--dir", f"{d}/wal"],
                          capture_output=True, text=True)
     # the gateway keeps other topics in the WAL too ($sessions): take the bench's
     t = next(o for o in map(json.loads, chk.stdout.splitlines()) if o["topic"] == "/bench/tele")
     # padding (wal.fsync always) is disk space, not record: counted apart
     pad = t.get("padding_bytes", 0)
-    record = (t["bytes"] - 32 * t["segments"] - pad) / t["records"]
-    disk = (t["bytes"] - 32 * t["segments"]) / t["records"]
+    records = max(t["records"], 1)  # memory_first: only what spills (and the clean stop) is in the log
+    record = (t["bytes"] - 32 * t["segments"] - pad) / records
+    disk = (t["bytes"] - 32 * t["segments"]) / records
     shutil.rmtree(d, ignore_errors=True)
-    return dict(name=f"tributary fsync={mode}", idle=f"{idle}/{idle_max}", acked=acked, rate=acked / secs, lat=lat,
+    name = f"tributary fsync={mode}" + (", memory_first" if durability == "memory_first" else "")
+    return dict(name=name, idle=f"{idle}/{idle_max}", acked=acked, rate=acked / secs, lat=lat,
                 per_msg=(w1 - w0) / acked, total=total / acked, record=record, disk=disk,
-                syncs=syncs1 - syncs0, per_sync=acked / max(syncs1 - syncs0, 1))
+                syncs=syncs1 - syncs0, per_sync=acked / max(syncs1 - syncs0, 1), bytes=w1 - w0, secs=secs,
+                switches=sw if durability == "memory_first" else None)
 
 
 def run_mosquitto(args, work, subscriber):
@@ -184,7 +226,8 @@ def run_mosquitto(args, work, subscriber):
     shutil.rmtree(d, ignore_errors=True)
     name = "mosquitto, offline QoS 1 subscriber" if subscriber else "mosquitto, no subscriber"
     return dict(name=name, idle="-", acked=acked, rate=acked / secs, lat=lat, per_msg=(w1 - w0) / acked,
-                total=total / acked, record=None, disk=None, syncs=None, per_sync=None, db=db_bytes)
+                total=total / acked, record=None, disk=None, syncs=None, per_sync=None, db=db_bytes,
+                bytes=w1 - w0, secs=secs, switches=None)
 
 
 def table(args, rows):
@@ -205,6 +248,14 @@ def table(args, rows):
               f" | {r['per_msg'] / (args.size + HEAD):.2f} | {r['total']:.1f} | " +
               (f"{r['syncs']:,.0f} | {r['per_sync']:.1f} |" if r["syncs"] is not None else "- | - |") +
               f" {r['lat'][0]:.1f} / {r['lat'][1]:.1f} |")
+    print()
+    print("| server | written B (load) | per hour at this rate | acked msg/s | ack p50 / p99 ms | spills / to memory |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for r in rows:
+        ph = r["bytes"] * 3600 / max(r["secs"], 1e-9)
+        sw = f"{r['switches'][0]} / {r['switches'][1]}" if r["switches"] is not None else "-"
+        print(f"| {r['name']} | {r['bytes']:,} | {ph / 1024:,.1f} KiB | {r['rate']:,.0f} | "
+              f"{r['lat'][0]:.1f} / {r['lat'][1]:.1f} | {sw} |")
     sys.stdout.flush()
 
 
@@ -220,6 +271,9 @@ def main():
     ap.add_argument("--dir", default=os.environ.get("TMPDIR", "/tmp"))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--no-mosquitto", action="store_true")
+    ap.add_argument("--durability", default="log", help="log, memory_first or both (comma-separated)")
+    ap.add_argument("--mosquitto", default="both", choices=("both", "plain", "subscriber"),
+                    help="Mosquitto rows: no subscriber, an offline QoS 1 subscriber, or both")
     args = ap.parse_args()
     for b in ("tributary", "bench/loadgen"):
         if not os.access(os.path.join(args.build, b), os.X_OK):
@@ -233,10 +287,11 @@ def main():
         for mode in args.modes.split(","):
             for pair in args.flush.split(","):
                 idle, idle_max = (int(v) for v in pair.split("/"))
-                rows.append(run_tributary(args, work, mode, (idle, idle_max)))
-                sys.stderr.write(f"done: {rows[-1]['name']} flush={pair}\n")
+                for dur in args.durability.split(","):
+                    rows.append(run_tributary(args, work, mode, (idle, idle_max), dur))
+                    sys.stderr.write(f"done: {rows[-1]['name']} flush={pair}\n")
         if not args.no_mosquitto:
-            for sub in (False, True):
+            for sub in {"both": (False, True), "plain": (False,), "subscriber": (True,)}[args.mosquitto]:
                 rows.append(run_mosquitto(args, work, sub))
                 sys.stderr.write(f"done: {rows[-1]['name']} (db at exit {rows[-1]['db']} bytes)\n")
     finally:

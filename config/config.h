@@ -49,6 +49,8 @@ typedef enum { CFG_ON_FULL_DROP_OLDEST, CFG_ON_FULL_DROP_NEWEST, CFG_ON_FULL_BLO
  * holds it in memory while the cluster confirms, and writes it only when
  * the cluster does not (wal.memory_first.*). */
 typedef enum { CFG_DURABILITY_LOG, CFG_DURABILITY_MEMORY_FIRST } cfg_durability_t;
+/* mqtt.qos2_state: where the QoS 2 packet ids of memory_first topics are kept */
+typedef enum { CFG_QOS2_STATE_RUNTIME, CFG_QOS2_STATE_JOURNAL } cfg_qos2_state_t;
 /* wal.memory_first.ack: when a memory_first message is acknowledged to its
  * publisher: once the cluster has it, or as soon as it is held. */
 typedef enum { CFG_MF_ACK_UPSTREAM, CFG_MF_ACK_RECEIVED } cfg_mf_ack_t;
@@ -192,6 +194,8 @@ typedef struct cfg {
         uint32_t max_session_expiry_s;
         uint32_t max_sessions;
         uint64_t max_journal_bytes;
+        char *runtime_dir;            /* mqtt.runtime_dir: the runtime QoS 2 journal's directory (tmpfs) */
+        cfg_qos2_state_t qos2_state;  /* mqtt.qos2_state */
         uint64_t max_will_bytes;
         cfg_unmatched_t unmatched;
         bool dead_letter;

@@ -45,6 +45,7 @@ static const char *const tls_versions[] = { "1.2", "1.3", NULL };
 static const char *const retire_modes[] = { "remove", "keep", NULL }; /* cfg_retire_t */
 static const char *const on_full_modes[] = { "drop_oldest", "drop_newest", "block", NULL }; /* cfg_on_full_t */
 static const char *const durabilities[] = { "log", "memory_first", NULL };   /* cfg_durability_t */
+static const char *const qos2_states[] = { "runtime", "journal", NULL };     /* cfg_qos2_state_t */
 static const char *const mf_acks[] = { "upstream", "received", NULL };          /* cfg_mf_ack_t */
 const char *const cfg__output_kinds[] = { "danube", "mqtt", "sparkplug", NULL }; /* cfg_output_kind_t */
 
@@ -139,6 +140,18 @@ const cfg__key_t cfg__keys[] = {
       "Disk bound of the session journal ($sessions: persistent sessions, unreleased QoS 2 ids), kept "
       "outside wal.max_total_bytes so a data bound never deletes it; compacted online; when full, new "
       "persistent sessions are refused (0x97) rather than old ones forgotten. At least 2 x wal.segment_bytes."),
+    K("mqtt.qos2_state", CFG__ENUM, mqtt.qos2_state, "runtime", 0, 0, qos2_states, 0,
+      "Where the QoS 2 packet ids (between PUBREC and PUBREL) of persistent sessions publishing to "
+      "memory_first topics are kept. runtime: a small journal in mqtt.runtime_dir, which must be a RAM file "
+      "system (tmpfs/ramfs, checked at start; otherwise a warning and the session journal): no flash write per "
+      "message, exactly-once across a process kill, at-least-once (resends stored again) across a reboot or "
+      "power loss; journal: the session journal in wal.dir (about 8 KiB written per message with wal.fsync "
+      "always). Topics with durability log always use the session journal."),
+    K("mqtt.runtime_dir", CFG__STR, mqtt.runtime_dir, "/run/tributary", 1, 4096, NULL, 0,
+      "Directory of the runtime QoS 2 journal (mqtt.qos2_state: runtime); created if missing. Must be on "
+      "tmpfs or ramfs and survive a restart of the process but not of the machine: systemd "
+      "RuntimeDirectory=tributary with RuntimeDirectoryPreserve=restart, or /dev/shm/tributary; in Kubernetes "
+      "an emptyDir with medium Memory."),
     K("mqtt.max_will_bytes", CFG__BYTES, mqtt.max_will_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Memory all wills may hold together (topic, payload and properties of every connected client's will "
       "and of every delayed will waiting); a CONNECT whose will would pass it is refused (CONNACK 0x97 / 3)."),

@@ -429,11 +429,77 @@ wal_batch_t **wal__mem_snapshot(wal_topic_t *t, size_t *n, uint64_t *end)
     return v;
 }
 
+/*
+ * REFUSED-SPILL ACCOUNTING (docs/design/MEMORY-FIRST.md 2.8). A spill that
+ * could not be written (a disk error, or a bound that refuses: drop_newest,
+ * the free-space floor) leaves offsets [lo, end) that are neither in the
+ * log nor held. They are taken as a bound deletes records in flight, under
+ * acct_mu (where acks move the checkpoint): drop_floor rises to end, so
+ * the collector's `queued` no longer counts them (they are not in the log)
+ * and an ack that still comes for one (the replicator had read it) is
+ * counted acked_dropped, never replicated; per output slot the same with
+ * its own checkpoint. Of them, those already answered (ack received:
+ * their publishers were told they were taken) are lost: counted in
+ * dropped_open and dropped_total, persisted in the meta file. Those not
+ * answered (ack upstream) are refused to their publishers instead
+ * (TB_EFULL: the broker counts them rejected, none acknowledged), so they
+ * are not counted twice. r: the failed batches' ranges, received: whether
+ * each was answered.
+ */
+typedef struct {
+    uint64_t first, count;
+    bool answered;
+} refused_t;
+
+static void refused(wal_topic_t *t, const refused_t *r, size_t n, uint64_t end)
+{
+    if (n == 0)
+        return;
+    wal_meta_t meta = t->meta;
+    uint64_t lost = 0;
+    pthread_mutex_lock(&t->acct_mu);
+    uint64_t ck = atomic_load(&t->ck_req), floor = t->drop_floor;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lo = TB_MAX(TB_MAX(r[i].first, ck + 1), floor), hi = r[i].first + r[i].count;
+        if (r[i].answered && hi > lo)
+            lost += hi - lo;
+    }
+    t->dropped_open += lost;
+    t->drop_floor = TB_MAX(t->drop_floor, end);
+    wal__slots_fill_locked(t, &meta);
+    for (size_t k = 0; k < t->nslots; k++) {
+        wal_slot_t *sl = &t->slots[k];
+        uint64_t d = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t lo = TB_MAX(TB_MAX(r[i].first, sl->ck + 1), sl->drop_floor), hi = r[i].first + r[i].count;
+            if (r[i].answered && hi > lo)
+                d += hi - lo;
+        }
+        sl->dropped_open += d;
+        sl->drop_floor = TB_MAX(sl->drop_floor, end);
+        if (meta.nslots > 0)
+            meta.slots[k].dropped += d;
+    }
+    pthread_mutex_unlock(&t->acct_mu);
+    if (lost == 0)
+        return; /* refused to their publishers: nothing lost, nothing to persist */
+    meta.dropped += lost;
+    meta.checkpoint = TB_MAX(meta.checkpoint, ck);
+    int rc = wal__meta_write(t, &meta);
+    tb_warn("wal: durability: messages acknowledged on receipt (ack: received) were lost with a spill that "
+            "could not be written; counted in dropped_total",
+            TB_S("topic", t->name), TB_U("lost", lost), TB_U("dropped_total", meta.dropped),
+            TB_S("persisted", rc == 0 ? "yes" : tb_strerror(rc)));
+}
+
 void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end)
 {
     wal_mem_t *m = &t->mem;
     uint64_t ck = atomic_load(&t->ck_req), failed = 0;
+    refused_t *rv = NULL;
+    size_t nr = 0, cr = 0;
     pthread_mutex_lock(&m->mu);
+    uint64_t end = m->next;
     uint64_t msgs = m->held_msgs, bytes = m->held_bytes;
     /* before the completions: whoever sees one sees the topic in the log */
     if (atomic_load(&t->mode) == WAL_MODE_SPILLING) {
@@ -445,14 +511,20 @@ void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end)
         wal_batch_t *b = m->head;
         m->head = b->mem_next;
         bool on_disk = b->c.first_offset + b->count <= written_end;
+        bool lost = !on_disk && b->c.first_offset + b->count - 1 > ck;
+        if (lost) {
+            if (nr == cr)
+                rv = tb_realloc(rv, (cr = cr ? cr * 2 : 8) * sizeof *rv);
+            rv[nr++] = (refused_t){ b->c.first_offset, b->count, b->posted };
+        }
         if (!b->posted) {
-            if (!on_disk && b->c.first_offset + b->count - 1 > ck) {
+            if (lost) {
                 b->c.rc = rc ? rc : TB_EFULL; /* not written: the publisher is not answered */
                 b->c.first_offset = 0;
                 failed += b->count;
             }
             post_held(t, b);
-        } else if (!on_disk && b->c.first_offset + b->count - 1 > ck) {
+        } else if (lost) {
             failed += b->count; /* RECEIVED, answered already, and not written: lost */
         }
         wal__batch_unref(b);
@@ -463,6 +535,8 @@ void wal__mem_spilled(wal_topic_t *t, int rc, uint64_t written_end)
     set_head_ms(t);
     wal_spill_t why = m->why;
     pthread_mutex_unlock(&m->mu);
+    refused(t, rv, nr, end);
+    free(rv);
     if (rc == 0)
         tb_info("wal: durability: spilled to the log", TB_S("topic", t->name), TB_S("reason", wal_spill_name(why)),
                 TB_U("messages", msgs), TB_U("bytes", bytes), TB_U("next_offset", written_end));

@@ -303,4 +303,25 @@ void broker_tls_free(broker_tls_t *t /* NULL: nothing */);
  */
 void broker_set_tls(broker_t *b, broker_tls_t *t);
 
+/*
+ * The runtime QoS 2 journal's file (mqtt.qos2_state: runtime; rtjournal.c
+ * has the format), parsed: fn gets each well-formed record in file order,
+ * up to the first that is not (a tail cut short). Returns the records
+ * given, or BROKER_RTJ_OTHER_BOOT (the header names another boot than
+ * boot_id: nothing given) or BROKER_RTJ_BAD_HEADER. *end: bytes of buf
+ * that are well formed. Public for its fuzz target.
+ */
+#define BROKER_RTJ_OTHER_BOOT (-1)
+#define BROKER_RTJ_BAD_HEADER (-2)
+#define BROKER_RTJ_BOOT_ID_LEN 36
+typedef struct broker_rtj_rec {
+    bool stored;            /* STORED, else RELEASED */
+    uint16_t packet_id;
+    uint64_t nonce;         /* the session's (its OPEN record in the session journal) */
+    const char *client_id;  /* not NUL-terminated, in buf */
+    size_t client_id_len;
+} broker_rtj_rec_t;
+long broker_rtj_parse(const uint8_t *buf, size_t len, const char boot_id[BROKER_RTJ_BOOT_ID_LEN],
+                      void (*fn)(void *arg, const broker_rtj_rec_t *r), void *arg, size_t *end /* OUT */);
+
 #endif

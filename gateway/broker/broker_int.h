@@ -88,6 +88,7 @@ typedef struct broker_pending {
     bool stored_deferred; /* QoS 2 to a memory_first topic: its STORED is journaled at the message's
                              completion (the cluster's ack), never before (ingest.c) */
     bool qos2_record;    /* on success, remember packet_id until PUBREL */
+    bool stored_rt;      /* QoS 2: its STORED went to the runtime journal (rtjournal.c), not the session journal */
     bool pubcomp;        /* this entry answers a PUBREL (PUBCOMP), not a PUBLISH */
 } broker_pending_t;
 
@@ -287,7 +288,12 @@ struct broker_session {
     uint64_t detached_ms;           /* when its connection went (for expiry) */
     /* QoS 2 packet ids stored and PUBRECed, waiting for PUBREL */
     uint16_t *qos2;
+    uint8_t *qos2_rt;               /* per id: 1 when its STORED is in the runtime journal (rtjournal.c) */
     uint32_t nqos2, cap_qos2;
+    uint64_t open_need;             /* srv->journal_done at which its first OPEN with this nonce is
+                                       in the session journal: runtime records wait for it (journal.c) */
+    uint64_t nonce;                 /* random, in its OPEN record and in each runtime journal record: a
+                                       runtime record for another incarnation of the session is ignored */
     /* QoS 2 packet ids being stored right now, with their pending ack: a
      * resend meanwhile follows the first copy instead of being stored twice */
     struct broker_storing { uint16_t id; struct broker_pending *p; } *storing;
@@ -354,6 +360,10 @@ struct broker {
     broker_topic_t *dead_letter;
     broker_dl_job_t *dl_job;     /* broker_dead_letter_batch adding records now: tags the batches */
     broker_topic_t *journal;
+    /* the runtime QoS 2 journal (rtjournal.c): -1 when off */
+    int rtj_fd, rtj_lock_fd;
+    char *rtj_path;
+    uint64_t rtj_records, rtj_compact_at;
     /* topics whose open batch must reach the writer before the journal's
      * (ingest.c): its STORED records promise what they hold */
     broker_topic_t **turn;          /* memory_first topics in memory with an open batch: submitted at the
@@ -362,6 +372,7 @@ struct broker {
     broker_topic_t **jdeps;
     size_t njdeps, cap_jdeps;
     uint64_t journal_records;       /* since its checkpoint: compaction trigger */
+    uint64_t journal_ingested, journal_done; /* records taken by the journal / completed, ever */
     bool journal_full;
     bool replaying;                 /* the journal is being replayed: nothing is written to it */              /* its last write was refused by mqtt.max_journal_bytes */
     bool compacting;                /* journal batches started now belong to the snapshot */
@@ -475,7 +486,24 @@ void broker__journal_will_done(broker_t *srv, broker_session_t *s);
 /* Adds a record for a QoS 2 packet id (stored / released); p, when not
  * NULL, waits for it to be durable (p->waits++, p's connection gains a
  * reference until the record's completion). */
-void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p);
+/* runtime: the record goes to the runtime journal (rtjournal.c) when it is on, written before this
+ * returns (p does not wait for it); otherwise to the session journal (p waits). Returns true when it
+ * went to the runtime journal. */
+bool broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p,
+                          bool runtime);
+/* A fresh session nonce (never 0). */
+uint64_t broker__journal_nonce(void);
+
+/* rtjournal.c: the runtime QoS 2 journal of memory_first topics (mqtt.qos2_state runtime). */
+/* After the session journal's replay: checks mqtt.runtime_dir (a RAM file system, else a warning and
+ * the session journal), replays its records into the restored sessions, rewrites it. Never fails the
+ * start: any trouble is a warning and the session journal. */
+void broker__rtj_open(broker_t *srv);
+bool broker__rtj_on(const broker_t *srv);
+/* Appends STORED or RELEASED for s's id (write(2), no sync: the file is in RAM). 0, or < 0 when it
+ * could not be written: the runtime journal is then off, its live ids moved to the session journal. */
+int broker__rtj_put(broker_t *srv, broker_session_t *s, bool stored, uint16_t id);
+void broker__rtj_close(broker_t *srv);
 /* Online compaction, from the sweep (see journal.c); and a snapshot batch's completion. */
 void broker__journal_maybe_compact(broker_t *srv);
 void broker__journal_compacted(broker_t *srv, int rc, uint64_t first_offset);
@@ -646,6 +674,9 @@ void broker__session_detach(broker_t *srv, broker_conn_t *c);
 bool broker__session_has_qos2(const broker_session_t *s, uint16_t id);
 void broker__session_add_qos2(broker_session_t *s, uint16_t id);
 bool broker__session_del_qos2(broker_session_t *s, uint16_t id);
+/* The same, saying which journal holds the id's STORED (runtime: rtjournal.c). */
+void broker__session_add_qos2_at(broker_session_t *s, uint16_t id, bool runtime);
+bool broker__session_del_qos2_at(broker_session_t *s, uint16_t id, bool *runtime /* OUT, may be NULL */);
 /* The pending ack of the first copy of QoS 2 id being stored now (borrowed), or NULL. */
 struct broker_pending *broker__session_storing(const broker_session_t *s, uint16_t id);
 /* Remembers p (borrowed: the FIFO owns it) as the copy being stored; NULL forgets it. */

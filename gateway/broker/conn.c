@@ -548,10 +548,10 @@ void broker__conn_drain_acks(broker_conn_t *c)
             if (broker__session_storing(s, p->packet_id) == p)
                 broker__session_set_storing(s, p->packet_id, NULL);
             if (p->qos2_record && p->reason < 0x80)
-                broker__session_add_qos2(s, p->packet_id);
+                broker__session_add_qos2_at(s, p->packet_id, p->stored_rt);
             else if (p->stored_journaled)
                 /* refused after its STORED was journaled: a restart must not take a resend for a duplicate */
-                broker__journal_qos2(c->srv, s, p->packet_id, false, NULL);
+                broker__journal_qos2(c->srv, s, p->packet_id, false, NULL, p->stored_rt);
             broker__session_unref(s);
         }
         if (p->follower) {

@@ -417,7 +417,9 @@ void broker__ingest_completions(broker_t *srv)
                 /* memory_first QoS 2: the message is in the cluster (or the log) now */
                 p->stored_deferred = false;
                 if (done->rc == 0 && p->qos2_record && p->session) {
-                    broker__journal_qos2(srv, p->session, p->packet_id, true, p); /* p->waits++ */
+                    /* the runtime journal when it is on (written at once), else the session journal
+                     * (p->waits++) */
+                    p->stored_rt = broker__journal_qos2(srv, p->session, p->packet_id, true, p, true);
                     p->stored_journaled = true;
                 }
             }
@@ -426,6 +428,7 @@ void broker__ingest_completions(broker_t *srv)
             broker__conn_unref(c);
         }
         if (t == srv->journal) {
+            srv->journal_done += wal_batch_count(b); /* in order: OPENs before them are in (journal.c) */
             bool full = done->rc == TB_EFULL;
             if (full && !srv->journal_full)
                 tb_warn("session journal full (mqtt.max_journal_bytes): new persistent sessions are refused until "

@@ -20,6 +20,16 @@
  *              the epoch (big endian), so a session's expiry runs from its
  *              client's going, not from each restart (a restart every 4 s
  *              used to keep a 6 s expiry from ever happening)
+ *   bytes 15-22 OPEN only: the session's nonce (random, big endian), which
+ *              each of its records in the runtime QoS 2 journal carries
+ *              (rtjournal.c); bytes 7-14 are 0 there. An OPEN of 7 bytes
+ *              (older journals) restores a session without one: no runtime
+ *              record is taken for it
+ *
+ * QoS 2 ids of messages to memory_first topics go to the runtime journal
+ * instead when it is on (mqtt.qos2_state runtime, rtjournal.c): no flash
+ * write per message. Each id's two records are in one journal (the
+ * session's qos2_rt says which).
  *
  * A persistent session's disconnect writes DETACHED; its next connect
  * writes OPEN again (which replays as "connected, expiry not running").
@@ -45,6 +55,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 enum { J_OPEN = 1, J_END = 2, J_STORED = 3, J_RELEASED = 4, J_DETACHED = 5, J_WILL = 6, J_WILL_DONE = 7 };
 
@@ -59,8 +71,10 @@ static bool put(broker_t *srv, broker_session_t *s, const uint8_t *rec, size_t l
         return true; /* replay applies records; the session and will calls it makes write none */
     broker_msg_t m = { rec, len, attrs, nattrs, s->client_id, strlen(s->client_id), 0, false };
     srv->journal_records++;
-    if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) == 0)
+    if (broker__ingest(srv->journal, &m, p ? p->conn : NULL, p) == 0) {
+        srv->journal_ingested++;
         return true;
+    }
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))
@@ -90,10 +104,18 @@ static void put_record_at(broker_t *srv, broker_session_t *s, uint8_t op, uint16
 {
     uint8_t rec[15] = { op, (uint8_t)(id >> 8), (uint8_t)id, (uint8_t)(expiry >> 24), (uint8_t)(expiry >> 16),
                         (uint8_t)(expiry >> 8), (uint8_t)expiry };
+    uint8_t buf[23];
     size_t len = 7;
     if (op == J_DETACHED) {
         put_u64(rec + 7, wall_ms);
         len = 15;
+    }
+    if (op == J_OPEN) {
+        memcpy(buf, rec, 7);
+        memset(buf + 7, 0, 8);
+        put_u64(buf + 15, s->nonce);
+        put(srv, s, buf, sizeof buf, NULL, 0, p);
+        return;
     }
     put(srv, s, rec, len, NULL, 0, p);
 }
@@ -148,7 +170,12 @@ void broker__journal_session(broker_t *srv, broker_session_t *s, bool open)
     if (!srv->journal)
         return;
     if (open) {
+        bool fresh = !s->nonce;
+        if (fresh)
+            s->nonce = broker__journal_nonce();
         put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
+        if (fresh) /* its runtime records mean something only once this is in the log */
+            s->open_need = srv->journal_ingested;
         s->journaled = true;
         s->detach_journaled = false;
     } else if (s->journaled) {
@@ -157,13 +184,32 @@ void broker__journal_session(broker_t *srv, broker_session_t *s, bool open)
     }
 }
 
-void broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p)
+uint64_t broker__journal_nonce(void)
 {
-    if (!srv->journal || !s->persistent)
-        return;
-    if (!s->journaled)
+    uint64_t n = 0;
+    while (!n) {
+        if (getrandom(&n, sizeof n, 0) != (ssize_t)sizeof n) /* never short for 8 bytes; EINTR at worst */
+            n = tb_mono_ns() ^ (uint64_t)getpid() << 40 ^ tb_wall_ms() << 20;
+    }
+    return n;
+}
+
+bool broker__journal_qos2(broker_t *srv, broker_session_t *s, uint16_t id, bool stored, broker_pending_t *p,
+                          bool runtime)
+{
+    if (!srv->journal || !s->persistent || srv->replaying)
+        return false;
+    if (!s->journaled || !s->nonce) /* an OPEN first: with the nonce its runtime records carry */
         broker__journal_session(srv, s, true);
+    /* The runtime journal only once the session's OPEN (its nonce) is in the session journal:
+     * before that a kill would leave runtime records of no known session, and the resends would be
+     * stored again. Until then (the first sync after a new session's CONNECT) its QoS 2 ids go to
+     * the session journal, both records of each (the session remembers where). */
+    if (runtime && broker__rtj_on(srv) && (!stored || srv->journal_done >= s->open_need) &&
+        broker__rtj_put(srv, s, stored, id) == 0)
+        return true; /* in RAM now: nothing to wait for */
     put_record(srv, s, stored ? J_STORED : J_RELEASED, id, 0, p);
+    return false;
 }
 
 /* Records the live state needs: an OPEN (and DETACHED) per persistent
@@ -174,6 +220,7 @@ static uint64_t live_records(const broker_t *srv)
     for (uint32_t i = 0; i < srv->sess_nbuckets; i++)
         for (const broker_session_t *s = srv->sess_buckets[i]; s; s = s->hnext)
             if (s->persistent && s->journaled)
+                /* runtime ids too (they are not in this journal): a bound, for the trigger only */
                 live += 1 + s->nqos2 + s->nstoring + s->detach_journaled + (s->will != NULL);
     return live;
 }
@@ -186,9 +233,15 @@ static void write_live_state(broker_t *srv)
                 continue;
             put_record(srv, s, J_OPEN, 0, s->expiry_s, NULL);
             for (uint32_t k = 0; k < s->nqos2; k++)
-                put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
-            for (uint32_t k = 0; k < s->nstoring; k++) /* being stored: a refusal journals RELEASED after */
-                put_record(srv, s, J_STORED, s->storing[k].id, 0, NULL);
+                if (!s->qos2_rt[k]) /* the runtime journal's are its own (rtjournal.c) */
+                    put_record(srv, s, J_STORED, s->qos2[k], 0, NULL);
+            for (uint32_t k = 0; k < s->nstoring; k++) {
+                /* being stored, its STORED written here: a refusal journals RELEASED after. Not one whose
+                 * STORED waits for the cluster (memory_first): a STORED now could outlive its message */
+                const broker_pending_t *sp = s->storing[k].p;
+                if (sp && sp->stored_journaled && !sp->stored_rt)
+                    put_record(srv, s, J_STORED, s->storing[k].id, 0, NULL);
+            }
             if (s->detach_journaled)
                 put_record_at(srv, s, J_DETACHED, 0, s->expiry_s, s->detached_wall_ms, NULL);
             if (s->will)
@@ -294,6 +347,8 @@ static void apply(broker_t *srv, const wal_record_t *r, uint64_t now)
         s->detach_journaled = false; /* connected (again) when this was written */
         s->expiry_s = expiry;
         s->detached_ms = now;
+        if (r->payload_len >= 23)
+            s->nonce = get_u64(b + 15);
         break;
     case J_END:
         if (s)
@@ -409,5 +464,6 @@ int broker__journal_open(broker_t *srv, char *err, size_t errlen)
     }
     if (srv->nsessions)
         tb_info("sessions restored", TB_U("sessions", srv->nsessions), TB_U("journal_records", records));
+    broker__rtj_open(srv); /* memory_first topics' QoS 2 ids, after the sessions they belong to */
     return 0;
 }

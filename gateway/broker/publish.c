@@ -345,7 +345,7 @@ void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)
              * (the cluster has the message), and the PUBREC waits for both. */
             p->stored_deferred = true;
         } else {
-            broker__journal_qos2(srv, s, pub->packet_id, true, p); /* the PUBREC also waits for this */
+            broker__journal_qos2(srv, s, pub->packet_id, true, p, false); /* the PUBREC also waits for this */
             p->stored_journaled = s->persistent && srv->journal;
         }
     }
@@ -357,7 +357,8 @@ void broker__on_pubrel(broker_conn_t *c, const mqtt_packet_t *pkt)
 {
     uint16_t id = pkt->u.ack.packet_id;
     broker_session_t *s = c->session;
-    bool known = s && broker__session_del_qos2(s, id);
+    bool runtime = false; /* its STORED is in the runtime journal: so is its RELEASED */
+    bool known = s && broker__session_del_qos2_at(s, id, &runtime);
     /* the PUBCOMP takes its place in the ack FIFO; for a persistent session
      * it waits until the release is in the journal, so a crash before then
      * leaves the id known and the client's resent PUBREL still answered */
@@ -365,7 +366,7 @@ void broker__on_pubrel(broker_conn_t *c, const mqtt_packet_t *pkt)
     p->pubcomp = true;
     p->reason = known || c->version != MQTT_V5 ? 0 : MQTT_RC_PACKET_IDENTIFIER_NOT_FOUND;
     if (known)
-        broker__journal_qos2(c->srv, s, id, false, p);
+        broker__journal_qos2(c->srv, s, id, false, p, runtime);
     if (p->waits == 0)
         broker__conn_drain_acks(c);
 }

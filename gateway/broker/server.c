@@ -441,6 +441,7 @@ int broker_new(uv_loop_t *loop, broker_t **out)
     *out = NULL;
     broker_t *srv = tb_calloc(1, sizeof *srv);
     srv->loop = loop;
+    srv->rtj_fd = srv->rtj_lock_fd = -1;
     srv->wal_async.data = srv;
     int rc = uv_async_init(loop, &srv->wal_async, wal_async_cb);
     if (rc < 0) {
@@ -798,6 +799,7 @@ static void handle_closed(uv_handle_t *h)
     free(srv->topics);
     free(srv->dead_letter);
     free(srv->journal);
+    broker__rtj_close(srv);
     free(srv->jdeps);
     free(srv->turn);
     free(srv->rules);

@@ -60,6 +60,7 @@ static void session_free(broker_session_t *s)
 {
     free(s->client_id);
     free(s->qos2);
+    free(s->qos2_rt);
     free(s->storing);
     free(s);
 }
@@ -219,26 +220,42 @@ bool broker__session_has_qos2(const broker_session_t *s, uint16_t id)
     return false;
 }
 
-void broker__session_add_qos2(broker_session_t *s, uint16_t id)
+void broker__session_add_qos2_at(broker_session_t *s, uint16_t id, bool runtime)
 {
     if (broker__session_has_qos2(s, id))
         return;
     if (s->nqos2 == s->cap_qos2) {
         s->cap_qos2 = s->cap_qos2 ? s->cap_qos2 * 2 : 8;
         s->qos2 = tb_realloc(s->qos2, s->cap_qos2 * sizeof *s->qos2);
+        s->qos2_rt = tb_realloc(s->qos2_rt, s->cap_qos2 * sizeof *s->qos2_rt);
     }
+    s->qos2_rt[s->nqos2] = runtime;
     s->qos2[s->nqos2++] = id;
 }
 
-bool broker__session_del_qos2(broker_session_t *s, uint16_t id)
+void broker__session_add_qos2(broker_session_t *s, uint16_t id)
+{
+    broker__session_add_qos2_at(s, id, false);
+}
+
+bool broker__session_del_qos2_at(broker_session_t *s, uint16_t id, bool *runtime)
 {
     for (uint32_t i = 0; i < s->nqos2; i++) {
         if (s->qos2[i] == id) {
-            s->qos2[i] = s->qos2[--s->nqos2];
+            if (runtime)
+                *runtime = s->qos2_rt[i];
+            s->nqos2--;
+            s->qos2[i] = s->qos2[s->nqos2];
+            s->qos2_rt[i] = s->qos2_rt[s->nqos2];
             return true;
         }
     }
     return false;
+}
+
+bool broker__session_del_qos2(broker_session_t *s, uint16_t id)
+{
+    return broker__session_del_qos2_at(s, id, NULL);
 }
 
 struct broker_pending *broker__session_storing(const broker_session_t *s, uint16_t id)

@@ -43,7 +43,9 @@ Every wait has a deadline; none sleeps in place of a condition.
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -118,6 +120,7 @@ class MemoryFirst(unittest.TestCase):
     wal = "fsync: always"
     mapping = MAPPING
     mock = {}
+    mqtt = None  # more keys of the mqtt block
 
     def setUp(self):
         self.mc = MockCluster(**self.mock).start()
@@ -127,7 +130,8 @@ class MemoryFirst(unittest.TestCase):
     def start_gateway(self, gw=None, registered=True):
         """registered=False: a refusing cluster, the topic cannot register (its messages are logged)."""
         if gw is None:
-            self.gw = Gateway(edge_yaml(self.mc.grpc_url, [self.mapping], replicator=REP, wal=self.wal))
+            self.gw = Gateway(edge_yaml(self.mc.grpc_url, [self.mapping], replicator=REP, wal=self.wal,
+                                        mqtt=self.mqtt_keys()))
             self.addCleanup(self.gw.__exit__)
         self.gw.start()
         if not registered:
@@ -142,6 +146,9 @@ class MemoryFirst(unittest.TestCase):
 
     def stored(self):
         return self.mc.store_records(TOPIC)
+
+    def mqtt_keys(self):
+        return self.mqtt
 
 
 class Upstream(MemoryFirst):
@@ -305,6 +312,140 @@ class QoS2(MemoryFirst):
         self.assertEqual(c.expect(mr.PUBCOMP).packet_id, 7)
         c.close()
         self.assertEqual([r["payload"] for r in self.stored()], ["once"], "stored twice, or lost")
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+
+def runtime_dir_on_tmpfs(test):
+    """A fresh mqtt.runtime_dir on /dev/shm (tmpfs), removed after the test."""
+    d = tempfile.mkdtemp(prefix="trib-rt-", dir="/dev/shm")
+    test.addCleanup(shutil.rmtree, d, True)
+    return os.path.join(d, "run")
+
+
+def connect_q2(port, cid="q2w"):
+    c = mr.Raw(port, timeout=10)
+    c.send(mr.connect(cid, clean=False))
+    c.expect(mr.CONNACK)
+    return c
+
+
+class Qos2Window(MemoryFirst):
+    """SIGKILL inside the STORED window of memory_first QoS 2 messages (after PUBREC, before PUBREL or
+    before its PUBCOMP), then a restart: every message is in the cluster exactly once, and every id
+    released before the kill is free again (a new message reusing it is stored, not taken for a
+    resend: the loss the RELEASED record prevents). The ids' state is in the runtime journal on
+    tmpfs (mqtt.qos2_state runtime, the default): its replay is logged, and nothing of it is on flash."""
+    wal = Upstream.wal
+    runtime = True
+
+    def mqtt_keys(self):
+        if not hasattr(self, "rtdir"):
+            self.rtdir = runtime_dir_on_tmpfs(self) if self.runtime else os.path.join(tempfile.mkdtemp(
+                prefix="trib-rt-disk-", dir=os.environ.get("TMPDIR", "/tmp")), "run")
+            if not self.runtime:
+                self.addCleanup(shutil.rmtree, os.path.dirname(self.rtdir), True)
+        return {"runtime_dir": self.rtdir}
+
+    def check_where(self):
+        log = self.gw.run_log()
+        if self.runtime:
+            self.assertIn("runtime QoS 2 journal in use", log, log)
+            self.assertNotIn("not on a RAM file system", log)
+        else:
+            self.assertIn("mqtt.runtime_dir is not on a RAM file system", log, log)
+            self.assertFalse(os.path.exists(self.rtdir), "a runtime dir was created on a disk")
+
+    def test_kill_in_the_stored_window_then_exactly_once(self):
+        self.check_where()
+        c = connect_q2(self.port)
+        # one round first: a new session's ids go to the session journal until its OPEN is synced
+        c.send(mr.publish(MQTT_TOPIC, b"m0", qos=2, pid=9))
+        c.expect(mr.PUBREC)
+        c.send(mr.pubrel(9))
+        c.expect(mr.PUBCOMP)
+        for pid in range(1, 7):
+            c.send(mr.publish(MQTT_TOPIC, b"m%d" % pid, qos=2, pid=pid))
+        self.assertEqual(sorted(c.expect(mr.PUBREC).packet_id for _ in range(6)), list(range(1, 7)))
+        for pid in (1, 2):  # released and completed before the kill
+            c.send(mr.pubrel(pid))
+            self.assertEqual(c.expect(mr.PUBCOMP).packet_id, pid)
+        # 3: released, its PUBCOMP not waited for (the kill may come before or after it); 4-6: PUBRECed only
+        c.send(mr.pubrel(3))
+        wait_until(lambda: len(self.stored()) == 7, WAIT, "the seven in the cluster")
+        self.gw.kill()
+        c.close()
+        self.start_gateway(self.gw)
+        self.check_where()
+        if self.runtime:  # 4-6 for certain, 3 unless its release was written before the kill
+            self.assertRegex(self.gw.run_log(), r"runtime QoS 2 journal replayed\".* ids_restored=[34] ")
+        c = connect_q2(self.port)
+        # 3 again: its PUBREL resent is completed whether or not the release survived
+        c.send(mr.pubrel(3))
+        self.assertEqual(c.expect(mr.PUBCOMP).packet_id, 3)
+        # 4-6: as if their PUBRECs were lost, resent with DUP: answered, not stored again
+        for pid in (4, 5, 6):
+            c.send(mr.publish(MQTT_TOPIC, b"m%d" % pid, qos=2, pid=pid, dup=True))
+            self.assertEqual(c.expect(mr.PUBREC).packet_id, pid)
+            c.send(mr.pubrel(pid))
+            self.assertEqual(c.expect(mr.PUBCOMP).packet_id, pid)
+        # 1-3 were released: new messages with those ids are new messages
+        for pid in (1, 2, 3):
+            c.send(mr.publish(MQTT_TOPIC, b"n%d" % pid, qos=2, pid=pid))
+            self.assertEqual(c.expect(mr.PUBREC).packet_id, pid)
+            c.send(mr.pubrel(pid))
+            self.assertEqual(c.expect(mr.PUBCOMP).packet_id, pid)
+        c.close()
+        want = sorted(["m%d" % i for i in range(0, 7)] + ["n1", "n2", "n3"])
+        wait_until(lambda: len(self.stored()) >= len(want), WAIT, "the new ones in the cluster")
+        self.assertEqual(sorted(r["payload"] for r in self.stored()), want, "stored twice, or lost:\n" + self.gw.log())
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
+
+
+class Qos2WindowFlashFallback(Qos2Window):
+    """The same with mqtt.runtime_dir on a disk: a warning at start, and the session journal keeps
+    the ids (the same exactly-once)."""
+    runtime = False
+
+
+class Qos2RuntimeWear(Qos2Window):
+    """QoS 2 on memory_first with the runtime journal writes nothing to flash per message: 100
+    messages (PUBLISH, PUBREC, PUBREL, PUBCOMP each) write under 16 KiB of write_bytes where the
+    session journal on flash costs ~8 KiB each (~800 KiB); a reboot (the runtime dir emptied while
+    the gateway is down) loses the ids: a resend is then stored again (a duplicate, never a loss)."""
+
+    def test_no_flash_bytes_per_qos2_message_and_a_reboot_costs_duplicates_only(self):
+        self.check_where()
+        c = connect_q2(self.port, "q2wear")
+        c.send(mr.publish(MQTT_TOPIC, b"warm", qos=2, pid=1))  # the first batch after start (DRAINING)
+        c.expect(mr.PUBREC)
+        c.send(mr.pubrel(1))
+        c.expect(mr.PUBCOMP)
+        stats_when(self.hp, lambda t: t["durability"] == "memory", "memory mode")
+        w0 = write_bytes(self.gw.proc.pid)
+        for i in range(100):
+            pid = i % 100 + 2
+            c.send(mr.publish(MQTT_TOPIC, b"w%d" % i, qos=2, pid=pid))
+            self.assertEqual(c.expect(mr.PUBREC).packet_id, pid)
+            c.send(mr.pubrel(pid))
+            self.assertEqual(c.expect(mr.PUBCOMP).packet_id, pid)
+        w = write_bytes(self.gw.proc.pid) - w0
+        print(f"\nQoS 2 memory_first, runtime journal: {w} bytes written for 100 messages", file=sys.stderr)
+        self.assertLess(w, 16384, f"{w} bytes written for 100 QoS 2 messages")
+        # one left in the window, then a "reboot": the gateway killed and the RAM file system emptied
+        c.send(mr.publish(MQTT_TOPIC, b"last", qos=2, pid=500))
+        self.assertEqual(c.expect(mr.PUBREC).packet_id, 500)
+        wait_until(lambda: "last" in [r["payload"] for r in self.stored()], WAIT, "last in the cluster")
+        self.gw.kill()
+        c.close()
+        shutil.rmtree(self.rtdir)
+        self.start_gateway(self.gw)
+        c = connect_q2(self.port, "q2wear")
+        c.send(mr.publish(MQTT_TOPIC, b"last", qos=2, pid=500, dup=True))
+        self.assertEqual(c.expect(mr.PUBREC).packet_id, 500)
+        c.send(mr.pubrel(500))
+        self.assertEqual(c.expect(mr.PUBCOMP).packet_id, 500)
+        c.close()
+        wait_until(lambda: [r["payload"] for r in self.stored()].count("last") == 2, WAIT, "the duplicate")
         self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
 

@@ -167,9 +167,10 @@ count_switches() {
     SPILLS=$(( SPILLS + $(jq '[.topics[] | (.spills // {}) | to_entries[] | select(.key != "shutdown") | .value] | add // 0' <<<"$s") ))
     TO_MEMORY=$(( TO_MEMORY + $(jq '[.topics[] | (.to_memory // 0)] | add // 0' <<<"$s") ))
 }
-kill_gateway() { # where
+kill_gateway() { # where [the lag just read, to be the one reported]
     count_switches
-    local l; l=$(lag 2>/dev/null || echo null)
+    local l=${2:-}
+    [[ -n $l ]] || l=$(lag 2>/dev/null || echo null)
     kill -9 "$GW_PID"
     wait "$GW_PID" 2>/dev/null || true
     event gateway_killed "\"phase\":\"$1\",\"lag_at_kill\":${l:-null}"
@@ -253,7 +254,23 @@ for ((k = 1; k <= KILLS_REPLAY; k++)); do
         break
     fi
     sleep "$(awk -v d="$REPLAY_KILL_AFTER_MS" 'BEGIN { print d / 1000 }')"
-    kill_gateway replay
+    # The kill must land with a backlog: on a loaded machine /stats can say 0 for a moment
+    # (right after the restart, before the log's backlog is counted, or between a batch's ack
+    # and the next), and a kill then proved nothing about the replay. So wait, with a deadline,
+    # for a positive lag while the backlog is not drained, and report that very reading; if the
+    # backlog drains first, the kill is skipped and said so (the test then fails on the count).
+    REPLAY_LAG=""
+    backlog_seen() {
+        caught_up && return 0
+        local l; l=$(lag 2>/dev/null) || return 1
+        [[ $l =~ ^[0-9]+$ ]] && (( l > 0 )) && REPLAY_LAG=$l
+    }
+    until_true "$DRAIN_TIMEOUT" "a backlog to kill the replay in" backlog_seen
+    if [[ -z $REPLAY_LAG ]]; then
+        event replay_kill_skipped "\"why\":\"backlog drained before a positive lag was read\""
+        break
+    fi
+    kill_gateway replay "$REPLAY_LAG"
 done
 
 until_true "$DRAIN_TIMEOUT" "the backlog to drain" caught_up

@@ -22,8 +22,9 @@ from tlib import tls
 
 
 def edge_yaml(cluster_url, mappings, edge="edge1", replicator=None, extra="", heartbeat_ms=500, token=None,
-              wal="fsync: always"):
-    """mappings: a list of dicts (mqtt_pattern, danube_topic, ...), written as YAML flow maps."""
+              wal="fsync: always", mqtt=None):
+    """mappings: a list of dicts (mqtt_pattern, danube_topic, ...), written as YAML flow maps.
+    mqtt: more keys of the mqtt block (a dict)."""
     rep = {"batch_timeout_ms": 10, "ack_timeout_ms": 1000, "retry_max_ms": 1000, "rpc_timeout_ms": 2000}
     rep.update(replicator or {})
     maps = "\n".join("    - " + json.dumps(m) for m in mappings)
@@ -34,7 +35,7 @@ replicator: {json.dumps(rep)}
 mqtt:
   listener: "127.0.0.1:0"
   ingestion: {{batch_timeout_ms: 5}}
-  topic_mappings:
+{"".join(f"  {k}: {json.dumps(v)}" + chr(10) for k, v in (mqtt or {}).items())}  topic_mappings:
 {maps}
 wal: {{dir: ./wal, {wal}}}
 http: {{listener: "127.0.0.1:0"}}

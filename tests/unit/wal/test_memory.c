@@ -9,6 +9,8 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1089,4 +1091,91 @@ Test(memory, a_shutdown_spill_is_for_good)
     cr_assert(th_wait(&h, 2));
     cr_assert_eq(h.done[1].first_offset, 6);
     cr_assert_eq(wal_topic_held(t), 0);
+}
+
+/* ---- 2.8: a spill that cannot be written (refused-spill accounting) ---- */
+
+static atomic_bool fail_pwrites;
+static ssize_t f_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
+{
+    if (atomic_load(&fail_pwrites))
+        return -EIO;
+    return wal_io_posix()->pwrite(ctx, fd, buf, n, off);
+}
+static wal_io_t failing;
+static const wal_io_t *failing_io(void)
+{
+    failing = *wal_io_posix();
+    failing.pwrite = f_pwrite;
+    return &failing;
+}
+
+/* ack received: the publishers were answered at once, the spill fails (EIO):
+ * the 20 answered and unacknowledged messages are lost and counted, exactly
+ * (the 10 the cluster acknowledged first are not), persisted across a
+ * reopen; the drop floor covers them, so an ack that still comes for one is
+ * told it was counted (acked_dropped), not replicated. */
+Test(memory, an_unwritable_spill_counts_what_received_had_answered_as_dropped_and_persists_it)
+{
+    atomic_store(&fail_pwrites, false);
+    h.o.io = failing_io();
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_RECEIVED, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    th_submit(&h, t, 10, 10, PAYLOAD);
+    th_submit(&h, t, 20, 10, PAYLOAD);
+    cr_assert(th_wait(&h, 3), "answered at once");
+    uint64_t first = h.done[0].first_offset;
+    cr_assert_eq(wal_checkpoint(t, first + 9), 0, "the cluster has the first batch");
+    atomic_store(&fail_pwrites, true);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    (void)wal_sync(h.w); /* the spill is before the barrier in the writer's queue */
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 3, "no second completion");
+    cr_assert_eq(wal_topic_held(t), 0);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.dropped_since_open, 20, "lost with the spill: %" PRIu64, st.dropped_since_open);
+    cr_assert_eq(st.dropped_total, 20);
+    cr_assert_geq(st.drop_floor, first + 30, "the floor covers every refused offset");
+    uint64_t floor = 0;
+    cr_assert_eq(wal_checkpoint_floor(t, first + 19, &floor), 0);
+    cr_assert_gt(floor, first + 19, "an ack that still comes is one of the dropped");
+    atomic_store(&fail_pwrites, false);
+    (void)th_close(&h);
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_stats(wal_topic_find(h.w, "/e/t"), &st);
+    cr_assert_eq(st.dropped_total, 20, "persisted: %" PRIu64, st.dropped_total);
+}
+
+/* ack upstream: nobody was answered, so the spill's failure refuses them
+ * (rc < 0: the broker counts them rejected, none acknowledged) and counts
+ * none as dropped (no double count); the floor still takes them out of
+ * what the log is said to queue. */
+Test(memory, an_unwritable_spill_refuses_upstream_publishers_and_counts_no_drop)
+{
+    atomic_store(&fail_pwrites, false);
+    h.o.io = failing_io();
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, 0, 10, PAYLOAD);
+    th_submit(&h, t, 10, 10, PAYLOAD);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, 0, "waiting for the cluster");
+    uint64_t next = wal_topic_readable_end(t);
+    atomic_store(&fail_pwrites, true);
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    (void)wal_sync(h.w); /* past the spill: its accounting is done */
+    cr_assert(th_wait(&h, 2));
+    for (size_t i = 0; i < 2; i++)
+        cr_assert_lt(h.done[i].rc, 0, "batch %zu refused", i);
+    wal_topic_stats_t st;
+    wal_topic_stats(t, &st);
+    cr_assert_eq(st.dropped_since_open, 0);
+    cr_assert_eq(st.dropped_total, 0);
+    cr_assert_geq(st.drop_floor, next, "refused offsets are not queued");
+    atomic_store(&fail_pwrites, false);
+    (void)th_close(&h);
 }
