@@ -177,18 +177,50 @@ bool gw__reload_applies(const char *key)
     return applier_of(key) >= 0;
 }
 
+/* First pass, against the configuration in force (the last applied file, or
+ * the boot one): a live key that differs from what runs is applied. */
 static void on_diff(void *arg, const char *key)
 {
     reload_t *r = arg;
+    if (cfg_reload_class(key) != CFG_RELOAD_LIVE)
+        return; /* the second pass names it: against the boot file, which is what runs */
+    int a = applier_of(key);
+    if (a >= 0 && appliers[a].apply(r, key)) {
+        json_array_append_new(r->applied_keys, json_string(key));
+        return;
+    }
+    if (a < 0) /* the unit test holds the appliers to the table: not reached */
+        tb_error("reload: a key of reload class live has no applier; named as needing a restart",
+                 TB_S("key", key));
+    need_restart(r, key);
+}
+
+static bool named(json_t *keys, const char *key)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(keys, i, v)
+        if (strcmp(json_string_value(v), key) == 0)
+            return true;
+    return false;
+}
+
+/* Second pass, against the boot file: a restart-class key runs with its boot
+ * value until a restart, so it is named at every reload whose file differs
+ * from it there (changed back: no longer named). A live key whose structure
+ * changed since the boot (the listeners' tls.* keys once the listeners
+ * differ) cannot apply either, changed at this reload or before. */
+static void on_diff_boot(void *arg, const char *key)
+{
+    reload_t *r = arg;
+    if (named(r->applied_keys, key) || named(r->restart_keys, key))
+        return;
     if (cfg_reload_class(key) == CFG_RELOAD_LIVE) {
         int a = applier_of(key);
-        if (a >= 0 && appliers[a].apply(r, key)) {
-            json_array_append_new(r->applied_keys, json_string(key));
+        bool shape = !(a >= 0 && appliers[a].apply == apply_listener_tls && !r->tls_keys) &&
+                     !(a >= 0 && appliers[a].apply == apply_http_tls && !r->http_tls_keys);
+        if (a >= 0 && shape)
             return;
-        }
-        if (a < 0) /* the unit test holds the appliers to the table: not reached */
-            tb_error("reload: a key of reload class live has no applier; named as needing a restart",
-                     TB_S("key", key));
     }
     need_restart(r, key);
 }
@@ -385,9 +417,11 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h,
                    .applied_keys = json_array(), .restart_keys = json_array() };
     r.edited = tb_calloc(next->mqtt.nmappings + 1, sizeof *r.edited);
+    const cfg_t *prev = st && st->in_force ? st->in_force : running;
     if (b) {
-        cfg_diff(running, next, on_edit, &r);
-        cfg_diff(running, next, on_diff, &r);
+        cfg_diff(prev, next, on_edit, &r);
+        cfg_diff(prev, next, on_diff, &r);
+        cfg_diff(running, next, on_diff_boot, &r);
     }
     free(r.edited);
     if (r.restart_len)
@@ -396,11 +430,22 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     ans = json_pack("{s:s, s:s, s:I, s:n, s:O, s:O, s:b}", "result", changed ? "applied" : "unchanged", "source",
                     running->source, "duration_ms", (json_int_t)(tb_mono_ms() - t0), "error", "applied",
                     r.applied_keys, "restart_needed", r.restart_keys, "file_valid", 1);
-    if (st && b) { /* what /admin/config shows: the boot file with these keys of this one */
+    if (st && b) {
+        /* The configuration in force is replaced: the next reload compares its
+         * live keys with this file, so a key changed and then changed back is
+         * applied both times. What /admin/config shows: the boot file with
+         * every key some reload applied taken from this one (a key applied
+         * once and unchanged since has this file's value). */
+        json_t *keys = st->in_force_keys ? json_copy(st->in_force_keys) : json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach(r.applied_keys, i, v)
+            if (!named(keys, json_string_value(v)))
+                json_array_append(keys, v);
         cfg_free(st->in_force);
         json_decref(st->in_force_keys);
         st->in_force = next;
-        st->in_force_keys = json_incref(r.applied_keys);
+        st->in_force_keys = keys;
         next = NULL;
     }
     json_decref(r.applied_keys);

@@ -1,6 +1,8 @@
 """SIGHUP: what can change at run time is applied, the rest is named as
 needing a restart (from the key table's reload class), and an invalid file,
 or one that fails `tributary check`, changes nothing."""
+import http.client
+import json
 import os
 import re
 import signal
@@ -78,6 +80,46 @@ class Reload(unittest.TestCase):
             self.assertNotIn("validation_policy applied", log)
             self.assertRegex(log, r"need a restart.*keys=.*mqtt\.topic_mappings\[0\]\.validation_policy")
             self.assertEqual(self.publish_v5(port), 0x80, "a/+ is still under enforce")
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def post_reload(self, g):
+        c = http.client.HTTPConnection("127.0.0.1", g.http_port(), timeout=10)
+        c.request("POST", "/admin/reload")
+        r = c.getresponse()
+        body = json.loads(r.read().decode())
+        c.close()
+        return r.status, body
+
+    def test_a_key_changed_and_changed_back_is_applied_both_times(self):
+        """The running configuration is replaced after an applied reload:
+        log.level info -> debug -> info is applied twice (the second used to
+        compare with the boot file, find nothing, and stay at debug), a
+        restart-class key changed back to its boot value is no longer named,
+        and a refused file in between keeps the one in force."""
+        g = Gateway(BASE % {"policy": "none", "fsync": "always", "level": "info"})
+        with g:
+            g.wait_log("bootstrap complete")
+            self.write(g, policy="none", level="debug", fsync="never")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (200, "applied"), ans)
+            self.assertEqual(ans["applied"], ["log.level"], ans)
+            self.assertEqual(ans["restart_needed"], ["wal.fsync"], ans)
+            wait_for(lambda: "level=debug" in g.log(), what="debug lines after the first reload")
+            with open(g.config, "w") as f:  # refused: the file in force stays (debug)
+                f.write("edge: [broken\n")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (422, "refused"), ans)
+            self.write(g, policy="none", level="info", fsync="always")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (200, "applied"), ans)
+            self.assertEqual(ans["applied"], ["log.level"], ans)
+            self.assertEqual(ans["restart_needed"], [], ans)
+            self.assertEqual(g.log().count("reload: log.level applied"), 2, g.log())
+            n_debug = g.log().count("level=debug")
+            self.write(g, policy="none", level="info", fsync="always")  # the same again: nothing to apply
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"], ans["applied"]), (200, "unchanged", []), ans)
+            self.assertEqual(g.log().count("level=debug"), n_debug, "info in force: no debug line since")
             self.assertEqual(g.stop(), 0, g.log())
 
     def test_invalid_file_changes_nothing(self):
