@@ -183,6 +183,9 @@ class ReloadMappings(unittest.TestCase):
             self.assertEqual(ns, [n for n in sent_b if n >= ns[0]], f"c{i}: b messages after the swap lost")
             self.assertLessEqual(ns[0], after[i] + 1, f"c{i}: routed late")
             self.assertGreaterEqual(ns[0], min(before[i], after[i]) - 400, f"c{i}: routed before the reload?")
+        status, metrics = ask(g.http_port(), "GET", "/metrics")
+        self.assertIn('tributary_messages_received_total{topic="/e1/b"} %d' % n_b, metrics,
+                      "the new topic's series are exported")
         regs = self.mc.control.registrations()
         self.assertIn("/e1/b", json.dumps(regs), "registered with the cluster at the reload")
         self.assertEqual(g.stop(), 0, g.log())
