@@ -309,6 +309,29 @@ class ReloadMappings(unittest.TestCase):
         self.stored("/e1/fresh", 1, "the new topic's message")
         self.assertEqual(g.stop(), 0, g.log())
 
+    # ---- restart keys beside a mapping change ----------------------------------
+
+    def test_restart_keys_are_named_beside_applied_mappings(self):
+        """A file that adds a mapping and also moves the listener and wal.dir:
+        the mapping is applied (the new topic takes messages at once), the
+        two restart keys are named and not applied (the old listener still
+        answers, the log stays where it was)."""
+        a = {"mqtt_pattern": "a/+", "danube_topic": "/e1/a", "extract_attributes": {"dev": "$1"}}
+        b = {"mqtt_pattern": "b/+", "danube_topic": "/e1/b", "extract_attributes": {"dev": "$1"}}
+        g = self.start_gateway([a])
+        port = g.mqtt_port()
+        text = self.yaml([a, b]).replace('listener: "127.0.0.1:0"\n  ingestion', 'listener: "127.0.0.1:1"\n  ingestion',
+                                         1).replace("dir: ./wal", "dir: ./wal-elsewhere")
+        status, ans = self.reload(g, text=text)
+        self.assertEqual((status, ans["result"]), (200, "applied"), ans)
+        self.assertIn("mqtt.topic_mappings", ans["applied"], ans)
+        self.assertEqual(sorted(ans["restart_needed"]), ["mqtt.listener", "wal.dir"], ans)
+        from tlib.replication import publish_all
+        publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(50)], client_id="after")
+        self.stored("/e1/b", 50, "the new mapping's messages, on the listener of the start")
+        self.assertFalse(os.path.exists(os.path.join(g.dir, "wal-elsewhere")), "wal.dir not applied")
+        self.assertEqual(g.stop(), 0, g.log())
+
     # ---- refused -------------------------------------------------------------
 
     def test_a_bad_config_is_refused_whole_under_load(self):
