@@ -155,7 +155,7 @@ const cfg__key_t cfg__keys[] = {
     K("mqtt.max_will_bytes", CFG__BYTES, mqtt.max_will_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Memory all wills may hold together (topic, payload and properties of every connected client's will "
       "and of every delayed will waiting); a CONNECT whose will would pass it is refused (CONNACK 0x97 / 3)."),
-    K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, 0,
+    K("mqtt.unmatched", CFG__ENUM, mqtt.unmatched, "reject", 0, 0, unmatched_modes, RL,
       "A PUBLISH no mapping matches. reject: MQTT 5 negative ack 0x90, MQTT 3.1.1 QoS 1/2 closes the "
       "connection; drop: acknowledge and count, never stored."),
     K("mqtt.dead_letter", CFG__BOOL, mqtt.dead_letter, "false", 0, 0, NULL, 0,
@@ -179,7 +179,7 @@ const cfg__key_t cfg__keys[] = {
       "idle_flush_ms."),
     K("mqtt.ingestion.max_pending_bytes", CFG__BYTES, mqtt.ingestion.max_pending_bytes, "64MiB", 65536, 1ull << 40, NULL, 0,
       "Bytes of messages waiting for the log; past it the gateway stops reading sockets (backpressure)."),
-    K("mqtt.topic_mappings", CFG__MAPPINGS, mqtt.mappings, NULL, 1, 100000, NULL, D | R,
+    K("mqtt.topic_mappings", CFG__MAPPINGS, mqtt.mappings, NULL, 1, 100000, NULL, D | R | RL,
       "Ordered MQTT-topic to Danube-topic rules; the first match wins (see below)."),
 
     K("wal.dir", CFG__STR, wal.dir, "/var/lib/tributary/wal", 1, 4096, NULL, 0,
@@ -299,21 +299,21 @@ const cfg__key_t cfg__keys[] = {
 const size_t cfg__nkeys = sizeof cfg__keys / sizeof cfg__keys[0];
 
 const cfg__key_t cfg__mapping_keys[] = {
-    M("mqtt_pattern", CFG__STR, mqtt_pattern, NULL, 1, 65535, NULL, D | R,
+    M("mqtt_pattern", CFG__STR, mqtt_pattern, NULL, 1, 65535, NULL, D | R | RL,
       "MQTT topic filter; `+` matches one level (captured as $1, $2, ...), `#` the rest (as $#)."),
-    M("danube_topic", CFG__STR, danube_topic, NULL, 1, 1024, NULL, D | R,
+    M("danube_topic", CFG__STR, danube_topic, NULL, 1, 1024, NULL, D | R | RL,
       "Upstream topic, /{edge_name}/name; may use ${1}.. only with capture_values."),
-    M("schema_subject", CFG__STR, schema_subject, NULL, 1, 1024, NULL, D,
+    M("schema_subject", CFG__STR, schema_subject, NULL, 1, 1024, NULL, D | RL,
       "Schema subject in the cluster registry; absent = raw bytes, no schema."),
     M("validation_policy", CFG__ENUM, validation_policy, "none", 0, 0, policies, D | RL,
       "none: stamp schema id/version only; enforce: refuse invalid payloads."),
-    M("extract_attributes", CFG__ATTRS, attrs, NULL, 0, 64, NULL, D,
+    M("extract_attributes", CFG__ATTRS, attrs, NULL, 0, 64, NULL, D | RL,
       "Map of attribute name to capture (\"$1\", \"$2\", ... or \"$#\")."),
-    M("capture_values", CFG__CAPVALS, capvals, NULL, 0, 16, NULL, 0,
+    M("capture_values", CFG__CAPVALS, capvals, NULL, 0, 16, NULL, RL,
       "Map of capture to its allowed values; required for each capture used in a danube_topic template."),
-    M("encoding", CFG__ENUM, encoding, "binary", 0, 0, encodings, 0,
+    M("encoding", CFG__ENUM, encoding, "binary", 0, 0, encodings, RL,
       "Avro payload encoding: binary (raw datum) or json."),
-    M("on_full", CFG__ENUM, on_full, "drop_oldest", 0, 0, on_full_modes, 0,
+    M("on_full", CFG__ENUM, on_full, "drop_oldest", 0, 0, on_full_modes, RL,
       "What the topic's log does at a disk bound (wal.max_topic_bytes, wal.max_total_bytes, wal.min_free_bytes). "
       "drop_oldest: delete its oldest messages, replicated or not (counted as dropped), to take the new ones; "
       "drop_newest: keep what is stored until the cluster acknowledges it and refuse new messages meanwhile "
@@ -321,7 +321,7 @@ const cfg__key_t cfg__mapping_keys[] = {
       "block: keep what is stored, hold the new messages unwritten and unacknowledged, and stop reading the "
       "connections that publish to the topic until the cluster's acknowledgements (or free space) make room; "
       "nothing is dropped, other topics' publishers go on. Every mapping of one danube_topic must say the same."),
-    M("max_age", CFG__DURATION, max_age_ms, "0", 0, 3650ull * DAY_MS, NULL, 0,
+    M("max_age", CFG__DURATION, max_age_ms, "0", 0, 3650ull * DAY_MS, NULL, RL,
       "Messages older than this (by publish time) when the replicator is about to send them are dropped "
       "unsent and counted (tributary_messages_dropped_age_total, persistent in the log's meta file). A "
       "duration: 500ms, 45s, 30m, 12h, 7d (a bare number is milliseconds); 0 = no age limit. Every mapping "

@@ -44,7 +44,6 @@ void gw__config_in_force(const cfg_t *boot, const gw__reload_state_t *st, FILE *
     }
     const cfg_t *nx = st->in_force;
     cfg_t view = *boot; /* shallow: its strings are boot's or nx's, both alive while it is printed */
-    cfg_mapping_t *maps = NULL;
     cfg_listener_t *lis = NULL;
     size_t k;
     json_t *v;
@@ -54,14 +53,10 @@ void gw__config_in_force(const cfg_t *boot, const gw__reload_state_t *st, FILE *
         size_t i;
         if (cfg_key_find(key, &info)) {
             memcpy((char *)&view + info.offset, (const char *)nx + info.offset, info.size);
-        } else if ((i = indexed(key, "mqtt.topic_mappings[", "].", &rest)) < boot->mqtt.nmappings &&
-                   i < nx->mqtt.nmappings && strcmp(rest, "validation_policy") == 0) {
-            if (!maps) {
-                maps = tb_calloc(boot->mqtt.nmappings, sizeof *maps);
-                memcpy(maps, boot->mqtt.mappings, boot->mqtt.nmappings * sizeof *maps);
-                view.mqtt.mappings = maps;
-            }
-            maps[i].validation_policy = nx->mqtt.mappings[i].validation_policy;
+        } else if (strncmp(key, "mqtt.topic_mappings", 19) == 0) {
+            /* the mappings are applied whole (a generation): those of the file in force */
+            view.mqtt.mappings = nx->mqtt.mappings;
+            view.mqtt.nmappings = nx->mqtt.nmappings;
         } else if ((i = indexed(key, "mqtt.listeners[", "].tls.", &rest)) < boot->mqtt.nlisteners &&
                    i < nx->mqtt.nlisteners) {
             /* applied only while the listeners kept their shape: every tls key but read_coalesce_ms is live */
@@ -78,7 +73,6 @@ void gw__config_in_force(const cfg_t *boot, const gw__reload_state_t *st, FILE *
         }
     }
     cfg_print(&view, out);
-    free(maps);
     free(lis);
 }
 

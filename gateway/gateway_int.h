@@ -90,6 +90,14 @@ rep_engine_t *gw_repl_engine(gw_repl_t *g);
 /* Topic i's replication stats: live while the replicator runs, its last
  * ones after the drain (not stalled), zeros before it started. */
 void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out /* OUT */);
+/* A reload linked slot id (broker_plan_commit): its lane in every output that
+ * carries it, declared to the cluster (the outcome comes as its events).
+ * 0, or the engine's error in err (the topic is still logged). */
+int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen);
+/* A reload changed slot id's schema subject (subject: its schema block was
+ * reset) or max_age: the registry's compiled schema if it has one, and the
+ * replicator told. */
+void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject);
 /* As a gw__service_t (arg: the gw_repl_t): between the log and the listener. */
 int gw_repl_start(gw__app_t *app, void *arg);
 void gw_repl_drain(gw__app_t *app, void *arg);
@@ -166,6 +174,7 @@ typedef struct gw__reload_state {
     json_t *in_force_keys; /* the array "applied" of that reload */
     json_t *last;          /* the last answer (GET /admin/reload) */
     bool file_valid;       /* the last reload did not refuse the file */
+    struct gw__run *run;   /* the running process (metrics labels and the replicator for new topics) */
 } gw__reload_state_t;
 json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__reload_state_t *st);
 void gw__reload_state_free(gw__reload_state_t *st);

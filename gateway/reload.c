@@ -43,7 +43,7 @@ typedef struct {
     const cfg_t *next;
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
-    bool *edited;           /* per mapping of the running file: a key other than its policy changed */
+    bool mappings;          /* the mappings' new generation is in force */
     char restart[1024];
     size_t restart_len;
     int applied;
@@ -52,18 +52,6 @@ typedef struct {
 } reload_t;
 
 #define MAPPINGS_PREFIX "mqtt.topic_mappings["
-
-/* First pass of cfg_diff: which mappings changed beyond their policy. */
-static void on_edit(void *arg, const char *key)
-{
-    reload_t *r = arg;
-    if (strncmp(key, MAPPINGS_PREFIX, strlen(MAPPINGS_PREFIX)) != 0)
-        return;
-    char *end;
-    size_t i = strtoul(key + strlen(MAPPINGS_PREFIX), &end, 10);
-    if (*end == ']' && strcmp(end, "].validation_policy") != 0 && i < r->next->mqtt.nmappings)
-        r->edited[i] = true;
-}
 
 static void need_restart(reload_t *r, const char *key)
 {
@@ -99,20 +87,12 @@ static bool apply_log_format(reload_t *r, const char *key)
     return true;
 }
 
-static bool apply_policy(reload_t *r, const char *key)
+/* Every key of the mappings and mqtt.unmatched: applied together, as one new
+ * generation (broker_plan_commit, before the diff passes), or not at all. */
+static bool apply_mappings(reload_t *r, const char *key)
 {
-    size_t i = strtoul(key + strlen(MAPPINGS_PREFIX), NULL, 10);
-    if (i >= broker_nrules(r->b) || r->edited[i])
-        return false;
-    cfg_policy_t p = r->next->mqtt.mappings[i].validation_policy;
-    if (broker_set_policy(r->b, i, p) == TB_ECONFIG) {
-        tb_warn("reload: enforce needs a schema_subject; policy unchanged", TB_S("key", key));
-        return true;
-    }
-    tb_info("reload: validation_policy applied", TB_S("key", key),
-            TB_S("policy", p == CFG_POLICY_ENFORCE ? "enforce" : "none"));
-    r->applied++;
-    return true;
+    (void)key;
+    return r->mappings;
 }
 
 static bool apply_with_files(reload_t *r, const char *key)
@@ -147,7 +127,9 @@ static const struct {
 } appliers[] = {
     { "log.level", apply_log_level },
     { "log.format", apply_log_format },
-    { "mqtt.topic_mappings\\[*\\].validation_policy", apply_policy },
+    { "mqtt.topic_mappings", apply_mappings },
+    { "mqtt.topic_mappings\\[*\\].*", apply_mappings },
+    { "mqtt.unmatched", apply_mappings },
     { "auth.*", apply_with_files },
     { "http.auth_token_file", apply_with_files },
     { "http.admin_token_file", apply_with_files },
@@ -159,6 +141,8 @@ static const struct {
  * from the listener's configuration of the start (restart class). */
 static const char *const not_applied[] = {
     "mqtt.listeners\\[*\\].tls.read_coalesce_ms",
+    "mqtt.topic_mappings\\[*\\].priority",   /* an existing topic keeps its own until a restart */
+    "mqtt.topic_mappings\\[*\\].durability", /* likewise (wal_topic_set_durability: before its first batch) */
 };
 
 static int applier_of(const char *key)
@@ -177,18 +161,50 @@ bool gw__reload_applies(const char *key)
     return applier_of(key) >= 0;
 }
 
+/* First pass, against the configuration in force (the last applied file, or
+ * the boot one): a live key that differs from what runs is applied. */
 static void on_diff(void *arg, const char *key)
 {
     reload_t *r = arg;
+    if (cfg_reload_class(key) != CFG_RELOAD_LIVE)
+        return; /* the second pass names it: against the boot file, which is what runs */
+    int a = applier_of(key);
+    if (a >= 0 && appliers[a].apply(r, key)) {
+        json_array_append_new(r->applied_keys, json_string(key));
+        return;
+    }
+    if (a < 0) /* the unit test holds the appliers to the table: not reached */
+        tb_error("reload: a key of reload class live has no applier; named as needing a restart",
+                 TB_S("key", key));
+    need_restart(r, key);
+}
+
+static bool named(json_t *keys, const char *key)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(keys, i, v)
+        if (strcmp(json_string_value(v), key) == 0)
+            return true;
+    return false;
+}
+
+/* Second pass, against the boot file: a restart-class key runs with its boot
+ * value until a restart, so it is named at every reload whose file differs
+ * from it there (changed back: no longer named). A live key whose structure
+ * changed since the boot (the listeners' tls.* keys once the listeners
+ * differ) cannot apply either, changed at this reload or before. */
+static void on_diff_boot(void *arg, const char *key)
+{
+    reload_t *r = arg;
+    if (named(r->applied_keys, key) || named(r->restart_keys, key))
+        return;
     if (cfg_reload_class(key) == CFG_RELOAD_LIVE) {
         int a = applier_of(key);
-        if (a >= 0 && appliers[a].apply(r, key)) {
-            json_array_append_new(r->applied_keys, json_string(key));
+        bool shape = !(a >= 0 && appliers[a].apply == apply_listener_tls && !r->tls_keys) &&
+                     !(a >= 0 && appliers[a].apply == apply_http_tls && !r->http_tls_keys);
+        if (a >= 0 && shape)
             return;
-        }
-        if (a < 0) /* the unit test holds the appliers to the table: not reached */
-            tb_error("reload: a key of reload class live has no applier; named as needing a restart",
-                     TB_S("key", key));
     }
     need_restart(r, key);
 }
@@ -272,6 +288,82 @@ static json_t *remember(gw__reload_state_t *st, json_t *answer)
     return answer;
 }
 
+static void mapping_diff(void *arg, const char *key)
+{
+    if (strncmp(key, "mqtt.topic_mappings", 19) == 0 || strcmp(key, "mqtt.unmatched") == 0)
+        *(bool *)arg = true;
+}
+
+static json_t *topic_names(broker_t *b, const size_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; k < n; k++)
+        json_array_append_new(a, json_string(broker_topic(b, ids[k])->name));
+    return a;
+}
+
+/*
+ * After broker_plan_commit: the added topics get their metrics label and are
+ * given to the replicator (a lane on each output that carries them, declared
+ * to the cluster); changed ones are told. The answer's "topics" (RELOAD.md
+ * 3.3): a new topic's registration is "pending" (its outcome, registered or
+ * refused with the cluster's text, follows in the log and /stats: the reload
+ * does not wait for the cluster), or "refused" here when the replicator
+ * could not take it (then it is logged, not replicated until a restart).
+ */
+static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broker_plan_t *p)
+{
+    gw__run_t *run = st ? st->run : NULL;
+    json_t *added = json_array(), *retiring = json_array(), *changed = json_array();
+    for (size_t k = 0; k < p->nadded; k++) {
+        size_t id = p->added[k];
+        broker_topic_t *t = broker_topic(b, id);
+        if (run && run->metric_topic)
+            run->metric_topic[id] = metrics_topic_add(run->metrics, t->name);
+        char err[512] = "";
+        int rc = run && run->repl ? gw_repl_topic_added(run->repl, id, err, sizeof err) : TB_ECLOSED;
+        if (rc < 0 && rc != TB_ECLOSED)
+            tb_error("reload: a new topic is logged but not replicated until a restart", TB_S("topic", t->name),
+                     TB_S("why", err));
+        tb_info("reload: topic added", TB_S("topic", t->name), TB_U("id", id),
+                TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""));
+        json_array_append_new(added, rc < 0 && rc != TB_ECLOSED
+                                         ? json_pack("{s:s, s:s, s:s}", "topic", t->name, "registration", "refused",
+                                                     "error", err)
+                                         : json_pack("{s:s, s:s}", "topic", t->name, "registration", "pending"));
+    }
+    for (size_t k = 0; k < p->nleaving; k++) {
+        broker_topic_t *t = broker_topic(b, p->leaving[k]);
+        rep_topic_stats_t rs;
+        memset(&rs, 0, sizeof rs);
+        if (run && run->repl)
+            gw_repl_topic_stats(run->repl, t->id, &rs);
+        tb_info("reload: no mapping routes to this topic any more; its backlog keeps replicating",
+                TB_S("topic", t->name), TB_U("backlog_messages", rs.lag_messages));
+        json_array_append_new(retiring, json_pack("{s:s, s:I, s:I}", "topic", t->name, "backlog_messages",
+                                                  (json_int_t)rs.lag_messages, "backlog_bytes",
+                                                  (json_int_t)rs.lag_bytes));
+    }
+    for (size_t k = 0; k < p->nchanged; k++) {
+        broker_topic_t *t = broker_topic(b, p->changed[k]);
+        unsigned how = p->changed_how[k];
+        json_t *keys = json_array();
+        if (how & BROKER_CHANGED_SUBJECT)
+            json_array_append_new(keys, json_string("schema_subject"));
+        if (how & BROKER_CHANGED_ON_FULL)
+            json_array_append_new(keys, json_string("on_full"));
+        if (how & BROKER_CHANGED_MAX_AGE)
+            json_array_append_new(keys, json_string("max_age"));
+        if (how & BROKER_CHANGED_KEPT)
+            tb_warn("reload: a topic keeps its durability until a restart", TB_S("topic", t->name));
+        if (run && run->repl && (how & (BROKER_CHANGED_SUBJECT | BROKER_CHANGED_MAX_AGE)))
+            gw_repl_topic_changed(run->repl, t->id, how & BROKER_CHANGED_SUBJECT);
+        json_array_append_new(changed, json_pack("{s:s, s:o}", "topic", t->name, "keys", keys));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "added", added, "revived", topic_names(b, p->revived, p->nrevived),
+                     "retiring", retiring, "changed", changed);
+}
+
 json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__reload_state_t *st)
 {
     uint64_t t0 = tb_mono_ms();
@@ -302,6 +394,21 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
         cfg_free(next);
         return remember(st, refused(running, t0, what, &e));
     }
+    /* The mappings (and mqtt.unmatched) against those in force: a new
+     * generation compiled off to the side and the new topics' logs opened,
+     * before anything else changes; a failure refuses the whole reload. */
+    const cfg_t *prev = st && st->in_force ? st->in_force : running;
+    bool maps = false;
+    cfg_diff(prev, next, mapping_diff, &maps);
+    broker_plan_t *plan = NULL;
+    if (b && maps && (broker_plan_new(b, next, &plan, err, sizeof err) < 0 ||
+                      broker_plan_open(b, plan, err, sizeof err) < 0)) {
+        broker_plan_free(plan);
+        cfg_err_t pe;
+        cfg_err_set(&pe, next->source, 0, 0, "mqtt.topic_mappings", err);
+        cfg_free(next);
+        return remember(st, refused(running, t0, "SIGHUP: the mappings cannot be applied; nothing changed", &pe));
+    }
     auth_passwd_t *pw;
     auth_acl_t *acl;
     json_t *ans;
@@ -309,6 +416,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
         ans = refused_text(running, next, t0,
                            "SIGHUP: an authentication file is invalid; nothing changed, the files in force are kept",
                            err);
+        broker_plan_free(plan);
         cfg_free(next);
         return remember(st, ans);
     }
@@ -319,6 +427,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
         ans = refused_text(running, next, t0, "SIGHUP: the HTTP token file is invalid; nothing changed", err);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
+        broker_plan_free(plan);
         cfg_free(next);
         return remember(st, ans);
     }
@@ -336,6 +445,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
         free_token(admin_token);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
+        broker_plan_free(plan);
         cfg_free(next);
         return remember(st, ans);
     }
@@ -352,6 +462,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
         free_token(admin_token);
         auth_passwd_unref(pw);
         auth_acl_unref(acl);
+        broker_plan_free(plan);
         cfg_free(next);
         return remember(st, ans);
     }
@@ -384,23 +495,51 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     cfg_diff(st && st->in_force ? st->in_force : running, next, count_diff, &changed);
     reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h,
                    .applied_keys = json_array(), .restart_keys = json_array() };
-    r.edited = tb_calloc(next->mqtt.nmappings + 1, sizeof *r.edited);
-    if (b) {
-        cfg_diff(running, next, on_edit, &r);
-        cfg_diff(running, next, on_diff, &r);
+    json_t *topics = NULL;
+    uint64_t gen_before = b ? broker_generation(b) : 0;
+    size_t rules_before = b ? broker_nrules(b) : 0;
+    if (plan) {
+        broker_plan_commit(b, plan); /* the swap: old rules or new, never neither (RELOAD.md 2.4) */
+        r.mappings = true;
+        topics = mappings_applied(b, st, plan);
+        tb_info("reload: mappings applied", TB_U("generation", broker_generation(b)),
+                TB_U("rules", broker_nrules(b)), TB_U("added", plan->nadded), TB_U("retiring", plan->nleaving),
+                TB_U("changed", plan->nchanged), TB_U("revived", plan->nrevived));
+        broker_plan_free(plan);
+        plan = NULL;
     }
-    free(r.edited);
+    if (b) {
+        cfg_diff(prev, next, on_diff, &r);
+        cfg_diff(running, next, on_diff_boot, &r);
+    }
     if (r.restart_len)
         tb_warn("SIGHUP: these changes need a restart and were not applied", TB_S("keys", r.restart));
     tb_info("SIGHUP: reload done", TB_I("applied", r.applied), TB_B("restart_needed", r.restart_len > 0));
-    ans = json_pack("{s:s, s:s, s:I, s:n, s:O, s:O, s:b}", "result", changed ? "applied" : "unchanged", "source",
-                    running->source, "duration_ms", (json_int_t)(tb_mono_ms() - t0), "error", "applied",
-                    r.applied_keys, "restart_needed", r.restart_keys, "file_valid", 1);
-    if (st && b) { /* what /admin/config shows: the boot file with these keys of this one */
+    ans = json_pack("{s:s, s:s, s:I, s:n, s:O, s:O, s:b, s:I, s:I}", "result", changed ? "applied" : "unchanged",
+                    "source", running->source, "duration_ms", (json_int_t)(tb_mono_ms() - t0), "error", "applied",
+                    r.applied_keys, "restart_needed", r.restart_keys, "file_valid", 1, "generation",
+                    (json_int_t)(b ? broker_generation(b) : 0), "previous_generation", (json_int_t)gen_before);
+    if (topics) {
+        json_object_set_new(ans, "rules", json_pack("{s:I, s:I}", "before", (json_int_t)rules_before, "after",
+                                                    (json_int_t)broker_nrules(b)));
+        json_object_set_new(ans, "topics", topics);
+    }
+    if (st && b) {
+        /* The configuration in force is replaced: the next reload compares its
+         * live keys with this file, so a key changed and then changed back is
+         * applied both times. What /admin/config shows: the boot file with
+         * every key some reload applied taken from this one (a key applied
+         * once and unchanged since has this file's value). */
+        json_t *keys = st->in_force_keys ? json_copy(st->in_force_keys) : json_array();
+        size_t i;
+        json_t *v;
+        json_array_foreach(r.applied_keys, i, v)
+            if (!named(keys, json_string_value(v)))
+                json_array_append(keys, v);
         cfg_free(st->in_force);
         json_decref(st->in_force_keys);
         st->in_force = next;
-        st->in_force_keys = json_incref(r.applied_keys);
+        st->in_force_keys = keys;
         next = NULL;
     }
     json_decref(r.applied_keys);

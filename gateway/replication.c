@@ -133,6 +133,13 @@ static void apply_schema(gw_repl_t *g, broker_topic_t *t, const rep_event_t *ev)
 {
     sch_resolved_t rs;
     rep_event_resolved(ev, &rs);
+    if (rs.subject && *rs.subject && t->schema_subject && strcmp(rs.subject, t->schema_subject) != 0) {
+        /* an answer about the subject a reload replaced (it was in the mailbox at the swap): never
+         * installed, so no message is checked against the old schema (RELOAD.md 2.7) */
+        tb_debug("schema event for a subject the topic no longer has: ignored", TB_S("topic", t->name),
+                 TB_S("subject", rs.subject), TB_S("schema_subject", t->schema_subject));
+        return;
+    }
     const char *subject = rs.subject && *rs.subject ? rs.subject : t->schema_subject;
     rs.subject = subject;
     sch_registry_t *reg = g->reg[g->encoding[t->id]];
@@ -209,6 +216,8 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
         return;
     }
     broker_topic_t *t = broker_topic(g->b, ev->topic);
+    if (!t && ev->kind != REP_EV_STOPPED)
+        return; /* not reached: a slot is linked before the replicator hears of it */
     const char *why = "";
     switch (ev->kind) {
     case REP_EV_TOPIC_REGISTERED:
@@ -337,10 +346,10 @@ static void notify(void *arg)
 /* Per topic state of the glue; which Avro encoding its schema compiles for: its mappings'. */
 static void topic_arrays(gw_repl_t *g)
 {
-    size_t n = broker_ntopics(g->b);
-    g->encoding = tb_calloc(n + 1, 1);
-    g->was_ready = tb_calloc(n + 1, sizeof *g->was_ready);
-    g->stalled_since = tb_calloc(n + 1, sizeof *g->stalled_since);
+    size_t n = broker_ntopics(g->b), cap = TB_MAX(broker_topic_cap(g->b), n); /* a reload adds topics */
+    g->encoding = tb_calloc(cap + 1, 1);
+    g->was_ready = tb_calloc(cap + 1, sizeof *g->was_ready);
+    g->stalled_since = tb_calloc(cap + 1, sizeof *g->stalled_since);
     g->ntopics = n;
     for (size_t i = 0; i < n; i++) {
         const broker_topic_t *t = broker_topic(g->b, i);
@@ -385,7 +394,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
         specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
     }
     rep_engine_opts_t eo = { .cfg = cfg, .wal = g->wal, .topics = specs, .ntopics = n,
-                             .notify = notify, .notify_arg = &g->async };
+                             .max_topics = broker_topic_cap(g->b), .notify = notify, .notify_arg = &g->async };
     char err[512];
     rc = rep_engine_new(&eo, &g->rep, err, sizeof err);
     free(specs);
@@ -420,6 +429,54 @@ int gw_repl_start(gw__app_t *app, void *arg)
                 TB_U("max_inflight", oc->max_inflight), TB_B("tls", oc->has_tls));
     }
     return 0;
+}
+
+/* ---- topics at run time (a reload: RELOAD.md 2.6, 2.7) ---------------------------- */
+
+static void encoding_of(gw_repl_t *g, const broker_topic_t *t)
+{
+    g->encoding[t->id] = t->schema_subject && t->encoding == CFG_ENC_JSON ? 1 : 0;
+}
+
+int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen)
+{
+    *err = '\0';
+    broker_topic_t *t = broker_topic(g->b, id);
+    if (!t || !g->encoding)
+        return TB_EINVALID;
+    encoding_of(g, t);
+    g->was_ready[id] = false;
+    g->ntopics = broker_ntopics(g->b);
+    if (!g->rep)
+        return TB_ECLOSED;
+    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+    return rep_engine_add_topic(g->rep, id, &spec, err, errlen);
+}
+
+void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject)
+{
+    broker_topic_t *t = broker_topic(g->b, id);
+    if (!t || !g->encoding)
+        return;
+    if (subject) {
+        encoding_of(g, t);
+        /* its schema block was reset (never checked against the old subject): one the registry already
+         * compiled for this subject is installed at once, else the registration brings it */
+        sch_lookup_t lk;
+        char why[256];
+        if (t->schema_subject && sch_registry_lookup(g->reg[g->encoding[id]], t->schema_subject, &lk, why,
+                                                     sizeof why) == 0) {
+            set_validator(t, lk.validator);
+            t->has_schema = true;
+            t->schema_id = lk.schema_id;
+            t->schema_version = lk.schema_version;
+        }
+        log_readiness(g, t, "its schema subject changed: waiting for the cluster's schema");
+    }
+    if (g->rep) {
+        rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+        rep_engine_update_topic(g->rep, id, &spec);
+    }
 }
 
 void gw_repl_drain(gw__app_t *app, void *arg)

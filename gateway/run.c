@@ -84,7 +84,10 @@ static int log_start(gw__app_t *app, void *arg)
         return rc;
     }
     size_t n = broker_ntopics(r->broker);
-    r->metric_topic = tb_calloc(n + 1, sizeof *r->metric_topic);
+    size_t cap = TB_MAX(broker_topic_cap(r->broker), n); /* a reload adds topics (RELOAD.md 2.2) */
+    r->metric_topic = tb_calloc(cap + 1, sizeof *r->metric_topic);
+    for (size_t i = 0; i <= cap; i++)
+        r->metric_topic[i] = -1;
     r->topics_open = true;
     for (size_t i = 0; i < n; i++) {
         broker_topic_t *t = broker_topic(r->broker, i);
@@ -253,7 +256,10 @@ int gw_run(const cfg_t *cfg)
 
     gw__reload_state_t reloads = { .file_valid = true };
     run_t r = { .app = &app, .repl = gw_repl_new(), .reload = &reloads };
-    if (metrics_new(&r.metrics) < 0 || metrics_catalog_register(r.metrics, topic_capacity(cfg)) < 0) {
+    reloads.run = &r;
+    /* the label capacity a reload may add topics within: the broker's registry's (BROKER_TOPIC_HEADROOM) */
+    if (metrics_new(&r.metrics) < 0 ||
+        metrics_catalog_register(r.metrics, BROKER_TOPIC_HEADROOM(topic_capacity(cfg))) < 0) {
         metrics_free(r.metrics);
         gw_repl_free(r.repl);
         return GW_EXIT_FAILURE;

@@ -151,8 +151,9 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
     r->pace_timer.cb = rep__topic_paced;
     r->ntopics = o->ntopics;
     r->topics = tb_calloc(o->ntopics ? o->ntopics : 1, sizeof *r->topics);
+    r->all = tb_calloc(o->ntopics ? o->ntopics : 1, sizeof *r->all);
     for (size_t i = 0; i < o->ntopics; i++) {
-        rep__topic_t *t = &r->topics[i];
+        rep__topic_t *t = r->topics[i] = r->all[r->nall++] = tb_calloc(1, sizeof *t);
         t->idx = i;
         t->subject = dup_or_null(o->topics[i].schema_subject);
         wal_topic_stats_t ws;
@@ -222,8 +223,13 @@ static void danube_fini(rep_output_t *o)
         grpc_completion_queue_destroy(r->cq);
         r->cq = NULL;
     }
-    for (size_t i = 0; i < r->ntopics; i++)
-        rep__topic_free(&r->topics[i]);
+    for (size_t i = 0; i < r->nall; i++) {
+        rep__topic_free(r->all[i]);
+        free(r->all[i]);
+    }
+    free(r->all);
+    r->all = NULL;
+    r->nall = 0;
     free(r->topics);
     r->topics = NULL;
     rep__chans_free(r);
@@ -311,6 +317,86 @@ static int danube_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
     return TB_EUNSUPPORTED; /* replaced whole (reload, later) */
 }
 
+/* ---- topics at run time (a reload: RELOAD.md 2.6) ------------------------------------ */
+
+/* Loop thread: the topic's struct and lane (its cursor opened here, as at
+ * init), then the thread appends it and declares it (RegisterEdge again). */
+static int danube_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_t *r = (rep_t *)o;
+    rep__topic_t *t = tb_calloc(1, sizeof *t);
+    t->subject = dup_or_null(spec->schema_subject);
+    wal_topic_stats_t ws;
+    wal_topic_stats(spec->wal, &ws);
+    /* o->lanes[topic] is written after the lane is complete: rep__output_kick and the stats read it */
+    int rc = rep__lane_init(&t->lane, o, SIZE_MAX, spec->name, spec->wal,
+                            ws.open_offset ? ws.open_offset : ws.next_offset, r->o.max_inflight_batches,
+                            WAL_START_LATEST);
+    if (rc < 0) {
+        free(t->subject);
+        free(t);
+        return rc;
+    }
+    t->lane.topic = topic;
+    rep__topic_init(r, t);
+    t->enc.max_age_ms = spec->max_age_ms;
+    t->lane.pub = t->lane.st;
+    t->lane.pub_progress_ms = t->lane.progress_ms;
+    r->all = tb_realloc(r->all, (r->nall + 1) * sizeof *r->all);
+    r->all[r->nall++] = t;
+    __atomic_store_n(&o->lanes[topic], &t->lane, __ATOMIC_RELEASE);
+    rep__topic_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+    cmd->cmd.kind = REP__CMD_TOPIC;
+    cmd->add = true;
+    cmd->lane = &t->lane;
+    tb_mbox_push(&o->cmds, &cmd->cmd.node);
+    return 0;
+}
+
+static int danube_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    if (topic >= o->nlanes || !o->lanes[topic])
+        return TB_EINVALID;
+    rep__topic_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+    cmd->cmd.kind = REP__CMD_TOPIC;
+    cmd->lane = o->lanes[topic];
+    cmd->subject = dup_or_null(spec->schema_subject);
+    cmd->max_age_ms = spec->max_age_ms;
+    tb_mbox_push(&o->cmds, &cmd->cmd.node);
+    return 0;
+}
+
+/* Its thread. */
+static void danube_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep_t *r = (rep_t *)o;
+    rep__topic_t *t = (rep__topic_t *)cmd->lane; /* the lane is the topic's first member */
+    if (cmd->add) {
+        r->topics = tb_realloc(r->topics, (r->ntopics + 1) * sizeof *r->topics);
+        t->idx = r->ntopics;
+        r->topics[r->ntopics++] = t;
+        tb_info("replicator: topic added at run time", REP__LOG_TOPIC(t),
+                TB_S("schema_subject", t->subject ? t->subject : ""));
+        if (r->stopping)
+            rep__topic_stop(r, t);
+        else
+            rep__reg_redeclare(r);
+    } else {
+        bool redeclare = (t->subject == NULL) != (cmd->subject == NULL) ||
+                         (t->subject && strcmp(t->subject, cmd->subject) != 0);
+        free(t->subject);
+        t->subject = cmd->subject;
+        cmd->subject = NULL;
+        t->enc.max_age_ms = cmd->max_age_ms;
+        tb_info("replicator: topic updated at run time", REP__LOG_TOPIC(t),
+                TB_S("schema_subject", t->subject ? t->subject : ""), TB_U("max_age_ms", t->enc.max_age_ms));
+        if (redeclare && !r->stopping)
+            rep__reg_redeclare(r);
+    }
+    free(cmd->subject);
+    free(cmd);
+}
+
 static void danube_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -329,6 +415,9 @@ const rep_output_ops_t rep__danube_ops = {
     .reconfigure = danube_reconfigure,
     .release = danube_release,
     .fini = danube_fini,
+    .add_topic = danube_add_topic,
+    .update_topic = danube_update_topic,
+    .topic_cmd = danube_topic_cmd,
 };
 
 /* ---- events -------------------------------------------------------------------------- */

@@ -115,7 +115,7 @@ static void changed(rep_t *r, rep__chan_t *c, grpc_connectivity_state s)
     if (cluster)
         rep__reg_chan_ready(r);
     for (size_t i = 0; i < r->ntopics; i++) {
-        rep__topic_t *t = &r->topics[i];
+        rep__topic_t *t = r->topics[i];
         if (t->wait == c && t->state == REP_TOPIC_CONNECTING)
             rep__topic_chan_ready(r, t);
     }

@@ -64,7 +64,8 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
     pthread_mutex_init(&e->ev_mu, NULL);
     atomic_init(&e->stop_asked, false);
     e->ntopics = o->ntopics;
-    e->topics = tb_calloc(o->ntopics + 1, sizeof *e->topics);
+    e->cap = TB_MAX(o->max_topics, o->ntopics);
+    e->topics = tb_calloc(e->cap + 1, sizeof *e->topics);
     for (size_t i = 0; i < o->ntopics; i++) {
         e->topics[i] = o->topics[i];
         e->topics[i].name = tb_strdup(o->topics[i].name);
@@ -88,7 +89,7 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
             return rc;
         }
         rep_output_t *ot = tb_calloc(1, ops->size);
-        rep__output_base_init(ot, ops, e, (uint16_t)i, c->name, e->ntopics, e->notify, e->notify_arg);
+        rep__output_base_init(ot, ops, e, (uint16_t)i, c->name, e->cap, e->notify, e->notify_arg);
         ot->wal_id = id;
         ot->stall_after_ms = cfg->health.stall_after_ms;
         /* every kind's pacer from its entry's caps (rep_pace.c; a kind may re-init it with its
@@ -201,6 +202,48 @@ rep_event_t *rep_engine_take_events(rep_engine_t *e)
 }
 
 /* ---- what an operator reads ------------------------------------------------------ */
+
+int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen)
+{
+    *err = '\0';
+    if (topic != e->ntopics || topic >= e->cap) {
+        snprintf(err, errlen, "replicator: topic %s: index %zu is not the next one below the capacity %zu",
+                 spec->name, topic, e->cap);
+        return TB_EFULL;
+    }
+    e->topics[topic] = *spec;
+    e->topics[topic].name = tb_strdup(spec->name);
+    e->topics[topic].schema_subject = dup_or_null(spec->schema_subject);
+    e->ntopics++;
+    int first = 0;
+    for (size_t i = 0; i < e->nouts; i++) {
+        rep_output_t *o = e->outs[i];
+        if (!rep__output_wants(o, spec->name))
+            continue;
+        int rc = o->ops->add_topic ? o->ops->add_topic(o, topic, spec) : TB_EUNSUPPORTED;
+        if (rc < 0 && !first) {
+            first = rc;
+            snprintf(err, errlen, "outputs[%s]: topic %s: %s", o->name, spec->name,
+                     rc == TB_EUNSUPPORTED ? "this kind carries a new topic after a restart" : tb_strerror(rc));
+        }
+    }
+    if (rep_engine_primary(e, topic) == SIZE_MAX)
+        tb_warn("no output carries this topic: its messages are logged and kept to the disk bounds only",
+                TB_S("topic", spec->name));
+    return first;
+}
+
+void rep_engine_update_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec)
+{
+    if (topic >= e->ntopics)
+        return;
+    free((char *)e->topics[topic].schema_subject);
+    e->topics[topic].schema_subject = dup_or_null(spec->schema_subject);
+    e->topics[topic].max_age_ms = spec->max_age_ms;
+    for (size_t i = 0; i < e->nouts; i++)
+        if (rep_output_carries(e, i, topic) && e->outs[i]->ops->update_topic)
+            e->outs[i]->ops->update_topic(e->outs[i], topic, spec);
+}
 
 size_t rep_engine_ntopics(const rep_engine_t *e)
 {

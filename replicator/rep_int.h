@@ -437,12 +437,23 @@ void rep__chans_free(rep_t *r);
 typedef struct rep_output rep_output_t;
 typedef struct rep__lane rep__lane_t;
 
-typedef enum { REP__CMD_KICK, REP__CMD_STOP } rep__cmd_kind_t;
+typedef enum { REP__CMD_KICK, REP__CMD_STOP, REP__CMD_TOPIC } rep__cmd_kind_t;
 
 typedef struct rep__cmd {
     tb_mnode_t node;
     rep__cmd_kind_t kind;
 } rep__cmd_t;
+
+/* A topic given at run time (rep_engine_add_topic / rep_engine_update_topic,
+ * a reload): made on the loop thread, pushed to the output's mailbox, freed
+ * by its thread (ops->topic_cmd) or, never taken, by rep__output_free. */
+typedef struct rep__topic_cmd {
+    rep__cmd_t cmd;              /* first; kind REP__CMD_TOPIC */
+    bool add;                    /* true: lane (the kind's topic struct) is new; false: an update */
+    rep__lane_t *lane;           /* the output's lane of the topic */
+    char *subject;               /* update: the new schema subject (NULL: none) */
+    uint64_t max_age_ms;         /* update */
+} rep__topic_cmd_t;
 
 /* What the engine keeps of an outputs[] entry (owned); the kind's own keys
  * are read by its init from the configuration. */
@@ -497,6 +508,13 @@ typedef struct rep_output_ops {
     /* optional, any thread: the kind's part of rep_output_stats (state, last_error,
      * the connection's counters); the engine has summed the lanes already */
     void (*stats)(rep_output_t *o, rep_output_stats_t *st);
+    /* A topic at run time (NULL: this kind carries new topics only after a restart).
+     * add_topic: the loop thread: its lane (rep__lane_init at index topic) and
+     * struct, then a REP__CMD_TOPIC to its thread; update_topic likewise for a
+     * changed schema subject or max_age. topic_cmd: its thread, owns cmd. */
+    int (*add_topic)(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec);
+    int (*update_topic)(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec);
+    void (*topic_cmd)(rep_output_t *o, rep__topic_cmd_t *cmd);
 } rep_output_ops_t;
 
 extern const rep_output_ops_t rep__danube_ops;
@@ -509,8 +527,9 @@ struct rep_output {
     uint16_t wal_id;             /* the output's id in <wal.dir>/OUTPUTS (danube: 0) */
     char *name;
     rep_output_cfg_t cfg;        /* owned; empty when standalone */
-    rep__lane_t **lanes;         /* by topic index; NULL: not carried */
-    size_t nlanes;               /* the engine's topic count (the length of lanes) */
+    rep__lane_t **lanes;         /* by topic index; NULL: not carried. An entry is written once, on the
+                                    loop thread (init, or add_topic at a reload: a release store) */
+    size_t nlanes;               /* the length of lanes: the engine's topic capacity (max_topics) */
     tb_mbox_t cmds;              /* -> its thread; wake-up = ops->wake */
     rep__pace_t pace;            /* its rate caps and priorities (rep_pace.c); its thread's */
     rep__cmd_t stop_cmd;
@@ -572,7 +591,8 @@ static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->pau
 struct rep_engine {
     wal_t *wal;
     rep_topic_spec_t *topics;    /* owned copies of the names and subjects */
-    size_t ntopics;
+    size_t ntopics;              /* grows at a reload (rep_engine_add_topic), loop thread */
+    size_t cap;                  /* max_topics: the length of topics[] and of every output's lanes[] */
     rep_output_t **outs;
     size_t nouts;
     void (*notify)(void *arg);
@@ -666,6 +686,9 @@ void rep__batch_release(rep__batch_t *b);
 
 /* rep_register.c */
 void rep__reg_start(rep_t *r);
+/* Its thread: the declared topics changed (a topic added or its subject changed at a reload):
+ * the request is packed again and sent now when registered (else at the next attempt). */
+void rep__reg_redeclare(rep_t *r);
 void rep__reg_chan_ready(rep_t *r);   /* the cluster channel became READY */
 void rep__reg_stop(rep_t *r);
 void rep__reg_free(rep_t *r);
@@ -700,9 +723,13 @@ struct rep {
     rep__chan_t *cluster;
     rep__unary_t *unaries;
     int outstanding;             /* tags given to gRPC and not returned (waker excluded) */
-    /* topics */
-    rep__topic_t *topics;
+    /* topics: the thread's (run-time additions are appended by REP__CMD_TOPIC) */
+    rep__topic_t **topics;
     size_t ntopics;
+    /* every topic struct made (loop thread: setup, add_topic); freed by fini */
+    rep__topic_t **all;
+    size_t nall;
+    bool reg_dirty;              /* the declared set changed while a RegisterEdge was in flight */
     /* registration and heartbeat (rep_register.c) */
     rep_reg_state_t reg_state;
     rep__backoff_t reg_backoff;

@@ -100,6 +100,8 @@ void rep__output_drain(rep_output_t *o)
         rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
         if (cmd->kind == REP__CMD_STOP) {
             o->ops->stop(o);
+        } else if (cmd->kind == REP__CMD_TOPIC) {
+            o->ops->topic_cmd(o, (rep__topic_cmd_t *)cmd);
         } else {
             rep__lane_t *l = TB_CONTAINER_OF(cmd, rep__lane_t, kick);
             atomic_store(&l->queued, false);
@@ -114,6 +116,14 @@ void rep__output_free(rep_output_t *o)
         return;
     if (o->started)
         pthread_join(o->thread, NULL);
+    for (tb_mnode_t *n = tb_mbox_take(&o->cmds), *next; n; n = next) { /* never taken by its thread */
+        next = n->next;
+        rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
+        if (cmd->kind == REP__CMD_TOPIC) {
+            free(((rep__topic_cmd_t *)cmd)->subject);
+            free(cmd);
+        }
+    }
     o->ops->fini(o);
     for (tb_mnode_t *n = tb_mbox_take(&o->events), *next; n; n = next) {
         next = n->next;

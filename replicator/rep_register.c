@@ -79,7 +79,7 @@ static rep_event_t *event(rep_t *r, rep_event_kind_t kind, size_t topic, const c
 static rep__topic_t *find_topic(rep_t *r, const char *name, size_t hint)
 {
     for (size_t k = 0; k < r->ntopics; k++) {
-        rep__topic_t *t = &r->topics[(hint + k) % r->ntopics];
+        rep__topic_t *t = r->topics[(hint + k) % r->ntopics];
         if (strcmp(t->lane.name, name) == 0)
             return t;
     }
@@ -103,6 +103,7 @@ static void hb_arm(rep_t *r)
 
 static void reg_failed(rep_t *r, const char *why, bool refused)
 {
+    r->reg_dirty = false; /* the next attempt sends the list as it is now */
     r->st.registration_failures++;
     if (refused) /* credentials: not an outage, the next try after the maximum (RELOAD.md 5.6) */
         r->reg_backoff.attempt = 64;
@@ -158,7 +159,7 @@ static void apply_registration(rep_t *r, const Danube__Edge__RegisterEdgeRespons
         if (!seen[i]) {
             failed++;
             tb_warn("the cluster's registration answer left a topic out; registering again at the next heartbeat",
-                    REP__LOG_TOPIC(&r->topics[i]));
+                    REP__LOG_TOPIC(r->topics[i]));
             r->reregister = true;
         }
     }
@@ -209,6 +210,11 @@ static void reg_done(rep_t *r, rep__unary_t *u)
     danube__edge__register_edge_response__free_unpacked(resp, NULL);
     set_reg_state(r, REP_REG_REGISTERED);
     hb_arm(r);
+    if (r->reg_dirty) {
+        r->reg_dirty = false;
+        tb_info("registering again: the declared topics changed", TB_U("topics", r->ntopics));
+        reg_send(r);
+    }
 }
 
 static void reg_send(rep_t *r)
@@ -337,20 +343,19 @@ static void hb_timer_cb(rep_t *r, rep__timer_t *tm)
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
-void rep__reg_start(rep_t *r)
+/* The RegisterEdge request from every topic the thread knows (packed again when the set changes). */
+static void reg_pack(rep_t *r)
 {
-    r->reg_backoff = (rep__backoff_t){ r->o.register_retry_initial_ms, r->o.register_retry_max_ms, 0, false };
-    r->reg_timer.cb = reg_timer_cb;
-    r->hb_timer.cb = hb_timer_cb;
+    free(r->reg_req);
     Danube__Edge__RegisterEdgeRequest req = DANUBE__EDGE__REGISTER_EDGE_REQUEST__INIT;
     Danube__Edge__EdgeTopicDeclaration *decls = tb_calloc(r->ntopics ? r->ntopics : 1, sizeof *decls);
     Danube__Edge__EdgeTopicDeclaration **ptrs = tb_calloc(r->ntopics ? r->ntopics : 1, sizeof *ptrs);
     for (size_t i = 0; i < r->ntopics; i++) {
         danube__edge__edge_topic_declaration__init(&decls[i]);
-        decls[i].topic_name = r->topics[i].lane.name;
-        if (r->topics[i].subject) {
+        decls[i].topic_name = r->topics[i]->lane.name;
+        if (r->topics[i]->subject) {
             decls[i].schema_subject_opt_case = DANUBE__EDGE__EDGE_TOPIC_DECLARATION__SCHEMA_SUBJECT_OPT_SCHEMA_SUBJECT;
-            decls[i].schema_subject = r->topics[i].subject;
+            decls[i].schema_subject = r->topics[i]->subject;
         }
         ptrs[i] = &decls[i];
     }
@@ -362,9 +367,35 @@ void rep__reg_start(rep_t *r)
     danube__edge__register_edge_request__pack(&req, r->reg_req);
     free(ptrs);
     free(decls);
+}
+
+void rep__reg_start(rep_t *r)
+{
+    r->reg_backoff = (rep__backoff_t){ r->o.register_retry_initial_ms, r->o.register_retry_max_ms, 0, false };
+    r->reg_timer.cb = reg_timer_cb;
+    r->hb_timer.cb = hb_timer_cb;
+    reg_pack(r);
     tb_info("registering with the cluster", TB_S("edge", r->o.edge_name), TB_S("cluster", r->o.cluster_url),
             TB_U("topics", r->ntopics));
     reg_send(r);
+}
+
+/* A re-registration replaces the edge's topic list on the cluster and leaves
+ * streams that are open alone (rep__topic_registered: a no-op unless the
+ * topic is UNREGISTERED); each topic's result comes as its event, a refusal
+ * for one topic does not hold the others. */
+void rep__reg_redeclare(rep_t *r)
+{
+    reg_pack(r);
+    if (r->reg_call) {
+        r->reg_dirty = true; /* its answer is for the old list: send again after it */
+        return;
+    }
+    if (r->reg_state == REP_REG_REGISTERED) {
+        tb_info("registering again: the declared topics changed", TB_U("topics", r->ntopics));
+        reg_send(r);
+    }
+    /* NONE / RETRYING: the next attempt sends the new list */
 }
 
 void rep__reg_chan_ready(rep_t *r)

@@ -102,7 +102,7 @@ static void grace_cb(rep_t *r, rep__timer_t *tm)
 {
     (void)tm;
     for (size_t i = 0; i < r->ntopics; i++)
-        rep__topic_grace_over(r, &r->topics[i]);
+        rep__topic_grace_over(r, r->topics[i]);
 }
 
 void rep__begin_stop(rep_t *r)
@@ -112,7 +112,7 @@ void rep__begin_stop(rep_t *r)
     r->stopping = true;
     uint64_t inflight = 0;
     for (size_t i = 0; i < r->ntopics; i++)
-        inflight += r->topics[i].lane.win.sent;
+        inflight += r->topics[i]->lane.win.sent;
     tb_info("replicator stopping", TB_U("batches_in_flight", inflight), TB_U("grace_ms", r->o.shutdown_grace_ms));
     rep__reg_stop(r);
     for (rep__unary_t *u = r->unaries; u; u = u->next)
@@ -120,7 +120,7 @@ void rep__begin_stop(rep_t *r)
     r->grace_timer.cb = grace_cb;
     rep__timer_arm(&r->timers, &r->grace_timer, tb_mono_ms() + r->o.shutdown_grace_ms);
     for (size_t i = 0; i < r->ntopics; i++)
-        rep__topic_stop(r, &r->topics[i]);
+        rep__topic_stop(r, r->topics[i]);
 }
 
 static bool stop_done(rep_t *r)
@@ -129,7 +129,7 @@ static bool stop_done(rep_t *r)
         if (r->unaries)
             return false;
         for (size_t i = 0; i < r->ntopics; i++)
-            if (r->topics[i].state != REP_TOPIC_STOPPED)
+            if (r->topics[i]->state != REP_TOPIC_STOPPED)
                 return false;
         rep__timer_cancel(&r->timers, &r->grace_timer);
         rep__chans_close(r);
@@ -209,7 +209,7 @@ void *rep__thread_main(void *arg)
     grpc_completion_queue_destroy(r->cq);
     r->cq = NULL;
     for (size_t i = 0; i < r->ntopics; i++) {
-        rep__topic_t *t = &r->topics[i];
+        rep__topic_t *t = r->topics[i];
         rep__src_free(&t->lane.src); /* before the WAL closes */
         rep__topic_publish(r, t);
     }

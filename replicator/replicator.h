@@ -380,6 +380,8 @@ typedef struct rep_engine_opts {
     wal_t *wal;                       /* output ids and cursors */
     const rep_topic_spec_t *topics;   /* router order (the broker's topic indexes); copied */
     size_t ntopics;
+    size_t max_topics;                /* the topic index capacity, for rep_engine_add_topic
+                                         (the broker's registry: broker_topic_cap); 0: ntopics */
     void (*notify)(void *arg);        /* any output's thread: events are waiting */
     void *notify_arg;
 } rep_engine_opts_t;
@@ -442,6 +444,21 @@ void rep_engine_free(rep_engine_t *e);
 /* Every output's waiting events, oldest first per output; NULL when none. */
 rep_event_t *rep_engine_take_events(rep_engine_t *e);
 
+/*
+ * A topic at run time (a reload, docs/design/RELOAD.md 2.6), loop thread,
+ * after rep_engine_start: topic is the next index (rep_engine_ntopics) and
+ * below max_topics. Each output whose `topics` filters carry it gets a lane
+ * (its cursor opened now, on the loop); its thread then declares it to the
+ * cluster (Danube: RegisterEdge again, existing streams untouched; the
+ * outcome is the topic's REP_EV_TOPIC_REGISTERED or REP_EV_TOPIC_FAILED, so
+ * a refused topic is reported alone and the rest goes on). Returns 0, or
+ * TB_EFULL past max_topics, or the first output's error (err says which;
+ * the other outputs still carry it). A kind without run-time topics is
+ * named in err and carries it after a restart.
+ */
+int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen);
+/* Its schema subject or max_age changed (loop thread): Danube declares it again. */
+void rep_engine_update_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec);
 size_t rep_engine_ntopics(const rep_engine_t *e);
 size_t rep_engine_noutputs(const rep_engine_t *e);
 void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info /* OUT */);

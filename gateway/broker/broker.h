@@ -65,7 +65,9 @@ const char *broker_reject_name(broker_reject_t r);
  */
 typedef struct broker_topic {
     char *name;
-    uint32_t id;                 /* router topic id == index (broker_topic(b, id)) */
+    uint32_t id;                 /* slot id == index (broker_topic(b, id)), for the process's life */
+    bool routed;                 /* some rule of the current generation routes to it; false: no
+                                    mapping any more, its backlog still replicates (reload) */
     wal_topic_t *wal;
     char *schema_subject;        /* its mappings' schema_subject; NULL: raw bytes */
     cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
@@ -264,15 +266,70 @@ void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
  * process's descriptor budget allows fewer: gateway/fdbudget.c). Before broker_listen. */
 void broker_set_max_connections(broker_t *b, uint32_t n);
 
-/* Mapping rules (mqtt.topic_mappings, config order). */
+/* Mapping rules of the generation in force (mqtt.topic_mappings, config order). */
 size_t broker_nrules(const broker_t *b);
+/* The generation in force: 1 at boot, +1 per reload whose mappings were applied. */
+uint64_t broker_generation(const broker_t *b);
+/* The registry's capacity, fixed at broker_init: BROKER_TOPIC_HEADROOM of the
+ * boot's topics. A reload that would need more slots is refused. */
+#define BROKER_TOPIC_HEADROOM(n) ((size_t)TB_MIN((size_t)10000, TB_MAX(2 * (size_t)(n), (size_t)(n) + 64)))
+size_t broker_topic_cap(const broker_t *b);
+
 /*
- * Changes rule i's validation policy at run time (reload): the next
- * PUBLISH it matches is checked under p. Returns 0, TB_EINVALID for an
- * index out of range, TB_ECONFIG for enforce on a mapping without a
- * schema_subject (policy unchanged).
+ * A live mapping reload (docs/design/RELOAD.md 2.1-2.5), on the loop thread,
+ * in three steps so that the caller can refuse whole before anything moves:
+ *
+ *   broker_plan_new     compiles next's mappings (router, rules, per-topic
+ *                       attributes that must agree) off to the side, and
+ *                       settles them against the registry by name: which
+ *                       slots are added, which stay (and which of their
+ *                       attributes change), which no rule routes to any
+ *                       more. No I/O, nothing changed. TB_ECONFIG with err
+ *                       ("file:line: key: why"), or TB_EFULL when the new
+ *                       topics exceed broker_topic_cap.
+ *   broker_plan_open    opens the logs of the added topics (wal_topic_open:
+ *                       a writer round trip). A failure: nothing is routed
+ *                       to them (an empty directory is left for the next
+ *                       boot), the running generation stays.
+ *   broker_plan_commit  links the added slots (their ids are plan->added[]),
+ *                       applies changed on_full / schema subject / max_age
+ *                       to their slots (a changed subject resets the schema
+ *                       block: enforce refuses until the new one resolves),
+ *                       swaps srv->gen in one store, submits the open batches
+ *                       of the topics that left (routed = false; their logs
+ *                       stay, their backlog is replicated) and frees the old
+ *                       generation. After it, give the added ids to the
+ *                       replicator before returning to the loop.
+ *
+ * next is borrowed until broker_plan_commit or broker_plan_free.
  */
-int broker_set_policy(broker_t *b, size_t rule, cfg_policy_t p);
+enum {
+    BROKER_CHANGED_SUBJECT = 1u << 0,  /* schema_subject (or encoding) */
+    BROKER_CHANGED_ON_FULL = 1u << 1,
+    BROKER_CHANGED_MAX_AGE = 1u << 2,
+    BROKER_CHANGED_KEPT = 1u << 3,     /* durability or priority differ: kept until a restart */
+};
+typedef struct broker_plan {
+    struct broker_gen *gen;      /* the next generation (private) */
+    size_t *added;               /* slot ids the commit creates, in order */
+    size_t nadded;
+    size_t *revived;             /* slots not routed before, routed again */
+    size_t nrevived;
+    size_t *leaving;             /* slots routed before, not by the plan */
+    size_t nleaving;
+    size_t *changed;             /* slots that stay with changes (changed_how[k]: BROKER_CHANGED_*) */
+    unsigned *changed_how;
+    size_t nchanged;
+    size_t rules_before, rules_after;
+    /* private */
+    struct broker_topic **fresh; /* the added slots (not linked yet) */
+    struct broker_topic **stage; /* by new router topic id: the settled attributes */
+    size_t nstage;
+} broker_plan_t;
+int broker_plan_new(broker_t *b, const cfg_t *next, broker_plan_t **out /* OUT */, char *err, size_t errlen);
+int broker_plan_open(broker_t *b, broker_plan_t *p, char *err, size_t errlen);
+void broker_plan_commit(broker_t *b, broker_plan_t *p);
+void broker_plan_free(broker_plan_t *p /* NULL: nothing */);
 
 /*
  * The password file and ACL in force (either NULL: none) and cfg's auth.*

@@ -67,9 +67,28 @@ typedef struct broker_pace {
 
 /* Per mapping rule: what the router does not know. */
 typedef struct broker_rule {
-    const cfg_mapping_t *m;
     cfg_policy_t policy;
 } broker_rule_t;
+
+/*
+ * A generation (docs/design/RELOAD.md 2.1): the compiled router, its rules,
+ * and which registry slot each router topic id stores into. Owned by
+ * srv->gen alone, replaced whole on the loop thread by broker_plan_commit
+ * (between two loop callbacks); route_and_store and will.c read srv->gen
+ * once per message and use only that, so a message is routed wholly by the
+ * old rules or wholly by the new (RELOAD.md 2.4). Nothing keeps a pointer
+ * into it past the callback that read it: attributes are copied at
+ * wal_batch_add.
+ */
+typedef struct broker_gen {
+    uint64_t id;                 /* 1 at boot; +1 per applied reload */
+    router_t *router;            /* owned */
+    broker_rule_t *rules;        /* by router rule index (mqtt.topic_mappings order) */
+    size_t nrules;
+    uint32_t *topic_of;          /* router topic id -> slot id (srv->topics) */
+    size_t ntopic_of;
+    cfg_unmatched_t unmatched;   /* mqtt.unmatched */
+} broker_gen_t;
 
 /* One QoS 1/2 PUBLISH waiting for its answer, in a connection's FIFO. */
 typedef struct broker_pending {
@@ -350,11 +369,18 @@ struct broker {
     wal_t *wal;
     void (*on_stored)(void *arg, size_t topic); /* broker_on_stored (NULL: nobody) */
     void *on_stored_arg;
-    router_t *router;
+    broker_gen_t *gen;              /* the routing in force (NULL before broker_init) */
+    router_t *router;               /* while building (broker_init, a plan): moved into a generation */
     broker_rule_t *rules;
     size_t nrules;
-    broker_topic_t *topics;
-    size_t ntopics;
+    /* The registry (RELOAD.md 2.2): one slot per upstream topic name this
+     * process has routed to, allocated once, never moved or freed until
+     * broker_close, so a slot's id (its index) and a pointer to it stay
+     * valid through reloads: in-flight batches, held batches, pending acks,
+     * the replicator's ids. A slot no rule routes to any more keeps its log
+     * and is still replicated (routed = false). */
+    broker_topic_t **topics;
+    size_t ntopics, cap_topics;
     /* Local logs, never replicated: the dead-letter log (mqtt.dead_letter)
      * and the session journal. NULL when not in use. */
     broker_topic_t *dead_letter;

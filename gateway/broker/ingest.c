@@ -338,7 +338,7 @@ void broker__ingest_forget(broker_conn_t *c)
 {
     broker_t *srv = c->srv;
     for (size_t i = 0; i < srv->ntopics; i++)
-        forget_in(&srv->topics[i], c);
+        forget_in(srv->topics[i], c);
     c->blocked = false;
 }
 
@@ -450,7 +450,7 @@ void broker__ingest_completions(broker_t *srv)
         wal_batch_free(b);
     }
     for (size_t i = 0; i < srv->ntopics; i++) {
-        broker_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = srv->topics[i];
         if (t->nwaiters && !wal_topic_blocked(t->wal))
             wake(t);
     }

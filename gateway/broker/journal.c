@@ -288,8 +288,8 @@ void broker__journal_maybe_compact(broker_t *srv)
     /* the snapshot says STORED for the QoS 2 messages being stored: their
      * batches go to the writer before it (a rare flush: compactions are) */
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i].batch)
-            broker__ingest_flush(&srv->topics[i]);
+        if (srv->topics[i]->batch)
+            broker__ingest_flush(srv->topics[i]);
     broker__ingest_flush(j); /* what is before the snapshot goes in its own batch */
     srv->compacting = true; /* batches started from here on carry the snapshot (ingest.c) */
     write_live_state(srv);

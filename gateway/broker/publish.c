@@ -35,14 +35,14 @@ static void *scratch(broker_t *srv, size_t n)
 
 /* Builds the attributes: captures, then MQTT 5 properties the way Danube's
  * edge names them, then the retain flag. Returns the count, or -1 if too many. */
-static int build_attrs(broker_t *srv, const router_match_t *m, const mqtt_packet_t *pkt,
+static int build_attrs(broker_t *srv, const router_t *router, const router_match_t *m, const mqtt_packet_t *pkt,
                        wal_attr_t *out)
 {
     int n = 0;
     size_t it = 0;
     const char *name;
     router_slice_t v;
-    while (router_attr_next(srv->router, m, &it, &name, &v)) {
+    while (router_attr_next(router, m, &it, &name, &v)) {
         out[n].key = (const uint8_t *)name;
         out[n].key_len = strlen(name);
         out[n].val = (const uint8_t *)v.p;
@@ -151,12 +151,13 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
         return;
     }
     router_match_t m;
-    int rule = router_match(srv->router, (const char *)topic.p, topic.n, &m);
+    const broker_gen_t *g = srv->gen; /* read once: this message is routed wholly by it (RELOAD.md 2.4) */
+    int rule = router_match(g->router, (const char *)topic.p, topic.n, &m);
     if (rule < 0) {
         srv->unmatched_dropped++;
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
         uint64_t skipped;
-        bool drop = srv->cfg->mqtt.unmatched == CFG_UNMATCHED_DROP;
+        bool drop = g->unmatched == CFG_UNMATCHED_DROP;
         if (tb_ratelimit(&rl, &skipped))
             tb_warn("PUBLISH to a topic no mapping matches", TB_S("client", c->client_id),
                     TB_I("qos", pub->qos), TB_S("action", drop ? "dropped (mqtt.unmatched: drop)" : "refused"),
@@ -167,8 +168,8 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
             p->qos2_record = true; /* acknowledged and dropped: a QoS 2 resend is answered, not stored */
         return;
     }
-    broker_topic_t *t = &srv->topics[m.topic_id];
-    const broker_rule_t *r = &srv->rules[rule];
+    broker_topic_t *t = srv->topics[g->topic_of[m.topic_id]];
+    const broker_rule_t *r = &g->rules[rule];
     t->received++;
     if (pub->payload.n > srv->cfg->mqtt.max_payload_size) {
         t->rejected[BROKER_REJ_TOO_LARGE]++;
@@ -196,7 +197,7 @@ static void route_and_store(broker_conn_t *c, const mqtt_packet_t *pkt, mqtt_byt
         }
     }
     wal_attr_t attrs[BROKER_MAX_ATTRS];
-    int nattrs = build_attrs(srv, &m, pkt, attrs);
+    int nattrs = build_attrs(srv, g->router, &m, pkt, attrs);
     if (nattrs < 0) {
         t->rejected[BROKER_REJ_TOO_LARGE]++;
         broker__refuse(c, p, BROKER_REFUSE_TOO_MANY_ATTRIBUTES);
@@ -229,13 +230,14 @@ broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char
 {
     *topic = NULL;
     router_match_t m;
-    int rule = router_match(srv->router, rec->mqtt_topic, rec->mqtt_topic_len, &m);
+    const broker_gen_t *g = srv->gen; /* the rules in force (a reload swaps them: RELOAD.md 2.1) */
+    int rule = router_match(g->router, rec->mqtt_topic, rec->mqtt_topic_len, &m);
     if (rule < 0) {
         snprintf(why, whylen, "no mapping matches its MQTT topic");
         return BROKER_REPLAY_UNMATCHED;
     }
-    broker_topic_t *t = &srv->topics[m.topic_id];
-    const broker_rule_t *r = &srv->rules[rule];
+    broker_topic_t *t = srv->topics[g->topic_of[m.topic_id]];
+    const broker_rule_t *r = &g->rules[rule];
     *topic = t->name;
     if (r->policy == CFG_POLICY_ENFORCE) {
         if (!t->validator) {
@@ -249,7 +251,7 @@ broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char
     size_t n = 0, it = 0, pos = 0;
     const char *name;
     router_slice_t v;
-    while (n < BROKER_MAX_ATTRS - 1 && router_attr_next(srv->router, &m, &it, &name, &v))
+    while (n < BROKER_MAX_ATTRS - 1 && router_attr_next(g->router, &m, &it, &name, &v))
         attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
     wal_attr_t a;
     while (n < BROKER_MAX_ATTRS - 1 && wal_record_attr_next(rec, &pos, &a))

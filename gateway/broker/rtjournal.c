@@ -435,7 +435,7 @@ void broker__rtj_open(broker_t *srv)
     const cfg_t *cfg = srv->cfg;
     bool any = false;
     for (size_t i = 0; i < srv->ntopics; i++)
-        any |= srv->topics[i].durability == CFG_DURABILITY_MEMORY_FIRST;
+        any |= srv->topics[i]->durability == CFG_DURABILITY_MEMORY_FIRST;
     if (!any || cfg->mqtt.qos2_state != CFG_QOS2_STATE_RUNTIME || !srv->journal)
         return;
     const char *dir = cfg->mqtt.runtime_dir;

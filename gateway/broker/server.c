@@ -293,11 +293,13 @@ static int settle_topics(broker_t *srv, bool for_check, char *err, size_t errlen
     size_t n;
     const char *const *names = router_upstream_topics(srv->router, &n);
     srv->ntopics = n;
-    srv->topics = tb_calloc(n ? n : 1, sizeof *srv->topics);
+    srv->cap_topics = BROKER_TOPIC_HEADROOM(n);
+    srv->topics = tb_calloc(srv->cap_topics, sizeof *srv->topics);
     srv->nrules = cfg->mqtt.nmappings;
     srv->rules = tb_calloc(srv->nrules ? srv->nrules : 1, sizeof *srv->rules);
     for (size_t i = 0; i < n; i++) {
-        broker_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = srv->topics[i] = tb_calloc(1, sizeof *t);
+        t->routed = true;
         t->name = tb_strdup(names[i]);
         t->id = (uint32_t)i;
         t->srv = srv;
@@ -305,11 +307,11 @@ static int settle_topics(broker_t *srv, bool for_check, char *err, size_t errlen
     size_t *on_full_from = tb_calloc(n ? n : 1, sizeof *on_full_from);
     for (size_t r = 0; r < srv->nrules; r++) {
         const cfg_mapping_t *m = &cfg->mqtt.mappings[r];
-        srv->rules[r] = (broker_rule_t){ m, m->validation_policy };
+        srv->rules[r] = (broker_rule_t){ m->validation_policy };
         size_t nt;
         const uint32_t *ids = router_rule_topics(srv->router, r, &nt);
         for (size_t k = 0; k < nt; k++) {
-            broker_topic_t *t = &srv->topics[ids[k]];
+            broker_topic_t *t = srv->topics[ids[k]];
             if (agree_on_full(cfg, for_check, t, &on_full_from[ids[k]], r, err, errlen) < 0) {
                 free(on_full_from);
                 return TB_ECONFIG;
@@ -360,8 +362,8 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
     const cfg_t *cfg = srv->cfg;
     int rc = settle_topics(srv, false, err, errlen);
     for (size_t i = 0; i < srv->ntopics; i++) { /* every topic's timer is closed by broker_close */
-        uv_timer_init(srv->loop, &srv->topics[i].timer);
-        srv->topics[i].timer.data = &srv->topics[i];
+        uv_timer_init(srv->loop, &srv->topics[i]->timer);
+        srv->topics[i]->timer.data = srv->topics[i];
     }
     if (rc < 0)
         return rc;
@@ -382,7 +384,7 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
     if ((rc = broker__journal_open(srv, err, errlen)) < 0)
         return rc;
     for (size_t i = 0; i < n; i++) {
-        broker_topic_t *t = &srv->topics[i];
+        broker_topic_t *t = srv->topics[i];
         rc = wal_topic_open(srv->wal, t->name, &t->wal);
         if (rc == 0)
             rc = wal_topic_set_overflow(t->wal, overflow_of(t->on_full)); /* not persisted: every start */
@@ -396,6 +398,53 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
     return 0;
 }
 
+/* The build's router and rules become a generation (RELOAD.md 2.1): router
+ * topic id i is slot id topic_of[i]; srv->router and srv->rules are left NULL. */
+static broker_gen_t *gen_take(broker_t *srv)
+{
+    broker_gen_t *g = tb_calloc(1, sizeof *g);
+    g->router = srv->router;
+    g->rules = srv->rules;
+    g->nrules = srv->nrules;
+    g->unmatched = srv->cfg->mqtt.unmatched;
+    size_t n = 0;
+    if (g->router)
+        router_upstream_topics(g->router, &n);
+    g->ntopic_of = n;
+    g->topic_of = tb_calloc(n ? n : 1, sizeof *g->topic_of);
+    for (size_t i = 0; i < n; i++)
+        g->topic_of[i] = (uint32_t)i;
+    srv->router = NULL;
+    srv->rules = NULL;
+    srv->nrules = 0;
+    return g;
+}
+
+static void gen_free(broker_gen_t *g)
+{
+    if (!g)
+        return;
+    router_free(g->router);
+    free(g->rules);
+    free(g->topic_of);
+    free(g);
+}
+
+/* A broker_t used only to compile and check a configuration (broker_check_config, broker_plan_new). */
+static void scratch_free(broker_t *srv)
+{
+    for (size_t i = 0; i < srv->ntopics; i++) {
+        free(srv->topics[i]->name);
+        free(srv->topics[i]->schema_subject);
+        free(srv->topics[i]);
+    }
+    free(srv->topics);
+    free(srv->rules);
+    router_free(srv->router);
+    gen_free(srv->gen);
+    free(srv);
+}
+
 int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t errlen)
 {
     srv->cfg = cfg;
@@ -406,6 +455,8 @@ int broker_init(broker_t *srv, const cfg_t *cfg, wal_t *wal, char *err, size_t e
         rc = check_outputs(srv, false, err, errlen);
     if (rc == 0)
         rc = build_topics(srv, err, errlen);
+    srv->gen = gen_take(srv);
+    srv->gen->id = 1;
     return rc;
 }
 
@@ -418,14 +469,7 @@ int broker_check_config(const cfg_t *cfg, char *err, size_t errlen)
         rc = settle_topics(srv, true, err, errlen);
     if (rc == 0)
         rc = check_outputs(srv, true, err, errlen);
-    for (size_t i = 0; i < srv->ntopics; i++) {
-        free(srv->topics[i].name);
-        free(srv->topics[i].schema_subject);
-    }
-    free(srv->topics);
-    free(srv->rules);
-    router_free(srv->router);
-    free(srv);
+    scratch_free(srv);
     return rc;
 }
 
@@ -634,8 +678,8 @@ uint32_t broker__max_packet(const cfg_t *cfg)
 broker_topic_t *broker__topic(broker_t *srv, const char *name)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (strcmp(srv->topics[i].name, name) == 0)
-            return &srv->topics[i];
+        if (strcmp(srv->topics[i]->name, name) == 0)
+            return srv->topics[i];
     return NULL;
 }
 
@@ -664,7 +708,7 @@ static bool busy(broker_t *srv)
     if (srv->nreleasing > 0)
         return true; /* a closed connection's socket is not released yet (bounded: write_timeout_ms) */
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i].inflight || srv->topics[i].batch)
+        if (srv->topics[i]->inflight || srv->topics[i]->batch)
             return true;
     for (size_t i = 0; broker__local_topic(srv, i); i++) {
         broker_topic_t *t = broker__local_topic(srv, i);
@@ -677,7 +721,7 @@ static bool busy(broker_t *srv)
 static void flush_all(broker_t *srv)
 {
     for (size_t i = 0; i < srv->ntopics; i++)
-        broker__ingest_flush(&srv->topics[i]);
+        broker__ingest_flush(srv->topics[i]);
     for (size_t i = 0; broker__local_topic(srv, i); i++)
         broker__ingest_flush(broker__local_topic(srv, i));
 }
@@ -721,14 +765,14 @@ void broker_drain(broker_t *srv, void (*cb)(void *arg), void *arg)
      * its completions answer the publishers, and the topic stays in the
      * log until the close, so wills and anything later are written too */
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i].durability == CFG_DURABILITY_MEMORY_FIRST && srv->topics[i].wal)
-            wal_topic_spill(srv->topics[i].wal, WAL_SPILL_SHUTDOWN); /* (no log: broker_init failed) */
+        if (srv->topics[i]->durability == CFG_DURABILITY_MEMORY_FIRST && srv->topics[i]->wal)
+            wal_topic_spill(srv->topics[i]->wal, WAL_SPILL_SHUTDOWN); /* (no log: broker_init failed) */
     /* on_full block: what waits for room is not acknowledged, and the
      * cluster may never make room; refuse it (QoS 1/2 are resent after the
      * restart) rather than wait out shutdown_timeout_ms */
     for (size_t i = 0; i < srv->ntopics; i++)
-        if (srv->topics[i].on_full == CFG_ON_FULL_BLOCK)
-            wal_topic_release_held(srv->topics[i].wal);
+        if (srv->topics[i]->on_full == CFG_ON_FULL_BLOCK)
+            wal_topic_release_held(srv->topics[i]->wal);
     broker__check_drained(srv);
 }
 
@@ -781,7 +825,7 @@ static void handle_closed(uv_handle_t *h)
     if (--srv->closing_handles > 0 || !srv->closed_cb)
         return; /* a listener closed at drain, before broker_close */
     for (size_t i = 0;; i++) {
-        broker_topic_t *t = i < srv->ntopics ? &srv->topics[i] : broker__local_topic(srv, i - srv->ntopics);
+        broker_topic_t *t = i < srv->ntopics ? srv->topics[i] : broker__local_topic(srv, i - srv->ntopics);
         if (!t)
             break;
         if (t->batch)
@@ -795,18 +839,19 @@ static void handle_closed(uv_handle_t *h)
         free(t->waiters);
         free(t->name);
         free(t->schema_subject);
+        if (i < srv->ntopics)
+            free(t); /* a slot (the local logs' structs are freed below) */
     }
     free(srv->topics);
+    gen_free(srv->gen);
     free(srv->dead_letter);
     free(srv->journal);
     broker__rtj_close(srv);
     free(srv->jdeps);
     free(srv->turn);
-    free(srv->rules);
     free(srv->scratch);
     for (uint32_t i = 0; i < srv->nout_pool; i++)
         free(srv->out_pool[i].p);
-    router_free(srv->router);
     for (uint32_t i = 0; i < srv->nlisteners; i++)
         tls_ctx_unref(srv->listeners[i].tls);
     auth_passwd_unref(srv->passwd);
@@ -842,7 +887,7 @@ void broker_close(broker_t *srv, void (*cb)(void *arg), void *arg)
         if (srv->listeners[i].inited)
             close_handle(srv, (uv_handle_t *)&srv->listeners[i].handle); /* never listened, or no drain */
     for (size_t i = 0; i < srv->ntopics; i++)
-        close_handle(srv, (uv_handle_t *)&srv->topics[i].timer);
+        close_handle(srv, (uv_handle_t *)&srv->topics[i]->timer);
     for (size_t i = 0; broker__local_topic(srv, i); i++)
         close_handle(srv, (uv_handle_t *)&broker__local_topic(srv, i)->timer);
     srv->sweep.data = srv;
@@ -864,7 +909,7 @@ size_t broker_ntopics(const broker_t *srv)
 
 broker_topic_t *broker_topic(broker_t *srv, size_t i)
 {
-    return srv->topics && i < srv->ntopics ? &srv->topics[i] : NULL;
+    return srv->topics && i < srv->ntopics ? srv->topics[i] : NULL;
 }
 
 void broker_stats(const broker_t *srv, broker_stats_t *out)
@@ -935,15 +980,210 @@ void broker_set_max_connections(broker_t *srv, uint32_t n)
 
 size_t broker_nrules(const broker_t *srv)
 {
-    return srv->rules ? srv->nrules : 0;
+    return srv->gen ? srv->gen->nrules : 0;
 }
 
-int broker_set_policy(broker_t *srv, size_t rule, cfg_policy_t p)
+uint64_t broker_generation(const broker_t *srv)
 {
-    if (!srv->rules || rule >= srv->nrules)
-        return TB_EINVALID;
-    if (p == CFG_POLICY_ENFORCE && !srv->rules[rule].m->schema_subject)
-        return TB_ECONFIG;
-    srv->rules[rule].policy = p;
+    return srv->gen ? srv->gen->id : 0;
+}
+
+size_t broker_topic_cap(const broker_t *srv)
+{
+    return srv->cap_topics;
+}
+
+/* ---- live mapping reload (broker.h: broker_plan_*; RELOAD.md 2.1-2.5) ------------- */
+
+static bool same_str(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+static void push_id(size_t **v, size_t *n, size_t id)
+{
+    *v = tb_realloc(*v, (*n + 1) * sizeof **v);
+    (*v)[(*n)++] = id;
+}
+
+int broker_plan_new(broker_t *srv, const cfg_t *next, broker_plan_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    broker_t *s = tb_calloc(1, sizeof *s); /* the new rules and topics, off to the side */
+    s->cfg = next;
+    int rc = build_router(s, false, err, errlen);
+    if (rc == 0)
+        rc = settle_topics(s, false, err, errlen);
+    if (rc == 0)
+        rc = check_outputs(s, false, err, errlen);
+    if (rc < 0) {
+        scratch_free(s);
+        return rc;
+    }
+    broker_plan_t *p = tb_calloc(1, sizeof *p);
+    p->rules_before = srv->gen ? srv->gen->nrules : 0;
+    p->rules_after = s->nrules;
+    /* the scratch's topics are the plan's stage (by new router topic id); the generation takes the router */
+    p->stage = s->topics;
+    p->nstage = s->ntopics;
+    s->topics = NULL;
+    s->ntopics = 0;
+    p->gen = gen_take(s);
+    scratch_free(s);
+    p->gen->id = (srv->gen ? srv->gen->id : 0) + 1;
+    bool *routed = tb_calloc(srv->ntopics + 1, sizeof *routed);
+    for (size_t i = 0; i < p->nstage; i++) {
+        broker_topic_t *st = p->stage[i];
+        broker_topic_t *t = broker__topic(srv, st->name);
+        if (!t) {
+            size_t id = srv->ntopics + p->nadded;
+            if (id >= srv->cap_topics) {
+                snprintf(err, errlen,
+                         "%s: mqtt.topic_mappings: restart needed: %zu upstream topics exceed the capacity of %zu "
+                         "set at start", next->source, id + 1, srv->cap_topics);
+                free(routed);
+                broker_plan_free(p);
+                return TB_EFULL;
+            }
+            p->gen->topic_of[i] = (uint32_t)id;
+            push_id(&p->added, &p->nadded, id);
+            p->fresh = tb_realloc(p->fresh, p->nadded * sizeof *p->fresh);
+            p->fresh[p->nadded - 1] = st;
+            continue;
+        }
+        p->gen->topic_of[i] = t->id;
+        routed[t->id] = true;
+        if (!t->routed)
+            push_id(&p->revived, &p->nrevived, t->id);
+        unsigned how = 0;
+        if (!same_str(t->schema_subject, st->schema_subject) ||
+            (st->schema_subject && t->encoding != st->encoding))
+            how |= BROKER_CHANGED_SUBJECT;
+        if (t->on_full != st->on_full)
+            how |= BROKER_CHANGED_ON_FULL;
+        if (t->max_age_ms != st->max_age_ms)
+            how |= BROKER_CHANGED_MAX_AGE;
+        if (t->durability != st->durability)
+            how |= BROKER_CHANGED_KEPT;
+        if (how) {
+            push_id(&p->changed, &p->nchanged, t->id);
+            p->changed_how = tb_realloc(p->changed_how, p->nchanged * sizeof *p->changed_how);
+            p->changed_how[p->nchanged - 1] = how;
+        }
+    }
+    for (size_t i = 0; i < srv->ntopics; i++)
+        if (srv->topics[i]->routed && !routed[i])
+            push_id(&p->leaving, &p->nleaving, i);
+    free(routed);
+    *out = p;
     return 0;
+}
+
+int broker_plan_open(broker_t *srv, broker_plan_t *p, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < p->nadded; k++) {
+        broker_topic_t *t = p->fresh[k];
+        if (t->wal)
+            continue;
+        int rc = wal_topic_open(srv->wal, t->name, &t->wal);
+        if (rc == 0)
+            rc = wal_topic_set_overflow(t->wal, overflow_of(t->on_full));
+        if (rc == 0 && t->durability == CFG_DURABILITY_MEMORY_FIRST)
+            rc = set_memory_first(srv->cfg, t);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot open the log of topic %s: %s", t->name, tb_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void reset_schema(broker_topic_t *t)
+{
+    if (t->validator)
+        sch_validator_unref(t->validator);
+    t->validator = NULL;
+    t->has_schema = false;
+    t->schema_failed = false;
+    t->schema_id = 0;
+    t->schema_version = 0;
+}
+
+void broker_plan_commit(broker_t *srv, broker_plan_t *p)
+{
+    /* the new slots: linked before the swap, so every id the new generation names exists */
+    for (size_t k = 0; k < p->nadded; k++) {
+        broker_topic_t *t = p->fresh[k];
+        for (size_t i = 0; i < p->nstage; i++)
+            if (p->stage[i] == t)
+                p->stage[i] = NULL; /* now the registry's */
+        t->id = (uint32_t)p->added[k];
+        t->srv = srv;
+        t->routed = true;
+        uv_timer_init(srv->loop, &t->timer);
+        t->timer.data = t;
+        srv->topics[srv->ntopics++] = t;
+    }
+    for (size_t k = 0; k < p->nchanged; k++) {
+        broker_topic_t *t = srv->topics[p->changed[k]], *st = NULL;
+        for (size_t i = 0; i < p->nstage && !st; i++)
+            if (p->stage[i] && p->gen->topic_of[i] == t->id)
+                st = p->stage[i];
+        if (!st)
+            continue;
+        unsigned how = p->changed_how[k];
+        if (how & BROKER_CHANGED_SUBJECT) {
+            /* never validated against the old subject (RELOAD.md 2.7): the glue installs the new schema */
+            reset_schema(t);
+            free(t->schema_subject);
+            t->schema_subject = st->schema_subject ? tb_strdup(st->schema_subject) : NULL;
+            t->encoding = st->encoding;
+        }
+        if (how & BROKER_CHANGED_ON_FULL) {
+            bool was_block = t->on_full == CFG_ON_FULL_BLOCK;
+            t->on_full = st->on_full;
+            wal_topic_set_overflow(t->wal, overflow_of(t->on_full));
+            if (was_block && t->on_full != CFG_ON_FULL_BLOCK)
+                wal_topic_release_held(t->wal); /* held for room: answered (refused) now, resent by QoS */
+        }
+        if (how & BROKER_CHANGED_MAX_AGE)
+            t->max_age_ms = st->max_age_ms;
+    }
+    for (size_t k = 0; k < p->nrevived; k++)
+        srv->topics[p->revived[k]]->routed = true;
+    broker_gen_t *old = srv->gen;
+    srv->gen = p->gen; /* <== the swap: the next message is routed by the new rules */
+    p->gen = NULL;
+    for (size_t k = 0; k < p->nleaving; k++) {
+        broker_topic_t *t = srv->topics[p->leaving[k]];
+        t->routed = false;
+        if (t->batch)
+            broker__ingest_flush(t); /* what the old rules routed to it goes to its log now */
+    }
+    gen_free(old);
+    free(p->fresh); /* the fresh slots are the registry's now (p->added keeps their ids) */
+    p->fresh = NULL;
+}
+
+void broker_plan_free(broker_plan_t *p)
+{
+    if (!p)
+        return;
+    gen_free(p->gen);
+    for (size_t i = 0; i < p->nstage; i++) {
+        if (!p->stage[i])
+            continue;
+        /* a fresh slot not committed: its log, if opened, stays in the WAL (empty: the next boot finds it) */
+        free(p->stage[i]->name);
+        free(p->stage[i]->schema_subject);
+        free(p->stage[i]);
+    }
+    free(p->stage);
+    free(p->fresh);
+    free(p->added);
+    free(p->revived);
+    free(p->leaving);
+    free(p->changed);
+    free(p->changed_how);
+    free(p);
 }

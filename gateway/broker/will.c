@@ -23,15 +23,17 @@ static void store(broker_t *srv, const char *client_id, const char *topic, const
 {
     router_match_t m;
     size_t tlen = strlen(topic);
-    int rule = router_match(srv->router, topic, tlen, &m);
+    const broker_gen_t *g = srv->gen; /* read once (RELOAD.md 2.4): a delayed will is routed by the generation
+                                         in force when it fires */
+    int rule = router_match(g->router, topic, tlen, &m);
     if (rule < 0) {
         srv->unmatched_dropped++;
         tb_warn("will message to a topic no mapping matches: not stored", TB_S("client", client_id));
         return;
     }
-    broker_topic_t *t = &srv->topics[m.topic_id];
+    broker_topic_t *t = srv->topics[g->topic_of[m.topic_id]];
     t->received++;
-    if (srv->rules[rule].policy == CFG_POLICY_ENFORCE) {
+    if (g->rules[rule].policy == CFG_POLICY_ENFORCE) {
         char why[256];
         if (!t->validator) {
             t->rejected[BROKER_REJ_NOT_READY]++;
@@ -50,7 +52,7 @@ static void store(broker_t *srv, const char *client_id, const char *topic, const
     size_t n = 0, it = 0;
     const char *name;
     router_slice_t v;
-    while (n < BROKER_MAX_ATTRS && router_attr_next(srv->router, &m, &it, &name, &v))
+    while (n < BROKER_MAX_ATTRS && router_attr_next(g->router, &m, &it, &name, &v))
         attrs[n++] = (wal_attr_t){ (const uint8_t *)name, strlen(name), (const uint8_t *)v.p, v.len };
     if (n + nextra + 2 > BROKER_MAX_ATTRS) { /* as a PUBLISH would be (0x83): refused, never cut */
         t->rejected[BROKER_REJ_TOO_LARGE]++;

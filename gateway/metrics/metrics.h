@@ -9,7 +9,8 @@
  * BOUNDED SERIES. A metric has at most two labels, and every label value
  * comes from a label set created up front: either a fixed table (rejection
  * reasons, HTTP codes) or a bounded set whose capacity is fixed when it is
- * created (upstream topics: every one is known at startup, see
+ * created (upstream topics: known at startup or at a reload, within the
+ * capacity fixed at startup, see
  * docs/CONFIG.md). Series are addressed by index into those sets, so there
  * is no call that could create a series from a string seen on the network:
  * MQTT topics and client ids can never become label values, and the number

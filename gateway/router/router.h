@@ -11,7 +11,8 @@
  *    number of rules; the first rule in config order still wins, exactly as
  *    a linear scan would (docs/ROUTING.md has the argument and figures).
  *  - router_match allocates nothing: captures are slices of the topic.
- *  - Upstream topics must all be registered with the cluster at boot, so a
+ *  - Upstream topics are registered with the cluster when the router is
+ *    compiled (at boot, or at a reload: one immutable router per generation), so a
  *    danube_topic template (${1}, ${#}) is accepted only over captures with
  *    a declared finite value list (capture_values); the router exposes the
  *    full, deduplicated list of upstream topics the rules can produce.

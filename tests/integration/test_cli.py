@@ -93,9 +93,10 @@ class Cli(unittest.TestCase):
         for key in live:
             self.assertIn("\n" + key + " ", "\n" + described, f"{key} is not a key of --describe")
         for key in ("log.level", "auth.password_file", "http.tls.cert_file", "mqtt.listeners[].tls.cert_file",
-                    "mqtt.topic_mappings[].validation_policy"):
+                    "mqtt.topic_mappings[].validation_policy", "mqtt.topic_mappings[].mqtt_pattern",
+                    "mqtt.topic_mappings"):
             self.assertIn(key, live)
-        for key in ("wal.dir", "mqtt.listener", "mqtt.topic_mappings[].mqtt_pattern", "reload.watch_ms",
+        for key in ("wal.dir", "mqtt.listener", "mqtt.topic_mappings[].durability", "reload.watch_ms",
                     "edge.cluster_url", "http.listener"):
             self.assertNotIn(key, live)
         md = run_cli("config", "--describe", "--reloadable", "--markdown")

@@ -475,13 +475,17 @@ class HelmChart(unittest.TestCase):
         self.assertNotEqual(self.checksum({"config": {"mqtt": {"listeners": [{"address": "0.0.0.0:1883"}]}}}),
                             self.checksum({"config": {"mqtt": {"listeners": [
                                 {"address": "0.0.0.0:1883", "tls": {"cert_file": "a", "key_file": "b"}}]}}}))
-        # a policy flip in the default mapping: same pod; its pattern: a new one
+        # the mappings reload live: a policy flip, a new pattern or a new mapping keep the pod; a
+        # mapping's durability (kept by an existing topic until a restart) rolls it
         with open(os.path.join(CHART, "values.yaml")) as f:
             base = yaml.safe_load(f)["config"]["mqtt"]["topic_mappings"]
         flipped = [dict(base[0], validation_policy="none")]
         moved = [dict(base[0], mqtt_pattern="plant/+/telemetry")]
-        self.assertEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": flipped}}}))
-        self.assertNotEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": moved}}}))
+        added = base + [{"mqtt_pattern": "x/+", "danube_topic": "/e/x"}]
+        durable = [dict(base[0], durability="memory_first")]
+        for same in (flipped, moved, added):
+            self.assertEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": same}}}))
+        self.assertNotEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": durable}}}))
         self.assertEqual(self.checksum({}), self.checksum({"config": {"log": {"level": "debug"}}}))
 
     def test_the_pdb_and_the_servicemonitor_are_optional(self):

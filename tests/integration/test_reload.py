@@ -1,6 +1,8 @@
 """SIGHUP: what can change at run time is applied, the rest is named as
 needing a restart (from the key table's reload class), and an invalid file,
 or one that fails `tributary check`, changes nothing."""
+import http.client
+import json
 import os
 import re
 import signal
@@ -30,11 +32,11 @@ class Reload(unittest.TestCase):
         v.update(kw)
         gw.write_config(BASE % v)  # (TLS listeners kept when the suite runs over TLS)
 
-    def publish_v5(self, port):
+    def publish_v5(self, port, topic="a/x"):
         c = m.Raw(port)
         c.send(m.connect("reloader", version=5))
         c.expect(m.CONNACK)
-        c.send(m.publish("a/x", "{}", qos=1, pid=1, version=5))
+        c.send(m.publish(topic, "{}", qos=1, pid=1, version=5))
         reason = c.expect(m.PUBACK).reason()
         c.close()
         return reason
@@ -49,18 +51,18 @@ class Reload(unittest.TestCase):
             g.proc.send_signal(signal.SIGHUP)
             g.wait_log("reload done")
             log = g.log()
-            self.assertIn("validation_policy applied", log)
+            self.assertIn("reload: mappings applied", log)
             self.assertIn("log.level applied", log)
             self.assertRegex(log, r"need a restart.*keys=wal\.fsync")
             # policy none: stored now
             self.assertEqual(self.publish_v5(port), 0)
             self.assertEqual(g.stop(), 0, g.log())
 
-    def test_a_reordered_mapping_keeps_its_policy_until_a_restart(self):
-        """Mappings swapped in place: index 0 now names another rule. The old
-        rule at index 0 must not take the new file's policy for index 0 (it
-        did: `a/+` under enforce went to none); the policy, like the moved
-        rules, needs a restart."""
+    def test_a_reordered_mapping_keeps_its_policy_with_its_rule(self):
+        """Mappings swapped in place: index 0 now names another rule. Each
+        rule keeps its own policy in the new generation (a/+ under enforce
+        stayed enforce, b/+ stays none): the old by-index application moved
+        `enforce` to the wrong rule (RELOAD.md 1.3 a)."""
         two = BASE.replace(
             "    - {mqtt_pattern: \"a/+\", danube_topic: /e1/a, schema_subject: s1, validation_policy: %(policy)s}\n",
             "%(mappings)s")
@@ -75,9 +77,50 @@ class Reload(unittest.TestCase):
             g.proc.send_signal(signal.SIGHUP)
             g.wait_log("reload done")
             log = g.log()
-            self.assertNotIn("validation_policy applied", log)
-            self.assertRegex(log, r"need a restart.*keys=.*mqtt\.topic_mappings\[0\]\.validation_policy")
+            self.assertIn("reload: mappings applied", log)
+            self.assertNotRegex(log, r"need a restart")
             self.assertEqual(self.publish_v5(port), 0x80, "a/+ is still under enforce")
+            self.assertEqual(self.publish_v5(port, "b/x"), 0, "b/+ is still none")
+            self.assertEqual(g.stop(), 0, g.log())
+
+    def post_reload(self, g):
+        c = http.client.HTTPConnection("127.0.0.1", g.http_port(), timeout=10)
+        c.request("POST", "/admin/reload")
+        r = c.getresponse()
+        body = json.loads(r.read().decode())
+        c.close()
+        return r.status, body
+
+    def test_a_key_changed_and_changed_back_is_applied_both_times(self):
+        """The running configuration is replaced after an applied reload:
+        log.level info -> debug -> info is applied twice (the second used to
+        compare with the boot file, find nothing, and stay at debug), a
+        restart-class key changed back to its boot value is no longer named,
+        and a refused file in between keeps the one in force."""
+        g = Gateway(BASE % {"policy": "none", "fsync": "always", "level": "info"})
+        with g:
+            g.wait_log("bootstrap complete")
+            self.write(g, policy="none", level="debug", fsync="never")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (200, "applied"), ans)
+            self.assertEqual(ans["applied"], ["log.level"], ans)
+            self.assertEqual(ans["restart_needed"], ["wal.fsync"], ans)
+            wait_for(lambda: "level=debug" in g.log(), what="debug lines after the first reload")
+            with open(g.config, "w") as f:  # refused: the file in force stays (debug)
+                f.write("edge: [broken\n")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (422, "refused"), ans)
+            self.write(g, policy="none", level="info", fsync="always")
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"]), (200, "applied"), ans)
+            self.assertEqual(ans["applied"], ["log.level"], ans)
+            self.assertEqual(ans["restart_needed"], [], ans)
+            self.assertEqual(g.log().count("reload: log.level applied"), 2, g.log())
+            n_debug = g.log().count("level=debug")
+            self.write(g, policy="none", level="info", fsync="always")  # the same again: nothing to apply
+            status, ans = self.post_reload(g)
+            self.assertEqual((status, ans["result"], ans["applied"]), (200, "unchanged", []), ans)
+            self.assertEqual(g.log().count("level=debug"), n_debug, "info in force: no debug line since")
             self.assertEqual(g.stop(), 0, g.log())
 
     def test_invalid_file_changes_nothing(self):

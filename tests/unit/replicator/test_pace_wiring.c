@@ -105,7 +105,7 @@ Test(pace_wiring, a_standalone_replicator_takes_its_caps_from_the_options)
     cr_assert_eq(rep_new(&o, &r, err, sizeof err), 0, "%s", err);
     cr_assert_eq(r->out.pace.bytes.rate, 5000);
     cr_assert_eq(r->out.pace.msgs.rate, 0);
-    cr_assert_eq(r->topics[0].lane.pace.priority, 200);
+    cr_assert_eq(r->topics[0]->lane.pace.priority, 200);
     cr_assert_not_null(r->pace_timer.cb);
     rep_free(r);
     rt_close(&h);

@@ -88,10 +88,17 @@ HTTP
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $_ := unset $c.mqtt "unmatched" -}}
 {{- if kindIs "slice" $c.mqtt.topic_mappings -}}
+{{- /* the mappings reload live (a new generation): only priority and durability, which an existing
+       topic keeps until a restart, roll the pod */ -}}
+{{- $kept := list -}}
 {{- range $m := $c.mqtt.topic_mappings -}}
-{{- if kindIs "map" $m -}}{{- $_ := unset $m "validation_policy" -}}{{- end -}}
+{{- if and (kindIs "map" $m) (or (hasKey $m "priority") (hasKey $m "durability")) -}}
+{{- $kept = append $kept (pick $m "priority" "durability") -}}
 {{- end -}}
+{{- end -}}
+{{- $_ := set $c.mqtt "topic_mappings" $kept -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $c -}}
