@@ -120,6 +120,49 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
 }
 
+/* Per output and per (output, topic) (issue 17): the engine's output and lane snapshots. Output o
+ * is outputs[o]; its label was added in that order (run.c). */
+static void collect_outputs(gw__run_t *r, metrics_t *m, rep_engine_t *rep)
+{
+    uint64_t now_ms = tb_wall_ms();
+    size_t no = TB_MIN(rep_engine_noutputs(rep), r->nmetric_outputs);
+    for (size_t o = 0; o < no; o++) {
+        if (r->metric_output[o] < 0)
+            continue;
+        size_t mo = (size_t)r->metric_output[o];
+        rep_output_stats_t os;
+        rep_output_stats(rep, o, &os);
+        SET(METRICS_OUTPUT_UP, mo, 0, os.up);
+        int si = metrics_output_state_index(os.state);
+        for (size_t k = 0; k < METRICS_OUTPUT_STATE__COUNT; k++)
+            SET(METRICS_OUTPUT_STATE, mo, k, (int)k == si);
+        SET(METRICS_OUTPUT_ATTEMPTS, mo, 0, os.attempts);
+        SET(METRICS_OUTPUT_SESSIONS, mo, 0, os.sessions);
+        SET(METRICS_OUTPUT_REFUSALS, mo, 0, os.refusals);
+        SET(METRICS_OUTPUT_FAILURES, mo, 0, os.failures);
+        SET(METRICS_OUTPUT_INFLIGHT, mo, 0, os.inflight);
+        SET(METRICS_OUTPUT_DEAD_LETTERS, mo, 0, os.dead_letters);
+        for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
+            if (r->metric_topic[i] < 0 || !rep_output_carries(rep, o, i))
+                continue;
+            size_t mi = (size_t)r->metric_topic[i];
+            rep_topic_stats_t ls;
+            rep_lane_stats(rep, o, i, &ls);
+            SET(METRICS_OUTPUT_REPLICATED, mo, mi, ls.messages_acked_new);
+            SET(METRICS_OUTPUT_ACKED, mo, mi, ls.messages_acked);
+            SET(METRICS_OUTPUT_ACKED_OFFSET, mo, mi, ls.acked_offset);
+            SET(METRICS_OUTPUT_LAG_MESSAGES, mo, mi, ls.lag_messages);
+            SET(METRICS_OUTPUT_LAG_BYTES, mo, mi, ls.lag_bytes);
+            SET(METRICS_OUTPUT_OLDEST_AGE, mo, mi,
+                ls.oldest_unacked_ms && now_ms > ls.oldest_unacked_ms ? now_ms - ls.oldest_unacked_ms : 0);
+            SET(METRICS_OUTPUT_SENT, mo, mi, ls.batches_sent);
+            SET(METRICS_OUTPUT_RESENT, mo, mi, ls.batches_resent);
+            SET(METRICS_OUTPUT_DROPPED, mo, mi, ls.slot_dropped);
+            SET(METRICS_OUTPUT_DROPPED_IN_FLIGHT, mo, mi, ls.messages_acked_dropped);
+        }
+    }
+}
+
 /* Copies the loop's counters, the WAL's and the replicator's stats into the registry, at scrape
  * time. */
 void gw__collect(void *arg, metrics_t *m)
@@ -209,6 +252,8 @@ void gw__collect(void *arg, metrics_t *m)
                 SET(METRICS_RETRIES, mi, (size_t)li, rs.retries[k]);
         }
     }
+    if (rep)
+        collect_outputs(r, m, rep);
     if (r->wal) {
         wal_space_t sp;
         wal_space(r->wal, &sp);
@@ -261,9 +306,46 @@ static size_t top_talkers(void *arg, http_talker_t *out, size_t n, double *windo
     return k;
 }
 
+static int output_of_label(gw__run_t *r, size_t label)
+{
+    for (size_t o = 0; o < r->nmetric_outputs; o++)
+        if (r->metric_output[o] == (int)label)
+            return (int)o;
+    return -1;
+}
+
+static bool output_info(void *arg, size_t label, http_output_info_t *out)
+{
+    gw__run_t *r = arg;
+    rep_engine_t *rep = gw_repl_engine(r->repl);
+    int o = output_of_label(r, label);
+    if (!rep || o < 0 || (size_t)o >= rep_engine_noutputs(rep))
+        return false;
+    rep_output_stats_t os;
+    rep_output_stats(rep, (size_t)o, &os);
+    out->kind = rep_kind_name(os.kind);
+    out->state = os.state;
+    snprintf(out->last_error, sizeof out->last_error, "%s", os.last_error);
+    return true;
+}
+
+static bool output_carries(void *arg, size_t label, size_t topic)
+{
+    gw__run_t *r = arg;
+    rep_engine_t *rep = gw_repl_engine(r->repl);
+    int o = output_of_label(r, label);
+    if (!rep || o < 0 || !r->topics_open)
+        return false;
+    for (size_t i = 0; i < broker_ntopics(r->broker); i++)
+        if (r->metric_topic[i] == (int)topic)
+            return rep_output_carries(rep, (size_t)o, i);
+    return false;
+}
+
 void gw__provider(gw__run_t *r, http_provider_t *out)
 {
     *out = (http_provider_t){ .arg = r, .readiness = readiness, .topic_state = topic_state,
                               .cluster_state = cluster_state, .listener_tls = listener_tls,
-                              .top_talkers = top_talkers };
+                              .top_talkers = top_talkers, .output_info = output_info,
+                              .output_carries = output_carries };
 }

@@ -10,6 +10,10 @@
  *     last is closed; a reader reopens at a segment change) + 8 for meta
  *     files written by atomic replace, the directory syncs and the lock;
  *   - the replicator: 16 (gRPC's sockets while it reconnects, its wake-ups);
+ *   - each MQTT output (replicator/rep_mqtt.c): its socket to the remote,
+ *     libmosquitto's wake-up socketpair, a TLS file read at a reconnect, and
+ *     per topic it carries a log reader that reopens at a segment change
+ *     (2); its eventfd is open already (counted);
  *   - the operator's endpoint: its connection cap + 1 for a 503 refusal;
  *   - the MQTT broker: its listening sockets, and BROKER_REFUSAL_HEADROOM
  *     sockets past max_connections, accepted to be refused.
@@ -29,6 +33,19 @@
 #define LOG_FDS_PER_TOPIC 2u
 #define LOG_FDS_SPARE 8u
 #define REPLICATOR_FDS 16u
+#define MQTT_OUTPUT_FDS 4u
+#define MQTT_OUTPUT_FDS_PER_TOPIC 2u
+
+/* The descriptors the MQTT outputs may open once running (the topics an
+ * output carries are at most ntopics: its filters are not matched here). */
+static uint64_t outputs_fds(const cfg_t *cfg, size_t ntopics)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < cfg->noutputs; i++)
+        if (cfg->outputs[i].kind != CFG_OUTPUT_DANUBE)
+            n += MQTT_OUTPUT_FDS + (uint64_t)ntopics * MQTT_OUTPUT_FDS_PER_TOPIC;
+    return n;
+}
 
 static uint64_t open_fds(void)
 {
@@ -49,7 +66,7 @@ int gw__fd_budget(const cfg_t *cfg, size_t ntopics, unsigned http_conns, uint32_
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return -errno;
     uint64_t open = open_fds();
-    uint64_t reserved = open + (ntopics + 2) * LOG_FDS_PER_TOPIC + LOG_FDS_SPARE + REPLICATOR_FDS +
+    uint64_t reserved = open + (ntopics + 2) * LOG_FDS_PER_TOPIC + LOG_FDS_SPARE + REPLICATOR_FDS + outputs_fds(cfg, ntopics) +
                         http_conns + 1 + BROKER_REFUSAL_HEADROOM + (cfg->mqtt.nlisteners ? cfg->mqtt.nlisteners : 1);
     uint64_t want = reserved + cfg->mqtt.max_connections;
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {

@@ -103,6 +103,8 @@ typedef struct gw__run {
     gw_repl_t *repl;
     metrics_t *metrics;
     int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
+    int metric_output[METRICS_MAX_OUTPUTS]; /* engine output index (outputs[] order) -> output label index */
+    size_t nmetric_outputs;
     int metric_listener[METRICS_MAX_LISTENERS]; /* broker listener index -> metrics listener label index */
     size_t nmetric_listeners;    /* listeners labelled (once listening) */
     uint64_t fsync_seen[WAL_FSYNC_HIST_BUCKETS]; /* WAL fsync samples already in the registry */

@@ -362,10 +362,22 @@ int gw_repl_start(gw__app_t *app, void *arg)
         rep_engine_kick(g->rep, i); /* a backlog from before the restart */
     uint64_t every = TB_MAX(TB_MIN(1000u, cfg->health.stall_after_ms / 4), 25u);
     uv_timer_start(&g->watch, watch_cb, every, every);
-    tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", n),
-            TB_U("batch_size", o.batch_size), TB_U("max_inflight_batches", o.max_inflight_batches),
-            TB_U("ack_timeout_ms", o.ack_timeout_ms), TB_B("tls", strncmp(o.cluster_url, "https://", 8) == 0),
-            TB_B("token", o.token && *o.token));
+    if (rep_engine_has_danube(g->rep))
+        tb_info("replication started", TB_S("cluster", cfg->edge.cluster_url), TB_U("topics", n),
+                TB_U("batch_size", o.batch_size), TB_U("max_inflight_batches", o.max_inflight_batches),
+                TB_U("ack_timeout_ms", o.ack_timeout_ms),
+                TB_B("tls", o.cluster_url && strncmp(o.cluster_url, "https://", 8) == 0),
+                TB_B("token", o.token && *o.token));
+    for (size_t i = 0; i < cfg->noutputs; i++) {
+        const cfg_output_t *oc = &cfg->outputs[i];
+        if (oc->kind == CFG_OUTPUT_DANUBE)
+            continue;
+        rep_output_info_t info;
+        rep_output_info(g->rep, i, &info);
+        tb_info("output started", TB_S("output", oc->name), TB_S("kind", cfg_output_kind_name(oc->kind)),
+                TB_S("broker", oc->broker ? oc->broker : ""), TB_U("topics", info.topics), TB_U("qos", oc->qos),
+                TB_U("max_inflight", oc->max_inflight), TB_B("tls", oc->has_tls));
+    }
     return 0;
 }
 

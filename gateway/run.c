@@ -96,6 +96,9 @@ static int log_start(gw__app_t *app, void *arg)
                 TB_S("schema_subject", t->schema_subject ? t->schema_subject : ""),
                 TB_S("on_full", wal_overflow_name(wal_topic_overflow(t->wal))));
     }
+    /* outputs[] in config order: the engine's output indexes */
+    for (size_t i = 0; i < cfg->noutputs && i < METRICS_MAX_OUTPUTS; i++)
+        r->metric_output[r->nmetric_outputs++] = metrics_output_add(r->metrics, cfg->outputs[i].name);
     return 0;
 }
 

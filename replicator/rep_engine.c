@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const rep_output_ops_t *rep__kinds[REP_KIND__COUNT] = { [REP_KIND_DANUBE] = &rep__danube_ops };
+/* sparkplug: not in this build yet (branch spb) */
+const rep_output_ops_t *rep__kinds[REP_KIND__COUNT] = { [REP_KIND_DANUBE] = &rep__danube_ops,
+                                                        [REP_KIND_MQTT] = &rep__mqtt_ops };
 
 static rep_kind_t kind_of(cfg_output_kind_t k)
 {
@@ -236,10 +238,21 @@ void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)
         st->topics++;
         st->messages_acked += ls.messages_acked;
         st->lag_messages += ls.lag_messages;
+        st->lag_bytes += ls.lag_bytes;
         st->batches_in_flight += ls.batches_in_flight;
+        st->messages_sent += ls.batches_sent;
+        st->messages_resent += ls.batches_resent;
     }
-    if (o->ops == &rep__danube_ops)
+    if (o->ops == &rep__danube_ops) {
         rep_stats((rep_t *)o, &st->danube);
+        st->state = rep_cluster_state_name(st->danube.cluster);
+        st->up = st->danube.cluster == REP_CLUSTER_CONNECTED && st->danube.registration == REP_REG_REGISTERED;
+        st->messages_sent = st->messages_resent = 0; /* danube's are batches: per topic in /stats */
+    }
+    if (o->ops->stats)
+        o->ops->stats(o, st);
+    if (!st->state)
+        st->state = "?";
 }
 
 void rep_lane_stats(rep_engine_t *e, size_t out, size_t topic, rep_topic_stats_t *st)

@@ -362,9 +362,13 @@ typedef struct rep_output_ops {
                                                            dropped): Danube unrefs its grpc_slice */
     void (*fini)(rep_output_t *o);                      /* after the join; frees what init made
                                                            (not o itself, not o->lanes) */
+    /* optional, any thread: the kind's part of rep_output_stats (state, last_error,
+     * the connection's counters); the engine has summed the lanes already */
+    void (*stats)(rep_output_t *o, rep_output_stats_t *st);
 } rep_output_ops_t;
 
 extern const rep_output_ops_t rep__danube_ops;
+extern const rep_output_ops_t rep__mqtt_ops; /* rep_mqtt.c */
 
 struct rep_output {
     const rep_output_ops_t *ops;

@@ -191,6 +191,12 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out)
     wal_pos_t pos = l->pub_pos;
     pthread_mutex_unlock(&l->o->mu);
     out->readable_end = wal_topic_readable_end(l->wal);
+    if (l->cur) {
+        wal_cursor_stats_t cs;
+        wal_cursor_stats(l->cur, &cs);
+        out->slot_dropped = cs.dropped_since_open;
+        out->slot_dropped_total = cs.dropped_total;
+    }
     /* the records stored above the checkpoint, not the span of offsets:
      * after a kill in memory_first it holds a reservation skip (wal.h) */
     out->lag_messages = wal_topic_stored_between(l->wal, out->acked_offset, out->readable_end);

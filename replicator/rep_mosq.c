@@ -106,6 +106,7 @@ struct rep_mosq {
     bool started;
     atomic_bool stop;
     atomic_bool kicked;
+    uint64_t idle_due;          /* the owner's idle() wish (tb_mono_ms); 0: none */
 
     pthread_mutex_t mu;         /* st */
     rep_mosq_stats_t st;
@@ -590,9 +591,12 @@ static void *conn_main(void *arg)
         }
         int timeout = -1;
         rep__timer_t *tm = rep__timer_peek(&c->timers);
-        if (tm) {
+        uint64_t due = tm ? tm->due : 0;
+        if (c->idle_due && (!due || c->idle_due < due))
+            due = c->idle_due;
+        if (due) {
             uint64_t now = tb_mono_ms();
-            timeout = tm->due <= now ? 0 : (int)TB_MIN(tm->due - now, (uint64_t)INT32_MAX);
+            timeout = due <= now ? 0 : (int)TB_MIN(due - now, (uint64_t)INT32_MAX);
         }
         int r = poll(p, n, timeout);
         if (r < 0 && errno != EINTR) {
@@ -614,6 +618,10 @@ static void *conn_main(void *arg)
             continue;
         }
         run_timers(c);
+        if (c->ops->idle) {
+            int ms = c->ops->idle(c->owner);
+            c->idle_due = ms >= 0 ? tb_mono_ms() + (uint64_t)ms : 0;
+        }
         pump(c);
         if (c->m && !c->fail && mosquitto_want_write(c->m)) {
             int rc = mosquitto_loop_write(c->m, 64);
@@ -758,6 +766,19 @@ int rep__mosq_start(rep_mosq_t *c)
         return -rc;
     c->started = true;
     return 0;
+}
+
+void rep__mosq_run(rep_mosq_t *c)
+{
+    (void)conn_main(c);
+}
+
+void rep__mosq_request_stop(rep_mosq_t *c)
+{
+    atomic_store(&c->stop, true);
+    uint64_t one = 1;
+    if (write(c->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+        tb_warn("mqtt output: eventfd write failed", TB_S("error", strerror(errno)));
 }
 
 void rep__mosq_kick(rep_mosq_t *c)

@@ -99,6 +99,11 @@ typedef struct rep_mosq_owner_ops {
     int (*next)(void *owner, rep_mosq_msg_t *msg /* OUT */);
     void (*acked)(void *owner, uint32_t lane, uint64_t token);
     void (*session_lost)(void *owner);
+    /* Optional: called once per turn of the loop, whatever the state (after
+     * the socket and the timers, before next() is pulled): the owner's
+     * commands, its deadlines. Returns in how many ms it wants to be called
+     * again at the latest, or -1 for no wish. */
+    int (*idle)(void *owner);
 } rep_mosq_owner_ops_t;
 
 /* What /stats shows of the connection (a snapshot, any thread). */
@@ -128,6 +133,12 @@ int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_o
                   void *owner, rep_mosq_t **out /* OUT */, char *err, size_t errlen);
 /* Starts the thread (which connects at once). */
 int rep__mosq_start(rep_mosq_t *c);
+/* Or: runs the loop on the calling thread (an output's own thread), until
+ * rep__mosq_request_stop; then returns (the handle is destroyed). */
+void rep__mosq_run(rep_mosq_t *c);
+/* Any thread, the loop's own included (from a callback): the loop ends
+ * after the turn it is in. Does not wait (rep__mosq_stop does). */
+void rep__mosq_request_stop(rep_mosq_t *c);
 /* Any thread: there may be more for next() to hand out. Coalesced. */
 void rep__mosq_kick(rep_mosq_t *c);
 /* Stops the thread and joins it (no DISCONNECT waits on the remote). */

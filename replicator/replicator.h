@@ -267,6 +267,10 @@ typedef struct rep_topic_stats {
                                     acked_offset (counted from when they began to wait) */
     uint64_t no_progress_ms;     /* messages waiting: since acked_offset last moved, or since they
                                     began to wait if later; 0 when none wait */
+    uint64_t slot_dropped;       /* this output's cursor: offsets >= the topic's open_offset deleted
+                                    by a disk bound before it acknowledged them (wal_cursor_stats
+                                    dropped_since_open) */
+    uint64_t slot_dropped_total; /* the same, persistent, since the slot exists */
 } rep_topic_stats_t;
 
 typedef struct rep_stats {
@@ -324,7 +328,25 @@ typedef struct rep_output_stats {
     size_t topics;                    /* topics it carries */
     uint64_t messages_acked;          /* sum over its lanes, since start */
     uint64_t lag_messages;            /* sum over its lanes, live */
+    uint64_t lag_bytes;               /* sum over its lanes, live */
     uint32_t batches_in_flight;       /* sum over its lanes */
+    /* the connection, in words (every kind): danube "connected", "connecting", "unreachable"
+     * (the cluster's channel); mqtt "connecting", "up", "backoff", "refused" (the remote refused
+     * CONNECT: bad credentials, not authorized), "stopped". A static string. */
+    const char *state;
+    bool up;                          /* danube: connected and registered; mqtt: "up" */
+    char last_error[256];             /* "" until something failed; never a password */
+    uint64_t attempts;                /* mqtt: connection attempts */
+    uint64_t sessions;                /* mqtt: CONNACKs accepted */
+    uint64_t refusals;                /* mqtt: CONNACKs refused */
+    uint64_t failures;                /* mqtt: attempts or sessions that ended in an error */
+    uint64_t messages_sent;           /* mqtt: PUBLISHes handed to the connection, resends included */
+    uint64_t messages_resent;         /* mqtt: of those, sent again after a lost session */
+    uint64_t dead_letters;            /* mqtt: records it cannot carry (remote topic too long or
+                                         invalid), skipped and counted */
+    uint32_t inflight;                /* mqtt: PUBLISHes not yet acknowledged */
+    uint32_t window;                  /* mqtt: min(max_inflight, the remote's Receive Maximum) */
+    uint32_t backoff_ms;              /* mqtt: the last reconnect delay chosen */
     rep_stats_t danube;               /* kind danube: the cluster's (rep_stats); zeros otherwise */
 } rep_output_stats_t;
 

@@ -272,6 +272,13 @@ typedef struct http_talker {
     double messages_per_second;
 } http_talker_t;
 
+/* An output's words for /stats (http_provider_t.output_info). */
+typedef struct http_output_info {
+    const char *kind;            /* "danube", "mqtt", ... (static) */
+    const char *state;           /* metrics_output_states' words (static) */
+    char last_error[256];        /* "" when none */
+} http_output_info_t;
+
 /*
  * State that is not a metric. Every callback runs on the loop thread during
  * a request, must not block, and may be NULL. Metric values themselves come
@@ -292,6 +299,11 @@ typedef struct http_provider {
     /* up to n clients by PUBLISHes per second, busiest first, and the window it was measured over
      * (/stats connections.top_talkers); NULL: not reported (null in /stats) */
     size_t (*top_talkers)(void *arg, http_talker_t *out /* OUT */, size_t n, double *window_seconds /* OUT */);
+    /* `output` indexes metrics_outputs(): what /stats outputs[] shows beside its metrics; false:
+     * unknown (nulls). NULL: not reported. */
+    bool (*output_info)(void *arg, size_t output, http_output_info_t *out /* OUT */);
+    /* whether output carries topic (metrics_topics() index): its lane is in outputs[].topics */
+    bool (*output_carries)(void *arg, size_t output, size_t topic);
 } http_provider_t;
 
 /* ---- the service: server + endpoints + loop health (http_service.c) ---- */

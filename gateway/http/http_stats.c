@@ -11,7 +11,9 @@
  *     "listeners": [ {"listener", "tls", "connections", "publish_denied", "tls_read_pauses"} ],
  *     "topics": [ {"topic", "state", "received", "received_per_second", "stored", "replicated",
  *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
- *                  ..., "stalled", "invariant_ok"} ] }
+ *                  ..., "stalled", "invariant_ok"} ],
+ *     "outputs": [ {"output", "kind", "state", "last_error", "up", "attempts", ...,
+ *                   "topics": [ {"topic", "acked_offset", "lag_messages", "sent", "resent", ...} ]} ] }
  *
  * Metric fields come from the catalog's json names (metrics_catalog.c), so
  * /stats and /metrics are the same numbers under names kept in one table;
@@ -26,7 +28,8 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "listeners", "listener", "tls", NULL,
+    "cluster.state", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "listeners", "listener", "tls",
+    "outputs", "output", "kind", "last_error", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -110,6 +113,47 @@ static json_t *listener_object(http_service_t *s, metrics_labels_t *listeners, s
     return o;
 }
 
+static json_t *fam_value(const metrics_entry_t *e, metrics_family_t *f, size_t i1, size_t i2)
+{
+    if (e->json_bool)
+        return json_boolean(metrics_get(f, i1, i2) != 0);
+    json_t *v = metrics_json_value(f, i1, i2);
+    return v ? v : json_null();
+}
+
+/* One output (issue 17): its words from the provider, its metrics, and per topic it carries its
+ * lane's metrics (families labelled (output, topic)). */
+static json_t *output_object(http_service_t *s, metrics_labels_t *outputs, size_t o)
+{
+    json_t *obj = json_pack("{s:s}", "output", metrics_labels_value(outputs, o));
+    http_output_info_t info;
+    memset(&info, 0, sizeof info);
+    bool have = s->p.output_info && s->p.output_info(s->p.arg, o, &info);
+    json_object_set_new(obj, "kind", have && info.kind ? json_string(info.kind) : json_null());
+    json_object_set_new(obj, "state", have && info.state ? json_string(info.state) : json_null());
+    json_object_set_new(obj, "last_error", have && info.last_error[0] ? json_string(info.last_error) : json_null());
+    for (size_t i = 0; i < METRICS__COUNT; i++) {
+        const metrics_entry_t *e = &metrics_catalog[i];
+        if (e->json && e->l1 == METRICS_L_OUTPUT && e->l2 == METRICS_L_NONE)
+            json_object_set_new(obj, e->json, fam_value(e, metrics_fam(s->m, e->id), o, 0));
+    }
+    json_t *lanes = json_array();
+    metrics_labels_t *topics = metrics_topics(s->m);
+    for (size_t t = 0; topics && t < metrics_labels_count(topics); t++) {
+        if (!s->p.output_carries || !s->p.output_carries(s->p.arg, o, t))
+            continue;
+        json_t *l = json_pack("{s:s}", "topic", metrics_labels_value(topics, t));
+        for (size_t i = 0; i < METRICS__COUNT; i++) {
+            const metrics_entry_t *e = &metrics_catalog[i];
+            if (e->json && e->l1 == METRICS_L_OUTPUT && e->l2 == METRICS_L_TOPIC)
+                json_object_set_new(l, e->json, fam_value(e, metrics_fam(s->m, e->id), o, t));
+        }
+        json_array_append_new(lanes, l);
+    }
+    json_object_set_new(obj, "topics", lanes);
+    return obj;
+}
+
 json_t *http_stats_json(http_service_t *s)
 {
     metrics_collect(s->m);
@@ -135,7 +179,7 @@ json_t *http_stats_json(http_service_t *s)
 
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
-        if (e->json && e->l1 != METRICS_L_TOPIC && e->l1 != METRICS_L_LISTENER)
+        if (e->json && e->l1 != METRICS_L_TOPIC && e->l1 != METRICS_L_LISTENER && e->l1 != METRICS_L_OUTPUT)
             set_path(root, e->json, entry_value(e, metrics_fam(s->m, e->id), 0));
     }
 
@@ -163,5 +207,11 @@ json_t *http_stats_json(http_service_t *s)
     for (size_t t = 0; t < n; t++)
         json_array_append_new(arr, topic_object(s, t));
     json_object_set_new(root, "topics", arr);
+
+    json_t *outs = json_array();
+    metrics_labels_t *outputs = metrics_outputs(s->m);
+    for (size_t o = 0; outputs && o < metrics_labels_count(outputs); o++)
+        json_array_append_new(outs, output_object(s, outputs, o));
+    json_object_set_new(root, "outputs", outs);
     return root;
 }

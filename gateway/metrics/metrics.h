@@ -282,6 +282,26 @@ typedef enum {
     METRICS_PROC_START_TIME,
     METRICS_PROC_WRITE_BYTES,
     METRICS_PROC_READ_BYTES,
+    /* per output (issue 17; label output, outputs[] in config order) */
+    METRICS_OUTPUT_UP,
+    METRICS_OUTPUT_STATE,
+    METRICS_OUTPUT_ATTEMPTS,
+    METRICS_OUTPUT_SESSIONS,
+    METRICS_OUTPUT_REFUSALS,
+    METRICS_OUTPUT_FAILURES,
+    METRICS_OUTPUT_INFLIGHT,
+    METRICS_OUTPUT_DEAD_LETTERS,
+    /* per (output, topic): the output's lane of the topic */
+    METRICS_OUTPUT_REPLICATED,
+    METRICS_OUTPUT_ACKED,
+    METRICS_OUTPUT_ACKED_OFFSET,
+    METRICS_OUTPUT_LAG_MESSAGES,
+    METRICS_OUTPUT_LAG_BYTES,
+    METRICS_OUTPUT_OLDEST_AGE,
+    METRICS_OUTPUT_SENT,
+    METRICS_OUTPUT_RESENT,
+    METRICS_OUTPUT_DROPPED,
+    METRICS_OUTPUT_DROPPED_IN_FLIGHT,
     METRICS__COUNT
 } metrics_id_t;
 
@@ -289,7 +309,7 @@ typedef enum {
 typedef enum {
     METRICS_L_NONE, METRICS_L_TOPIC, METRICS_L_REASON, METRICS_L_CODE, METRICS_L_TIMEOUT, METRICS_L_VERSION,
     METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L_MODE,
-    METRICS_L_SPILL, METRICS_L__COUNT
+    METRICS_L_SPILL, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, METRICS_L__COUNT
 } metrics_label_kind_t;
 
 typedef struct metrics_entry {
@@ -381,6 +401,15 @@ extern const char *const metrics_modes[METRICS_MODE__COUNT];
 #define METRICS_SPILL__COUNT 4
 extern const char *const metrics_spill_reasons[METRICS_SPILL__COUNT];
 
+/* An output's connection state (label "state" of tributary_output_state; /stats outputs[].state):
+ * mqtt connecting, up, backoff, refused, stopped, idle; danube connecting, connected, unreachable. */
+#define METRICS_OUTPUT_STATE__COUNT 8
+extern const char *const metrics_output_states[METRICS_OUTPUT_STATE__COUNT];
+/* The index of state name s in metrics_output_states, or -1. */
+int metrics_output_state_index(const char *s);
+/* At most this many outputs (config's bound). */
+#define METRICS_MAX_OUTPUTS 16
+
 /* HTTP status codes counted by tributary_http_requests_total (label "code"); "other" for the rest. */
 extern const int metrics_http_codes[];
 extern const size_t metrics_nhttp_codes; /* including the trailing "other" */
@@ -413,6 +442,10 @@ int metrics_topic_add(metrics_t *m, const char *topic);
 metrics_labels_t *metrics_listeners(metrics_t *m);
 /* Adds a listener by its bound address; returns its index, TB_EFULL or TB_EINVALID. */
 int metrics_listener_add(metrics_t *m, const char *addr);
+/* The output label set (label "output": outputs[].name). */
+metrics_labels_t *metrics_outputs(metrics_t *m);
+/* Adds an output by name; returns its index, TB_EFULL or TB_EINVALID. */
+int metrics_output_add(metrics_t *m, const char *name);
 
 /*
  * The accounting of one topic: every message routed to it is replicated,

@@ -37,6 +37,9 @@ static const uint64_t fsync_bounds_ns[] = {
 #define G(id_, name_, help_, div_, l1_, json_, bool_) \
     [id_] = { id_, { name_, METRICS_GAUGE, help_, div_, NULL, 0 }, l1_, METRICS_L_NONE, json_, bool_ }
 
+#define G2(id_, name_, help_, div_, l1_, l2_, json_) \
+    [id_] = { id_, { name_, METRICS_GAUGE, help_, div_, NULL, 0 }, l1_, l2_, json_, false }
+
 const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     /* per upstream topic */
     C(METRICS_RECEIVED, "tributary_messages_received_total",
@@ -241,6 +244,59 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_PROC_READ_BYTES, "tributary_process_disk_read_bytes_total",
       "Bytes this process caused to be read from storage (/proc/self/io read_bytes).", METRICS_L_NONE, METRICS_L_NONE,
       "process.disk_read_bytes"),
+    /* per output (issue 17): /stats outputs[] (http_stats.c), lanes in outputs[].topics[] */
+    G(METRICS_OUTPUT_UP, "tributary_output_up",
+      "1 while the output is connected (mqtt: CONNACK accepted; danube: the cluster's channel ready and "
+      "registered).", 1, METRICS_L_OUTPUT, "up", true),
+    [METRICS_OUTPUT_STATE] = { METRICS_OUTPUT_STATE, { "tributary_output_state", METRICS_GAUGE,
+      "1 for the output's current connection state (label state): connecting, up, backoff, refused (the remote "
+      "refused CONNECT: bad credentials, not authorized), stopped, idle; danube: connecting, connected, "
+      "unreachable.", 1, NULL, 0 }, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, NULL, false },
+    C(METRICS_OUTPUT_ATTEMPTS, "tributary_output_connect_attempts_total",
+      "Connection attempts of the output (mqtt: each a fresh libmosquitto handle).", METRICS_L_OUTPUT,
+      METRICS_L_NONE, "attempts"),
+    C(METRICS_OUTPUT_SESSIONS, "tributary_output_sessions_total",
+      "Sessions the remote accepted (mqtt: CONNACK 0).", METRICS_L_OUTPUT, METRICS_L_NONE, "sessions"),
+    C(METRICS_OUTPUT_REFUSALS, "tributary_output_refusals_total",
+      "CONNECTs the remote refused (bad user name or password, not authorized, ...); retried with backoff.",
+      METRICS_L_OUTPUT, METRICS_L_NONE, "refusals"),
+    C(METRICS_OUTPUT_FAILURES, "tributary_output_failures_total",
+      "Attempts or sessions of the output that ended in an error (refusals included).", METRICS_L_OUTPUT,
+      METRICS_L_NONE, "failures"),
+    G(METRICS_OUTPUT_INFLIGHT, "tributary_output_inflight",
+      "Messages the output sent and the remote has not acknowledged yet.", 1, METRICS_L_OUTPUT, "inflight", false),
+    C(METRICS_OUTPUT_DEAD_LETTERS, "tributary_output_dead_letters_total",
+      "Records the output cannot carry (its remote topic too long or invalid): skipped, counted.",
+      METRICS_L_OUTPUT, METRICS_L_NONE, "dead_letters"),
+    C(METRICS_OUTPUT_REPLICATED, "tributary_output_replicated_total",
+      "Messages received since start that this output's remote acknowledged while they were in the log.",
+      METRICS_L_OUTPUT, METRICS_L_TOPIC, "replicated"),
+    C(METRICS_OUTPUT_ACKED, "tributary_output_acked_total",
+      "Messages this output's remote acknowledged since start (the backlog from before the start included).",
+      METRICS_L_OUTPUT, METRICS_L_TOPIC, "acked"),
+    G2(METRICS_OUTPUT_ACKED_OFFSET, "tributary_output_acked_offset",
+       "The output's checkpoint in the topic's log: every offset up to it is acknowledged by its remote.", 1,
+       METRICS_L_OUTPUT, METRICS_L_TOPIC, "acked_offset"),
+    G2(METRICS_OUTPUT_LAG_MESSAGES, "tributary_output_lag_messages",
+       "Messages stored after the output's checkpoint: not yet acknowledged by its remote.", 1, METRICS_L_OUTPUT,
+       METRICS_L_TOPIC, "lag_messages"),
+    G2(METRICS_OUTPUT_LAG_BYTES, "tributary_output_lag_bytes",
+       "Bytes of the records after the output's checkpoint.", 1, METRICS_L_OUTPUT, METRICS_L_TOPIC, "lag_bytes"),
+    G2(METRICS_OUTPUT_OLDEST_AGE, "tributary_output_oldest_unacked_age_seconds",
+       "Age of the oldest message the output has read and its remote not acknowledged; 0 when caught up.",
+       MS_PER_S, METRICS_L_OUTPUT, METRICS_L_TOPIC, "oldest_unacked_age_seconds"),
+    C(METRICS_OUTPUT_SENT, "tributary_output_sent_total",
+      "Units the output sent (mqtt: PUBLISHes; danube: batches), resends included.", METRICS_L_OUTPUT,
+      METRICS_L_TOPIC, "sent"),
+    C(METRICS_OUTPUT_RESENT, "tributary_output_resent_total",
+      "Units sent again after a lost session or stream (mqtt: PUBLISHes from checkpoint + 1, marked "
+      "tributary.replayed): the duplicates the remote may see.", METRICS_L_OUTPUT, METRICS_L_TOPIC, "resent"),
+    C(METRICS_OUTPUT_DROPPED, "tributary_output_dropped_total",
+      "Messages received since start that a disk bound deleted before this output's remote acknowledged them.",
+      METRICS_L_OUTPUT, METRICS_L_TOPIC, "dropped"),
+    C(METRICS_OUTPUT_DROPPED_IN_FLIGHT, "tributary_output_dropped_in_flight_total",
+      "Messages acknowledged by this output's remote after a disk bound had deleted them (counted in dropped).",
+      METRICS_L_OUTPUT, METRICS_L_TOPIC, "dropped_in_flight"),
 };
 
 const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {
@@ -307,6 +363,18 @@ size_t metrics_http_code_index(int status)
     return metrics_nhttp_codes - 1;
 }
 
+const char *const metrics_output_states[METRICS_OUTPUT_STATE__COUNT] = {
+    "connecting", "up", "backoff", "refused", "stopped", "idle", "connected", "unreachable",
+};
+
+int metrics_output_state_index(const char *s)
+{
+    for (int i = 0; s && i < METRICS_OUTPUT_STATE__COUNT; i++)
+        if (strcmp(metrics_output_states[i], s) == 0)
+            return i;
+    return -1;
+}
+
 static const char *const timeout_names[METRICS_HTTP_TIMEOUT__COUNT] = { "request", "idle", "write", "handshake" };
 static const char *const versions[] = { TRIB_VERSION };
 
@@ -328,7 +396,10 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_fixed(m, "reason", metrics_batch_reasons, METRICS_BATCH__COUNT, &L[METRICS_L_BATCH])) < 0 ||
         (rc = metrics_labels_bounded(m, "listener", METRICS_MAX_LISTENERS, &L[METRICS_L_LISTENER])) < 0 ||
         (rc = metrics_labels_fixed(m, "mode", metrics_modes, METRICS_MODE__COUNT, &L[METRICS_L_MODE])) < 0 ||
-        (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0)
+        (rc = metrics_labels_fixed(m, "reason", metrics_spill_reasons, METRICS_SPILL__COUNT, &L[METRICS_L_SPILL])) < 0 ||
+        (rc = metrics_labels_bounded(m, "output", METRICS_MAX_OUTPUTS, &L[METRICS_L_OUTPUT])) < 0 ||
+        (rc = metrics_labels_fixed(m, "state", metrics_output_states, METRICS_OUTPUT_STATE__COUNT,
+                                   &L[METRICS_L_OUTPUT_STATE])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
@@ -369,6 +440,17 @@ int metrics_listener_add(metrics_t *m, const char *addr)
 {
     metrics_labels_t *l = m->catalog_labels[METRICS_L_LISTENER];
     return l ? metrics_labels_add(l, addr) : TB_EINVALID;
+}
+
+metrics_labels_t *metrics_outputs(metrics_t *m)
+{
+    return m->catalog_labels[METRICS_L_OUTPUT];
+}
+
+int metrics_output_add(metrics_t *m, const char *name)
+{
+    metrics_labels_t *l = m->catalog_labels[METRICS_L_OUTPUT];
+    return l ? metrics_labels_add(l, name) : TB_EINVALID;
 }
 
 bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)

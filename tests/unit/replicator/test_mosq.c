@@ -279,7 +279,7 @@ static void own_lost(void *arg)
         o->cursor[i] = atomic_load(&o->acked[i]) + 1;
 }
 
-static const rep_mosq_owner_ops_t own_ops = { own_next, own_acked, own_lost };
+static const rep_mosq_owner_ops_t own_ops = { .next = own_next, .acked = own_acked, .session_lost = own_lost };
 
 static void owner_init(owner_t *o, uint64_t n)
 {

@@ -64,7 +64,8 @@ static void start_tuned(void (*tune)(http_service_opts_t *o))
     metrics_listener_add(M, "0.0.0.0:1883");
     metrics_listener_add(M, "0.0.0.0:8883");
     metrics_add_collector(M, count_renders, NULL);
-    http_provider_t p = { &FK, fake_readiness, fake_healthy, fake_cluster, fake_topic, fake_listener_tls, fake_talkers };
+    http_provider_t p = { .arg = &FK, .readiness = fake_readiness, .healthy = fake_healthy, .cluster_state = fake_cluster,
+                          .topic_state = fake_topic, .listener_tls = fake_listener_tls, .top_talkers = fake_talkers };
     http_service_opts_t o;
     http_service_opts_default(&o);
     o.edge_name = "e1";
