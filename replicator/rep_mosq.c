@@ -75,6 +75,7 @@ struct rep_mosq {
     char *password;             /* cleared on free */
     char *confirm_topic;        /* QoS 0 confirmation filter */
     const rep_mosq_owner_ops_t *ops;
+    const rep_mosq_session_ops_t *sops; /* never NULL (a static of NULLs) */
     void *owner;
     uint32_t nlanes;
     lane_t *lanes;
@@ -88,6 +89,18 @@ struct rep_mosq {
     int confirm_mid;            /* QoS 0: the UNSUBSCRIBE in flight (0: none) */
     uint64_t confirm_seq;       /* ... confirms the messages with seq < this */
     uint64_t up_since_ms;
+    char **subs;                /* opts.subscribe, owned */
+    int subs_mid;               /* their SUBSCRIBE (0: none in flight) */
+    bool subs_pending;          /* next() waits for their SUBACK */
+    bool bye;                   /* end with DISCONNECT (no will), no failure counted */
+    atomic_bool fw_req;         /* rep__mosq_farewell asked; fw_* under mu */
+    char *fw_topic;
+    void *fw_payload;
+    size_t fw_len;
+    uint32_t fw_wait_ms;
+    bool fw_final, fw_on;       /* fw_on: taken by the thread, pump closed */
+    int fw_mid;
+    uint64_t fw_seq;            /* QoS 0 messages with seq < this precede it */
 
     struct mosquitto *m;
     bool tcp_up;                /* the handle's TCP connect completed (POLLOUT seen) */
@@ -97,7 +110,7 @@ struct rep_mosq {
     char tls_err[160];          /* OpenSSL's reason, from libmosquitto's log */
 
     rep__heap_t timers;
-    rep__timer_t t_connect, t_tick, t_retry;
+    rep__timer_t t_connect, t_tick, t_retry, t_fw;
     rep__backoff_t backoff;
     uint64_t rng;
 
@@ -246,6 +259,46 @@ static void on_connect(struct mosquitto *m, void *arg, int rc, int flags, const 
     pthread_mutex_unlock(&c->mu);
     tb_info("mqtt output connected", TB_S("client_id", c->o.client_id), TB_S("host", c->o.host),
             TB_I("port", c->o.port), TB_I("window", c->window));
+    if (c->o.nsubscribe) {
+        int rc2 = mosquitto_subscribe_multiple(m, &c->subs_mid, (int)c->o.nsubscribe, c->subs, 1, 0, NULL);
+        c->subs_pending = true;
+        if (rc2 != MOSQ_ERR_SUCCESS)
+            fail(c, "SUBSCRIBE: %s", mosquitto_strerror(rc2));
+    }
+}
+
+static void on_subscribe(struct mosquitto *m, void *arg, int mid, int n, const int *granted,
+                         const mosquitto_property *props)
+{
+    (void)m;
+    (void)props;
+    rep_mosq_t *c = arg;
+    if (mid != c->subs_mid || !c->subs_pending)
+        return;
+    c->subs_pending = false;
+    for (int i = 0; i < n && i < (int)c->o.nsubscribe; i++) {
+        if (granted[i] < 0x80)
+            continue;
+        char why[200];
+        snprintf(why, sizeof why, "SUBACK refused %.120s (0x%02x)", c->subs[i], granted[i]);
+        c->refused = c->bye = true;
+        fail(c, "%s", why);
+        if (c->sops->subscribed)
+            c->sops->subscribed(c->owner, c->subs[i], granted[i]);
+        return;
+    }
+    if (c->sops->subscribed)
+        c->sops->subscribed(c->owner, NULL, 0);
+}
+
+static void on_message(struct mosquitto *m, void *arg, const struct mosquitto_message *msg,
+                       const mosquitto_property *props)
+{
+    (void)m;
+    (void)props;
+    rep_mosq_t *c = arg;
+    if (c->sops->message)
+        c->sops->message(c->owner, msg->topic, msg->payload, (size_t)msg->payloadlen, msg->retain);
 }
 
 static void on_disconnect(struct mosquitto *m, void *arg, int rc, const mosquitto_property *props)
@@ -264,6 +317,18 @@ static void on_publish(struct mosquitto *m, void *arg, int mid, int reason, cons
     (void)m;
     (void)props;
     rep_mosq_t *c = arg;
+    if (c->fw_mid && mid == c->fw_mid) {
+        /* the farewell's PUBACK: the remote read every QoS 0 message before it */
+        c->fw_mid = 0;
+        for (uint32_t i = 0; i < c->o.max_inflight; i++)
+            if (c->slots[i].sent_ms && c->slots[i].mid == 0 && c->slots[i].seq < c->fw_seq)
+                c->slots[i].acked = true;
+        for (uint32_t ln = 0; ln < c->nlanes; ln++)
+            lane_flush(c, ln);
+        c->bye = true;
+        fail(c, "%s", "farewell sent");
+        return;
+    }
     if (c->o.qos == 0 || mid <= 0 || mid >= MID_MAX)
         return; /* QoS 0: fired on write, not an ack */
     int32_t i = c->mid_slot[mid];
@@ -333,8 +398,12 @@ static void session_end(rep_mosq_t *c, const char *why)
         snprintf(full, sizeof full, "%s; TLS: %s", why, c->tls_err);
     else
         snprintf(full, sizeof full, "%s", why);
-    bool refused = c->refused;
-    if (tb_ratelimit(&rl, &suppressed))
+    bool refused = c->refused, bye = c->bye;
+    if (bye && c->m) {
+        mosquitto_disconnect_v5(c->m, 0, NULL); /* normal: the broker drops the will */
+        mosquitto_loop_write(c->m, 1);
+    }
+    if (!(bye && !refused) && tb_ratelimit(&rl, &suppressed))
         tb_warn("mqtt output: connection failed", TB_S("client_id", c->o.client_id), TB_S("host", c->o.host),
                 TB_I("port", c->o.port), TB_S("error", full), TB_U("suppressed", suppressed));
     if (c->m) {
@@ -343,6 +412,12 @@ static void session_end(rep_mosq_t *c, const char *why)
     }
     rep__timer_cancel(&c->timers, &c->t_connect);
     rep__timer_cancel(&c->timers, &c->t_tick);
+    rep__timer_cancel(&c->timers, &c->t_fw);
+    c->subs_pending = c->bye = false;
+    c->subs_mid = c->fw_mid = 0;
+    if (c->fw_on && c->fw_final)
+        atomic_store(&c->stop, true);
+    c->fw_on = false;
     if (c->up_since_ms && tb_mono_ms() - c->up_since_ms > c->o.retry_max_ms)
         rep__backoff_reset(&c->backoff); /* a long session: the next failure starts small */
     c->up_since_ms = 0;
@@ -350,7 +425,7 @@ static void session_end(rep_mosq_t *c, const char *why)
     slots_reset(c);
     pthread_mutex_lock(&c->mu);
     snprintf(c->st.last_error, sizeof c->st.last_error, "%s", full);
-    c->st.failures++;
+    c->st.failures += !(bye && !refused);
     if (refused)
         c->st.refusals++;
     c->st.unsent_lost += lost;
@@ -411,7 +486,18 @@ static void attempt(rep_mosq_t *c)
     mosquitto_disconnect_v5_callback_set(c->m, on_disconnect);
     mosquitto_publish_v5_callback_set(c->m, on_publish);
     mosquitto_unsubscribe_v5_callback_set(c->m, on_unsubscribe);
+    mosquitto_subscribe_v5_callback_set(c->m, on_subscribe);
+    mosquitto_message_v5_callback_set(c->m, on_message);
     mosquitto_log_callback_set(c->m, on_log);
+    if (c->sops->connecting) {
+        rep_mosq_will_t w = { 0 };
+        c->sops->connecting(c->owner, c->st.attempts, &w); /* attempts: written by this thread only */
+        if (w.topic && mosquitto_will_set_v5(c->m, w.topic, (int)w.payload_len, w.payload, 1, false, NULL) !=
+                           MOSQ_ERR_SUCCESS) {
+            session_end(c, "the will is not valid");
+            return;
+        }
+    }
     if (c->o.username && *c->o.username)
         mosquitto_username_pw_set(c->m, c->o.username, c->password);
     if (c->o.tls && setup_tls(c, why, sizeof why) < 0) {
@@ -452,7 +538,7 @@ static void confirm_qos0(rep_mosq_t *c)
 /* Hands messages to libmosquitto while the window has room. */
 static void pump(rep_mosq_t *c)
 {
-    if (!c->m || c->fail || c->st.state != REP_MOSQ_UP)
+    if (!c->m || c->fail || c->st.state != REP_MOSQ_UP || c->subs_pending || c->fw_on)
         return;
     uint32_t room = c->o.qos == 0 ? c->o.max_inflight : c->window;
     while (c->inflight < room && !c->fail) {
@@ -513,6 +599,8 @@ static void tick(rep_mosq_t *c, uint64_t now)
         if (s->sent_ms && !s->acked && (!oldest || s->sent_ms < oldest))
             oldest = s->sent_ms;
     }
+    if (c->subs_pending && now - c->up_since_ms > c->o.ack_timeout_ms)
+        oldest = c->up_since_ms; /* no SUBACK: as silent as no ack */
     if (oldest && now - oldest > c->o.ack_timeout_ms) {
         char why[96];
         snprintf(why, sizeof why, "no ack within %u ms", c->o.ack_timeout_ms);
@@ -533,8 +621,36 @@ static void run_timers(rep_mosq_t *c)
             tick(c, now);
         } else if (tm == &c->t_retry && !c->m) {
             attempt(c);
+        } else if (tm == &c->t_fw && c->m) {
+            fail(c, "%s", "farewell: no PUBACK in time");
         }
     }
+}
+
+/* Takes a farewell asked for: publishes it at QoS 1 behind what was sent. */
+static void farewell_take(rep_mosq_t *c)
+{
+    if (c->fw_on || !atomic_exchange(&c->fw_req, false))
+        return;
+    pthread_mutex_lock(&c->mu);
+    bool up = c->m && !c->fail && c->st.state == REP_MOSQ_UP && !c->subs_pending;
+    int rc = MOSQ_ERR_SUCCESS;
+    c->fw_on = true;
+    if (up)
+        rc = mosquitto_publish_v5(c->m, &c->fw_mid, c->fw_topic, (int)c->fw_len, c->fw_payload, 1, false, NULL);
+    uint32_t wait_ms = c->fw_wait_ms;
+    pthread_mutex_unlock(&c->mu);
+    if (!up) {
+        c->fw_on = false;
+        if (c->fw_final)
+            atomic_store(&c->stop, true);
+        return;
+    }
+    c->fw_seq = c->seq;
+    if (rc != MOSQ_ERR_SUCCESS)
+        fail(c, "farewell: %s", mosquitto_strerror(rc));
+    else
+        rep__timer_arm(&c->timers, &c->t_fw, tb_mono_ms() + wait_ms);
 }
 
 static void io(rep_mosq_t *c, short revents)
@@ -622,6 +738,7 @@ static void *conn_main(void *arg)
             int ms = c->ops->idle(c->owner);
             c->idle_due = ms >= 0 ? tb_mono_ms() + (uint64_t)ms : 0;
         }
+        farewell_take(c);
         pump(c);
         if (c->m && !c->fail && mosquitto_want_write(c->m)) {
             int rc = mosquitto_loop_write(c->m, 64);
@@ -703,6 +820,8 @@ int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_o
         bad = "retry_initial_ms must be >= 1 and <= retry_max_ms";
     else if (o->connect_timeout_ms < 1 || o->ack_timeout_ms < 1)
         bad = "connect_timeout_ms and ack_timeout_ms must be >= 1";
+    else if (o->nsubscribe && !o->subscribe)
+        bad = "nsubscribe without topics";
     if (bad) {
         snprintf(err, errlen, "mqtt output: %s", bad);
         return TB_ECONFIG;
@@ -736,7 +855,13 @@ int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_o
     size_t tl = strlen("tributary/confirm/") + strlen(o->client_id) + 1;
     c->confirm_topic = tb_malloc(tl);
     snprintf(c->confirm_topic, tl, "tributary/confirm/%s", o->client_id);
+    c->o.subscribe = NULL;
+    c->subs = o->nsubscribe ? tb_calloc(o->nsubscribe, sizeof *c->subs) : NULL;
+    for (uint32_t i = 0; i < o->nsubscribe; i++)
+        c->subs[i] = tb_strdup(o->subscribe[i]);
+    static const rep_mosq_session_ops_t no_sops;
     c->ops = ops;
+    c->sops = &no_sops;
     c->owner = owner;
     c->nlanes = nlanes;
     c->lanes = tb_calloc(nlanes, sizeof *c->lanes);
@@ -755,6 +880,11 @@ int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_o
     c->st.window = c->window;
     *out = c;
     return 0;
+}
+
+void rep__mosq_set_session_ops(rep_mosq_t *c, const rep_mosq_session_ops_t *ops)
+{
+    c->sops = ops;
 }
 
 int rep__mosq_start(rep_mosq_t *c)
@@ -802,6 +932,29 @@ void rep__mosq_stop(rep_mosq_t *c)
     c->started = false;
 }
 
+void rep__mosq_farewell(rep_mosq_t *c, const char *topic, const void *payload, size_t len, uint32_t wait_ms,
+                        bool final)
+{
+    pthread_mutex_lock(&c->mu);
+    free(c->fw_topic);
+    free(c->fw_payload);
+    c->fw_topic = tb_strdup(topic);
+    c->fw_payload = tb_malloc(len ? len : 1);
+    memcpy(c->fw_payload, payload, len);
+    c->fw_len = len;
+    c->fw_wait_ms = wait_ms;
+    c->fw_final = final;
+    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->fw_req, true);
+    uint64_t one = 1;
+    if (write(c->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+        tb_warn("mqtt output: eventfd write failed", TB_S("error", strerror(errno)));
+    if (final && c->started) {
+        pthread_join(c->thread, NULL);
+        c->started = false;
+    }
+}
+
 void rep__mosq_free(rep_mosq_t *c)
 {
     if (!c)
@@ -821,6 +974,11 @@ void rep__mosq_free(rep_mosq_t *c)
     free((char *)c->o.username);
     free((char *)c->o.password_file);
     free(c->confirm_topic);
+    for (uint32_t i = 0; i < c->o.nsubscribe; i++)
+        free(c->subs[i]);
+    free(c->subs);
+    free(c->fw_topic);
+    free(c->fw_payload);
     free(c->lanes);
     free(c->slots);
     free(c->mid_slot);

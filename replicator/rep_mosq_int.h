@@ -80,6 +80,11 @@ typedef struct rep_mosq_opts {
     uint32_t ack_timeout_ms;    /* the oldest unacked message older than this ends the session */
     uint32_t retry_initial_ms;  /* backoff: equal jitter, doubling from initial to max */
     uint32_t retry_max_ms;
+    /* A session on top (the Sparkplug output, S4): topics subscribed at QoS 1
+     * after every CONNACK; next() is not called before every SUBACK granted
+     * (none within ack_timeout_ms ends the session). NULL/0: none. Copied. */
+    const char *const *subscribe;
+    uint32_t nsubscribe;
 } rep_mosq_opts_t;
 
 /* Defaults for everything but host, port and client_id. */
@@ -95,6 +100,14 @@ typedef struct rep_mosq_msg {
     mosquitto_property *props;  /* MQTT 5 properties or NULL; freed by rep_mosq */
 } rep_mosq_msg_t;
 
+/* The will an attempt's CONNECT carries (QoS 1, retain false); libmosquitto
+ * copies it. topic NULL: no will. */
+typedef struct rep_mosq_will {
+    const char *topic;
+    const void *payload;
+    size_t payload_len;
+} rep_mosq_will_t;
+
 typedef struct rep_mosq_owner_ops {
     int (*next)(void *owner, rep_mosq_msg_t *msg /* OUT */);
     void (*acked)(void *owner, uint32_t lane, uint64_t token);
@@ -105,6 +118,21 @@ typedef struct rep_mosq_owner_ops {
      * again at the latest, or -1 for no wish. */
     int (*idle)(void *owner);
 } rep_mosq_owner_ops_t;
+
+/* Optional hooks of a session on top (rep__mosq_set_session_ops; each may
+ * be NULL), called with the same owner on the connection's thread:
+ *   connecting  before attempt n's CONNECT (n counts every attempt from 1):
+ *               fill *will for this attempt (valid during the call).
+ *   subscribed  after the SUBACK of opts.subscribe: topic NULL when all were
+ *               granted (next() follows); else the first refused topic and
+ *               its reason (>= 0x80): the session ends (DISCONNECT, so no
+ *               will), state REFUSED, retried with backoff.
+ *   message     an incoming PUBLISH (NCMD, DCMD, STATE), during the call. */
+typedef struct rep_mosq_session_ops {
+    void (*connecting)(void *owner, uint64_t attempt, rep_mosq_will_t *will /* OUT */);
+    void (*subscribed)(void *owner, const char *topic, int reason);
+    void (*message)(void *owner, const char *topic, const void *payload, size_t len, bool retained);
+} rep_mosq_session_ops_t;
 
 /* What /stats shows of the connection (a snapshot, any thread). */
 typedef struct rep_mosq_stats {
@@ -131,6 +159,8 @@ typedef struct rep_mosq rep_mosq_t;
  */
 int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_owner_ops_t *ops,
                   void *owner, rep_mosq_t **out /* OUT */, char *err, size_t errlen);
+/* Before rep__mosq_start: the session hooks (ops must outlive c). */
+void rep__mosq_set_session_ops(rep_mosq_t *c, const rep_mosq_session_ops_t *ops);
 /* Starts the thread (which connects at once). */
 int rep__mosq_start(rep_mosq_t *c);
 /* Or: runs the loop on the calling thread (an output's own thread), until
@@ -143,6 +173,18 @@ void rep__mosq_request_stop(rep_mosq_t *c);
 void rep__mosq_kick(rep_mosq_t *c);
 /* Stops the thread and joins it (no DISCONNECT waits on the remote). */
 void rep__mosq_stop(rep_mosq_t *c);
+/*
+ * Any thread: a last message at QoS 1 (the Sparkplug NDEATH) after what was
+ * handed out; next() is no longer called. Its PUBACK confirms every QoS 0
+ * message sent before it; then DISCONNECT (normal: the broker drops the
+ * will) and the session ends (session_lost for anything unconfirmed). Not
+ * acked within wait_ms: the session ends without DISCONNECT. final: the
+ * thread then ends, and rep__mosq_farewell waits for it (rep__mosq_stop is
+ * then a no-op); otherwise it returns at once and the connection retries
+ * after backoff. Not up: final just stops.
+ */
+void rep__mosq_farewell(rep_mosq_t *c, const char *topic, const void *payload, size_t len, uint32_t wait_ms,
+                        bool final);
 /* Stops if needed and frees; the password's memory is cleared. */
 void rep__mosq_free(rep_mosq_t *c);
 void rep__mosq_stats(rep_mosq_t *c, rep_mosq_stats_t *out /* OUT */);

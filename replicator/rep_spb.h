@@ -187,4 +187,172 @@ int rep__spb_data_add(rep__spb_node_t *n, rep__spb_data_t *d, const char *prefix
 const rep__spb_buf_t *rep__spb_data_end(rep__spb_node_t *n, rep__spb_data_t *d);
 void rep__spb_data_free(rep__spb_data_t *d);
 
+/* The table on disk (OUTPUTS.md 5.4 `aliases`): devices, metric names,
+ * datatypes and aliases, so aliases survive a restart. table_gen changes
+ * whenever save would write something else. load fills an empty node; on
+ * TB_EMALFORMED (err says why) the node may hold part of it: free it. */
+uint64_t rep__spb_table_gen(const rep__spb_node_t *n);
+int rep__spb_table_save(const rep__spb_node_t *n, rep__spb_buf_t *out);
+int rep__spb_table_load(rep__spb_node_t *n, const uint8_t *p, size_t len, char *err, size_t errlen);
+
+/* ---- the session (rep_spb.c, S4): OUTPUTS.md 5.3 and 5.6 --------------------
+ *
+ * Pure like the rest: events in (an attempt starts, SUBACK, a message in, a
+ * message confirmed, the session lost, time passing, stop), messages out
+ * (pulled by rep__spb_next, as rep_mosq's next() pulls), and the source's
+ * records acked back only once the remote confirmed the message that
+ * carried them. `now` is the wall clock in ms (timestamps and deadlines;
+ * the tests give a fake one). Not thread-safe: one caller (the connection's
+ * thread). The glue (the engine's Sparkplug output) maps:
+ *
+ *   rep_mosq connecting(n)   -> rep__spb_attempt (the will: NDEATH, QoS 1)
+ *   rep_mosq subscribed      -> rep__spb_subscribed
+ *   rep_mosq message         -> rep__spb_message (then rep__mosq_kick)
+ *   rep_mosq next()          -> rep__spb_next: REP_SPB_OUT_PUBLISH (lane 0,
+ *                               token = out.token), REP_SPB_OUT_FAREWELL
+ *                               (rep__mosq_farewell(.., final false))
+ *   rep_mosq acked(0, tok)   -> rep__spb_confirmed(tok)
+ *   rep_mosq session_lost    -> rep__spb_lost
+ *   a timer                  -> rep__spb_tick (REP_SPB_TICK_END: end the
+ *                               connection now, no DISCONNECT; the same
+ *                               deadline as rep_mosq's ack_timeout_ms)
+ *   SIGTERM                  -> rep__spb_stop, then rep__mosq_farewell(final)
+ */
+
+/* One stored record as the source hands it out (valid until its next read
+ * or rewind). */
+typedef struct rep__spb_rec {
+    uint32_t lane;
+    uint64_t token;                 /* the source's (an offset): acked back */
+    const char *device;             /* NULL or "": node metrics */
+    const char *prefix;             /* the metric names' topic part */
+    const sch_validator_t *schema;  /* NULL: types inferred */
+    const uint8_t *payload;
+    size_t len;
+    uint64_t ts;                    /* receive time, ms since the epoch */
+} rep__spb_rec_t;
+
+typedef struct rep__spb_src_ops {
+    /* the next record of any lane in the source's order: 1, or 0 when none now */
+    int (*read)(void *arg, rep__spb_rec_t *out /* OUT */);
+    /* every lane goes back to its last acked token + 1 (the session ended) */
+    void (*rewind)(void *arg);
+    /* lane's records up to token are confirmed: the checkpoint may move */
+    void (*ack)(void *arg, uint32_t lane, uint64_t token);
+    /* a record that cannot be carried (a type mismatch, the table full):
+     * a dead letter with the reason; acked with the messages around it */
+    void (*dead)(void *arg, const rep__spb_rec_t *r, const char *why);
+    /* persist the bdSeq blob (key "bdseq", wal_output_state_put): before
+     * the attempt's CONNECT; < 0: it failed (the attempt must not go on) */
+    int (*persist)(void *arg, const void *blob, size_t n);
+    /* persist the metric table (key "aliases"), before any birth that
+     * announces a change of it; NULL: aliases are kept for the process only.
+     * < 0: said in last_error; the birth still goes (a restart may then
+     * number new metrics differently) */
+    int (*persist_table)(void *arg, const void *p, size_t n);
+} rep__spb_src_ops_t;
+
+typedef struct rep__spb_sess_opts {
+    const char *group_id;
+    const char *edge_node_id;
+    const char *primary_host_id;    /* NULL or "": no STATE awareness */
+    bool devices;                   /* subscribe DCMD too */
+    uint32_t confirm_timeout_ms;    /* a message unconfirmed this long ends the session */
+    uint32_t live_window_ms;        /* older when sent: is_historical */
+    uint32_t pack;                  /* at most this many metrics per NDATA/DDATA (>= 1) */
+    uint32_t max_unconfirmed;       /* messages out and not confirmed (>= 1) */
+} rep__spb_sess_opts_t;
+
+#define REP_SPB_BDSEQ_BLOB 16       /* "TBSQ", version 1, bdSeq, 0, 0, u32 connects, CRC32C */
+
+typedef enum rep__spb_phase {
+    REP_SPB_DOWN,          /* no session */
+    REP_SPB_SUBSCRIBING,   /* CONNECT sent (bdSeq taken), no SUBACK yet */
+    REP_SPB_REFUSED,       /* a subscription refused: no birth on this session */
+    REP_SPB_WAIT_HOST,     /* subscribed; the primary host is not online */
+    REP_SPB_UP,            /* births sent or due; data flows */
+    REP_SPB_LEAVING,       /* the NDEATH farewell handed out (host offline or stop) */
+    REP_SPB_STOPPED,       /* stop: nothing more */
+} rep__spb_phase_t;
+
+typedef struct rep__spb_sess_stats {
+    rep__spb_phase_t phase;
+    uint8_t bdseq;                  /* the current (or last) attempt's */
+    uint32_t connects;              /* attempts since the blob began */
+    uint64_t nbirths, dbirths, data_msgs, metrics, confirmed_msgs, dead, resent_sessions;
+    uint64_t rebirth_cmds, cmds_ignored, state_msgs, deadline_ends;
+    bool host_online;
+    char last_error[160];
+} rep__spb_sess_stats_t;
+
+typedef struct rep__spb_sess rep__spb_sess_t;
+
+/* stored: the persisted blob (wal_output_state_get) or NULL; a blob of the
+ * wrong size, magic or CRC starts at bdSeq 0 (warned, stats say so).
+ * TB_ECONFIG with err for bad opts. */
+int rep__spb_sess_new(const rep__spb_sess_opts_t *o, const rep__spb_src_ops_t *ops, void *arg, const void *stored,
+                      size_t stored_len, rep__spb_sess_t **out /* OUT */, char *err, size_t errlen);
+void rep__spb_sess_free(rep__spb_sess_t *s);
+rep__spb_node_t *rep__spb_sess_node(rep__spb_sess_t *s); /* to declare schemas */
+/* Before the first attempt: the persisted table (wal_output_state_get
+ * "aliases"). A bad one is refused with err (TB_EMALFORMED) and the session
+ * starts with an empty table (warned). */
+int rep__spb_sess_load_table(rep__spb_sess_t *s, const void *p, size_t n, char *err, size_t errlen);
+void rep__spb_sess_stats(const rep__spb_sess_t *s, rep__spb_sess_stats_t *out /* OUT */);
+
+/* The topics to subscribe (NCMD, DCMD when devices, STATE when a primary
+ * host is set): rep_mosq_opts_t.subscribe. */
+void rep__spb_subscriptions(const rep__spb_sess_t *s, const char *const **topics /* OUT */, uint32_t *n /* OUT */);
+
+/* The will of an attempt (valid until the next call). */
+typedef struct rep__spb_will {
+    const char *topic;
+    const uint8_t *payload;
+    size_t len;
+} rep__spb_will_t;
+
+/* A new connection attempt: the previous session (if any) is lost; bdSeq
+ * becomes the next (0 on a node's first), is persisted, and *will is the
+ * NDEATH carrying it, which the NBIRTH of this session will carry too.
+ * Returns 0 or the persist callback's error (then the attempt must not go
+ * on; the next attempt takes the next bdSeq). */
+int rep__spb_attempt(rep__spb_sess_t *s, uint64_t now, rep__spb_will_t *will /* OUT */);
+/* Every SUBACK granted (refused_topic NULL), or one refused (reason >= 0x80). */
+void rep__spb_subscribed(rep__spb_sess_t *s, uint64_t now, const char *refused_topic, int reason);
+/* An incoming PUBLISH: NCMD (Rebirth), DCMD (ignored), STATE of the primary host. */
+void rep__spb_message(rep__spb_sess_t *s, uint64_t now, const char *topic, const uint8_t *p, size_t len,
+                      bool retained);
+/* The session ended (connection lost, deadline, farewell done): every
+ * unconfirmed message is forgotten and the source rewound. Idempotent. */
+void rep__spb_lost(rep__spb_sess_t *s, uint64_t now);
+
+#define REP_SPB_OUT_NONE 0
+#define REP_SPB_OUT_PUBLISH 1   /* QoS 0, retain false */
+#define REP_SPB_OUT_FAREWELL 2  /* the NDEATH at QoS 1, then DISCONNECT; the session ends */
+typedef struct rep__spb_out {
+    const char *topic;          /* valid until the next call */
+    const uint8_t *payload;
+    size_t len;
+    uint64_t token;             /* PUBLISH: this message's number, for rep__spb_confirmed */
+} rep__spb_out_t;
+
+/* The next message of the session: births first (NBIRTH, then a DBIRTH per
+ * device), then data built from the source's records. */
+int rep__spb_next(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out /* OUT */);
+/* Every message up to token is confirmed by the remote (QoS 0's round trip). */
+void rep__spb_confirmed(rep__spb_sess_t *s, uint64_t now, uint64_t token);
+/* The deadline: REP_SPB_TICK_END when the oldest unconfirmed message is
+ * older than confirm_timeout_ms; the session is then already lost here
+ * (rep__spb_lost), the caller closes the connection without DISCONNECT. */
+#define REP_SPB_TICK_OK 0
+#define REP_SPB_TICK_END 1
+int rep__spb_tick(rep__spb_sess_t *s, uint64_t now);
+/* Graceful stop: *out is the NDEATH with the current bdSeq to send as the
+ * final farewell; returns 1, or 0 when no session is up (nothing to send). */
+int rep__spb_stop(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out /* OUT */);
+
+/* A STATE payload (outside bytes): {"online": bool, "timestamp": uint}
+ * (3.0); 0 or TB_EMALFORMED. */
+int rep__spb_state_parse(const uint8_t *p, size_t len, bool *online /* OUT */, uint64_t *ts /* OUT */);
+
 #endif

@@ -66,6 +66,7 @@ struct rep__spb_node {
     uint32_t ndev;
     uint8_t seq;          /* the next one */
     uint64_t msg_gen;
+    uint64_t table_gen;   /* +1 when a metric or device appears or a type changes */
     /* the leaves of the record being added (reused) */
     struct leaf { size_t name_at, name_len, val_at; sch_flat_value_t v; uint32_t idx; } *leaves;
     size_t nleaves, capleaves;
@@ -165,6 +166,7 @@ int rep__spb_device(rep__spb_node_t *n, const char *name, uint32_t *dev)
         return TB_EFULL;
     n->dev = tb_realloc(n->dev, (n->ndev + 1) * sizeof *n->dev);
     n->dev[n->ndev] = (device_t){ .name = tb_strdup(name) };
+    n->table_gen++;
     *dev = n->ndev++;
     return 0;
 }
@@ -205,6 +207,7 @@ static uint32_t add_entry(rep__spb_node_t *n, uint32_t dev, const char *name, si
         n->e = tb_realloc(n->e, n->cap * sizeof *n->e);
     }
     uint32_t i = n->ne++;
+    n->table_gen++;
     n->e[i] = (entry_t){ .dev = dev, .datatype = dt, .alias = alias, .name = tb_strndup(name, len), .name_len = len };
     *slot_name(n, dev, name, len) = i + 1;
     *slot_alias(n, alias) = i + 1;
@@ -288,6 +291,7 @@ static int declare_one(void *arg, const char *path, size_t plen, sch_field_type_
         entry_t *e = &d->n->e[*sl - 1];
         if (e->datatype != dt) {
             e->datatype = dt; /* the schema changed a type: announced by the next birth */
+            d->n->table_gen++;
             e->has_value = false;
             e->born = false;
             d->changed = 1;
@@ -677,4 +681,151 @@ int rep__spb_data_add(rep__spb_node_t *n, rep__spb_data_t *d, const char *prefix
         d->metrics++;
     }
     return 0;
+}
+
+/* ---- the table on disk (OUTPUTS.md 5.4, `aliases`) ------------------------------
+ *
+ * "TBAL", version 1, 3 zero bytes, u32 devices, u32 metrics (little endian),
+ * then each device after the node {u16 length, name}, then each metric
+ * {u16 device, u16 length, name, u8 datatype, u32 alias}, then CRC32C of
+ * everything before it. */
+
+static uint32_t table_crc(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static void buf_put(rep__spb_buf_t *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        b->p = tb_realloc(b->p, cap);
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void buf_le(rep__spb_buf_t *b, uint64_t v, int bytes)
+{
+    uint8_t t[8];
+    for (int i = 0; i < bytes; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    buf_put(b, t, (size_t)bytes);
+}
+
+uint64_t rep__spb_table_gen(const rep__spb_node_t *n)
+{
+    return n->table_gen;
+}
+
+int rep__spb_table_save(const rep__spb_node_t *n, rep__spb_buf_t *out)
+{
+    out->len = 0;
+    buf_put(out, "TBAL\1\0\0\0", 8);
+    buf_le(out, n->ndev ? n->ndev - 1 : 0, 4);
+    buf_le(out, n->ne, 4);
+    for (uint32_t d = 1; d < n->ndev; d++) {
+        size_t len = strlen(n->dev[d].name);
+        if (len > UINT16_MAX)
+            return TB_EINVALID;
+        buf_le(out, len, 2);
+        buf_put(out, n->dev[d].name, len);
+    }
+    for (uint32_t i = 0; i < n->ne; i++) {
+        const entry_t *e = &n->e[i];
+        if (e->alias > UINT32_MAX || e->datatype > UINT8_MAX || e->dev > UINT16_MAX)
+            return TB_EINVALID;
+        buf_le(out, e->dev, 2);
+        buf_le(out, e->name_len, 2);
+        buf_put(out, e->name, e->name_len);
+        buf_le(out, e->datatype, 1);
+        buf_le(out, e->alias, 4);
+    }
+    buf_le(out, table_crc(out->p, out->len), 4);
+    return 0;
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+int rep__spb_table_load(rep__spb_node_t *n, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+#define BAD(...)                                    \
+    do {                                            \
+        if (err && errlen)                          \
+            snprintf(err, errlen, __VA_ARGS__);     \
+        return TB_EMALFORMED;                       \
+    } while (0)
+    if (n->ne || n->ndev > 1)
+        BAD("sparkplug aliases: the table is not empty");
+    if (len < 20 || memcmp(p, "TBAL\1\0\0\0", 8) != 0)
+        BAD("sparkplug aliases: not a table (%zu bytes)", len);
+    if (get_le(p + len - 4, 4) != table_crc(p, len - 4))
+        BAD("sparkplug aliases: checksum mismatch");
+    uint64_t ndev = get_le(p + 8, 4), nmet = get_le(p + 12, 4);
+    if (ndev >= REP_SPB_MAX_DEVICES || nmet > REP_SPB_MAX_METRICS)
+        BAD("sparkplug aliases: %llu devices, %llu metrics: over the limits", (unsigned long long)ndev,
+            (unsigned long long)nmet);
+    size_t at = 16, end = len - 4;
+    uint32_t dev0;
+    rep__spb_device(n, NULL, &dev0);
+    for (uint64_t d = 0; d < ndev; d++) {
+        if (end - at < 2)
+            BAD("sparkplug aliases: cut short in device %llu", (unsigned long long)d);
+        size_t l = (size_t)get_le(p + at, 2);
+        at += 2;
+        if (l == 0 || l > REP_SPB_MAX_NAME || end - at < l || memchr(p + at, 0, l))
+            BAD("sparkplug aliases: device %llu has a bad name", (unsigned long long)d);
+        char name[REP_SPB_MAX_NAME + 1];
+        memcpy(name, p + at, l);
+        name[l] = 0;
+        at += l;
+        uint32_t idx;
+        if (rep__spb_device(n, name, &idx) < 0 || idx != d + 1)
+            BAD("sparkplug aliases: device %s twice", name);
+    }
+    for (uint64_t i = 0; i < nmet; i++) {
+        if (end - at < 4)
+            BAD("sparkplug aliases: cut short in metric %llu", (unsigned long long)i);
+        uint32_t dev = (uint32_t)get_le(p + at, 2);
+        size_t l = (size_t)get_le(p + at + 2, 2);
+        at += 4;
+        if (l == 0 || l > REP_SPB_MAX_NAME || end - at < l + 5 || memchr(p + at, 0, l))
+            BAD("sparkplug aliases: metric %llu has a bad name", (unsigned long long)i);
+        char name[REP_SPB_MAX_NAME + 1];
+        memcpy(name, p + at, l);
+        name[l] = 0;
+        at += l;
+        uint32_t dt = (uint32_t)get_le(p + at, 1);
+        uint64_t alias = get_le(p + at + 1, 4);
+        at += 5;
+        rep__spb_wire_t probe = { .datatype = dt };
+        rep__spb_buf_t tmp = { 0 };
+        int enc = rep__spb_put_metric(&tmp, &probe);
+        rep__spb_buf_free(&tmp);
+        if (enc != 0)
+            BAD("sparkplug aliases: %s has datatype %u, which we do not encode", name, dt);
+        int rc = rep__spb_restore(n, dev, name, dt, alias);
+        if (rc != 0)
+            BAD("sparkplug aliases: %s (device %u, alias %llu) cannot be restored (%s)", name, dev,
+                (unsigned long long)alias, rc == -EEXIST ? "name or alias taken" : "bad device, name or alias");
+    }
+    if (at != end)
+        BAD("sparkplug aliases: %zu bytes after the last metric", end - at);
+    return 0;
+#undef BAD
 }
