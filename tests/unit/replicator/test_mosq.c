@@ -1030,7 +1030,7 @@ static void sess_message(void *arg, const char *topic, const void *payload, size
     atomic_fetch_add(&s->incoming, 1);
 }
 
-static const rep_mosq_owner_ops_t sess_ops = { sess_next, sess_acked, sess_lost };
+static const rep_mosq_owner_ops_t sess_ops = { sess_next, sess_acked, sess_lost, NULL };
 static const rep_mosq_session_ops_t sess_hooks = { sess_connecting, sess_subscribed, sess_message };
 
 static rep_mosq_t *sess_connect(rep_mosq_opts_t *o, sess_t *s)
@@ -1380,7 +1380,7 @@ static void g_message(void *arg, const char *topic, const void *p, size_t len, b
     rep__mosq_kick(g->c);
 }
 
-static const rep_mosq_owner_ops_t g_ops = { g_next, g_acked, g_lost };
+static const rep_mosq_owner_ops_t g_ops = { g_next, g_acked, g_lost, NULL };
 static const rep_mosq_session_ops_t g_hooks = { g_connecting, g_subscribed, g_message };
 
 static void glue_start(spbglue_t *g, int port, uint64_t n)
