@@ -277,6 +277,13 @@ typedef struct http_output_info {
     const char *kind;            /* "danube", "mqtt", ... (static) */
     const char *state;           /* metrics_output_states' words (static) */
     char last_error[256];        /* "" when none */
+    struct {                     /* kind sparkplug: the session ("sparkplug" in /stats) */
+        bool valid;
+        const char *phase;       /* static */
+        uint32_t bdseq, seq, connects, unconfirmed;
+        uint64_t nbirths, dbirths, data_msgs, metrics, confirmed, rebirth_cmds, deadline_ends;
+        bool host_online;
+    } spb;
 } http_output_info_t;
 
 /*
