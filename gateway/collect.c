@@ -375,6 +375,21 @@ static bool output_info(void *arg, size_t label, http_output_info_t *out)
     out->max_bytes_per_s = os.max_bytes_per_s;
     out->max_messages_per_s = os.max_messages_per_s;
     out->throttled_ms = os.throttled_ms;
+    const rep_spb_stats_t *sp = &os.sparkplug;
+    out->spb.valid = sp->valid;
+    out->spb.phase = sp->phase;
+    out->spb.bdseq = sp->bdseq;
+    out->spb.seq = sp->seq;
+    out->spb.connects = sp->connects;
+    out->spb.unconfirmed = sp->unconfirmed;
+    out->spb.nbirths = sp->nbirths;
+    out->spb.dbirths = sp->dbirths;
+    out->spb.data_msgs = sp->data_msgs;
+    out->spb.metrics = sp->metrics;
+    out->spb.confirmed = sp->confirmed;
+    out->spb.rebirth_cmds = sp->rebirth_cmds;
+    out->spb.deadline_ends = sp->deadline_ends;
+    out->spb.host_online = sp->host_online;
     return true;
 }
 

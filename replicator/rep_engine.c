@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* sparkplug: not in this build yet (branch spb) */
 const rep_output_ops_t *rep__kinds[REP_KIND__COUNT] = { [REP_KIND_DANUBE] = &rep__danube_ops,
-                                                        [REP_KIND_MQTT] = &rep__mqtt_ops };
+                                                        [REP_KIND_MQTT] = &rep__mqtt_ops,
+                                                        [REP_KIND_SPARKPLUG] = &rep__sparkplug_ops };
 
 static rep_kind_t kind_of(cfg_output_kind_t k)
 {

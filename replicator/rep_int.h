@@ -519,6 +519,7 @@ typedef struct rep_output_ops {
 
 extern const rep_output_ops_t rep__danube_ops;
 extern const rep_output_ops_t rep__mqtt_ops; /* rep_mqtt.c */
+extern const rep_output_ops_t rep__sparkplug_ops; /* rep_sparkplug.c */
 
 struct rep_output {
     const rep_output_ops_t *ops;

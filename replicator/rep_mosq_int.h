@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "gateway/router/router.h"
 #include "wal/wal.h"
 
@@ -226,5 +227,14 @@ bool rep__mqtt_is_replayed(const rep_mqtt_tmpl_t *t, const wal_record_t *rec, ui
  * id at QoS 1/2, MQTT 5 properties, payload): what max_bytes_per_s counts. */
 size_t rep__mqtt_packet_bytes(size_t topic_len, size_t payload_len, int qos, int protocol,
                               const mosquitto_property *props);
+
+/* ---- shared by the kinds on this connection (rep_mqtt.c) ----------------------- */
+
+/* cfg's mappings -> the router the broker compiles (for ${N} of templates). 0 or < 0 with err. */
+int rep__mqtt_router(const cfg_t *cfg, router_t **out /* OUT */, char *err, size_t errlen);
+/* "host:port", "[v6]:port" -> host, port; 0 or -1. */
+int rep__mqtt_split_broker(const char *s, char *host, size_t hostlen, int *port /* OUT */);
+/* The outputs[] entry named name, or NULL. */
+const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name);
 
 #endif

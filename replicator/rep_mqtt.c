@@ -381,7 +381,7 @@ static const rep_mosq_owner_ops_t owner_ops = {
 
 /* cfg -> the router the broker compiles (gateway/broker/server.c:build_router, whose checks
  * ran at load): for ${N}, ${#} and the rules a template is expanded for. */
-static int build_router(const cfg_t *cfg, router_t **out, char *err, size_t errlen)
+int rep__mqtt_router(const cfg_t *cfg, router_t **out, char *err, size_t errlen)
 {
     size_t n = cfg->mqtt.nmappings;
     router_spec_t *specs = tb_calloc(n ? n : 1, sizeof *specs);
@@ -409,7 +409,7 @@ static int build_router(const cfg_t *cfg, router_t **out, char *err, size_t errl
 }
 
 /* "host:port", "[v6]:port". */
-static int split_broker(const char *s, char *host, size_t hostlen, int *port)
+int rep__mqtt_split_broker(const char *s, char *host, size_t hostlen, int *port)
 {
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s || !colon[1])
@@ -432,7 +432,7 @@ static int split_broker(const char *s, char *host, size_t hostlen, int *port)
     return 0;
 }
 
-static const cfg_output_t *find_cfg(const cfg_t *cfg, const char *name)
+const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name)
 {
     for (size_t i = 0; i < cfg->noutputs; i++)
         if (strcmp(cfg->outputs[i].name, name) == 0)
@@ -444,14 +444,14 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
     rep_engine_t *e = o->e;
-    const cfg_output_t *c = find_cfg(cfg, o->name);
+    const cfg_output_t *c = rep__mqtt_find_cfg(cfg, o->name);
     if (!c || !e) {
         snprintf(err, errlen, "outputs[%s]: not in the configuration", o->name);
         return TB_ECONFIG;
     }
     char host[256];
     int port = 0;
-    if (!c->broker || split_broker(c->broker, host, sizeof host, &port) < 0) {
+    if (!c->broker || rep__mqtt_split_broker(c->broker, host, sizeof host, &port) < 0) {
         snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", o->name,
                  c->broker ? c->broker : "");
         return TB_ECONFIG;
@@ -461,7 +461,7 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
     m->recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
     m->protocol = (int)c->protocol;
     m->qos = (int)c->qos;
-    int rc = build_router(cfg, &m->router, err, errlen);
+    int rc = rep__mqtt_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;
     /* the rules whose topics this output carries: the template is expanded for them */

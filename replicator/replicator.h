@@ -392,6 +392,23 @@ typedef struct rep_output_info {
     size_t topics;                    /* topics it carries */
 } rep_output_info_t;
 
+/* kind sparkplug: its session (replicator/rep_spb.c) as /stats shows it. */
+typedef struct rep_spb_stats {
+    bool valid;                       /* a sparkplug output with a session */
+    const char *phase;                /* "down", "subscribing", "refused", "wait_host", "up",
+                                         "leaving", "stopped" (static) */
+    uint8_t bdseq;                    /* the current (or last) attempt's: its will's and NBIRTH's */
+    uint8_t seq;                      /* the seq the next message gets */
+    uint32_t connects;                /* attempts since the bdSeq blob began */
+    uint64_t nbirths, dbirths;        /* births sent (rebirths included) */
+    uint64_t data_msgs, metrics;      /* NDATA/DDATA sent, metrics in them */
+    uint64_t confirmed;               /* messages the remote confirmed */
+    uint32_t unconfirmed;             /* messages out and not confirmed now */
+    uint64_t rebirth_cmds;            /* NCMD Node Control/Rebirth answered */
+    uint64_t deadline_ends;           /* sessions ended for an unconfirmed message */
+    bool host_online;                 /* primary_host_id's STATE (true without one) */
+} rep_spb_stats_t;
+
 typedef struct rep_output_stats {
     rep_kind_t kind;
     size_t topics;                    /* topics it carries */
@@ -420,6 +437,7 @@ typedef struct rep_output_stats {
     uint64_t max_messages_per_s;
     uint64_t throttled_ms;            /* sum over its lanes of throttled_ms */
     rep_stats_t danube;               /* kind danube: the cluster's (rep_stats); zeros otherwise */
+    rep_spb_stats_t sparkplug;        /* kind sparkplug; zeros otherwise */
 } rep_output_stats_t;
 
 /*

@@ -14,9 +14,7 @@ static int cli_outputs_runnable(const cfg_t *cfg, char *err, size_t errlen)
     for (size_t i = 0; i < cfg->noutputs; i++) {
         const cfg_output_t *o = &cfg->outputs[i];
         const char *what = NULL;
-        if (o->kind == CFG_OUTPUT_SPARKPLUG)
-            what = "kind sparkplug (the Sparkplug output)";
-        else if (o->kind == CFG_OUTPUT_DANUBE && (o->ntopics != 1 || strcmp(o->topics[0], "#") != 0))
+        if (o->kind == CFG_OUTPUT_DANUBE && (o->ntopics != 1 || strcmp(o->topics[0], "#") != 0))
             what = "topics other than all (\"#\") on the danube output";
         if (what) {
             snprintf(err, errlen, "%s:%d: outputs[%zu] (%s): %s is not implemented in this build yet; "

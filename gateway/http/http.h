@@ -289,6 +289,13 @@ typedef struct http_output_info {
     uint64_t max_bytes_per_s;    /* its rate caps; 0: no cap */
     uint64_t max_messages_per_s;
     uint64_t throttled_ms;       /* summed over its topics */
+    struct {                     /* kind sparkplug: the session ("sparkplug" in /stats) */
+        bool valid;
+        const char *phase;       /* static */
+        uint32_t bdseq, seq, connects, unconfirmed;
+        uint64_t nbirths, dbirths, data_msgs, metrics, confirmed, rebirth_cmds, deadline_ends;
+        bool host_online;
+    } spb;
 } http_output_info_t;
 
 /*

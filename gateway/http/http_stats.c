@@ -29,7 +29,7 @@
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
     "cluster.state", "cluster.problem", "problem", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
-    "outputs", "output", "kind", "last_error", "max_bytes_per_s", "max_messages_per_s", NULL,
+    "outputs", "output", "kind", "last_error", "max_bytes_per_s", "max_messages_per_s", "sparkplug", NULL,
 };
 
 /* Sets root[a][b] for path "a.b" (objects created as needed), or root[path]. Steals v. */
@@ -141,6 +141,17 @@ static json_t *output_object(http_service_t *s, metrics_labels_t *outputs, size_
     json_object_set_new(obj, "max_bytes_per_s", have ? json_integer((json_int_t)info.max_bytes_per_s) : json_null());
     json_object_set_new(obj, "max_messages_per_s", have ? json_integer((json_int_t)info.max_messages_per_s) : json_null());
     json_object_set_new(obj, "throttled_ms", have ? json_integer((json_int_t)info.throttled_ms) : json_null());
+    if (have && info.spb.valid) /* kind sparkplug: its session (docs/SPARKPLUG.md, "/stats") */
+        json_object_set_new(
+            obj, "sparkplug",
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b}", "phase",
+                      info.spb.phase ? info.spb.phase : "?", "bdseq", (json_int_t)info.spb.bdseq, "seq",
+                      (json_int_t)info.spb.seq, "connects", (json_int_t)info.spb.connects, "nbirths",
+                      (json_int_t)info.spb.nbirths, "dbirths", (json_int_t)info.spb.dbirths, "data_messages",
+                      (json_int_t)info.spb.data_msgs, "metrics", (json_int_t)info.spb.metrics, "confirmed",
+                      (json_int_t)info.spb.confirmed, "unconfirmed", (json_int_t)info.spb.unconfirmed,
+                      "rebirth_commands", (json_int_t)info.spb.rebirth_cmds, "deadline_ends",
+                      (json_int_t)info.spb.deadline_ends, "host_online", info.spb.host_online));
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
         if (e->json && e->l1 == METRICS_L_OUTPUT && e->l2 == METRICS_L_NONE)

@@ -104,7 +104,10 @@ def wait_for(cond, timeout, what):
 
 
 class SparkplugHost:
-    def __init__(self, port, group, node, host_id=None, client_id="tb-spb-host"):
+    def __init__(self, port, group, node, host_id=None, client_id="tb-spb-host", clean_session=True):
+        """clean_session False: a persistent session, so that with a broker that keeps it (persistence,
+        queue_qos0_messages) nothing published while the host reconnects after a broker restart is
+        lost to it."""
         self.group, self.node, self.host_id = group, node, host_id
         self.lock = threading.Lock()
         self.messages = []          # (monotonic, topic, kind, device, Payload, retained)
@@ -120,7 +123,8 @@ class SparkplugHost:
         self._values = {}           # (device, name) -> [(value, ts, historical)]
         self._snapshots = {}        # (device, name) -> [(value, ts)] from births
         self.subscribed = threading.Event()
-        c = mqtt.Client(client_id=client_id, clean_session=True)
+        c = mqtt.Client(client_id=client_id, clean_session=clean_session)
+        c.reconnect_delay_set(1, 2)
         self.c = c
         if host_id:
             c.will_set("spBv1.0/STATE/" + host_id, self._state(False), qos=1, retain=True)

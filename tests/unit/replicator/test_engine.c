@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "helper_rep.h"
+#include "replicator/rep_spb.h"
 
 #define OTHER_TOPIC "/edge1/other"
 
@@ -336,6 +337,8 @@ Test(engine, the_implied_danube_output_carries_every_topic_on_cursor_0_and_its_a
 
 Test(engine, a_kind_this_build_lacks_is_refused_naming_the_output)
 {
+    const rep_output_ops_t *saved = rep__kinds[REP_KIND_SPARKPLUG];
+    rep__kinds[REP_KIND_SPARKPLUG] = NULL; /* a build without the kind */
     rt_t h;
     rt_open(&h);
     cfg_t *c = load("outputs:\n"
@@ -347,9 +350,76 @@ Test(engine, a_kind_this_build_lacks_is_refused_naming_the_output)
     rep_engine_opts_t eo = { .cfg = c, .wal = h.w, .topics = &spec, .ntopics = 1 };
     rep_engine_t *e = (rep_engine_t *)1;
     char err[512] = "";
-    cr_assert_eq(rep_engine_new(&eo, &e, err, sizeof err), TB_ECONFIG);
+    int rc = rep_engine_new(&eo, &e, err, sizeof err);
+    rep__kinds[REP_KIND_SPARKPLUG] = saved;
+    cr_assert_eq(rc, TB_ECONFIG);
     cr_assert_null(e);
     cr_assert(strstr(err, "outputs[scada].kind") && strstr(err, "sparkplug"), "%s", err);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+/* The Sparkplug kind (rep_sparkplug.c) is in the table: built with its session and a lane per
+ * topic; with its broker unreachable it stops at once when asked (no session: no NDEATH to
+ * send), its stats say sparkplug with the session's bdSeq and phase, and the bdSeq the attempts
+ * took was persisted (wal_output_state "bdseq") so a new engine reads it back. */
+Test(engine, a_sparkplug_output_runs_its_session_and_persists_its_bdseq, .timeout = 60)
+{
+    rt_t h;
+    rt_open(&h);
+    wal_topic_t *other;
+    cr_assert_eq(wal_topic_open(h.w, OTHER_TOPIC, &other), 0);
+    cfg_t *c = load("replicator: {retry_initial_ms: 50, retry_max_ms: 100}\n"
+                    "outputs:\n"
+                    "  - name: scada\n"
+                    "    kind: sparkplug\n"
+                    "    broker: \"127.0.0.1:1\"\n"
+                    "    group_id: G\n"
+                    "    device: \"d1\"\n"
+                    "    topics: [\"/edge1/telemetry\"]\n");
+    rep_engine_t *e = engine(&h, c, other);
+    cr_assert_eq(rep_engine_noutputs(e), 1); /* outputs given: no implied danube entry */
+    size_t sp = SIZE_MAX;
+    for (size_t i = 0; i < rep_engine_noutputs(e); i++) {
+        rep_output_info_t info;
+        rep_output_info(e, i, &info);
+        if (strcmp(info.name, "scada") == 0)
+            sp = i;
+    }
+    cr_assert_neq(sp, SIZE_MAX);
+    cr_assert(rep_output_carries(e, sp, 0));
+    cr_assert_not(rep_output_carries(e, sp, 1));
+    rep_output_stats_t os;
+    rep_output_stats(e, sp, &os);
+    cr_assert_eq(os.kind, REP_KIND_SPARKPLUG);
+    cr_assert(os.sparkplug.valid);
+    cr_assert_str_eq(os.sparkplug.phase, "down");
+    cr_assert_eq(os.sparkplug.connects, 0);
+    cr_assert_eq(rep_engine_start(e), 0);
+    /* a few attempts at the closed port: each takes a bdSeq (persisted before its CONNECT) */
+    uint64_t deadline = tb_mono_ms() + 20000;
+    do {
+        rep_output_stats(e, sp, &os);
+        if (os.sparkplug.connects >= 3)
+            break;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL); /* polling a published value, bounded by the deadline */
+    } while (tb_mono_ms() < deadline);
+    cr_assert_geq(os.sparkplug.connects, 3, "attempts: %u (%s)", os.sparkplug.connects, os.last_error);
+    cr_assert_eq(os.sparkplug.nbirths, 0);
+    stop_and_free(e);
+    void *blob = NULL;
+    size_t n = 0;
+    uint16_t id;
+    cr_assert_eq(wal_output_id(h.w, "scada", &id), 0);
+    cr_assert_eq(wal_output_state_get(h.w, id, "bdseq", &blob, &n), 0);
+    cr_assert_eq(n, REP_SPB_BDSEQ_BLOB);
+    free(blob);
+    /* a new engine continues from the stored bdSeq */
+    e = engine(&h, c, other);
+    rep_output_stats(e, sp, &os);
+    cr_assert_geq(os.sparkplug.connects, 3, "the stored attempts are read back");
+    rep_engine_free(e);
     cfg_free(c);
     rt_close(&h);
 }

@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""test_sparkplug.py: the Sparkplug B output (issue 18) end to end.
+
+`tributary run` with a `kind: sparkplug` output to a real Mosquitto 2
+(tlib/mosq.py, logging everything so the host can read the SUBSCRIBE/SUBACK
+order, persistence and queue_qos0_messages on so the host's persistent
+session keeps what arrives while it reconnects after a broker restart).
+Two devices publish JSON counters {"n": i} through the gateway to
+plant/<dev>/telemetry; the output's `device: "${1}"` makes them Sparkplug
+devices d1 and d2 with the metric telemetry/n. The host
+(tlib/sparkplug_host.py) judges everything it receives as it arrives:
+subscribe before birth (from the broker's log), bdSeq of each NDEATH ==
+its NBIRTH's, bdSeq forward on every new session, seq continuity per
+session, aliases stable across every birth (rebirths, broker restarts, the
+gateway's SIGKILL restarts: the alias table is persisted), data by alias
+only. On top of it the test checks: every counter value arrives, first
+arrivals in order per metric; what was published while the broker was down
+arrives marked historical, live values not; NCMD Node Control/Rebirth is
+answered within 1 s by an NBIRTH with the same bdSeq; SIGTERM sends the
+graceful NDEATH (a PUBLISH of the node, not the broker's will) and exits 0.
+
+  TRIBUTARY_BIN=build/tributary TRIB_BUILD_DIR=build TRIB_SOURCE_DIR=. \\
+      /usr/bin/python3 tests/integration/test_sparkplug.py
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tlib.gateway import Gateway, wait_for  # noqa: E402
+from tlib.mosq import Mosquitto, publish_all  # noqa: E402
+from tlib.sparkplug_host import SparkplugHost, check_log  # noqa: E402
+
+GROUP, NODE, CLIENT = "Plant1", "edge1", "edge1-scada"
+DEVS = ("d1", "d2")
+METRIC = "telemetry/n"
+LIVE_WINDOW_MS = 1000
+OUTAGE_S = 2.5  # longer than the live window: what waits it out is historical when sent
+
+
+def edge_yaml(port):
+    return f"""
+edge: {{edge_name: edge1}}
+mqtt:
+  listener: "127.0.0.1:0"
+  topic_mappings:
+    - {{mqtt_pattern: "plant/+/telemetry", danube_topic: /edge1/telemetry}}
+wal: {{dir: ./wal, fsync: interval, fsync_interval_ms: 20}}
+http: {{listener: "127.0.0.1:0"}}
+replicator: {{retry_initial_ms: 100, retry_max_ms: 500, ack_timeout_ms: 3000, rpc_timeout_ms: 3000,
+             live_window_ms: {LIVE_WINDOW_MS}, shutdown_grace_ms: 3000}}
+log: {{format: json}}
+outputs:
+  - name: scada
+    kind: sparkplug
+    broker: "127.0.0.1:{port}"
+    client_id: "{CLIENT}"
+    group_id: "{GROUP}"
+    edge_node_id: "{NODE}"
+    device: "${{1}}"
+    primary_host_id: ""
+    max_inflight: 100
+"""
+
+
+def stats(g):
+    with urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/stats", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def scada(g):
+    for o in stats(g)["outputs"]:
+        if o["output"] == "scada":
+            return o
+    raise AssertionError("no output scada in /stats")
+
+
+class Sparkplug(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="trib-spb-")
+        self.remote = Mosquitto(self.dir)
+        with open(self.remote.conf, "a") as f:  # SUBACK and PUBLISH lines (check_log), QoS 0 kept for the host
+            f.write("log_type all\nqueue_qos0_messages true\n")
+        self.remote.start()
+        self.host = SparkplugHost(self.remote.port, GROUP, NODE, client_id="tb-spb-host", clean_session=False)
+        self.g = None
+        self.next = {d: 0 for d in DEVS}  # the next counter value per device
+        self.outage = set()               # (dev, n) published while the broker was down
+
+    def tearDown(self):
+        self.host.close()
+        if self.g and self.g.proc and self.g.proc.poll() is None:
+            self.g.proc.kill()
+            self.g.proc.wait()
+        self.remote.stop()
+
+    def publish(self, n, outage=False):
+        """n counter values per device, interleaved, through the gateway (stored when it returns)."""
+        items = []
+        for _ in range(n):
+            for d in DEVS:
+                items.append((f"plant/{d}/telemetry", json.dumps({"n": self.next[d]}).encode()))
+                if outage:
+                    self.outage.add((d, self.next[d]))
+                self.next[d] += 1
+        publish_all(self.g.mqtt_port(), items, client_id="trib-test-device")
+
+    def arrived(self, d):
+        return {int(v) for v, _, _ in self.host.values(d, METRIC)}
+
+    def wait_all(self, timeout=60):
+        wait_for(lambda: all(len(self.arrived(d)) == self.next[d] for d in DEVS), timeout,
+                 what=f"every value at the host ({[len(self.arrived(d)) for d in DEVS]} of {self.next})")
+
+    def last_nbirth_bdseq(self):
+        b = self.host.bdseqs("NBIRTH")
+        return b[-1] if b else None
+
+    def test_sessions_across_broker_restarts_and_kills_lose_nothing_and_keep_the_rules(self):
+        self.g = Gateway(edge_yaml(self.remote.port), workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        self.publish(200)
+        self.wait_all()
+        live = [h for d in DEVS for _, _, h in self.host.values(d, METRIC)]
+        self.assertIn(False, live, "live values are not historical")
+
+        # NCMD Node Control/Rebirth: a fresh NBIRTH (and the DBIRTHs) with the same bdSeq, within 1 s
+        births, bd = self.host.count("NBIRTH"), self.last_nbirth_bdseq()
+        sent = self.host.request_rebirth()
+        self.host.wait_count("NBIRTH", births + 1, 5)
+        with self.host.lock:
+            at = [m[0] for m in self.host.messages if m[2] == "NBIRTH"][births]
+        self.assertLess(at - sent, 1.0, "the rebirth's NBIRTH within 1 s")
+        self.assertEqual(self.last_nbirth_bdseq(), bd, "a rebirth keeps the bdSeq")
+        rebirth_ms = (at - sent) * 1000
+
+        # the broker restarted 3 times, with values published while it is down (a backlog)
+        for _ in range(3):
+            births = self.host.count("NBIRTH")
+            self.remote.stop()
+            wait_for(lambda: scada(self.g)["state"] != "up", 20, what="the output saw the broker go")
+            self.publish(50, outage=True)
+            time.sleep(OUTAGE_S)  # the outage's length (values must be older than the live window)
+            self.remote.start()
+            self.host.wait_count("NBIRTH", births + 1, 30)
+            self.publish(20)
+            self.wait_all()
+
+        # the gateway SIGKILLed twice mid-stream: the will is its last NBIRTH's bdSeq, the restart
+        # continues the bdSeq and the aliases from the log's output state
+        for _ in range(2):
+            births, deaths = self.host.count("NBIRTH"), self.host.count("NDEATH")
+            self.publish(300)
+            self.g.kill()
+            self.host.wait_count("NDEATH", deaths + 1, 30)  # the will (keepalive or the closed socket)
+            self.g.start()
+            self.host.wait_count("NBIRTH", births + 1, 30)
+            self.publish(20)
+            self.wait_all()
+
+        # SIGTERM: the graceful NDEATH, published by the node itself, then exit 0
+        st = scada(self.g)
+        deaths = self.host.count("NDEATH")
+        self.assertEqual(self.g.stop(), 0, self.g.log())
+        self.host.wait_count("NDEATH", deaths + 1, 10)
+        self.assertEqual(self.host.bdseqs("NDEATH")[-1], self.last_nbirth_bdseq())
+        graceful = re.compile(r"Received PUBLISH from %s \(d0, q1, r0, m\d+, 'spBv1.0/%s/NDEATH/%s'"
+                              % (re.escape(CLIENT), GROUP, NODE))
+        self.assertTrue(graceful.search(self.remote.log()), "the NDEATH on SIGTERM is the node's own PUBLISH")
+
+        # the judgement
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
+        bad, conns, nbirths = check_log(self.remote.log_path, CLIENT, GROUP, NODE)
+        self.assertEqual(bad, [], bad)
+        self.assertGreaterEqual(nbirths, 1 + 1 + 3 + 2)
+        dups = hist_outage = 0
+        for d in DEVS:
+            vals = self.host.values(d, METRIC)
+            seen, last = set(), -1
+            for v, _, historical in vals:
+                n = int(v)
+                if n in seen:
+                    dups += 1
+                    continue
+                self.assertEqual(n, last + 1, f"{d}: first arrivals in order ({n} after {last})")
+                seen.add(n)
+                last = n
+                if (d, n) in self.outage:
+                    self.assertTrue(historical, f"{d}: {n} waited out an outage and is not historical")
+                    hist_outage += 1
+            self.assertEqual(len(seen), self.next[d], f"{d}: {self.next[d] - len(seen)} missing")
+        self.assertEqual(hist_outage, len(self.outage))
+        sp = st["sparkplug"]
+        self.assertEqual(sp["bdseq"], self.last_nbirth_bdseq(), st)
+        self.assertGreaterEqual(sp["nbirths"], 1)
+        self.assertGreaterEqual(sp["confirmed"], 1)
+        print(f"\nsparkplug: {sum(self.next.values())} values, {self.host.count('NBIRTH')} NBIRTHs over "
+              f"{conns} connections, {self.host.count('NDEATH')} NDEATHs, bdSeqs {self.host.bdseqs('NBIRTH')}, "
+              f"{dups} duplicates (resends), {hist_outage} outage values historical, rebirth answered in "
+              f"{rebirth_ms:.0f} ms", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
