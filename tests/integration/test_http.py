@@ -46,7 +46,7 @@ TOPIC_FIELDS = {
     "dropped_age": "integer", "wal_dropped_age_total": "integer", "blocked": "boolean", "blocked_pauses": "integer",
     "batches_sent": "integer", "batches_resent": "integer", "retries": "object", "stream_resets": "integer",
     "wal_batches": "object", "durability": "string", "held_messages": "integer", "held_bytes": "integer",
-    "spills": "object", "to_memory": "integer", "throttled_ms": "integer",
+    "spills": "object", "to_memory": "integer", "throttled_ms": "integer", "paused": "boolean",
     "dead_lettered": "integer", "dead_letters": "object", "problem": ["string", "null"],
 }
 STATS_SCHEMA = {
@@ -93,8 +93,11 @@ STATS_SCHEMA = {
             "properties": {"output": {"type": "string"}, "kind": {"enum": ["danube", "mqtt", "sparkplug"]},
                            "max_bytes_per_s": {"type": "integer", "minimum": 0},
                            "max_messages_per_s": {"type": "integer", "minimum": 0},
-                           "throttled_ms": {"type": "integer", "minimum": 0}},
-            "additionalProperties": False}},
+                           "throttled_ms": {"type": "integer", "minimum": 0},
+                           "state": {"type": ["string", "null"]}, "last_error": {"type": ["string", "null"]},
+                           "topics": {"type": "array"}},
+            # each kind adds its connection's counters (docs/OPERATIONS.md, /stats outputs[])
+            "additionalProperties": True}},
     },
 }
 
