@@ -55,7 +55,7 @@ static void count_renders(void *arg, metrics_t *m)
 
 static void start_tuned(void (*tune)(http_service_opts_t *o))
 {
-    FK = (fake_t){ .r = { true, true, true, false }, .cluster = HTTP_CLUSTER_CONNECTED,
+    FK = (fake_t){ .r = { .bootstrap_done = true, .mqtt_listening = true, .wal_writable = true }, .cluster = HTTP_CLUSTER_CONNECTED,
                    .topic = { HTTP_TOPIC_REPLICATING, HTTP_TOPIC_STALLED } };
     metrics_new(&M);
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
