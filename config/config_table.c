@@ -90,11 +90,12 @@ const cfg__key_t cfg__keys[] = {
       "Cap of the stream rebuild delay."),
     K("replicator.shutdown_grace_ms", CFG__MS, replicator.shutdown_grace_ms, "2000", 0, 60000, NULL, 0,
       "At shutdown, how long batches in flight may take to be acknowledged before streams are closed."),
-    K("replicator.max_attempts", CFG__U32, replicator.max_attempts, "10", 1, 1000, NULL, 0,
+    K("replicator.max_attempts", CFG__U32, replicator.max_attempts, "10", 1, 1000, NULL, RL,
       "Attempts of a batch the cluster refuses for good (INVALID_ARGUMENT, FAILED_PRECONDITION, OUT_OF_RANGE, "
       "RESOURCE_EXHAUSTED for one message; not INTERNAL) before its messages go to the dead-letter log "
-      "(mqtt.dead_letter) and the topic moves on; each attempt waits the topic's backoff. Not persisted: after a "
-      "restart a held batch gets them again. With mqtt.dead_letter off the batch is held and /stats says so."),
+      "(mqtt.dead_letter) and the topic moves on; each attempt waits the topic's backoff. A reload applies it (a "
+      "held batch is judged by the new bound at its next refusal). Not persisted: after a restart a held batch "
+      "gets them again. With mqtt.dead_letter off the batch is held and /stats says so."),
 
     K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
       "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "

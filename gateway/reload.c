@@ -40,6 +40,7 @@
 
 typedef struct {
     broker_t *b;
+    gw__run_t *run;         /* NULL: no gateway runs (check) */
     const cfg_t *next;
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
@@ -120,6 +121,20 @@ static bool apply_listener_tls(reload_t *r, const char *key)
     return true; /* with the certificates (gw__reload) */
 }
 
+/* Read at each refusal of a poison batch (rep_poison.c): a held batch is
+ * judged by the new bound at its next refusal. */
+static bool apply_max_attempts(reload_t *r, const char *key)
+{
+    (void)key;
+    rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
+    if (e)
+        rep_engine_set_max_attempts(e, r->next->replicator.max_attempts);
+    /* no engine (before the boot's end, after the drain): it starts with the file in force */
+    tb_info("reload: replicator.max_attempts applied", TB_U("max_attempts", r->next->replicator.max_attempts));
+    r->applied++;
+    return true;
+}
+
 /* fnmatch patterns over cfg_diff's paths (a backslash makes a bracket literal). */
 static const struct {
     const char *pattern;
@@ -135,6 +150,7 @@ static const struct {
     { "http.admin_token_file", apply_with_files },
     { "http.tls.*", apply_http_tls },
     { "mqtt.listeners\\[*\\].tls.*", apply_listener_tls },
+    { "replicator.max_attempts", apply_max_attempts },
 };
 
 /* tls.* keys a reload does not apply: read when a connection is accepted
@@ -493,7 +509,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     /* "unchanged": no key differs from the file in force before (its files were read again all the same) */
     size_t changed = 0;
     cfg_diff(st && st->in_force ? st->in_force : running, next, count_diff, &changed);
-    reload_t r = { .b = b, .next = next, .tls_keys = same, .http_tls_keys = same_h,
+    reload_t r = { .b = b, .run = st ? st->run : NULL, .next = next, .tls_keys = same, .http_tls_keys = same_h,
                    .applied_keys = json_array(), .restart_keys = json_array() };
     json_t *topics = NULL;
     uint64_t gen_before = b ? broker_generation(b) : 0;

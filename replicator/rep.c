@@ -132,6 +132,7 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
     pthread_mutex_init(&r->waker_mu, NULL);
     r->rng = (tb_mono_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     r->refused_rl = (tb_ratelimit_t)TB_RATELIMIT_INIT(60000);
+    atomic_init(&r->max_attempts, r->o.max_attempts);
     r->st.cluster = REP_CLUSTER_CONNECTING;
     r->pub = r->st;
     grpc_init();

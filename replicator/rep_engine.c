@@ -335,6 +335,17 @@ bool rep_engine_has_danube(const rep_engine_t *e)
     return false;
 }
 
+size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < e->nouts; i++)
+        if (e->outs[i]->ops == &rep__danube_ops) {
+            atomic_store_explicit(&((rep_t *)e->outs[i])->max_attempts, max_attempts, memory_order_relaxed);
+            n++;
+        }
+    return n;
+}
+
 void rep_engine_stats(rep_engine_t *e, rep_stats_t *out)
 {
     memset(out, 0, sizeof *out);

@@ -751,6 +751,8 @@ struct rep {
     rep_stats_t st, pub;
     uint64_t dl_seq;             /* dead-letter tokens */
     tb_ratelimit_t refused_rl;   /* the refused warning: once a minute */
+    atomic_uint max_attempts;    /* replicator.max_attempts: from o at rep_new, then a reload's
+                                    (rep_engine_set_max_attempts, the loop); read by rep_poison.c */
 };
 
 /* rep_thread.c */

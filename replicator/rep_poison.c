@@ -98,7 +98,8 @@ void rep__poison_charge(rep_t *r, rep__topic_t *t, rep__batch_t *b, grpc_status_
     b->perm_fails++;
     b->last_status = (int)st;
     t->lane.st.permanent_failures++;
-    uint32_t max = r->o.max_attempts ? r->o.max_attempts : 1;
+    uint32_t max = atomic_load_explicit(&r->max_attempts, memory_order_relaxed);
+    max = max ? max : 1;
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
     uint64_t skipped;
     if (tb_ratelimit(&rl, &skipped))

@@ -505,6 +505,12 @@ int rep_engine_pause(rep_engine_t *e, size_t topic, bool paused);
 /* Whether topic is paused (false when out of range). */
 bool rep_engine_paused(const rep_engine_t *e, size_t topic);
 
+/* replicator.max_attempts from a reload (any thread): a batch already
+ * charged keeps its charges and is judged by the new bound at its next
+ * refusal (lowered below its charges: dead-lettered at that refusal).
+ * Returns the outputs it applies to (the danube ones). */
+size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
+
 const char *rep_cluster_state_name(rep_cluster_state_t s);
 const char *rep_reg_state_name(rep_reg_state_t s);
 const char *rep_topic_state_name(rep_topic_state_t s);

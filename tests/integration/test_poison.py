@@ -69,12 +69,15 @@ class Base(unittest.TestCase):
     dead_letter = True
     token = None
 
-    def start(self, rep=REP, mock_token=None, edge_token=None):
-        self.mc = MockCluster(token=mock_token).start()
+    def yaml_of(self, rep, edge_token=None):
         yaml = edge_yaml(self.mc.grpc_url, MAPS, replicator=rep, token=edge_token)
         if self.dead_letter:
             yaml = yaml.replace('  listener: "127.0.0.1:0"\n', '  listener: "127.0.0.1:0"\n  dead_letter: true\n', 1)
-        self.gw = Gateway(yaml).start()
+        return yaml
+
+    def start(self, rep=REP, mock_token=None, edge_token=None):
+        self.mc = MockCluster(token=mock_token).start()
+        self.gw = Gateway(self.yaml_of(rep, edge_token)).start()
         self.port = self.gw.mqtt_port()
         self.http = self.gw.http_port()
 
@@ -195,6 +198,33 @@ class Poison(Base):
         self.assertTrue(all(d["attributes"]["dead_letter.error"].startswith("FAILED_PRECONDITION: ") for d in dead))
         wait_until(lambda: metric(self.metrics(), "tributary_dead_letters_total", topic=TELE,
                                   reason="cluster_failed_precondition") == 2, WAIT, "counted by reason")
+
+    def test_max_attempts_lowered_by_a_reload_dead_letters_the_held_batch(self):
+        """replicator.max_attempts is live: a batch refused under a bound of 1000 is held (retried, not
+        dead-lettered); a reload to 2 sends it to the dead-letter log at its next refusal."""
+        self.start(rep={**REP, "max_attempts": 1000})
+        self.mc.control.poison({"payload_contains": "POISON", "topic": TELE})
+        self.publish("t/a", [b"held POISON"])
+        wait_until(lambda: self.mc.control.get_fault()["poisoned_batches"] >= 3, WAIT, "the batch refused 3 times")
+        self.assertEqual(self.dead_letters(), [])  # 3 of 1000: still held
+        self.assertEqual(self.topic()["acked_offset"], 0)
+        self.gw.write_config(self.yaml_of({**REP, "max_attempts": 2}))
+        c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=10)
+        try:
+            c.request("POST", "/admin/reload")
+            r = c.getresponse()
+            status, ans = r.status, json.loads(r.read().decode())
+        finally:
+            c.close()
+        self.assertEqual(status, 200, ans)
+        self.assertIn("replicator.max_attempts", ans["applied"])
+        self.assertNotIn("replicator.max_attempts", ans["restart_needed"])
+        dead = wait_until(lambda: self.dead_letters() or None, WAIT, "the dead letter after the reload")
+        self.assertEqual([d["payload"] for d in dead], ["held POISON"])
+        self.assertGreaterEqual(int(dead[0]["attributes"]["dead_letter.attempts"]), 3)
+        self.publish("t/b", [b"after"], cid="after-reload")
+        wait_until(lambda: self.stored_payloads() == ["after"], WAIT, "the topic moved on")
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
     def test_internal_is_never_dead_lettered(self):
         self.start(rep={**REP, "max_attempts": 1})

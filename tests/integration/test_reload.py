@@ -144,10 +144,10 @@ class Reload(unittest.TestCase):
 
     def test_restart_class_changes_are_named_and_the_running_values_kept(self):
         """Restart-class keys changed in the file (mqtt.max_connections down
-        to 1, wal.fsync, and issue 19's replicator.max_attempts, parsed but
-        not used yet) are named key by key in the SIGHUP's one warning and not
-        applied: two clients still connect at once. A live key in the same
-        file (log.level) is applied."""
+        to 1, wal.fsync, replicator.batch_size) are named key by key in the
+        SIGHUP's one warning and not applied: two clients still connect at
+        once. Live keys in the same file (log.level, replicator.max_attempts)
+        are applied."""
         text = BASE % {"policy": "none", "fsync": "always", "level": "info"}
         g = Gateway(text)
         with g:
@@ -155,15 +155,16 @@ class Reload(unittest.TestCase):
             changed = (text.replace("  ingestion: {batch_timeout_ms: 5}\n",
                                     "  ingestion: {batch_timeout_ms: 5}\n  max_connections: 1\n")
                            .replace("fsync: always", "fsync: never").replace("level: info", "level: debug")
-                       + "replicator: {max_attempts: 3}\n")
+                       + "replicator: {max_attempts: 3, batch_size: 50}\n")
             self.assertIn("max_connections: 1", changed)
             g.write_config(changed)
             g.proc.send_signal(signal.SIGHUP)
             g.wait_log("SIGHUP: reload done")
             log = g.log()
             self.assertEqual(self.restart_keys(log),
-                             {"mqtt.max_connections", "wal.fsync", "replicator.max_attempts"})
+                             {"mqtt.max_connections", "wal.fsync", "replicator.batch_size"})
             self.assertIn("log.level applied", log)
+            self.assertIn("replicator.max_attempts applied", log)
             self.assertIn("restart_needed=true", log)
             # the running max_connections (10000) is kept: a second client still gets in
             first, second = m.Raw(port), m.Raw(port)
