@@ -47,10 +47,12 @@ class Publisher:
     """Publishes message n = 0, 1, 2, ... at `rate` per second, QoS 1, to
     topic_of(n), payload {"n": n, "ts": <ms>}. acked() is the set of n
     the gateway PUBACKed. stop() stops sending and waits for the acks of
-    what was sent (deadline)."""
+    what was sent (deadline). first: the first n (a later load of the same
+    test numbered above an earlier one's)."""
 
-    def __init__(self, port, topic_of, rate=300, client_id="rep-pub", inflight=200):
+    def __init__(self, port, topic_of, rate=300, client_id="rep-pub", inflight=200, first=0):
         self.topic_of = topic_of
+        self.first = first
         self.rate = rate
         self.c = tls.paho(paho.Client(client_id=client_id, protocol=paho.MQTTv311))
         self.c.max_inflight_messages_set(inflight)
@@ -89,7 +91,7 @@ class Publisher:
         while not self._stop.is_set():
             due = int((time.monotonic() - t0) * self.rate) + 1
             while self.sent < due and not self._stop.is_set():
-                n = self.sent
+                n = self.first + self.sent
                 payload = json.dumps({"n": n, "ts": int(time.time() * 1000)})
                 info = self.c.publish(self.topic_of(n), payload, qos=1)
                 self._sent(info.mid, n)
