@@ -115,13 +115,15 @@ class Server:
 
 
 def tributary(build, work, cluster_url, fsync="always", log_level="warn", replicator=None, ingestion=None,
-              max_connections=100000, cpus=None, auth=None, tls=None):
+              max_connections=100000, cpus=None, auth=None, tls=None, durability=None, mqtt_extra=None):
     """`tributary run` on 127.0.0.1 with two mappings: bench/+/tele (loadgen)
     to /bench/tele and sf/t0/+ (bench/devices) to /bench/sf. replicator and
     ingestion: keys of replicator.* and mqtt.ingestion.* to set;
     max_connections None: the default; cpus: a taskset CPU list for all its threads;
     auth: keys of auth.* to set; tls: keys of a TLS listener's tls.* (cert_file,
-    key_file, ...), which then listens on Server.tls_port beside the plain one."""
+    key_file, ...), which then listens on Server.tls_port beside the plain one.
+    durability: the mappings' (log, memory_first; None: the default);
+    mqtt_extra: more keys of the mqtt block (a dict)."""
     os.makedirs(work, exist_ok=True)
     port, http = free_port(), free_port()
     tls_port = free_port() if tls else None
@@ -130,6 +132,7 @@ def tributary(build, work, cluster_url, fsync="always", log_level="warn", replic
               else f'  listener: "127.0.0.1:{port}"')
     rep = {"batch_timeout_ms": 10}
     rep.update(replicator or {})
+    dur = f", durability: {durability}" if durability else ""
     with open(os.path.join(work, "edge.yaml"), "w") as f:
         f.write(f"""edge: {{edge_name: bench, cluster_url: "{cluster_url}"}}
 replicator: {json.dumps(rep)}
@@ -137,9 +140,9 @@ mqtt:
 {listen}
 {"" if max_connections is None else f"  max_connections: {max_connections}"}
   ingestion: {json.dumps(ingestion or {})}
-  topic_mappings:
-    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele}}
-    - {{mqtt_pattern: "sf/t0/+", danube_topic: /bench/sf}}
+{"".join(f"  {k}: {json.dumps(v)}" + chr(10) for k, v in (mqtt_extra or {}).items())}  topic_mappings:
+    - {{mqtt_pattern: "bench/+/tele", danube_topic: /bench/tele{dur}}}
+    - {{mqtt_pattern: "sf/t0/+", danube_topic: /bench/sf{dur}}}
 auth: {json.dumps(auth or {})}
 wal: {{dir: {work}/wal, fsync: {fsync}, max_topic_bytes: 8GiB, max_total_bytes: 16GiB}}
 http: {{listener: "127.0.0.1:{http}"}}
