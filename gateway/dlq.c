@@ -10,9 +10,14 @@
  * file is a few milliseconds; stated in OPERATIONS.md). Replay hands each
  * record to broker_replay (routed and validated again through the current
  * rules): its answer lists stored (topic), refused (why) and unmatched, and
- * does not wait for the stored ones to be durable (they are handed to the
- * log as a PUBLISH is). Replay does not delete; purge moves the log's
- * checkpoint (retention deletes the segments wholly at or below it).
+ * comes once the stored copies are kept as their topic keeps a PUBLISH it
+ * acknowledges (log: written and synced per wal.fsync; memory_first: in the
+ * cluster or spilled to the log): "durable" true. The HTTP side waits for
+ * that (op dlq_replay_settled, asked at each health tick) within its answer
+ * bound; "durable" false when the bound passed first or the topic's log
+ * refused messages meanwhile (a bound: they may have been these). Replay
+ * does not delete; purge moves the log's checkpoint (retention deletes the
+ * segments wholly at or below it).
  */
 #include "gateway/gateway_int.h"
 #include "base/base.h"
@@ -136,9 +141,87 @@ static json_t *op_dlq_list(void *arg, uint64_t from, uint32_t limit, uint64_t of
                      "dropped_total", (json_int_t)ws.dropped_total, "records", recs);
 }
 
-static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status)
+/* A replay waiting for its stored copies: per topic it touched, what the
+ * topic had completed and what it had accepted without completion when the
+ * replay ended. Completions come in order per topic (one writer queue, acks
+ * in order), so once completed - completed0 >= pending0 every copy has its
+ * answer. Slots of the broker's registry are never freed before
+ * broker_close, so the pointers stay valid. */
+typedef struct {
+    broker_topic_t *t;
+    uint64_t stored0, refused0, pending0;
+} dlq_mark_t;
+
+typedef struct gw__dlq_wait {
+    struct gw__dlq_wait *next;
+    uint64_t id;
+    size_t n;
+    dlq_mark_t m[];
+} dlq_wait_t;
+
+static uint64_t refused_of(const broker_topic_t *t)
+{
+    return t->rejected[BROKER_REJ_FULL] + t->rejected[BROKER_REJ_QUOTA];
+}
+
+/* Adds t to the marks (once) and returns them. */
+static dlq_mark_t *mark(dlq_mark_t *m, size_t *n, size_t *cap, broker_topic_t *t)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (m[i].t == t)
+            return m;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 4;
+        m = tb_realloc(m, *cap * sizeof *m);
+    }
+    m[(*n)++] = (dlq_mark_t){ .t = t };
+    return m;
+}
+
+/* 1: every copy stored; -1: settled, but the topic refused messages meanwhile; 0: waiting. */
+static int settled(const dlq_wait_t *w)
+{
+    int rc = 1;
+    for (size_t i = 0; i < w->n; i++) {
+        const dlq_mark_t *k = &w->m[i];
+        uint64_t done = (k->t->stored - k->stored0) + (refused_of(k->t) - k->refused0);
+        if (done < k->pending0)
+            return 0;
+        if (refused_of(k->t) != k->refused0)
+            rc = -1;
+    }
+    return rc;
+}
+
+static int op_dlq_replay_settled(void *arg, uint64_t id, bool forget)
 {
     gw__run_t *r = arg;
+    for (dlq_wait_t **pp = &r->dlq_waits, *w; (w = *pp); pp = &w->next) {
+        if (w->id != id)
+            continue;
+        int rc = forget ? -1 : settled(w);
+        if (rc) {
+            *pp = w->next;
+            free(w);
+        }
+        return rc;
+    }
+    return -1;
+}
+
+void gw__dlq_free(gw__run_t *r)
+{
+    for (dlq_wait_t *w = r->dlq_waits, *next; w; w = next) {
+        next = w->next;
+        free(w);
+    }
+    r->dlq_waits = NULL;
+}
+
+static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status, uint64_t *wait_id)
+{
+    gw__run_t *r = arg;
+    *wait_id = 0;
     json_t *err = NULL;
     wal_topic_t *dl = dl_log(arg, &err, status);
     if (!dl)
@@ -150,6 +233,8 @@ static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status)
     if (rc < 0)
         return error_doc(status, 500, tb_strerror(rc));
     json_t *stored = json_array(), *refused = json_array(), *unmatched = json_array();
+    dlq_mark_t *marks = NULL;
+    size_t nmarks = 0, cap = 0;
     for (;;) {
         wal_record_t rec;
         int n = wal_reader_next(rd, &rec);
@@ -157,15 +242,17 @@ static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status)
             continue;
         if (n != 0 || rec.offset > to)
             break;
-        const char *topic;
+        broker_topic_t *topic;
         char why[256] = "";
         switch (broker_replay(r->broker, &rec, &topic, why, sizeof why)) {
         case BROKER_REPLAY_STORED:
-            json_array_append_new(stored, json_pack("{s:I, s:s}", "dlq_offset", (json_int_t)rec.offset, "topic", topic));
+            json_array_append_new(stored,
+                                  json_pack("{s:I, s:s}", "dlq_offset", (json_int_t)rec.offset, "topic", topic->name));
+            marks = mark(marks, &nmarks, &cap, topic);
             break;
         case BROKER_REPLAY_REFUSED:
             json_array_append_new(refused, json_pack("{s:I, s:s, s:s}", "dlq_offset", (json_int_t)rec.offset, "topic",
-                                                     topic ? topic : "", "reason", why));
+                                                     topic ? topic->name : "", "reason", why));
             break;
         case BROKER_REPLAY_UNMATCHED:
             json_array_append_new(unmatched, json_pack("{s:I}", "dlq_offset", (json_int_t)rec.offset));
@@ -173,11 +260,32 @@ static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status)
         }
     }
     wal_reader_close(rd);
+    /* the copies' batches go to the log now; what each topic then has
+     * accepted without an answer includes every copy */
+    bool durable = true;
+    if (nmarks) {
+        dlq_wait_t *w = tb_malloc(sizeof *w + nmarks * sizeof *marks);
+        w->n = nmarks;
+        for (size_t i = 0; i < nmarks; i++) {
+            broker_topic_t *t = marks[i].t;
+            broker_topic_flush(t);
+            w->m[i] = (dlq_mark_t){ .t = t, .stored0 = t->stored, .refused0 = refused_of(t), .pending0 = t->batched };
+        }
+        durable = settled(w) > 0;
+        if (durable) {
+            free(w);
+        } else {
+            w->id = *wait_id = ++r->dlq_seq;
+            w->next = r->dlq_waits;
+            r->dlq_waits = w;
+        }
+    }
+    free(marks);
     tb_info("dead letters replayed", TB_U("from", from), TB_U("to", to), TB_U("stored", json_array_size(stored)),
             TB_U("refused", json_array_size(refused)), TB_U("unmatched", json_array_size(unmatched)));
     *status = 200;
-    return json_pack("{s:o, s:o, s:o, s:s}", "stored", stored, "refused", refused, "unmatched", unmatched, "note",
-                     "replay does not delete: replaying again stores again; purge deletes");
+    return json_pack("{s:o, s:o, s:o, s:b, s:s}", "stored", stored, "refused", refused, "unmatched", unmatched,
+                     "durable", durable, "note", "replay does not delete: replaying again stores again; purge deletes");
 }
 
 static json_t *op_dlq_purge(void *arg, uint64_t to, int *status)
@@ -207,5 +315,6 @@ void gw__dlq_ops(http_admin_ops_t *ops)
 {
     ops->dlq_list = op_dlq_list;
     ops->dlq_replay = op_dlq_replay;
+    ops->dlq_replay_settled = op_dlq_replay_settled;
     ops->dlq_purge = op_dlq_purge;
 }

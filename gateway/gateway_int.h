@@ -123,6 +123,8 @@ typedef struct gw__run {
     bool booted;
     int drain;                   /* POST /admin/drain: 0 running, 1 closing connections, 2 replicating the rest */
     bool drain_logged;           /* "drained" was logged */
+    struct gw__dlq_wait *dlq_waits; /* dead-letter replays waiting for their copies (dlq.c) */
+    uint64_t dlq_seq;
 } gw__run_t;
 
 /* ---- admin.c ----
@@ -133,6 +135,8 @@ void gw__admin_ops(gw__run_t *r, http_admin_ops_t *out /* OUT */);
 void gw__admin_drain_ops(gw__run_t *r, http_admin_ops_t *out /* IN/OUT */);
 /* dlq.c: the dead-letter log ops of the admin API (arg: the gw__run_t). */
 void gw__dlq_ops(http_admin_ops_t *ops);
+/* The replays still waiting, freed (the run's end). */
+void gw__dlq_free(gw__run_t *r);
 /* The configuration in force as YAML (cfg_print, secrets masked): the boot
  * file with the keys the last applied reload put in force. */
 void gw__config_in_force(const cfg_t *boot, const struct gw__reload_state *st, FILE *out);

@@ -337,6 +337,7 @@ int gw_run(const cfg_t *cfg)
     rc = gw__app_run(&app);
     gw__watch_free(watch);
     http_service_free(http);
+    gw__dlq_free(&r);
     gw__reload_state_free(&reloads);
     metrics_free(r.metrics);
     gw_repl_free(r.repl);

@@ -253,13 +253,16 @@ wal_topic_t *broker_dead_letter_log(broker_t *b);
  * policy and validation applied (the ACL is not consulted: an operator's
  * action), the captures recomputed, its mqtt.* attributes kept (its
  * dead_letter.* ones left out) plus tributary.dlq_offset. STORED: handed to
- * the topic's log (*topic its name; counted received and stored like any
+ * the topic's log (*topic it; counted received and stored like any
  * message); REFUSED: why says (not dead-lettered again); UNMATCHED: no
  * mapping matches it now.
  */
 typedef enum { BROKER_REPLAY_STORED, BROKER_REPLAY_REFUSED, BROKER_REPLAY_UNMATCHED } broker_replay_t;
-broker_replay_t broker_replay(broker_t *b, const wal_record_t *rec, const char **topic /* OUT */, char *why,
+broker_replay_t broker_replay(broker_t *b, const wal_record_t *rec, broker_topic_t **topic /* OUT */, char *why,
                               size_t whylen);
+/* Submits t's open batch now, if it has one (a replay's last record need not
+ * wait for the batch timeout). Loop thread. */
+void broker_topic_flush(broker_topic_t *t);
 void broker_stats(const broker_t *b, broker_stats_t *out /* OUT */);
 
 /* Sockets the broker holds at most (mqtt.max_connections unless the

@@ -226,7 +226,8 @@ wal_topic_t *broker_dead_letter_log(broker_t *srv)
     return srv->dead_letter ? srv->dead_letter->wal : NULL;
 }
 
-broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char **topic, char *why, size_t whylen)
+broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, broker_topic_t **topic, char *why,
+                              size_t whylen)
 {
     *topic = NULL;
     router_match_t m;
@@ -238,7 +239,7 @@ broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char
     }
     broker_topic_t *t = srv->topics[g->topic_of[m.topic_id]];
     const broker_rule_t *r = &g->rules[rule];
-    *topic = t->name;
+    *topic = t;
     if (r->policy == CFG_POLICY_ENFORCE) {
         if (!t->validator) {
             snprintf(why, whylen, "its topic's schema is not resolved yet");
@@ -271,6 +272,11 @@ broker_replay_t broker_replay(broker_t *srv, const wal_record_t *rec, const char
         return BROKER_REPLAY_REFUSED;
     }
     return BROKER_REPLAY_STORED;
+}
+
+void broker_topic_flush(broker_topic_t *t)
+{
+    broker__ingest_flush(t);
 }
 
 void broker__on_publish(broker_conn_t *c, const mqtt_packet_t *pkt)

@@ -433,8 +433,13 @@ typedef struct http_admin_ops {
      * GET /admin/dlq?from=N&limit=K: a page from max(N, checkpoint + 1), at most K (<= 1000) records or
      * 1 MiB; GET /admin/dlq?offset=N: that one record (404 when not there). */
     json_t *(*dlq_list)(void *arg, uint64_t from, uint32_t limit, uint64_t offset, int *status /* OUT */);
-    /* POST /admin/dlq/replay?from=N&to=M (at most 10,000 records): routed and validated again. */
-    json_t *(*dlq_replay)(void *arg, uint64_t from, uint64_t to, int *status /* OUT */);
+    /* POST /admin/dlq/replay?from=N&to=M (at most 10,000 records): routed and validated again. The
+     * document says "durable"; when false and *wait_id is not 0, the copies are on their way to their
+     * logs: dlq_replay_settled(arg, id, false) says 1 once they are kept, -1 when that cannot be said
+     * any more (a refusal meanwhile; an unknown id), 0 while waiting; with forget true it drops the wait
+     * (-1). Either non-zero answer ends the wait (the id is unknown after it). */
+    json_t *(*dlq_replay)(void *arg, uint64_t from, uint64_t to, int *status /* OUT */, uint64_t *wait_id /* OUT */);
+    int (*dlq_replay_settled)(void *arg, uint64_t id, bool forget);
     /* POST /admin/dlq/purge?to=M&confirm=yes: the dead letters up to M are deleted. */
     json_t *(*dlq_purge)(void *arg, uint64_t to, int *status /* OUT */);
 } http_admin_ops_t;

@@ -18,6 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A replay's answer waiting for its copies to be kept (op dlq_replay_settled, at each tick). */
+typedef struct http__dlq_wait {
+    struct http__dlq_wait *next;
+    http_pending_t *p;
+    uint64_t id;
+    json_t *doc;
+    int status;
+    uint64_t deadline_ms; /* tb_mono_ms(): answered "durable": false then */
+} http__dlq_wait_t;
+
 /* 0 when req may call the admin API, else the status, its words in out. */
 static int admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out)
 {
@@ -146,8 +156,63 @@ static int admin_dlq_replay(void *arg, http_req_t *req, tb_buf_t *out, const cha
     if (to - from >= 10000)
         return bad_request(req, out, "at most 10000 records per replay");
     int status = 200;
-    json_t *doc = s->admin.dlq_replay(s->admin.arg, from, to, &status);
-    return answer_json(req, out, ctype, doc, status);
+    uint64_t id = 0;
+    json_t *doc = s->admin.dlq_replay(s->admin.arg, from, to, &status, &id);
+    http_pending_t *p = id ? http_defer(req) : NULL;
+    if (!p) {
+        if (id) /* no room to wait (or draining): answered now, "durable" false */
+            s->admin.dlq_replay_settled(s->admin.arg, id, true);
+        return answer_json(req, out, ctype, doc, status);
+    }
+    http__dlq_wait_t *w = tb_calloc(1, sizeof *w);
+    w->p = p;
+    w->id = id;
+    w->doc = doc;
+    w->status = status;
+    uint64_t bound = s->srv->opts.answer_timeout_ms > 1000 ? s->srv->opts.answer_timeout_ms - 1000 : 0;
+    w->deadline_ms = tb_mono_ms() + bound;
+    w->next = s->dlq_waits;
+    s->dlq_waits = w;
+    tb_info("admin call", TB_S("method", "POST"), TB_S("path", req->path), TB_S("peer", req->peer),
+            TB_S("status", "waiting for the copies to be kept"));
+    return HTTP_DEFER;
+}
+
+void http__dlq_tick(http_service_t *s)
+{
+    uint64_t now = tb_mono_ms();
+    for (http__dlq_wait_t **pp = &s->dlq_waits, *w; (w = *pp);) {
+        bool gone = http_pending_gone(w->p);
+        int rc = s->admin.dlq_replay_settled(s->admin.arg, w->id, gone || now >= w->deadline_ms);
+        if (!rc) {
+            pp = &w->next;
+            continue;
+        }
+        json_object_set_new(w->doc, "durable", json_boolean(rc > 0));
+        tb_buf_t body = TB_BUF_INIT;
+        put_json(&body, w->doc);
+        tb_info("admin answer", TB_S("path", "/admin/dlq/replay"), TB_B("durable", rc > 0), TB_I("status", w->status),
+                TB_B("gone", gone));
+        http_pending_answer(w->p, w->status, "application/json", &body); /* a gone one is only freed */
+        tb_buf_free(&body);
+        json_decref(w->doc);
+        *pp = w->next;
+        free(w);
+    }
+}
+
+void http__dlq_free(http_service_t *s)
+{
+    for (http__dlq_wait_t *w = s->dlq_waits, *next; w; w = next) {
+        next = w->next;
+        s->admin.dlq_replay_settled(s->admin.arg, w->id, true);
+        tb_buf_t empty = TB_BUF_INIT;
+        http_pending_answer(w->p, 503, NULL, &empty); /* gone by now (the server closed): freed */
+        tb_buf_free(&empty);
+        json_decref(w->doc);
+        free(w);
+    }
+    s->dlq_waits = NULL;
 }
 
 static int admin_dlq_purge(void *arg, http_req_t *req, tb_buf_t *out, const char **ctype)
@@ -174,7 +239,7 @@ int http__admin_mount(http_service_t *s)
     if ((rc = http_route(s->srv, "/admin/config", admin_config, s)) < 0 ||
         (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/reload", admin_reload, s)) < 0)
         return rc;
-    if (s->admin.dlq_list && s->admin.dlq_replay && s->admin.dlq_purge &&
+    if (s->admin.dlq_list && s->admin.dlq_replay && s->admin.dlq_replay_settled && s->admin.dlq_purge &&
         ((rc = http_route(s->srv, "/admin/dlq", admin_dlq, s)) < 0 ||
          (rc = http_route_methods(s->srv, HTTP_M_POST, "/admin/dlq/replay", admin_dlq_replay, s)) < 0 ||
          (rc = http_route_methods(s->srv, HTTP_M_POST, "/admin/dlq/purge", admin_dlq_purge, s)) < 0))

@@ -151,6 +151,7 @@ static int admin_drain_cancel(void *arg, http_req_t *req, tb_buf_t *out, const c
 
 void http__admin_tick(http_service_t *s)
 {
+    http__dlq_tick(s);
     if (!s->drain_waits)
         return;
     int status = 200;
@@ -176,6 +177,7 @@ void http__admin_tick(http_service_t *s)
 
 void http__admin_free(http_service_t *s)
 {
+    http__dlq_free(s);
     for (http__drain_wait_t *w = s->drain_waits, *next; w; w = next) {
         next = w->next;
         tb_buf_t empty = TB_BUF_INIT;

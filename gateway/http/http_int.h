@@ -113,6 +113,7 @@ struct http_service {
     char *admin_token;     /* http.admin_token_file's (NULL: none: loopback peers only) */
     http_admin_ops_t admin; /* admin.reload NULL: no admin routes */
     struct http__drain_wait *drain_waits; /* POST /admin/drain?wait_ms: answers waiting (http_admin_drain.c) */
+    struct http__dlq_wait *dlq_waits; /* POST /admin/dlq/replay: answers waiting for the copies (http_admin.c) */
     bool closing;
     int open;              /* the tick, the history timer, the server and each job on the pool, until done */
     void (*done)(void *arg);
@@ -159,6 +160,9 @@ void http__admin_put_json(tb_buf_t *out, json_t *doc);
 /* each health tick: answers the drain waits that are due; at free: drops them */
 void http__admin_tick(http_service_t *s);
 void http__admin_free(http_service_t *s);
+/* http_admin.c: the dead-letter replays' waits, at each tick and at the end. */
+void http__dlq_tick(http_service_t *s);
+void http__dlq_free(http_service_t *s);
 /* The 401 body; returns 401. */
 int http__unauthorized(tb_buf_t *out);
 

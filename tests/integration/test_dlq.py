@@ -21,7 +21,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tlib import mqttraw as m  # noqa: E402
-from tlib.gateway import Gateway, run_cli  # noqa: E402
+from tlib.gateway import Gateway, run_cli, wal_dump  # noqa: E402
 from tlib.mock import MockCluster, wait_until  # noqa: E402
 from tlib.replication import edge_yaml  # noqa: E402
 
@@ -103,6 +103,7 @@ class Dlq(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         ans = json.loads(r.stdout)
         self.assertEqual(ans["stored"], [])
+        self.assertTrue(ans["durable"], ans)  # nothing stored: nothing to wait for
         self.assertEqual([x["dlq_offset"] for x in ans["refused"]], [off])
         self.assertIn("temperature", ans["refused"][0]["reason"])
         self.assertEqual([x["offset"] for x in json.loads(self.cli("list").stdout)["records"]], [off])
@@ -114,6 +115,11 @@ class Dlq(unittest.TestCase):
         ans = json.loads(r.stdout)
         self.assertEqual(ans["stored"], [{"dlq_offset": off, "topic": TELE}])
         self.assertEqual(ans["refused"], [])
+        # answered once the copy is kept (fsync always: written and synced): in the topic's log now
+        self.assertTrue(ans["durable"], ans)
+        copies = [x for x in wal_dump(os.path.join(self.gw.dir, "wal"), TELE)
+                  if x["attributes"].get("tributary.dlq_offset") == str(off)]
+        self.assertEqual(len(copies), 1, "the replayed copy in the topic's log when the answer came")
         got = wait_until(lambda: [x for x in self.mc.store_records(TELE) if x["payload"] == '{"temp": 1}'] or None,
                          WAIT, "the replayed message at the cluster")
         self.assertEqual(len(got), 1)

@@ -74,8 +74,46 @@ static json_t *fake_drain_cancel(void *arg, int *status)
     return fake_drain(arg, false, status);
 }
 
+/* the dead-letter replay: its copies kept from the settle_at-th question on (0: never); loop thread's */
+static int settle_calls, settle_at, settle_forgot;
+
+static json_t *fake_dlq_list(void *arg, uint64_t from, uint32_t limit, uint64_t offset, int *status)
+{
+    (void)arg, (void)from, (void)limit, (void)offset;
+    *status = 200;
+    return json_pack("{s:[]}", "records");
+}
+
+static json_t *fake_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status, uint64_t *wait_id)
+{
+    (void)arg, (void)from, (void)to;
+    *status = 200;
+    *wait_id = 7;
+    return json_pack("{s:[{s:i, s:s}], s:b}", "stored", "dlq_offset", 1, "topic", "/e1/telemetry", "durable", 0);
+}
+
+static int fake_dlq_settled(void *arg, uint64_t id, bool forget)
+{
+    (void)arg;
+    cr_assert_eq(id, 7);
+    if (forget) {
+        settle_forgot++;
+        return -1;
+    }
+    return settle_at && ++settle_calls >= settle_at ? 1 : 0;
+}
+
+static json_t *fake_dlq_purge(void *arg, uint64_t to, int *status)
+{
+    (void)arg, (void)to;
+    *status = 200;
+    return json_pack("{s:i}", "purged", 0);
+}
+
 static const http_admin_ops_t OPS = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
-                                      .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel };
+                                      .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel,
+                                      .dlq_list = fake_dlq_list, .dlq_replay = fake_dlq_replay,
+                                      .dlq_replay_settled = fake_dlq_settled, .dlq_purge = fake_dlq_purge };
 
 static void setup(void)
 {
@@ -83,6 +121,7 @@ static void setup(void)
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
     metrics_topic_add(M, "/e1/telemetry");
     pause_calls = drain_calls = drain_drained_at = 0;
+    settle_calls = settle_at = settle_forgot = 0;
     drain_started = false;
     paused_topic[0] = '\0';
     th_admin_ops = &OPS;
@@ -370,5 +409,38 @@ Test(http_admin_close, a_drain_waiter_at_the_close_is_answered_503_and_freed)
     cr_assert_eq(r.status, 503);
     cl_resp_free(&r);
     cl_close(c);
+    metrics_free(M);
+}
+
+static void settle_at_fn(th_t *t, void *arg)
+{
+    (void)t;
+    settle_at = *(int *)arg;
+}
+
+Test(http_admin, a_dlq_replay_is_answered_once_its_copies_are_kept)
+{
+    int at = 2; /* the first tick asks (still on their way), the second's answer is yes */
+    th_call(&T, settle_at_fn, &at);
+    char body[512];
+    cr_assert_eq(ask("POST", "/admin/dlq/replay?from=1&to=1", NULL, body, sizeof body), 200);
+    cr_assert(strstr(body, "\"durable\": true"), "%s", body);
+    cr_assert(strstr(body, "/e1/telemetry"), "the replay's document: %s", body);
+    cr_assert_eq(th_stats(&T).deferred, 1, "answered through the deferred path");
+}
+
+/* A replay waiting when the service closes: answered 503, the gateway told to forget the wait. */
+Test(http_admin_close, a_dlq_replay_waiting_at_the_close_is_answered_503_and_forgotten)
+{
+    cl_t *c = cl_open(T.port, 0);
+    cl_send(c, "POST /admin/dlq/replay?from=1&to=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert(th_wait_until(&T, one_pending, NULL, 10000), "the request waits");
+    th_stop(&T);
+    cl_resp_t r;
+    cr_assert_eq(cl_read(c, &r, false), 0);
+    cr_assert_eq(r.status, 503);
+    cl_resp_free(&r);
+    cl_close(c);
+    cr_assert_eq(settle_forgot, 1, "the wait was dropped on the gateway's side too");
     metrics_free(M);
 }
