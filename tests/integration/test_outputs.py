@@ -238,5 +238,42 @@ class BothOutputs(unittest.TestCase):
         return acked <= {n for rows in seen.values() for n, _, _ in rows}
 
 
+class FilteredOutputs(unittest.TestCase):
+    """Each output's `topics` filter, the danube output's included: the cluster is told of and gets
+    /edge1/temp only, the remote /edge1/hum only, and nothing is lost of either."""
+
+    def test_each_output_carries_only_its_topics(self):
+        d = tempfile.mkdtemp(prefix="trib-filtered-")
+        mc = MockCluster().start()
+        remote = Mosquitto(d).start()
+        rec = Recorder(remote.port, topic="fwd/#", client_id="trib-filtered-recorder")
+        try:
+            y = edge_yaml(mc.grpc_url, remote.port)
+            y = y.replace("  - {name: danube, kind: danube}\n", '  - {name: danube, kind: danube, topics: ["/edge1/temp"]}\n')
+            y = y.replace('    max_inflight: 100\n', '    max_inflight: 100\n    topics: ["/edge1/hum"]\n')
+            g = Gateway(y, workdir=d).start()
+            self.addCleanup(lambda: g.proc.poll() is None and g.proc.kill())
+            p = Publisher(g.mqtt_port(), topic_of, rate=500, client_id="filtered")
+            p.start()
+            wait_for(lambda: p.sent >= 400, WAIT, what="400 messages sent")
+            p.stop()
+            acked = p.acked()
+            temp = {n for n in acked if n % 2 == 0}
+            hum = acked - temp
+            wait_for(lambda: {json.loads(r["payload"])["n"] for r in mc.store_records()} >= temp, WAIT,
+                     what="every temp message at the cluster")
+            wait_for(lambda: {json.loads(pl)["n"] for _, _, pl in rec.timed()} >= hum, WAIT,
+                     what="every hum message at the remote")
+            self.assertEqual({r["topic"] for r in mc.store_records()}, {"/edge1/temp"})
+            self.assertEqual({t for _, t, _ in rec.timed()}, {"fwd/edge1/hum"})
+            regs = mc.control.registrations()["edges"]["edge1"]["topics"]
+            self.assertEqual(sorted(regs), ["/edge1/temp"], "the danube output declares only what it carries")
+            self.assertEqual(g.stop(), 0, g.log())
+        finally:
+            rec.close()
+            remote.stop()
+            mc.stop()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
