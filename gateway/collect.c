@@ -90,15 +90,23 @@ static bool cluster_problem(void *arg, char *buf, size_t len)
     return true;
 }
 
-static bool topic_problem(void *arg, size_t topic, char *buf, size_t len)
+/* mi: the metrics label index (as topic_state's), mapped to the broker's topic id */
+static bool topic_problem(void *arg, size_t mi, char *buf, size_t len)
 {
     gw__run_t *r = arg;
-    rep_topic_stats_t st;
-    gw_repl_topic_stats(r->repl, topic, &st);
-    if (!st.problem[0])
+    if (!r->topics_open)
         return false;
-    snprintf(buf, len, "%s", st.problem);
-    return true;
+    for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
+        if (r->metric_topic[i] != (int)mi)
+            continue;
+        rep_topic_stats_t st;
+        gw_repl_topic_stats(r->repl, i, &st);
+        if (!st.problem[0])
+            return false;
+        snprintf(buf, len, "%s", st.problem);
+        return true;
+    }
+    return false;
 }
 
 /* broker_reject_t (publish.c) -> the metrics' reason label (unmatched has no topic) */

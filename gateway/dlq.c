@@ -12,7 +12,9 @@
  * rules): its answer lists stored (topic), refused (why) and unmatched, and
  * comes once the stored copies are kept as their topic keeps a PUBLISH it
  * acknowledges (log: written and synced per wal.fsync; memory_first: in the
- * cluster or spilled to the log): "durable" true. The HTTP side waits for
+ * cluster or spilled to the log): "durable" true. Under wal.memory_first.ack:
+ * received a memory_first topic's completion means held in memory only:
+ * "durable" false whatever comes. The HTTP side waits for
  * that (op dlq_replay_settled, asked at each health tick) within its answer
  * bound; "durable" false when the bound passed first or the topic's log
  * refused messages meanwhile (a bound: they may have been these). Replay
@@ -155,6 +157,7 @@ typedef struct {
 typedef struct gw__dlq_wait {
     struct gw__dlq_wait *next;
     uint64_t id;
+    bool held_only; /* a memory_first topic under wal.memory_first.ack: received: completed when held */
     size_t n;
     dlq_mark_t m[];
 } dlq_wait_t;
@@ -178,10 +181,11 @@ static dlq_mark_t *mark(dlq_mark_t *m, size_t *n, size_t *cap, broker_topic_t *t
     return m;
 }
 
-/* 1: every copy stored; -1: settled, but the topic refused messages meanwhile; 0: waiting. */
+/* 1: every copy stored; -1: settled, but the topic refused messages meanwhile, or a
+ * completion means only "held in memory" (ack: received); 0: waiting. */
 static int settled(const dlq_wait_t *w)
 {
-    int rc = 1;
+    int rc = w->held_only ? -1 : 1;
     for (size_t i = 0; i < w->n; i++) {
         const dlq_mark_t *k = &w->m[i];
         uint64_t done = (k->t->stored - k->stored0) + (refused_of(k->t) - k->refused0);
@@ -266,8 +270,11 @@ static json_t *op_dlq_replay(void *arg, uint64_t from, uint64_t to, int *status,
     if (nmarks) {
         dlq_wait_t *w = tb_malloc(sizeof *w + nmarks * sizeof *marks);
         w->n = nmarks;
+        w->held_only = false;
         for (size_t i = 0; i < nmarks; i++) {
             broker_topic_t *t = marks[i].t;
+            w->held_only |= t->durability == CFG_DURABILITY_MEMORY_FIRST &&
+                            r->app->cfg->wal.memory_first.ack == CFG_MF_ACK_RECEIVED;
             broker_topic_flush(t);
             w->m[i] = (dlq_mark_t){ .t = t, .stored0 = t->stored, .refused0 = refused_of(t), .pending0 = t->batched };
         }

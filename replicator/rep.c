@@ -339,6 +339,9 @@ static int danube_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_
         return rc;
     }
     t->lane.topic = topic;
+    /* its mapping's priority, as danube_setup gives a boot topic (rep__lane_init had no index) */
+    t->lane.priority = spec->priority;
+    rep__pace_lane_init(&t->lane.pace, spec->priority);
     rep__topic_init(r, t);
     t->enc.max_age_ms = spec->max_age_ms;
     t->lane.pub = t->lane.st;

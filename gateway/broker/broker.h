@@ -274,8 +274,10 @@ size_t broker_nrules(const broker_t *b);
 /* The generation in force: 1 at boot, +1 per reload whose mappings were applied. */
 uint64_t broker_generation(const broker_t *b);
 /* The registry's capacity, fixed at broker_init: BROKER_TOPIC_HEADROOM of the
- * boot's topics. A reload that would need more slots is refused. */
-#define BROKER_TOPIC_HEADROOM(n) ((size_t)TB_MIN((size_t)10000, TB_MAX(2 * (size_t)(n), (size_t)(n) + 64)))
+ * boot's topics (never fewer than them: past 10,000 topics at boot a reload
+ * gets no headroom). A reload that would need more slots is refused. */
+#define BROKER_TOPIC_HEADROOM(n)                                                                                 \
+    TB_MAX((size_t)(n), (size_t)TB_MIN((size_t)10000, TB_MAX(2 * (size_t)(n), (size_t)(n) + 64)))
 size_t broker_topic_cap(const broker_t *b);
 
 /*
