@@ -104,6 +104,11 @@ int cli_target_opt(cli_target_t *t, int argc, char **argv, int *i);
  * with the reason on stderr. */
 int cli_target_resolve(cli_target_t *t);
 void cli_target_done(cli_target_t *t);
+/* One request to the resolved target (timeout_ms 0: t->req's): GW_EXIT_OK with *status and the body,
+ * or the exit code with the reason on stderr: not reached, or (admin) refused with 401/403 and the hint
+ * about --token-file. */
+int cli_target_fetch(cli_target_t *t, const char *verb, const char *method, const char *path, uint64_t timeout_ms,
+                     int *status, tb_buf_t *body);
 
 /* The terse human view of a /stats document. Returns 0, or TB_EMALFORMED when it is not one. */
 int cli_status_render(const json_t *stats, tb_buf_t *out);

@@ -43,12 +43,6 @@ static void usage(FILE *out)
 /* Prints what the answer says; returns the exit code. */
 static int report(const char *verb, int status, tb_buf_t *body)
 {
-    if (status == 401 || status == 403) {
-        fprintf(stderr, "tributary admin %s: %d: %s", verb, status, tb_buf_str(body));
-        fprintf(stderr, "(--token-file FILE: the file the gateway's http.admin_token_file names; without one, "
-                        "the admin API answers loopback callers only)\n");
-        return GW_EXIT_FAILURE;
-    }
     if (strcmp(verb, "config") == 0) {
         if (status != 200) {
             fprintf(stderr, "tributary admin config: the gateway answered %d: %s", status, tb_buf_str(body));
@@ -110,21 +104,17 @@ int cli_admin(int argc, char **argv)
         cli_target_done(&t);
         return trc;
     }
-    cli_http_req_t req = t.req;
-    req.method = strcmp(verb, "reload") == 0 ? "POST" : "GET";
-    req.path = strcmp(verb, "reload") == 0 ? "/admin/reload" : "/admin/config";
     int status;
-    char why[512];
     tb_buf_t body = TB_BUF_INIT;
-    int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
+    bool reload = strcmp(verb, "reload") == 0;
+    int code = cli_target_fetch(&t, verb, reload ? "POST" : "GET", reload ? "/admin/reload" : "/admin/config", 0,
+                                &status, &body);
     cli_target_done(&t);
-    if (rc < 0) {
-        fprintf(stderr, "tributary admin %s: cannot reach the gateway at %s: %s%s%s\n", verb, t.hostport,
-                rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
+    if (code != GW_EXIT_OK) {
         tb_buf_free(&body);
-        return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;
+        return code;
     }
-    int code = report(verb, status, &body);
+    code = report(verb, status, &body);
     tb_buf_free(&body);
     return code;
 }

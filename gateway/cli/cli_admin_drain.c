@@ -61,30 +61,6 @@ static bool duration_ms(const char *s, uint64_t *out)
     return true;
 }
 
-static int fetch(cli_target_t *t, const char *method, const char *path, uint64_t timeout_ms, int *status,
-                 tb_buf_t *body, const char *verb)
-{
-    cli_http_req_t req = t->req;
-    req.method = method;
-    req.path = path;
-    req.timeout_ms = (int)TB_MIN(timeout_ms, (uint64_t)3600000);
-    char why[512] = "";
-    tb_buf_reset(body);
-    int rc = cli_http_fetch(&req, status, body, why, sizeof why);
-    if (rc < 0) {
-        fprintf(stderr, "tributary admin %s: cannot reach the gateway at %s: %s%s%s\n", verb, t->hostport,
-                rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
-        return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;
-    }
-    if (*status == 401 || *status == 403) {
-        fprintf(stderr, "tributary admin %s: %d: %s(--token-file FILE: the file the gateway's http.admin_token_file "
-                        "names; without one, the admin API answers loopback callers only)\n",
-                verb, *status, tb_buf_str(body));
-        return GW_EXIT_FAILURE;
-    }
-    return GW_EXIT_OK;
-}
-
 static int topic_verb(cli_target_t *t, const char *verb, const char *topic)
 {
     const char *name = topic[0] == '/' ? topic + 1 : topic;
@@ -92,7 +68,7 @@ static int topic_verb(cli_target_t *t, const char *verb, const char *topic)
     snprintf(path, sizeof path, "/admin/topics/%s/%s", name, verb);
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    int rc = fetch(t, "POST", path, 10000, &status, &body, verb);
+    int rc = cli_target_fetch(t, verb, "POST", path, 10000, &status, &body);
     if (rc == GW_EXIT_OK) {
         if (status == 200) {
             fputs(tb_buf_str(&body), stdout);
@@ -116,7 +92,7 @@ static int cancel(cli_target_t *t)
 {
     int status;
     tb_buf_t body = TB_BUF_INIT;
-    int rc = fetch(t, "POST", "/admin/drain/cancel", 10000, &status, &body, "drain --cancel");
+    int rc = cli_target_fetch(t, "drain --cancel", "POST", "/admin/drain/cancel", 10000, &status, &body);
     if (rc == GW_EXIT_OK && status != 200) {
         fprintf(stderr, "tributary admin drain --cancel: the gateway answered %d: %s", status, tb_buf_str(&body));
         rc = GW_EXIT_FAILURE;
@@ -139,7 +115,7 @@ static int drain(cli_target_t *t, uint64_t timeout_ms, bool wait, bool status_on
         snprintf(path, sizeof path, "/admin/drain%s%llu", ask ? "?wait_ms=" : "", (unsigned long long)ask);
         if (!ask)
             snprintf(path, sizeof path, "/admin/drain");
-        rc = fetch(t, status_only ? "GET" : "POST", path, ask + 10000, &status, &body, "drain");
+        rc = cli_target_fetch(t, "drain", status_only ? "GET" : "POST", path, ask + 10000, &status, &body);
         if (rc != GW_EXIT_OK)
             break;
         json_t *doc;

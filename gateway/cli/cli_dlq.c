@@ -170,21 +170,14 @@ int cli_dlq(int argc, char **argv)
                  (unsigned long long)to);
     else
         snprintf(path, sizeof path, "/admin/dlq/purge?to=%llu&confirm=yes", (unsigned long long)to);
-    cli_http_req_t req = t.req;
-    req.method = list || show ? "GET" : "POST";
-    req.path = path;
     int status;
-    char why[512];
     tb_buf_t body = TB_BUF_INIT;
-    int rc = cli_http_fetch(&req, &status, &body, why, sizeof why);
+    int code = cli_target_fetch(&t, verb, list || show ? "GET" : "POST", path, 0, &status, &body);
     cli_target_done(&t);
-    if (rc < 0) {
-        fprintf(stderr, "tributary dlq %s: cannot reach the gateway at %s: %s%s%s\n", verb, t.hostport,
-                rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
+    if (code != GW_EXIT_OK) {
         tb_buf_free(&body);
-        return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;
+        return code;
     }
-    int code = GW_EXIT_OK;
     if (status == 200) {
         fputs(tb_buf_str(&body), stdout);
     } else {

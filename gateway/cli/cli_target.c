@@ -98,3 +98,28 @@ void cli_target_done(cli_target_t *t)
     }
     t->req.token = NULL;
 }
+
+int cli_target_fetch(cli_target_t *t, const char *verb, const char *method, const char *path, uint64_t timeout_ms,
+                     int *status, tb_buf_t *body)
+{
+    cli_http_req_t req = t->req;
+    req.method = method;
+    req.path = path;
+    if (timeout_ms)
+        req.timeout_ms = (int)TB_MIN(timeout_ms, (uint64_t)3600000);
+    char why[512] = "";
+    tb_buf_reset(body);
+    int rc = cli_http_fetch(&req, status, body, why, sizeof why);
+    if (rc < 0) {
+        fprintf(stderr, "tributary %s %s: cannot reach the gateway at %s: %s%s%s\n", t->cmd, verb, t->hostport,
+                rc == TB_ECONFIG ? "bad address or certificate option" : tb_strerror(rc), *why ? ": " : "", why);
+        return rc == TB_ECONFIG ? GW_EXIT_USAGE : GW_EXIT_FAILURE;
+    }
+    if (t->admin && (*status == 401 || *status == 403)) {
+        fprintf(stderr, "tributary %s %s: %d: %s(--token-file FILE: the file the gateway's http.admin_token_file "
+                        "names; without one, the admin API answers loopback callers only)\n",
+                t->cmd, verb, *status, tb_buf_str(body));
+        return GW_EXIT_FAILURE;
+    }
+    return GW_EXIT_OK;
+}
