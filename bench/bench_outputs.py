@@ -41,8 +41,21 @@ beside the same bridge as above, in the same run. Nothing passes
 or fails on time; the script prints the figures, the ratio to the bridge and
 the issue's target (>= 3x the bridge), and fails only if a subscriber did
 not get every message, or got one out of order.
+
+  /usr/bin/python3 bench/bench_outputs.py --only live [--rate 2000] [--seconds 30] [--modes memory_first,log:always]
+
+live: latency through the MQTT output (issue 17: p99 < 20 ms at 2,000
+msg/s): a paho publisher at --rate msg/s of QoS 1 into the gateway (one MQTT
+output, max_inflight 100, to far), each payload stamped with its send time,
+and a paho QoS 1 subscriber on far timing each arrival; one row per
+durability (memory_first: sent from memory, the disk untouched while far
+confirms; log: sent once its batch is synced, wal.fsync as given; interval
+makes a message readable only at the interval's sync, 1 s by default),
+then a Mosquitto bridge (near -> far, `topic # out 1`) carrying the
+same load in the same run. Fails only if a message is missing.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -129,7 +142,7 @@ def baseline(a, work):
     return rows
 
 
-def gateway(a, work, broker_port, window):
+def gateway(a, work, broker_port, window, fsync="always", durability="log"):
     """`tributary run` with one MQTT output (no Danube) to 127.0.0.1:broker_port, three mappings
     bench/0..2 -> /bench/t0..2 and remote_topic ${topic}, so far's subscriber sees what a direct
     publisher would send."""
@@ -140,10 +153,10 @@ def gateway(a, work, broker_port, window):
 mqtt:
   listener: "127.0.0.1:{port}"
   topic_mappings:
-    - {{mqtt_pattern: "bench/0", danube_topic: /bench/t0}}
-    - {{mqtt_pattern: "bench/1", danube_topic: /bench/t1}}
-    - {{mqtt_pattern: "bench/2", danube_topic: /bench/t2}}
-wal: {{dir: {work}/wal, fsync: always, max_topic_bytes: 8GiB, max_total_bytes: 16GiB}}
+    - {{mqtt_pattern: "bench/0", danube_topic: /bench/t0, durability: {durability}}}
+    - {{mqtt_pattern: "bench/1", danube_topic: /bench/t1, durability: {durability}}}
+    - {{mqtt_pattern: "bench/2", danube_topic: /bench/t2, durability: {durability}}}
+wal: {{dir: {work}/wal, fsync: {fsync}, max_topic_bytes: 8GiB, max_total_bytes: 16GiB}}
 http: {{listener: "127.0.0.1:{http}"}}
 replicator: {{retry_initial_ms: 100, retry_max_ms: 500}}
 log: {{level: warn}}
@@ -186,6 +199,74 @@ def drain(a, work):
     rows += bridge_rows(a, work, far)
     L.stop(far.proc)
     return rows
+
+
+def live_run(a, port, far, who):
+    """a.rate msg/s of QoS 1 for a.seconds into port (topics bench/0..2), each payload stamped with
+    its send time; far's subscriber times each arrival. Latency = arrival - send, wall clock."""
+    from tlib.mosq import Recorder
+    from tlib.replication import Publisher
+    wall = time.time() - time.monotonic()
+    rec = Recorder(far.port, topic="bench/#", client_id=f"live-{who[:8]}-{os.getpid()}")
+    try:
+        p = Publisher(port, lambda n: f"bench/{n % 3}", rate=a.rate, client_id=f"live-pub-{os.getpid()}")
+        since = time.time() * 1000 + 1000  # a warm-up second
+        p.start()
+        time.sleep(a.seconds)  # the load runs for this long (the measured window)
+        until = time.time() * 1000
+        p.stop()
+        acked = p.acked()
+        L.wait_until(lambda: len({json.loads(pl)["n"] for _, _, pl in rec.timed()}) >= len(acked), 120,
+                     f"{who}: every message at far")
+        lat, seen = [], set()
+        for t_arr, _, pl in rec.timed():
+            d = json.loads(pl)
+            if d["n"] in seen:
+                continue
+            seen.add(d["n"])
+            if since <= d["ts"] < until:
+                lat.append((t_arr + wall) * 1000 - d["ts"])
+        lat.sort()
+        q = lambda f: lat[min(len(lat) - 1, int(len(lat) * f))]  # noqa: E731
+        return {"who": who, "n": len(lat), "p50": q(0.5), "p99": q(0.99), "max": lat[-1],
+                "missing": len(acked - seen)}
+    finally:
+        rec.close()
+
+
+def live(a, work):
+    """Live latency through the MQTT output at a.rate msg/s (issue 17: p99 < 20 ms at 2,000 msg/s), beside
+    a Mosquitto bridge carrying the same load into the same far broker, in the same run."""
+    far = L.mosquitto(work, "far", unlimited=True, extra=["persistence false"])
+    rows = []
+    for mode in a.modes:
+        durability, _, fsync = mode.partition(":")
+        fsync = fsync or "always"
+        g = gateway(a, os.path.join(work, f"gw-{durability}-{fsync}"), far.port, 100, fsync=fsync,
+                    durability=durability)
+        L.wait_until(lambda: any(o.get("state") == "up" for o in g.stats().get("outputs", [])), 30,
+                     "the MQTT output connected")
+        rows.append(live_run(a, g.port, far, f"tributary MQTT output ({durability}, wal.fsync {fsync})"))
+        L.stop(g.proc)
+    near = L.mosquitto(work, "near-live", unlimited=True, extra=[
+        "connection far", f"address 127.0.0.1:{far.port}", "topic # out 1", "cleansession false",
+        "try_private false"])
+    rows.append(live_run(a, near.port, far, "Mosquitto bridge"))
+    L.stop(near.proc)
+    L.stop(far.proc)
+    lines = [f"# bench_outputs live: {a.rate} msg/s of QoS 1 for {a.seconds} s over 3 topics into the sender, "
+             f"to a local Mosquitto 2 with a QoS 1 subscriber (one run)", "", f"load average at start: {a.load}", "",
+             "| sender | messages timed | p50 ms | p99 ms | max ms | missing |", "|---|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        lines.append(f"| {r['who']} | {r['n']} | {r['p50']:.1f} | {r['p99']:.1f} | {r['max']:.1f} | {r['missing']} |")
+    lines += ["", "target (issue 17): p99 < 20 ms at 2,000 msg/s; publish -> arrival at far's subscriber, "
+              "so both senders pay for the same broker and subscriber"]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+    return 0 if all(r["missing"] == 0 for r in rows) else 1
 
 
 def bridge_rows(a, work, far):
@@ -232,7 +313,11 @@ def report(a, rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["baseline", "drain"], required=True)
+    ap.add_argument("--only", choices=["baseline", "drain", "live"], required=True)
+    ap.add_argument("--rate", type=int, default=2000, help="live: messages/s")
+    ap.add_argument("--seconds", type=int, default=30, help="live: how long the load runs")
+    ap.add_argument("--modes", default="memory_first,log:always",
+                    help="live: DURABILITY[:FSYNC] of the gateway's mappings, one row each")
     ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
     ap.add_argument("--count", type=int, default=1000000)
     ap.add_argument("--size", type=int, default=100)
@@ -245,6 +330,7 @@ def main():
     a = ap.parse_args()
     a.windows = [int(x) for x in a.windows.split(",")]
     a.raw_windows = [int(x) for x in a.raw_windows.split(",") if x]
+    a.modes = [x for x in a.modes.split(",") if x]
     a.build = os.path.abspath(a.build)
     a.load = open("/proc/loadavg").read().split()[0]
     if not os.access(os.path.join(a.build, "bench", "bench_mosq_pub"), os.X_OK):
@@ -252,7 +338,10 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-outputs.")
     rc = 1
     try:
-        rc = report(a, baseline(a, work) if a.only == "baseline" else drain(a, work))
+        if a.only == "live":
+            rc = live(a, work)
+        else:
+            rc = report(a, baseline(a, work) if a.only == "baseline" else drain(a, work))
     finally:
         L.kill_started()
         if a.keep or rc != 0:
