@@ -465,6 +465,7 @@ static void refused(wal_topic_t *t, const refused_t *r, size_t n, uint64_t end)
             lost += hi - lo;
     }
     t->dropped_open += lost;
+    t->spill_lost_open += lost; /* the same drops, by cause: dropped_total{reason="spill"} */
     t->drop_floor = TB_MAX(t->drop_floor, end);
     wal__slots_fill_locked(t, &meta);
     for (size_t k = 0; k < t->nslots; k++) {

@@ -358,6 +358,7 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     pthread_mutex_lock(&t->acct_mu);
     out->open_offset = t->open_next;
     out->dropped_since_open = t->dropped_open;
+    out->spill_lost_since_open = t->spill_lost_open;
     out->drop_floor = t->drop_floor;
     pthread_mutex_unlock(&t->acct_mu);
     uint64_t own = atomic_load(&t->own_bound);

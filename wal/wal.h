@@ -848,6 +848,9 @@ typedef struct wal_topic_stats {
     uint64_t open_offset;        /* next_offset when the log was opened: offsets at or
                                     above it were written by this process */
     uint64_t dropped_since_open; /* of dropped_total: records at or above open_offset */
+    uint64_t spill_lost_since_open; /* of dropped_since_open: answered (ack: received) records
+                                       lost with a spill that could not be written (MEMORY
+                                       TIER); the rest were deleted by a bound or set aside */
     uint64_t drop_floor;         /* offsets below it were deleted by a bound since open (0: none) */
     /* The topic's bound (see OWN BOUND). */
     bool own_bound;              /* wal_topic_set_own_bound: outside max_total_bytes, never

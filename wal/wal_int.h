@@ -234,6 +234,8 @@ struct wal_topic {
     uint64_t open_next;           /* next offset when the log was opened (0: not yet) */
     uint64_t drop_floor;          /* offsets below it were deleted by a bound (0: none) */
     uint64_t dropped_open;        /* dropped offsets >= open_next */
+    uint64_t spill_lost_open;     /* of dropped_open: answered messages lost with a spill
+                                     that could not be written (memory.c, refused) */
     /* the outputs' slots: ck_req is the minimum of ck over the ACTIVE ones
      * (unchanged while none is); slot 0 (id 0) exists from creation */
     wal_slot_t slots[WAL_MAX_CURSORS];

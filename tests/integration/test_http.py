@@ -37,7 +37,7 @@ log: {format: json}
 TOPIC_FIELDS = {
     "topic": "string", "state": "string", "received": "integer", "received_per_second": ["number", "null"],
     "stored": "integer", "replicated": "integer",
-    "queued": "integer", "dropped": "integer", "rejected": "object", "wal_bytes": "integer",
+    "queued": "integer", "dropped": "integer", "dropped_by_reason": "object", "rejected": "object", "wal_bytes": "integer",
     "wal_segments": "integer", "wal_oldest_offset": "integer", "wal_newest_offset": "integer",
     "acked_offset": "integer", "lag_messages": "integer", "lag_bytes": "integer",
     "oldest_unreplicated_age_seconds": "number", "stalled": "boolean", "invariant_ok": "boolean",

@@ -150,6 +150,27 @@ Test(metrics_catalog, invariant_breaks_for_the_topic_that_lost_a_message_and_ove
     cr_assert_eq(metrics_get(F(METRICS_INVARIANT_OK), 0, 0), 0);
 }
 
+Test(metrics_catalog, drops_of_every_reason_are_the_invariants_dropped_term)
+{
+    metrics_topic_add(M, "/e1/a");
+    account(0, 100, 60, 25, 5, 7, 0); /* 5 dropped by the bound */
+    metrics_add(F(METRICS_DROPPED), 0, METRICS_DROP_AGE, 2);
+    metrics_add(F(METRICS_DROPPED), 0, METRICS_DROP_SPILL, 1);
+    metrics_balance_t b;
+    cr_assert(metrics_topic_balance(M, 0, &b));
+    cr_assert_eq(b.dropped, 8, "bound + age + spill");
+    cr_assert(b.ok, "received 100 = 60 + 25 + 8 + 7");
+    tb_buf_t buf = TB_BUF_INIT;
+    metrics_write_prometheus(M, &buf);
+    const char *s = tb_buf_str(&buf);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"bound\"} 5\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"age\"} 2\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"spill\"} 1\n"), "%s", s);
+    char out[4096];
+    cr_assert_eq(promtool_check(s, out, sizeof out), 0, "%s", out);
+    tb_buf_free(&buf);
+}
+
 Test(metrics_catalog, invariant_breaks_when_more_is_accounted_than_received)
 {
     metrics_topic_add(M, "/e1/a");
@@ -207,6 +228,9 @@ Test(metrics_catalog, operations_doc_names_every_label_value)
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         cr_expect(documented(doc, metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
                   metrics_reject_reasons[r]);
+    for (size_t r = 0; r < METRICS_DROP__COUNT; r++)
+        cr_expect(documented(doc, metrics_drop_reasons[r]), "docs/OPERATIONS.md lacks drop reason `%s`",
+                  metrics_drop_reasons[r]);
     for (size_t s = 0; s < HTTP_TOPIC__COUNT; s++)
         cr_expect(documented(doc, http_topic_states[s]), "docs/OPERATIONS.md lacks topic state `%s`",
                   http_topic_states[s]);
