@@ -321,6 +321,13 @@ void gw__collect(void *arg, metrics_t *m)
             SET(METRICS_WAL_FREE_BYTES, 0, 0, sp.free_bytes);
             SET(METRICS_WAL_MIN_FREE, 0, 0, sp.min_free_bytes);
         }
+        wal_stats_t ws;
+        wal_stats(r->wal, &ws);
+        for (size_t c = 0; c < WAL_CAUSE__COUNT && c < METRICS_WAL_CAUSE__COUNT; c++) {
+            SET(METRICS_WAL_WRITTEN_BYTES, c, 0, ws.bytes[c]);
+            SET(METRICS_WAL_WRITES, c, 0, ws.writes[c]);
+            SET(METRICS_WAL_SYNCS, c, 0, ws.syncs[c]);
+        }
         wal_fsync_hist_t h;
         wal_fsync_hist(r->wal, &h);
         metrics_family_t *f = metrics_fam(m, METRICS_WAL_FSYNC_SECONDS);

@@ -327,6 +327,18 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_CLUSTER_REFUSED, "tributary_cluster_credentials_refused",
       "1 while the cluster refuses the edge's credentials (UNAUTHENTICATED, PERMISSION_DENIED) or has no edge "
       "service: not an outage, /readyz stays 200 and says so.", 1, METRICS_L_NONE, "cluster.credentials_refused", true),
+    /* the wear accounting (docs/WAL.md "Flash wear"): what the log wrote since start, by why */
+    C(METRICS_WAL_WRITTEN_BYTES, "tributary_wal_written_bytes_total",
+      "Bytes the write-ahead log handed to write/pwrite since start, by cause: record, pad, probe, segment "
+      "(headers), checkpoint, reserve, drop, switch (meta replaces), repair, state, other. Not what the device "
+      "wrote: a replaced meta file is its size here and a page or more in the process's write_bytes.",
+      METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.written_bytes"),
+    C(METRICS_WAL_WRITES, "tributary_wal_writes_total",
+      "Writes of the write-ahead log since start, by cause (one per record batch write, padding record or "
+      "segment header; one per file replaced atomically).", METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.writes"),
+    C(METRICS_WAL_SYNCS, "tributary_wal_syncs_total",
+      "fdatasync and fsync calls of the write-ahead log since start, by cause; a directory's included (a file "
+      "replaced atomically is two).", METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.syncs"),
 };
 
 const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
@@ -377,6 +389,9 @@ const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {
 
 const char *const metrics_modes[METRICS_MODE__COUNT] = { "log", "memory", "spilling", "draining", "ready" };
 const char *const metrics_spill_reasons[METRICS_SPILL__COUNT] = { "timeout", "bytes", "output", "shutdown" };
+const char *const metrics_wal_causes[METRICS_WAL_CAUSE__COUNT] = {
+    "record", "pad", "probe", "segment", "checkpoint", "reserve", "drop", "switch", "repair", "state", "other",
+};
 const char *const metrics_drop_reasons[METRICS_DROP__COUNT] = {
     [METRICS_DROP_BOUND] = "bound",
     [METRICS_DROP_AGE] = "age",
@@ -446,7 +461,9 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_fixed(m, "state", metrics_output_states, METRICS_OUTPUT_STATE__COUNT,
                                    &L[METRICS_L_OUTPUT_STATE])) < 0 ||
         (rc = metrics_labels_fixed(m, "reason", metrics_dl_reasons, METRICS_DL__COUNT, &L[METRICS_L_DL])) < 0 ||
-        (rc = metrics_labels_fixed(m, "reason", metrics_drop_reasons, METRICS_DROP__COUNT, &L[METRICS_L_DROP])) < 0)
+        (rc = metrics_labels_fixed(m, "reason", metrics_drop_reasons, METRICS_DROP__COUNT, &L[METRICS_L_DROP])) < 0 ||
+        (rc = metrics_labels_fixed(m, "cause", metrics_wal_causes, METRICS_WAL_CAUSE__COUNT,
+                                   &L[METRICS_L_WAL_CAUSE])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];

@@ -13,6 +13,7 @@
 #include "gateway/metrics/metrics.h"
 #include "unit/common/helper_promtool.h"
 #include "replicator/replicator.h"
+#include "wal/wal.h"
 
 static metrics_t *M;
 
@@ -97,6 +98,13 @@ Test(metrics_catalog, dead_letter_reasons_are_the_replicators_names)
     cr_assert_eq(METRICS_DL__COUNT, REP_DL__COUNT);
     for (int k = 0; k < REP_DL__COUNT; k++)
         cr_assert_str_eq(metrics_dl_reasons[k], rep_dl_reason_name((rep_dl_reason_t)k));
+}
+
+Test(metrics_catalog, wal_causes_are_the_logs_names)
+{
+    cr_assert_eq(METRICS_WAL_CAUSE__COUNT, WAL_CAUSE__COUNT);
+    for (int k = 0; k < WAL_CAUSE__COUNT; k++)
+        cr_assert_str_eq(metrics_wal_causes[k], wal_cause_name((wal_cause_t)k));
 }
 
 Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_label)
@@ -228,6 +236,9 @@ Test(metrics_catalog, operations_doc_names_every_label_value)
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         cr_expect(documented(doc, metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
                   metrics_reject_reasons[r]);
+    for (size_t c = 0; c < METRICS_WAL_CAUSE__COUNT; c++)
+        cr_expect(documented(doc, metrics_wal_causes[c]), "docs/OPERATIONS.md lacks wal cause `%s`",
+                  metrics_wal_causes[c]);
     for (size_t r = 0; r < METRICS_DROP__COUNT; r++)
         cr_expect(documented(doc, metrics_drop_reasons[r]), "docs/OPERATIONS.md lacks drop reason `%s`",
                   metrics_drop_reasons[r]);
