@@ -44,7 +44,18 @@ boot"). Its rows add the spills and returns to memory of the window
 (each spill writes: the spurious ones a loaded machine's mock causes are
 the wear to watch) and bytes per hour at the rate.
 
-Nothing here passes or fails; it prints a Markdown table.
+Where the bytes came from (docs/design/MEMORY-FIRST.md 5, the acceptance's
+"the exact figure and where each byte came from"): each Tributary row
+also reads /stats "wal" (wal_stats: what the log handed to write/pwrite,
+its write calls and fdatasync/fsync calls, by cause) before and after the
+measured window, and a third table sets them beside write_bytes. The
+causes' bytes are what was handed over, not what the device wrote: a
+synced partial page is written again whole at the next sync, and a meta
+file replaced atomically (checkpoint, reserve, drop, switch) is one 4 KiB
+page of write_bytes whatever its size, so its count of writes is given
+too.
+
+Nothing here passes or fails; it prints Markdown tables.
 """
 import argparse
 import json
@@ -129,6 +140,16 @@ def topic_stats(hport):
         return next(t for t in json.loads(r.read())["topics"] if t["topic"] == "/bench/tele")
 
 
+def wal_stats(hport):
+    """/stats "wal": {written_bytes, writes, syncs}, each cause -> count (wal_stats)"""
+    with urllib.request.urlopen(f"http://127.0.0.1:{hport}/stats", timeout=5) as r:
+        return json.loads(r.read())["wal"]
+
+
+def wal_delta(a, b):
+    return {k: {c: b[k][c] - a[k].get(c, 0) for c in b[k]} for k in b}
+
+
 def switches(t):
     return sum(v for k, v in t.get("spills", {}).items() if k != "shutdown"), t.get("to_memory", 0)
 
@@ -166,9 +187,11 @@ log: {{level: warn}}
             load(args, mport, seconds=1)  # warm-up: the first batch after a start is written
             wait_until(lambda: topic_stats(hport).get("durability") == "memory", 30, "the topic in memory")
             sw0 = switches(topic_stats(hport))
+        ws0 = wal_stats(hport)
         syncs0, w0 = metric(hport, "tributary_wal_fsync_duration_seconds_count"), proc_io(p.pid)
         acked, secs, lat = load(args, mport)
         w1, syncs1 = proc_io(p.pid), metric(hport, "tributary_wal_fsync_duration_seconds_count")
+        ws = wal_delta(ws0, wal_stats(hport))
         if mc:
             sw1 = switches(topic_stats(hport))
             sw = (sw1[0] - sw0[0], sw1[1] - sw0[1])
@@ -194,7 +217,7 @@ log: {{level: warn}}
     return dict(name=name, idle=f"{idle}/{idle_max}", acked=acked, rate=acked / secs, lat=lat,
                 per_msg=(w1 - w0) / acked, total=total / acked, record=record, disk=disk,
                 syncs=syncs1 - syncs0, per_sync=acked / max(syncs1 - syncs0, 1), bytes=w1 - w0, secs=secs,
-                switches=sw if durability == "memory_first" else None)
+                switches=sw if durability == "memory_first" else None, wal=ws)
 
 
 def run_mosquitto(args, work, subscriber):
@@ -227,7 +250,7 @@ def run_mosquitto(args, work, subscriber):
     name = "mosquitto, offline QoS 1 subscriber" if subscriber else "mosquitto, no subscriber"
     return dict(name=name, idle="-", acked=acked, rate=acked / secs, lat=lat, per_msg=(w1 - w0) / acked,
                 total=total / acked, record=None, disk=None, syncs=None, per_sync=None, db=db_bytes,
-                bytes=w1 - w0, secs=secs, switches=None)
+                bytes=w1 - w0, secs=secs, switches=None, wal=None)
 
 
 def table(args, rows):
@@ -256,6 +279,29 @@ def table(args, rows):
         sw = f"{r['switches'][0]} / {r['switches'][1]}" if r["switches"] is not None else "-"
         print(f"| {r['name']} | {r['bytes']:,} | {ph / 1024:,.1f} KiB | {r['rate']:,.0f} | "
               f"{r['lat'][0]:.1f} / {r['lat'][1]:.1f} | {sw} |")
+    wal_table(rows)
+    sys.stdout.flush()
+
+
+def wal_table(rows):
+    """write_bytes beside what the log wrote by cause in the same window: bytes handed to write (writes)"""
+    rows = [r for r in rows if r.get("wal")]
+    if not rows:
+        return
+    causes = [c for c in rows[0]["wal"]["written_bytes"]
+              if any(r["wal"]["written_bytes"][c] or r["wal"]["syncs"][c] for r in rows)]
+    print()
+    print("Where the bytes came from (the measured window; /stats `wal`, wal_stats): per cause, bytes handed to "
+          "write/pwrite and (write calls); a replaced meta file is one 4 KiB page of write_bytes")
+    print()
+    print("| server | write_bytes | handed to write | " + " | ".join(causes) + " | fdatasync/fsync by cause |")
+    print("|---|--:|--:|" + "--:|" * len(causes) + "---|")
+    for r in rows:
+        w = r["wal"]
+        handed = sum(w["written_bytes"].values())
+        cells = [f"{w['written_bytes'][c]:,} ({w['writes'][c]:,})" for c in causes]
+        syncs = ", ".join(f"{c} {n:,}" for c, n in w["syncs"].items() if n) or "none"
+        print(f"| {r['name']} | {r['bytes']:,} | {handed:,} | " + " | ".join(cells) + f" | {syncs} |")
     sys.stdout.flush()
 
 

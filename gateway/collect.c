@@ -127,9 +127,11 @@ static const int reject_label[BROKER_REJ__COUNT] = {
  *   received, rejected  the loop's router counters (publish.c, ingest.c)
  *   replicated          the replicator's acks of offsets this process wrote,
  *                       still in the log when acked (rep_topic.c)
- *   dropped             the WAL's count of such offsets deleted before an ack,
- *                       plus the replicator's of those it skipped for max_age
- *                       (the checkpoint passed them: rep_topic.c advance)
+ *   dropped             by reason: the WAL's count of such offsets deleted
+ *                       before an ack (bound; of them, spill: answered ones a
+ *                       refused spill lost, memory.c), and the replicator's
+ *                       of those it skipped for max_age (age; the checkpoint
+ *                       passed them: rep_topic.c advance)
  *   queued              what is still somewhere: in the loop's batches
  *                       (`batched`), plus the offsets the log confirmed to the
  *                       loop ([S, log_end)) that are neither acked (<= A) nor
@@ -155,7 +157,11 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_RECEIVED, mi, 0, t->received);
     SET(METRICS_STORED, mi, 0, t->stored);
     SET(METRICS_REPLICATED, mi, 0, rs->messages_acked_new);
-    SET(METRICS_DROPPED, mi, 0, st->dropped_since_open);
+    /* the WAL's drops since open include a refused spill's losses; they are split out by cause */
+    uint64_t spill_lost = TB_MIN(st->spill_lost_since_open, st->dropped_since_open);
+    SET(METRICS_DROPPED, mi, METRICS_DROP_BOUND, st->dropped_since_open - spill_lost);
+    SET(METRICS_DROPPED, mi, METRICS_DROP_SPILL, spill_lost);
+    SET(METRICS_DROPPED, mi, METRICS_DROP_AGE, rs->messages_dropped_age_new);
     SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
     SET(METRICS_DROPPED_AGE, mi, 0, rs->messages_dropped_age_new);
     SET(METRICS_DEAD_LETTERED, mi, 0, rs->messages_dead_lettered_new);
@@ -314,6 +320,13 @@ void gw__collect(void *arg, metrics_t *m)
         if (sp.known) {
             SET(METRICS_WAL_FREE_BYTES, 0, 0, sp.free_bytes);
             SET(METRICS_WAL_MIN_FREE, 0, 0, sp.min_free_bytes);
+        }
+        wal_stats_t ws;
+        wal_stats(r->wal, &ws);
+        for (size_t c = 0; c < WAL_CAUSE__COUNT && c < METRICS_WAL_CAUSE__COUNT; c++) {
+            SET(METRICS_WAL_WRITTEN_BYTES, c, 0, ws.bytes[c]);
+            SET(METRICS_WAL_WRITES, c, 0, ws.writes[c]);
+            SET(METRICS_WAL_SYNCS, c, 0, ws.syncs[c]);
         }
         wal_fsync_hist_t h;
         wal_fsync_hist(r->wal, &h);

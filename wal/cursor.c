@@ -444,7 +444,8 @@ static int outputs_read(const wal_io_t *io, const char *dir, char **names)
     return rc;
 }
 
-static int outputs_write(const wal_io_t *io, const char *dir, char *const *names)
+/* w: the running log, whose wal_stats count the write (NULL offline) */
+static int outputs_write(wal_t *w, const wal_io_t *io, const char *dir, char *const *names)
 {
     size_t cap = 64, len = 0;
     char *buf = tb_malloc(cap);
@@ -463,6 +464,8 @@ static int outputs_write(const wal_io_t *io, const char *dir, char *const *names
     len += (size_t)snprintf(buf + len, cap - len, "crc %08x\n", wal__crc32c(0, buf, len));
     char *path = tb_asprintf("%s/OUTPUTS", dir);
     int rc = io->write_atomic(io->ctx, path, buf, len);
+    if (rc == 0)
+        wal__count(w, WAL_CAUSE_OTHER, len, 2);
     if (rc < 0)
         tb_warn("wal: cannot write OUTPUTS", TB_S("file", path), TB_ERR(rc));
     free(path);
@@ -515,7 +518,7 @@ int wal_output_id(wal_t *w, const char *name, uint16_t *id)
     int rc = TB_EFULL;
     if (free_id != SIZE_MAX) {
         w->out_names[free_id] = tb_strdup(name);
-        rc = outputs_write(w->io, w->dir, w->out_names);
+        rc = outputs_write(w, w->io, w->dir, w->out_names);
         if (rc < 0) {
             free(w->out_names[free_id]);
             w->out_names[free_id] = NULL;
@@ -626,7 +629,7 @@ int wal_forget_output(const char *dir, const char *name, FILE *report)
         /* last: a crash before leaves the name with fewer slots; forgetting again finishes */
         free(names[id]);
         names[id] = NULL;
-        rc = outputs_write(io, dir, names);
+        rc = outputs_write(NULL, io, dir, names);
         if (rc == 0 && report)
             fprintf(report, "output %s (id %zu) forgotten: %zu topic(s) had a slot\n", name, id, topics);
     }

@@ -465,6 +465,7 @@ static void refused(wal_topic_t *t, const refused_t *r, size_t n, uint64_t end)
             lost += hi - lo;
     }
     t->dropped_open += lost;
+    t->spill_lost_open += lost; /* the same drops, by cause: dropped_total{reason="spill"} */
     t->drop_floor = TB_MAX(t->drop_floor, end);
     wal__slots_fill_locked(t, &meta);
     for (size_t k = 0; k < t->nslots; k++) {
@@ -485,7 +486,7 @@ static void refused(wal_topic_t *t, const refused_t *r, size_t n, uint64_t end)
         return; /* refused to their publishers: nothing lost, nothing to persist */
     meta.dropped += lost;
     meta.checkpoint = TB_MAX(meta.checkpoint, ck);
-    int rc = wal__meta_write(t, &meta);
+    int rc = wal__meta_write(t, &meta, WAL_CAUSE_DROP);
     tb_warn("wal: durability: messages acknowledged on receipt (ack: received) were lost with a spill that "
             "could not be written; counted in dropped_total",
             TB_S("topic", t->name), TB_U("lost", lost), TB_U("dropped_total", meta.dropped),
@@ -566,11 +567,13 @@ int wal__mem_drained(wal_topic_t *t, uint64_t now_ms)
         return 0; /* T2 (d): acks as slow as this would spill again soon; the log is kept */
     /* persisted now, so memory mode finds nothing on disk above it and
      * writes no checkpoint; and the reservation ahead of the log's end */
+    t->switching = true; /* wal_stats: these writes are the switch's, not routine ones */
     int rc = wal__checkpoint_apply(t, true);
     if (rc == 0) {
         wal__atomic_max(&t->res_used, t->next);
         rc = wal__reserve_apply(t, true);
     }
+    t->switching = false;
     if (rc < 0)
         return rc; /* stays DRAINING; tried again at the next wake */
     wal__step(t, WAL_STEP_T2_WRITTEN);

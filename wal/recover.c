@@ -190,8 +190,9 @@ static int check_sealed(wal_topic_t *t, uint64_t base, wal_seg_t *s)
 
 /* Re-dirties [from, to) of fd by reading it and writing it back, so the next
  * fdatasync writes it even if a failed one marked those pages clean. */
-static int rewrite_range(const wal_io_t *io, int fd, uint64_t from, uint64_t to)
+static int rewrite_range(wal_t *w, int fd, uint64_t from, uint64_t to)
 {
+    const wal_io_t *io = w->io;
     uint8_t *buf = tb_malloc(1u << 20);
     int rc = 0;
     while (from < to && rc == 0) {
@@ -200,7 +201,7 @@ static int rewrite_range(const wal_io_t *io, int fd, uint64_t from, uint64_t to)
         if (r < 0 || (size_t)r != n)
             rc = r < 0 ? (int)r : -EIO;
         else
-            rc = wal__pwrite_all(io, fd, buf, n, from);
+            rc = wal__pwrite_counted(w, WAL_CAUSE_REPAIR, fd, buf, n, from);
         from += n;
     }
     free(buf);
@@ -239,7 +240,7 @@ static int recover_active(wal_topic_t *t, uint64_t base, wal_seg_t *s, active_t 
         return 0;
     }
     if (t->rewrite_unsynced && t->spos < a->sc.valid_end &&
-        (rc = rewrite_range(io, a->fd, t->spos, a->sc.valid_end)) < 0)
+        (rc = rewrite_range(t->w, a->fd, t->spos, a->sc.valid_end)) < 0)
         goto fail;
     if (a->sc.valid_end < a->sc.size) {
         if ((rc = io->ftruncate(io->ctx, a->fd, (off_t)a->sc.valid_end)) < 0)
@@ -248,7 +249,7 @@ static int recover_active(wal_topic_t *t, uint64_t base, wal_seg_t *s, active_t 
                 TB_U("bytes", a->sc.size - a->sc.valid_end), TB_U("records", a->sc.count));
         s->bytes = a->sc.valid_end;
     }
-    if ((rc = wal__fdatasync(t->w, a->fd)) < 0)
+    if ((rc = wal__fdatasync(t->w, a->fd, WAL_CAUSE_REPAIR)) < 0)
         goto fail;
     a->ok = true;
     a->next_bound = a->sc.next;
@@ -404,7 +405,7 @@ int wal__topic_recover(wal_topic_t *t)
         segs[nsegs++] = (wal_seg_t){ .base = next, .bytes = WAL_SEG_HDR_SIZE, .created_ms = h.created_ms };
     }
 
-    if (memcmp(&m, &m0, sizeof m) != 0 && (rc = wal__meta_write(t, &m)) < 0) {
+    if (memcmp(&m, &m0, sizeof m) != 0 && (rc = wal__meta_write(t, &m, WAL_CAUSE_REPAIR)) < 0) {
         io->close(io->ctx, a.fd);
         goto out_segs;
     }

@@ -87,7 +87,7 @@ int wal__reserve_apply(wal_topic_t *t, bool force)
         return 0;
     wal_meta_t m = t->meta;
     m.reserved = TB_MIN(TB_MAX(TB_MAX(r, used), t->next) + w->o.reserve_span, WAL_OFFSET_MAX);
-    int rc = wal__meta_write(t, &m); /* publishes t->reserved once the replace returned */
+    int rc = wal__meta_write(t, &m, WAL_CAUSE_RESERVE); /* publishes t->reserved once the replace returned */
     if (rc < 0) {
         t->res_retry_at_ms = now + TB_MAX(w->o.retry_ms, 10u);
         return rc;
@@ -110,7 +110,7 @@ int wal__reserve_release(wal_topic_t *t)
     if (keep != t->meta.reserved) {
         wal_meta_t m = t->meta;
         m.reserved = keep;
-        rc = wal__meta_write(t, &m);
+        rc = wal__meta_write(t, &m, WAL_CAUSE_RESERVE);
     }
     atomic_store(&t->reserved, t->meta.reserved); /* what is on disk, whether or not the write worked */
     return rc;

@@ -103,7 +103,7 @@ static int delete_oldest(wal_topic_t *t, size_t n, bool bound)
     m.floor = TB_MAX(m.floor, t->segs[n].base);
     m.checkpoint = TB_MAX(m.checkpoint, ck);
     m.dropped_age = TB_MAX(m.dropped_age, aged);
-    int rc = wal__meta_write(t, &m);
+    int rc = wal__meta_write(t, &m, bound ? WAL_CAUSE_DROP : WAL_CAUSE_CHECKPOINT);
     if (rc < 0)
         return rc;
     /* counted: from now on no reader may return those records, not even one
@@ -282,7 +282,7 @@ int wal__checkpoint_apply(wal_topic_t *t, bool force)
         wal_meta_t m = t->meta;
         m.checkpoint = TB_MAX(m.checkpoint, ck); /* the minimum goes down when a slot opens below it */
         m.dropped_age = TB_MAX(m.dropped_age, aged);
-        rc = wal__meta_write(t, &m);
+        rc = wal__meta_write(t, &m, WAL_CAUSE_CHECKPOINT);
     }
     if (rc < 0) /* the disk is in trouble: try again in a second, not in a loop */
         t->ck_persist_at_ms = now + TB_MAX(t->w->o.checkpoint_flush_ms, 1000u);
@@ -296,7 +296,7 @@ int wal__quarantine_file(wal_topic_t *t, uint64_t base, uint64_t next_base, uint
     char *to = wal__seg_path(t, base, WAL_CORRUPT_SUFFIX);
     int rc = io->rename(io->ctx, from, to);
     if (rc == 0)
-        rc = io->fsync_dir(io->ctx, t->dir);
+        rc = wal__fsync_dir(t->w, WAL_CAUSE_DROP, t->dir);
     pthread_mutex_lock(&t->acct_mu);
     uint64_t ck = atomic_load(&t->ck_req);
     uint64_t lost = unacked(TB_MAX(first_bad, base), next_base, ck);
@@ -336,5 +336,5 @@ void wal__quarantine(wal_topic_t *t, uint64_t base, uint64_t bad_offset)
     uint64_t bytes = t->segs[i].bytes;
     wal__segs_remove(t, i);
     wal__topic_bytes_set(t, t->bytes - bytes);
-    wal__meta_write(t, &m);
+    wal__meta_write(t, &m, WAL_CAUSE_DROP);
 }

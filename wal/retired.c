@@ -205,7 +205,7 @@ int wal__retired_load(wal_t *w)
         char *aside = retired_path(w, ".corrupt");
         int r = w->io->rename(w->io->ctx, path, aside);
         if (r == 0)
-            r = w->io->fsync_dir(w->io->ctx, w->dir);
+            r = wal__fsync_dir(w, WAL_CAUSE_OTHER, w->dir);
         tb_error("wal: RETIRED file is damaged or of a newer version; set aside, taken as empty (a retired "
                  "topic re-created now starts at offset 1)",
                  TB_S("file", path), TB_S("aside", aside), TB_ERR(rc));
@@ -239,7 +239,7 @@ static int retired_commit(wal_t *w, wal_retired_t *v, size_t n)
     uint8_t *buf;
     size_t size = wal__retired_encode(v, n, &buf);
     char *path = retired_path(w, "");
-    int rc = w->io->write_atomic(w->io->ctx, path, buf, size);
+    int rc = wal__write_atomic(w, WAL_CAUSE_OTHER, path, buf, size);
     if (rc < 0) {
         tb_warn("wal: cannot write RETIRED", TB_S("file", path), TB_ERR(rc));
         wal_retired_free(v, n);
@@ -317,14 +317,14 @@ static int remove_dir(wal_t *w, const char *dir)
     }
     closedir(d);
     if (rc == 0)
-        rc = io->fsync_dir(io->ctx, dir); /* the unlinks are durable before the name goes */
+        rc = wal__fsync_dir(w, WAL_CAUSE_OTHER, dir); /* the unlinks are durable before the name goes */
     if (rc == 0) {
         rc = io->rmdir(io->ctx, dir);
         if (rc == -ENOENT)
             rc = 0;
     }
     if (rc == 0)
-        rc = io->fsync_dir(io->ctx, w->dir);
+        rc = wal__fsync_dir(w, WAL_CAUSE_OTHER, w->dir);
     return rc;
 }
 
@@ -371,7 +371,7 @@ int wal__retired_seed(wal_topic_t *t, const wal_retired_t *e)
     t->slots[0].dropped = m.dropped;
     t->slots[0].dropped_age = m.dropped_age;
     pthread_mutex_unlock(&t->acct_mu);
-    return wal__meta_write(t, &m);
+    return wal__meta_write(t, &m, WAL_CAUSE_OTHER);
 }
 
 /* ---- retiring (writer) --------------------------------------------------------- */

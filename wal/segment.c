@@ -93,8 +93,9 @@ int wal__seg_scan(const wal_io_t *io, int fd, uint64_t name_base, wal_scan_t *ou
     return rc;
 }
 
-int wal__fdatasync(wal_t *w, int fd)
+int wal__fdatasync(wal_t *w, int fd, wal_cause_t why)
 {
+    wal__count(w, why, 0, 1);
     uint64_t t0 = tb_mono_ns();
     int rc = w->io->fdatasync(w->io->ctx, fd);
     uint64_t us = (tb_mono_ns() - t0) / 1000u;
@@ -131,13 +132,14 @@ int wal__seg_create(wal_topic_t *t, uint64_t base, wal_seghdr_t *hdr)
         rc = fd;
         goto out;
     }
-    if ((rc = wal__pwrite_all(io, fd, hb, sizeof hb, 0)) < 0 || (rc = wal__fdatasync(t->w, fd)) < 0 ||
+    if ((rc = wal__pwrite_counted(t->w, WAL_CAUSE_SEGMENT, fd, hb, sizeof hb, 0)) < 0 ||
+        (rc = wal__fdatasync(t->w, fd, WAL_CAUSE_SEGMENT)) < 0 ||
         (rc = io->rename(io->ctx, tmp, final)) < 0) {
         io->close(io->ctx, fd);
         io->unlink(io->ctx, tmp);
         goto out;
     }
-    if ((rc = io->fsync_dir(io->ctx, t->dir)) < 0) {
+    if ((rc = wal__fsync_dir(t->w, WAL_CAUSE_SEGMENT, t->dir)) < 0) {
         /* the name may or may not survive a crash; either way is consistent,
          * but we cannot promise it, so undo and report */
         io->close(io->ctx, fd);

@@ -68,29 +68,29 @@ static char *state_dir(const char *root, uint16_t id)
 
 /* mkdir through the vtable; a new directory's parent is fsync()ed, so the
  * name survives a power loss before the blob's own rename does. */
-static int mkdir_synced(const wal_io_t *io, const char *path, const char *parent)
+static int mkdir_synced(wal_t *w, const char *path, const char *parent)
 {
+    const wal_io_t *io = w->io;
     int rc = io->mkdir(io->ctx, path, 0755);
     if (rc == -EEXIST)
         return 0;
     if (rc < 0)
         return rc;
-    return io->fsync_dir(io->ctx, parent);
+    return wal__fsync_dir(w, WAL_CAUSE_STATE, parent);
 }
 
 int wal__state_apply(wal_t *w, const wal_req_t *req)
 {
-    const wal_io_t *io = w->io;
     char *top = tb_asprintf("%s/" WAL_STATES_DIR, w->dir);
     char *dir = state_dir(w->dir, req->out_id);
     char *path = tb_asprintf("%s/%s", dir, req->key);
     uint8_t *buf = tb_malloc(WAL_STATE_HEAD + req->len);
     size_t n = wal__state_encode(buf, req->data, req->len);
-    int rc = mkdir_synced(io, top, w->dir);
+    int rc = mkdir_synced(w, top, w->dir);
     if (rc == 0)
-        rc = mkdir_synced(io, dir, top);
+        rc = mkdir_synced(w, dir, top);
     if (rc == 0)
-        rc = io->write_atomic(io->ctx, path, buf, n);
+        rc = wal__write_atomic(w, WAL_CAUSE_STATE, path, buf, n);
     if (rc < 0)
         tb_warn("wal: cannot write an output's state", TB_S("file", path), TB_ERR(rc));
     free(buf);

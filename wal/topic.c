@@ -196,7 +196,7 @@ void wal__topic_register(wal_t *w, wal_topic_t *t)
     pthread_mutex_unlock(&w->topics_mu);
 }
 
-int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
+int wal__meta_write(wal_topic_t *t, const wal_meta_t *m, wal_cause_t why)
 {
     /* the slot table from the live slots (ids and checkpoints), with the
      * drop counts m carries (the persisted ones plus what the caller added) */
@@ -208,8 +208,7 @@ int wal__meta_write(wal_topic_t *t, const wal_meta_t *m)
     uint8_t buf[WAL_META_MAX];
     size_t n = wal__meta_encode(buf, mm);
     char *path = tb_asprintf("%s/meta", t->dir);
-    const wal_io_t *io = t->w->io;
-    int rc = io->write_atomic(io->ctx, path, buf, n);
+    int rc = wal__write_atomic(t->w, t->switching ? WAL_CAUSE_SWITCH : why, path, buf, n);
     free(path);
     if (rc < 0) {
         tb_warn("wal: cannot persist topic meta", TB_S("topic", t->name), TB_ERR(rc));
@@ -358,6 +357,7 @@ void wal_topic_stats(wal_topic_t *t, wal_topic_stats_t *out)
     pthread_mutex_lock(&t->acct_mu);
     out->open_offset = t->open_next;
     out->dropped_since_open = t->dropped_open;
+    out->spill_lost_since_open = t->spill_lost_open;
     out->drop_floor = t->drop_floor;
     pthread_mutex_unlock(&t->acct_mu);
     uint64_t own = atomic_load(&t->own_bound);

@@ -848,6 +848,9 @@ typedef struct wal_topic_stats {
     uint64_t open_offset;        /* next_offset when the log was opened: offsets at or
                                     above it were written by this process */
     uint64_t dropped_since_open; /* of dropped_total: records at or above open_offset */
+    uint64_t spill_lost_since_open; /* of dropped_since_open: answered (ack: received) records
+                                       lost with a spill that could not be written (MEMORY
+                                       TIER); the rest were deleted by a bound or set aside */
     uint64_t drop_floor;         /* offsets below it were deleted by a bound since open (0: none) */
     /* The topic's bound (see OWN BOUND). */
     bool own_bound;              /* wal_topic_set_own_bound: outside max_total_bytes, never
@@ -879,6 +882,47 @@ typedef struct wal_pos {
  * Segment headers are included: this is what the disk holds.
  */
 uint64_t wal_topic_bytes_after(wal_topic_t *t, const wal_pos_t *pos);
+
+/*
+ * WHAT THE LOG WRITES, BY CAUSE (wear accounting: docs/WAL.md "Flash
+ * wear", docs/design/MEMORY-FIRST.md 5). Every write and sync of a running
+ * log is counted under the reason it was made:
+ *   record      message records (wal_submit's batches, a spill's)
+ *   pad         padding records up to the page end before a sync (pad.c)
+ *   probe       the free-space probe's zeros (cut back at once)
+ *   segment     a new segment's header (its file created, synced, named)
+ *   checkpoint  meta replaced to persist a checkpoint (or a slot's)
+ *   reserve     meta replaced for an offset reservation (or its release)
+ *   drop        meta replaced for drops: a bound's, a corrupt segment set
+ *               aside, a refused spill's losses
+ *   switch      the memory tier's return to memory (T2: checkpoint and
+ *               reservation written together)
+ *   repair      recovery's rewrite of a damaged tail and its meta
+ *   state       an output's state blob (wal_state_put)
+ *   other       topic directories, OUTPUTS, RETIRED
+ * bytes are what was handed to write(2)/pwrite(2), never what the device
+ * wrote: an atomic replace of a 100 B meta file is 100 B here and one
+ * 4 KiB page (plus a journal commit) in /proc/<pid>/io write_bytes, so
+ * writes (calls, one per replaced file) is the number to multiply by the
+ * page size. syncs are fdatasync/fsync calls, a directory's included (an
+ * atomic replace is two: the file and its directory). Since wal_open;
+ * lock-free, any thread may read while the writer counts.
+ */
+typedef enum {
+    WAL_CAUSE_RECORD, WAL_CAUSE_PAD, WAL_CAUSE_PROBE, WAL_CAUSE_SEGMENT, WAL_CAUSE_CHECKPOINT,
+    WAL_CAUSE_RESERVE, WAL_CAUSE_DROP, WAL_CAUSE_SWITCH, WAL_CAUSE_REPAIR, WAL_CAUSE_STATE,
+    WAL_CAUSE_OTHER, WAL_CAUSE__COUNT
+} wal_cause_t;
+
+typedef struct wal_stats {
+    uint64_t bytes[WAL_CAUSE__COUNT];  /* handed to write/pwrite */
+    uint64_t writes[WAL_CAUSE__COUNT]; /* write calls (full transfers), one per file replaced */
+    uint64_t syncs[WAL_CAUSE__COUNT];  /* fdatasync/fsync calls, directories' included */
+} wal_stats_t;
+
+void wal_stats(wal_t *w, wal_stats_t *out /* OUT */);
+/* "record", "pad", ... (the metrics' and /stats' cause label); "?" out of range */
+const char *wal_cause_name(wal_cause_t c);
 
 /* fdatasync durations: bucket i counts durations in [2^i, 2^(i+1)) microseconds
  * (bucket 0 also holds < 1 us; the last bucket is open-ended). Lock-free;

@@ -164,6 +164,8 @@ struct wal_topic {
     int round_sync_rc;            /* fdatasync result of this round */
     wal_batch_t *held_head, *held_tail; /* BLOCK: batches waiting for room, in order (round_next) */
     bool needs_repair;            /* on-disk state unknown: re-run recovery first */
+    bool switching;               /* [W] inside the return to memory (T2): its meta writes
+                                     count as WAL_CAUSE_SWITCH (wal_stats) */
     bool rewrite_unsynced;        /* an fdatasync failed with acked data after spos */
     uint64_t retry_at_ms;
     uint64_t probe_bytes;         /* a retry must first be able to write this much */
@@ -234,6 +236,8 @@ struct wal_topic {
     uint64_t open_next;           /* next offset when the log was opened (0: not yet) */
     uint64_t drop_floor;          /* offsets below it were deleted by a bound (0: none) */
     uint64_t dropped_open;        /* dropped offsets >= open_next */
+    uint64_t spill_lost_open;     /* of dropped_open: answered messages lost with a spill
+                                     that could not be written (memory.c, refused) */
     /* the outputs' slots: ck_req is the minimum of ck over the ACTIVE ones
      * (unchanged while none is); slot 0 (id 0) exists from creation */
     wal_slot_t slots[WAL_MAX_CURSORS];
@@ -301,6 +305,9 @@ struct wal {
     /* fdatasync histogram [A] */
     _Atomic uint64_t h_buckets[WAL_FSYNC_HIST_BUCKETS];
     _Atomic uint64_t h_count, h_sum_us, h_max_us;
+
+    /* what the log wrote, by cause (wal_stats; wstats.c) [A] */
+    _Atomic uint64_t c_bytes[WAL_CAUSE__COUNT], c_writes[WAL_CAUSE__COUNT], c_syncs[WAL_CAUSE__COUNT];
 };
 
 /* ---- io.c ----------------------------------------------------------------- */
@@ -333,7 +340,7 @@ void wal__topic_free(wal_topic_t *t);
 /* Inserts t into w's sorted topic array. */
 void wal__topic_register(wal_t *w, wal_topic_t *t);
 /* Atomically replaces the topic's meta file with m; on success t->meta = *m. */
-int wal__meta_write(wal_topic_t *t, const wal_meta_t *m);
+int wal__meta_write(wal_topic_t *t, const wal_meta_t *m, wal_cause_t why /* counted under it, or switch */);
 /* Reads the meta file: 0 (found), -ENOENT (absent), TB_EUNSUPPORTED (a newer
  * version) or TB_ECORRUPT; *version is the file's (0 unless found). */
 int wal__meta_read(const wal_io_t *io, const char *dir, wal_meta_t *m /* OUT */, unsigned *version /* OUT, or NULL */);
@@ -372,7 +379,18 @@ void wal__segs_push(wal_topic_t *t, const wal_seg_t *s);
 /* Removes segs[i] (under t->mu). */
 void wal__segs_remove(wal_topic_t *t, size_t i);
 /* fdatasync via the vtable, timed into the histogram. */
-int wal__fdatasync(wal_t *w, int fd);
+int wal__fdatasync(wal_t *w, int fd, wal_cause_t why);
+
+/* ---- wstats.c --------------------------------------------------------------- */
+
+/* Counts one write of n bytes (n 0: a sync only) and `syncs` syncs under why. */
+void wal__count(wal_t *w, wal_cause_t why, size_t n, unsigned syncs);
+/* pwrite_all, counted under why when it succeeds */
+int wal__pwrite_counted(wal_t *w, wal_cause_t why, int fd, const void *buf, size_t n, uint64_t off);
+/* io->write_atomic, counted under why (one write, two syncs) when it succeeds */
+int wal__write_atomic(wal_t *w, wal_cause_t why, const char *path, const void *buf, size_t n);
+/* io->fsync_dir, counted under why */
+int wal__fsync_dir(wal_t *w, wal_cause_t why, const char *dir);
 
 /* ---- pad.c ----------------------------------------------------------------- */
 

@@ -128,7 +128,7 @@ static int topic_mkdir(wal_t *w, const char *dir)
     int rc = io->mkdir(io->ctx, dir, 0755);
     if (rc < 0 && rc != -EEXIST)
         return rc;
-    return io->fsync_dir(io->ctx, w->dir);
+    return wal__fsync_dir(w, WAL_CAUSE_OTHER, w->dir);
 }
 
 static bool disk_full(int rc)
@@ -149,7 +149,7 @@ static int failfast_rc(wal_topic_t *t)
  * later in the batch can undo. */
 static int rotate(wal_topic_t *t, uint64_t base, uint64_t prev_end, int *old_fd, bool *sync_err)
 {
-    int rc = wal__fdatasync(t->w, t->fd);
+    int rc = wal__fdatasync(t->w, t->fd, WAL_CAUSE_RECORD);
     if (rc < 0) {
         *sync_err = true;
         return rc;
@@ -195,7 +195,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
     while (pos < b->len) {
         uint32_t len = wal__ld32(b->buf + pos);
         if (old_fd < 0 && wpos > WAL_SEG_HDR_SIZE && wpos + len > w->o.segment_bytes) {
-            if (pos > chunk && (rc = wal__pwrite_all(io, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
+            if (pos > chunk && (rc = wal__pwrite_counted(w, WAL_CAUSE_RECORD, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
                 goto undo;
             set_active_bytes(t, wpos);
             if ((rc = rotate(t, off, off, &old_fd, &sync_err)) < 0)
@@ -208,7 +208,7 @@ static int append(wal_t *w, wal_topic_t *t, wal_batch_t *b)
         pos += len;
         wpos += len;
     }
-    if ((rc = wal__pwrite_all(io, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
+    if ((rc = wal__pwrite_counted(w, WAL_CAUSE_RECORD, t->fd, b->buf + chunk, pos - chunk, chunk_fpos)) < 0)
         goto undo;
     set_active_bytes(t, wpos);
     if (old_fd >= 0) {
@@ -241,7 +241,7 @@ undo:
         set_active_bytes(t, old_wpos);
         /* make the cut durable, so a crash cannot bring back records whose
          * batch was reported failed; not after a failed sync (see DESIGN) */
-        if (!sync_err && wal__fdatasync(w, t->fd) < 0)
+        if (!sync_err && wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD) < 0)
             t->needs_repair = true;
     } else {
         t->needs_repair = true;
@@ -276,7 +276,7 @@ int wal__probe_space(wal_topic_t *t)
     const wal_io_t *io = t->w->io;
     size_t n = (size_t)TB_MIN(TB_MAX(t->probe_bytes, (uint64_t)4096), (uint64_t)1 << 20);
     void *zeros = tb_calloc(1, n);
-    int rc = wal__pwrite_all(io, t->fd, zeros, n, t->wpos);
+    int rc = wal__pwrite_counted(t->w, WAL_CAUSE_PROBE, t->fd, zeros, n, t->wpos);
     free(zeros);
     int trc = io->ftruncate(io->ctx, t->fd, (off_t)t->wpos);
     if (trc < 0) {
@@ -406,7 +406,7 @@ static int pad_round(wal_t *w, wal_topic_t *t)
     if (pad == 0 || !wal__room(t, pad))
         return 0;
     wal__pad_encode(w->pad_buf, (uint32_t)pad, t->next, t->seed);
-    if (wal__pwrite_all(io, t->fd, w->pad_buf, (size_t)pad, t->wpos) < 0)
+    if (wal__pwrite_counted(w, WAL_CAUSE_PAD, t->fd, w->pad_buf, (size_t)pad, t->wpos) < 0)
         return io->ftruncate(io->ctx, t->fd, (off_t)t->wpos);
     set_active_bytes(t, t->wpos + pad);
     t->wpos += pad;
@@ -427,7 +427,7 @@ static void flush_round(wal_t *w, round_t *r)
                 continue;
             int rc = pad_round(w, t);
             if (rc == 0)
-                rc = wal__fdatasync(w, t->fd);
+                rc = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
             if (rc < 0)
                 sync_failed(t, rc, true);
             else
@@ -495,7 +495,7 @@ static int sync_dirty(wal_t *w)
         wal_topic_t *t = w->topics[i];
         if (t->fd < 0 || atomic_load(&t->state) != WAL_TOPIC_OK || (!t->dirty && t->wpos == t->spos))
             continue;
-        int rc = wal__fdatasync(w, t->fd);
+        int rc = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
         if (rc < 0) {
             sync_failed(t, rc, false);
             if (!first)
@@ -647,7 +647,7 @@ static int mem_enter(wal_t *w, wal_topic_t *t, const wal_memory_opts_t *o)
     if (t->held_head)
         return TB_ENOTREADY; /* on_full block holds batches for room: they come first */
     if (t->dirty || t->wpos != t->spos) {
-        int rc = wal__fdatasync(w, t->fd);
+        int rc = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
         if (rc < 0) {
             sync_failed(t, rc, false);
             return rc;
@@ -695,7 +695,7 @@ static void spill(wal_t *w, wal_topic_t *t)
         wal__step(t, WAL_STEP_WRITTEN);
     if (rc == 0 && t->dirty && t->fd >= 0) {
         if ((rc = pad_round(w, t)) == 0)
-            rc = wal__fdatasync(w, t->fd);
+            rc = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
         if (rc < 0)
             sync_failed(t, rc, false);
         else

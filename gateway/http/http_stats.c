@@ -10,7 +10,8 @@
  *                     "messages_per_second"}]}, "process": {...},
  *     "listeners": [ {"listener", "tls", "connections", "publish_denied", "tls_read_pauses"} ],
  *     "topics": [ {"topic", "state", "received", "received_per_second", "stored", "replicated",
- *                  "queued", "dropped", "rejected": {reason: n}, "wal_bytes",
+ *                  "queued", "dropped", "dropped_by_reason": {reason: n}, "dropped_age",
+ *                  "rejected": {reason: n}, "wal_bytes",
  *                  ..., "stalled", "invariant_ok"} ],
  *     "outputs": [ {"output", "kind", "state", "last_error", "up", "attempts", ...,
  *                   "topics": [ {"topic", "acked_offset", "lag_messages", "sent", "resent", ...} ]} ] }
@@ -28,7 +29,7 @@
 
 const char *const http_stats_fields[] = {
     "version", "edge", "uptime_seconds", "healthy", "unhealthy_reason", "ready", "not_ready_reason",
-    "cluster.state", "cluster.problem", "problem", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
+    "cluster.state", "cluster.problem", "problem", "dropped", "connections.top_talkers", "connections.top_talkers_window_seconds", "topics", "topic", "state", "durability", "received_per_second", "throttled_ms", "listeners", "listener", "tls",
     "outputs", "output", "kind", "last_error", "max_bytes_per_s", "max_messages_per_s", "sparkplug", NULL,
 };
 
@@ -92,6 +93,11 @@ static json_t *topic_object(http_service_t *s, size_t t)
         if (metrics_get(mode, t, j) != 0)
             dur = metrics_modes[j];
     json_object_set_new(o, "durability", json_string(dur));
+    /* dropped as it was before tributary_messages_dropped_total had a reason: the log's drops (bound and
+     * spill); max_age's are dropped_age beside it, and the invariant's term is their sum */
+    metrics_family_t *drop = metrics_fam(s->m, METRICS_DROPPED);
+    json_object_set_new(o, "dropped", json_integer((json_int_t)(metrics_get(drop, t, METRICS_DROP_BOUND) +
+                                                               metrics_get(drop, t, METRICS_DROP_SPILL))));
     /* tributary_replication_throttled_seconds_total, in its raw milliseconds */
     json_object_set_new(o, "throttled_ms", json_integer((json_int_t)metrics_get(metrics_fam(s->m, METRICS_THROTTLED), t, 0)));
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */

@@ -310,6 +310,9 @@ typedef enum {
     METRICS_DEAD_LETTERS,       /* per topic and reason: records stored in the dead-letter log */
     METRICS_DL_LOG_DROPPED,     /* the dead-letter log's own bound: its oldest entries dropped */
     METRICS_CLUSTER_REFUSED,    /* 1 while the cluster refuses the edge's credentials */
+    METRICS_WAL_WRITTEN_BYTES,  /* by cause: bytes the log handed to write/pwrite (wal_stats) */
+    METRICS_WAL_WRITES,         /* by cause: its write calls, one per file replaced */
+    METRICS_WAL_SYNCS,          /* by cause: its fdatasync/fsync calls */
     METRICS__COUNT
 } metrics_id_t;
 
@@ -317,7 +320,7 @@ typedef enum {
 typedef enum {
     METRICS_L_NONE, METRICS_L_TOPIC, METRICS_L_REASON, METRICS_L_CODE, METRICS_L_TIMEOUT, METRICS_L_VERSION,
     METRICS_L_RETRY, METRICS_L_REFUSE, METRICS_L_CLOSE, METRICS_L_BATCH, METRICS_L_LISTENER, METRICS_L_MODE,
-    METRICS_L_SPILL, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, METRICS_L_DL, METRICS_L__COUNT
+    METRICS_L_SPILL, METRICS_L_OUTPUT, METRICS_L_OUTPUT_STATE, METRICS_L_DL, METRICS_L_DROP, METRICS_L_WAL_CAUSE, METRICS_L__COUNT
 } metrics_label_kind_t;
 
 typedef struct metrics_entry {
@@ -416,6 +419,18 @@ extern const char *const metrics_modes[METRICS_MODE__COUNT];
 /* Why a memory_first topic spilled (label "reason"), in the order of wal.h's wal_spill_t. */
 #define METRICS_SPILL__COUNT 4
 extern const char *const metrics_spill_reasons[METRICS_SPILL__COUNT];
+/* Why messages this process received were dropped before an ack (label
+ * "reason" of tributary_messages_dropped_total; /stats dropped_by_reason):
+ * bound (a disk bound deleted them, drop_oldest, or a corrupt segment was set
+ * aside), age (the replicator skipped them for max_age), spill (answered with
+ * ack: received, then lost with a memory_first spill that could not be
+ * written). Their sum is the invariant's dropped term. */
+typedef enum { METRICS_DROP_BOUND, METRICS_DROP_AGE, METRICS_DROP_SPILL, METRICS_DROP__COUNT } metrics_drop_reason_t;
+extern const char *const metrics_drop_reasons[METRICS_DROP__COUNT];
+/* Why the log wrote (label "cause" of tributary_wal_written_bytes_total, _writes_total, _syncs_total;
+ * /stats wal), in the order of wal.h's wal_cause_t (a unit test checks they agree). */
+#define METRICS_WAL_CAUSE__COUNT 11
+extern const char *const metrics_wal_causes[METRICS_WAL_CAUSE__COUNT];
 
 /* An output's connection state (label "state" of tributary_output_state; /stats outputs[].state):
  * mqtt connecting, up, backoff, refused, stopped, idle; danube connecting, connected, unreachable. */

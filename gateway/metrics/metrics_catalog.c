@@ -11,8 +11,9 @@
  *
  * The accounting invariant lives here too, because it is a statement about
  * these counters: every message routed to an upstream topic is replicated,
- * queued, dropped by the disk bound, or rejected:
- *   received = replicated + queued + dropped + rejected
+ * queued, dropped (by reason: the disk bound, max_age, a refused spill),
+ * rejected or dead-lettered:
+ *   received = replicated + queued + dropped + rejected + dead_lettered
  * metrics_catalog_derive() computes it per topic and overall at each
  * scrape; a false value means messages were lost without being counted.
  * The terms are filled by run.c's collector from independent sources (see
@@ -52,9 +53,14 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_QUEUED, "tributary_messages_queued",
       "Messages received since start, accepted and not yet acknowledged by the cluster (batching, in the log "
       "or in flight).", 1, METRICS_L_TOPIC, "queued", false),
+    /* /stats shows it as dropped_by_reason, and as dropped (bound + spill, what it was before the label:
+     * http_stats.c) beside dropped_age */
     C(METRICS_DROPPED, "tributary_messages_dropped_total",
-      "Messages received since start that the log deleted (disk bound) or set aside (corrupt) before the "
-      "cluster acknowledged them.", METRICS_L_TOPIC, METRICS_L_NONE, "dropped"),
+      "Messages received since start and dropped before the cluster acknowledged them, by reason: bound (the "
+      "log deleted them at a disk bound, drop_oldest, or set them aside as corrupt), age (the replicator dropped "
+      "them unsent for being older than the mapping's max_age), spill (acknowledged on receipt, ack: received, "
+      "then lost with a memory_first spill that could not be written). The sum over reasons is the accounting "
+      "invariant's dropped term.", METRICS_L_TOPIC, METRICS_L_DROP, "dropped_by_reason"),
     C(METRICS_REJECTED, "tributary_messages_rejected_total",
       "Messages refused, by reason; never acknowledged as stored.", METRICS_L_TOPIC, METRICS_L_REASON, "rejected"),
     G(METRICS_WAL_BYTES, "tributary_wal_bytes", "Bytes of the topic's log on disk.", 1, METRICS_L_TOPIC, "wal_bytes", false),
@@ -102,7 +108,8 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       "log's whole life: persistent across restarts.", METRICS_L_TOPIC, METRICS_L_NONE, "wal_lost_total"),
     C(METRICS_DROPPED_AGE, "tributary_messages_dropped_age_total",
       "Messages received since start that the replicator dropped unsent for being older than the mapping's "
-      "max_age; a term of dropped in the accounting invariant.", METRICS_L_TOPIC, METRICS_L_NONE, "dropped_age"),
+      "max_age: equal to tributary_messages_dropped_total{reason=\"age\"} (kept for existing dashboards).",
+      METRICS_L_TOPIC, METRICS_L_NONE, "dropped_age"),
     C(METRICS_WAL_DROPPED_AGE, "tributary_wal_dropped_age_messages_total",
       "Messages dropped unsent for being older than max_age, over the log's whole life: persistent across "
       "restarts, with the checkpoint that passed them.", METRICS_L_TOPIC, METRICS_L_NONE, "wal_dropped_age_total"),
@@ -320,6 +327,18 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     G(METRICS_CLUSTER_REFUSED, "tributary_cluster_credentials_refused",
       "1 while the cluster refuses the edge's credentials (UNAUTHENTICATED, PERMISSION_DENIED) or has no edge "
       "service: not an outage, /readyz stays 200 and says so.", 1, METRICS_L_NONE, "cluster.credentials_refused", true),
+    /* the wear accounting (docs/WAL.md "Flash wear"): what the log wrote since start, by why */
+    C(METRICS_WAL_WRITTEN_BYTES, "tributary_wal_written_bytes_total",
+      "Bytes the write-ahead log handed to write/pwrite since start, by cause: record, pad, probe, segment "
+      "(headers), checkpoint, reserve, drop, switch (meta replaces), repair, state, other. Not what the device "
+      "wrote: a replaced meta file is its size here and a page or more in the process's write_bytes.",
+      METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.written_bytes"),
+    C(METRICS_WAL_WRITES, "tributary_wal_writes_total",
+      "Writes of the write-ahead log since start, by cause (one per record batch write, padding record or "
+      "segment header; one per file replaced atomically).", METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.writes"),
+    C(METRICS_WAL_SYNCS, "tributary_wal_syncs_total",
+      "fdatasync and fsync calls of the write-ahead log since start, by cause; a directory's included (a file "
+      "replaced atomically is two).", METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.syncs"),
 };
 
 const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
@@ -370,6 +389,14 @@ const char *const metrics_batch_reasons[METRICS_BATCH__COUNT] = {
 
 const char *const metrics_modes[METRICS_MODE__COUNT] = { "log", "memory", "spilling", "draining", "ready" };
 const char *const metrics_spill_reasons[METRICS_SPILL__COUNT] = { "timeout", "bytes", "output", "shutdown" };
+const char *const metrics_wal_causes[METRICS_WAL_CAUSE__COUNT] = {
+    "record", "pad", "probe", "segment", "checkpoint", "reserve", "drop", "switch", "repair", "state", "other",
+};
+const char *const metrics_drop_reasons[METRICS_DROP__COUNT] = {
+    [METRICS_DROP_BOUND] = "bound",
+    [METRICS_DROP_AGE] = "age",
+    [METRICS_DROP_SPILL] = "spill",
+};
 
 const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
     [METRICS_CLOSE_MALFORMED] = "malformed",
@@ -433,7 +460,10 @@ int metrics_catalog_register(metrics_t *m, size_t max_topics)
         (rc = metrics_labels_bounded(m, "output", METRICS_MAX_OUTPUTS, &L[METRICS_L_OUTPUT])) < 0 ||
         (rc = metrics_labels_fixed(m, "state", metrics_output_states, METRICS_OUTPUT_STATE__COUNT,
                                    &L[METRICS_L_OUTPUT_STATE])) < 0 ||
-        (rc = metrics_labels_fixed(m, "reason", metrics_dl_reasons, METRICS_DL__COUNT, &L[METRICS_L_DL])) < 0)
+        (rc = metrics_labels_fixed(m, "reason", metrics_dl_reasons, METRICS_DL__COUNT, &L[METRICS_L_DL])) < 0 ||
+        (rc = metrics_labels_fixed(m, "reason", metrics_drop_reasons, METRICS_DROP__COUNT, &L[METRICS_L_DROP])) < 0 ||
+        (rc = metrics_labels_fixed(m, "cause", metrics_wal_causes, METRICS_WAL_CAUSE__COUNT,
+                                   &L[METRICS_L_WAL_CAUSE])) < 0)
         return rc;
     for (size_t i = 0; i < METRICS__COUNT; i++) {
         const metrics_entry_t *e = &metrics_catalog[i];
@@ -496,8 +526,8 @@ bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)
     out->received = (uint64_t)metrics_get(m->catalog[METRICS_RECEIVED], t, 0);
     out->replicated = (uint64_t)metrics_get(m->catalog[METRICS_REPLICATED], t, 0);
     out->queued = (uint64_t)metrics_get(m->catalog[METRICS_QUEUED], t, 0);
-    out->dropped = (uint64_t)metrics_get(m->catalog[METRICS_DROPPED], t, 0) +
-                   (uint64_t)metrics_get(m->catalog[METRICS_DROPPED_AGE], t, 0); /* the bound's and max_age's */
+    for (size_t r = 0; r < METRICS_DROP__COUNT; r++) /* the bound's, max_age's and a refused spill's */
+        out->dropped += (uint64_t)metrics_get(m->catalog[METRICS_DROPPED], t, r);
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         out->rejected += (uint64_t)metrics_get(m->catalog[METRICS_REJECTED], t, r);
     out->dead_lettered = (uint64_t)metrics_get(m->catalog[METRICS_DEAD_LETTERED], t, 0);

@@ -37,7 +37,7 @@ log: {format: json}
 TOPIC_FIELDS = {
     "topic": "string", "state": "string", "received": "integer", "received_per_second": ["number", "null"],
     "stored": "integer", "replicated": "integer",
-    "queued": "integer", "dropped": "integer", "rejected": "object", "wal_bytes": "integer",
+    "queued": "integer", "dropped": "integer", "dropped_by_reason": "object", "rejected": "object", "wal_bytes": "integer",
     "wal_segments": "integer", "wal_oldest_offset": "integer", "wal_newest_offset": "integer",
     "acked_offset": "integer", "lag_messages": "integer", "lag_bytes": "integer",
     "oldest_unreplicated_age_seconds": "number", "stalled": "boolean", "invariant_ok": "boolean",
@@ -49,10 +49,12 @@ TOPIC_FIELDS = {
     "spills": "object", "to_memory": "integer", "throttled_ms": "integer", "paused": "boolean",
     "dead_lettered": "integer", "dead_letters": "object", "problem": ["string", "null"],
 }
+WAL_CAUSES = ["record", "pad", "probe", "segment", "checkpoint", "reserve", "drop", "switch", "repair", "state",
+              "other"]
 STATS_SCHEMA = {
     "type": "object",
     "required": ["version", "edge", "uptime_seconds", "healthy", "ready", "not_ready_reason", "invariant_ok",
-                 "cluster", "connections", "process", "topics", "wal_limits", "listeners", "outputs"],
+                 "cluster", "connections", "process", "topics", "wal_limits", "wal", "listeners", "outputs"],
     "properties": {
         "version": {"type": "string"},
         "uptime_seconds": {"type": "number", "minimum": 0},
@@ -73,6 +75,10 @@ STATS_SCHEMA = {
                                                                                   "exclusiveMinimum": 0}},
                                            "additionalProperties": False}},
                                        "top_talkers_window_seconds": {"type": "number", "minimum": 0}}},
+        "wal": {"type": "object", "required": ["written_bytes", "writes", "syncs"],
+                "properties": {k: {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0},
+                                   "required": WAL_CAUSES} for k in ("written_bytes", "writes", "syncs")},
+                "additionalProperties": False},
         "process": {"type": "object",
                     "required": ["resident_memory_bytes", "cpu_seconds", "open_fds", "start_time_seconds",
                                  "disk_write_bytes", "disk_read_bytes"],
@@ -185,6 +191,11 @@ class HttpEndpoint(unittest.TestCase):
         self.assertEqual([t["topic"] for t in doc["topics"]], ["/e1/telemetry", "/e1/energy"])
         self.assertTrue(doc["invariant_ok"])
         self.assertEqual(doc["edge"], "e1")
+        # every topic's log opened a segment: each is one 32-byte header, synced with its directory
+        wal = doc["wal"]
+        self.assertGreaterEqual(wal["writes"]["segment"], 2, wal)
+        self.assertEqual(wal["written_bytes"]["segment"], 32 * wal["writes"]["segment"], wal)
+        self.assertEqual(wal["syncs"]["segment"], 2 * wal["writes"]["segment"], wal)
 
     def test_a_thousand_connections_do_not_stop_healthz_nor_take_descriptors(self):
         baseline = open_fds(self.gw.proc.pid)

@@ -294,7 +294,11 @@ class DropsAcrossRestart(unittest.TestCase):
         self.assertLessEqual(t["wal_bytes"], 16 * 1024)
         self.assertTrue(t["invariant_ok"], t)
         dropped = t["dropped"]
-        self.assertEqual(metric(ops.metrics(), "tributary_wal_dropped_messages_total", topic=RAW), dropped)
+        samples = ops.metrics()
+        self.assertEqual(metric(samples, "tributary_wal_dropped_messages_total", topic=RAW), dropped)
+        self.assertEqual(t["dropped_by_reason"], {"bound": dropped, "age": 0, "spill": 0}, t)
+        self.assertEqual(metric(samples, "tributary_messages_dropped_total", topic=RAW, reason="bound"), dropped)
+        self.assertEqual(metric(samples, "tributary_messages_dropped_total", topic=RAW, reason="age"), 0)
         ops.gw.wait_log("dropping oldest messages", 5)
 
         ops.restart()

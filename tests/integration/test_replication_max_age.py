@@ -53,9 +53,9 @@ def topic_stats(port):
     return next(t for t in json.loads(http_get(port, "/stats")[1])["topics"] if t["topic"] == TOPIC)
 
 
-def metric(port, name):
+def metric(port, name, labels=""):
     text = http_get(port, "/metrics")[1]
-    m = re.search(r'^%s\{topic="%s"\} (\S+)$' % (re.escape(name), re.escape(TOPIC)), text, re.M)
+    m = re.search(r'^%s\{topic="%s"%s\} (\S+)$' % (re.escape(name), re.escape(TOPIC), re.escape(labels)), text, re.M)
     return float(m.group(1)) if m else None
 
 
@@ -102,7 +102,10 @@ class MaxAge(unittest.TestCase):
         self.assertEqual(st["dropped"], 0, "the bound dropped nothing")
         self.assertEqual(st["queued"], 0, st)
         self.assertTrue(st["invariant_ok"], st)
+        self.assertEqual(st["dropped_by_reason"], {"bound": 0, "age": N_OLD, "spill": 0}, st)
         self.assertEqual(metric(hp, "tributary_messages_dropped_age_total"), N_OLD)
+        self.assertEqual(metric(hp, "tributary_messages_dropped_total", ',reason="age"'), N_OLD)
+        self.assertEqual(metric(hp, "tributary_messages_dropped_total", ',reason="bound"'), 0)
         self.assertEqual(metric(hp, "tributary_wal_dropped_age_messages_total"), N_OLD)
         self.assertEqual(metric(hp, "tributary_topic_invariant_ok"), 1)
 

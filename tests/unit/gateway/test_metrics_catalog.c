@@ -13,6 +13,7 @@
 #include "gateway/metrics/metrics.h"
 #include "unit/common/helper_promtool.h"
 #include "replicator/replicator.h"
+#include "wal/wal.h"
 
 static metrics_t *M;
 
@@ -99,6 +100,13 @@ Test(metrics_catalog, dead_letter_reasons_are_the_replicators_names)
         cr_assert_str_eq(metrics_dl_reasons[k], rep_dl_reason_name((rep_dl_reason_t)k));
 }
 
+Test(metrics_catalog, wal_causes_are_the_logs_names)
+{
+    cr_assert_eq(METRICS_WAL_CAUSE__COUNT, WAL_CAUSE__COUNT);
+    for (int k = 0; k < WAL_CAUSE__COUNT; k++)
+        cr_assert_str_eq(metrics_wal_causes[k], wal_cause_name((wal_cause_t)k));
+}
+
 Test(metrics_catalog, connection_counters_by_reason_pass_promtool_with_a_reason_label)
 {
     metrics_set(F(METRICS_MQTT_REFUSED), METRICS_REFUSE_CLIENT_ID, 0, 3);
@@ -148,6 +156,27 @@ Test(metrics_catalog, invariant_breaks_for_the_topic_that_lost_a_message_and_ove
     cr_assert_eq(metrics_get(F(METRICS_TOPIC_INVARIANT_OK), 0, 0), 1);
     cr_assert_eq(metrics_get(F(METRICS_TOPIC_INVARIANT_OK), 1, 0), 0);
     cr_assert_eq(metrics_get(F(METRICS_INVARIANT_OK), 0, 0), 0);
+}
+
+Test(metrics_catalog, drops_of_every_reason_are_the_invariants_dropped_term)
+{
+    metrics_topic_add(M, "/e1/a");
+    account(0, 100, 60, 25, 5, 7, 0); /* 5 dropped by the bound */
+    metrics_add(F(METRICS_DROPPED), 0, METRICS_DROP_AGE, 2);
+    metrics_add(F(METRICS_DROPPED), 0, METRICS_DROP_SPILL, 1);
+    metrics_balance_t b;
+    cr_assert(metrics_topic_balance(M, 0, &b));
+    cr_assert_eq(b.dropped, 8, "bound + age + spill");
+    cr_assert(b.ok, "received 100 = 60 + 25 + 8 + 7");
+    tb_buf_t buf = TB_BUF_INIT;
+    metrics_write_prometheus(M, &buf);
+    const char *s = tb_buf_str(&buf);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"bound\"} 5\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"age\"} 2\n"), "%s", s);
+    cr_assert_not_null(strstr(s, "tributary_messages_dropped_total{topic=\"/e1/a\",reason=\"spill\"} 1\n"), "%s", s);
+    char out[4096];
+    cr_assert_eq(promtool_check(s, out, sizeof out), 0, "%s", out);
+    tb_buf_free(&buf);
 }
 
 Test(metrics_catalog, invariant_breaks_when_more_is_accounted_than_received)
@@ -207,6 +236,12 @@ Test(metrics_catalog, operations_doc_names_every_label_value)
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         cr_expect(documented(doc, metrics_reject_reasons[r]), "docs/OPERATIONS.md lacks reason `%s`",
                   metrics_reject_reasons[r]);
+    for (size_t c = 0; c < METRICS_WAL_CAUSE__COUNT; c++)
+        cr_expect(documented(doc, metrics_wal_causes[c]), "docs/OPERATIONS.md lacks wal cause `%s`",
+                  metrics_wal_causes[c]);
+    for (size_t r = 0; r < METRICS_DROP__COUNT; r++)
+        cr_expect(documented(doc, metrics_drop_reasons[r]), "docs/OPERATIONS.md lacks drop reason `%s`",
+                  metrics_drop_reasons[r]);
     for (size_t s = 0; s < HTTP_TOPIC__COUNT; s++)
         cr_expect(documented(doc, http_topic_states[s]), "docs/OPERATIONS.md lacks topic state `%s`",
                   http_topic_states[s]);

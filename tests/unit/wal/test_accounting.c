@@ -70,6 +70,7 @@ Test(accounting, bound_drops_of_this_process_are_counted_and_raise_the_floor)
     wal_topic_stats_t st = stats(t);
     cr_assert_gt(st.dropped_total, 0);
     cr_assert_eq(st.dropped_since_open, st.dropped_total, "a fresh log: every drop is this process's");
+    cr_assert_eq(st.spill_lost_since_open, 0, "the bound's drops, none a spill's");
     cr_assert_eq(st.drop_floor, st.oldest_offset, "the floor is where the log now starts");
 }
 

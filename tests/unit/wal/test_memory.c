@@ -1137,6 +1137,7 @@ Test(memory, an_unwritable_spill_counts_what_received_had_answered_as_dropped_an
     wal_topic_stats_t st;
     wal_topic_stats(t, &st);
     cr_assert_eq(st.dropped_since_open, 20, "lost with the spill: %" PRIu64, st.dropped_since_open);
+    cr_assert_eq(st.spill_lost_since_open, 20, "and counted by their cause (dropped_total{reason=\"spill\"})");
     cr_assert_eq(st.dropped_total, 20);
     cr_assert_geq(st.drop_floor, first + 30, "the floor covers every refused offset");
     uint64_t floor = 0;
@@ -1174,6 +1175,7 @@ Test(memory, an_unwritable_spill_refuses_upstream_publishers_and_counts_no_drop)
     wal_topic_stats_t st;
     wal_topic_stats(t, &st);
     cr_assert_eq(st.dropped_since_open, 0);
+    cr_assert_eq(st.spill_lost_since_open, 0);
     cr_assert_eq(st.dropped_total, 0);
     cr_assert_geq(st.drop_floor, next, "refused offsets are not queued");
     atomic_store(&fail_pwrites, false);
