@@ -1053,8 +1053,21 @@ int broker_plan_new(broker_t *srv, const cfg_t *next, broker_plan_t **out, char 
         }
         p->gen->topic_of[i] = t->id;
         routed[t->id] = true;
-        if (!t->routed)
+        if (t->life == BROKER_LIFE_REMOVING) {
+            snprintf(err, errlen,
+                     "%s: mqtt.topic_mappings: topic %s is being retired (drained, its log being removed): "
+                     "reload again in a moment", next->source, t->name);
+            free(routed);
+            broker_plan_free(p);
+            return TB_EBUSY;
+        }
+        if (!t->routed) {
             push_id(&p->revived, &p->nrevived, t->id);
+            p->revived_life = tb_realloc(p->revived_life, p->nrevived * sizeof *p->revived_life);
+            p->revived_life[p->nrevived - 1] = t->life;
+            p->revived_wal = tb_realloc(p->revived_wal, p->nrevived * sizeof *p->revived_wal);
+            p->revived_wal[p->nrevived - 1] = NULL;
+        }
         unsigned how = 0;
         if (!same_str(t->schema_subject, st->schema_subject) ||
             (st->schema_subject && t->encoding != st->encoding))
@@ -1095,7 +1108,36 @@ int broker_plan_open(broker_t *srv, broker_plan_t *p, char *err, size_t errlen)
             return rc;
         }
     }
+    /* a retired name mapped again: its log re-created, continuing from its RETIRED entry (wal.h) */
+    for (size_t k = 0; k < p->nrevived; k++) {
+        if (p->revived_life[k] != BROKER_LIFE_RETIRED || p->revived_wal[k])
+            continue;
+        broker_topic_t *t = srv->topics[p->revived[k]];
+        broker_topic_t tmp = { .name = t->name, .durability = t->durability };
+        int rc = wal_topic_open(srv->wal, t->name, &tmp.wal);
+        if (rc == 0)
+            rc = wal_topic_set_overflow(tmp.wal, overflow_of(t->on_full));
+        if (rc == 0 && t->durability == CFG_DURABILITY_MEMORY_FIRST)
+            rc = set_memory_first(srv->cfg, &tmp);
+        p->revived_wal[k] = tmp.wal;
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot re-create the log of retired topic %s: %s", t->name, tb_strerror(rc));
+            return rc;
+        }
+    }
     return 0;
+}
+
+const char *broker_topic_life_name(broker_topic_life_t l)
+{
+    static const char *const n[] = { "live", "retiring", "removing", "retired", "kept" };
+    return (unsigned)l < TB_ARRAY_LEN(n) ? n[l] : "?";
+}
+
+void broker_topic_set_life(broker_t *srv, size_t id, broker_topic_life_t life)
+{
+    if (id < srv->ntopics && !srv->topics[id]->routed)
+        srv->topics[id]->life = life; /* a routed slot is LIVE (broker_plan_commit) */
 }
 
 static void reset_schema(broker_topic_t *t)
@@ -1149,14 +1191,22 @@ void broker_plan_commit(broker_t *srv, broker_plan_t *p)
         if (how & BROKER_CHANGED_MAX_AGE)
             t->max_age_ms = st->max_age_ms;
     }
-    for (size_t k = 0; k < p->nrevived; k++)
-        srv->topics[p->revived[k]]->routed = true;
+    for (size_t k = 0; k < p->nrevived; k++) {
+        broker_topic_t *t = srv->topics[p->revived[k]];
+        if (p->revived_wal[k]) { /* re-created: the old handle is retired memory, kept to wal_close */
+            t->wal = p->revived_wal[k];
+            p->revived_wal[k] = NULL;
+        }
+        t->routed = true;
+        t->life = BROKER_LIFE_LIVE;
+    }
     broker_gen_t *old = srv->gen;
     srv->gen = p->gen; /* <== the swap: the next message is routed by the new rules */
     p->gen = NULL;
     for (size_t k = 0; k < p->nleaving; k++) {
         broker_topic_t *t = srv->topics[p->leaving[k]];
         t->routed = false;
+        t->life = BROKER_LIFE_RETIRING;
         if (t->batch)
             broker__ingest_flush(t); /* what the old rules routed to it goes to its log now */
     }
@@ -1182,6 +1232,8 @@ void broker_plan_free(broker_plan_t *p)
     free(p->fresh);
     free(p->added);
     free(p->revived);
+    free(p->revived_life);
+    free(p->revived_wal); /* a re-created log not committed: an empty directory the next boot finds */
     free(p->leaving);
     free(p->changed);
     free(p->changed_how);
