@@ -357,6 +357,69 @@ static int set_memory_first(const cfg_t *cfg, broker_topic_t *t)
     return rc;
 }
 
+/* wal_topic_foreach: the names of upstream topics no slot has (local logs, "$...", are not topics). */
+typedef struct {
+    broker_t *srv;
+    char **names;
+    size_t n;
+} orphans_t;
+
+static int note_orphan(wal_topic_t *w, void *arg)
+{
+    orphans_t *o = arg;
+    const char *name = wal_topic_name(w);
+    if (name[0] != '$' && !broker__topic(o->srv, name)) {
+        o->names = tb_realloc(o->names, (o->n + 1) * sizeof *o->names);
+        o->names[o->n++] = tb_strdup(name);
+    }
+    return 0;
+}
+
+/*
+ * Orphans at boot (RELOAD.md 4.7): a topic directory that no mapping of
+ * this file names (its mapping was removed across a restart, or a reload's
+ * retirement did not finish) becomes a RETIRING slot, not routed, declared
+ * without a schema subject: its backlog is replicated like that of a
+ * mapping removed live, then the gateway retires it (gateway/retire.c); a
+ * drained one is retired at its first tick. The capacity counts them.
+ */
+static void adopt_orphans(broker_t *srv)
+{
+    orphans_t o = { .srv = srv };
+    wal_topic_foreach(srv->wal, note_orphan, &o);
+    if (!o.n)
+        return;
+    size_t cap = BROKER_TOPIC_HEADROOM(srv->ntopics + o.n);
+    if (cap > srv->cap_topics) {
+        srv->topics = tb_realloc(srv->topics, cap * sizeof *srv->topics);
+        memset(srv->topics + srv->cap_topics, 0, (cap - srv->cap_topics) * sizeof *srv->topics);
+        srv->cap_topics = cap;
+    }
+    for (size_t k = 0; k < o.n; k++) {
+        if (srv->ntopics >= srv->cap_topics) { /* 10,000 names: not adopted, said so */
+            tb_warn("a topic directory no mapping names is left alone: the topic capacity is reached",
+                    TB_S("topic", o.names[k]));
+            free(o.names[k]);
+            continue;
+        }
+        broker_topic_t *t = tb_calloc(1, sizeof *t);
+        t->name = o.names[k];
+        t->id = (uint32_t)srv->ntopics;
+        t->srv = srv;
+        t->life = BROKER_LIFE_RETIRING;
+        t->wal = wal_topic_find(srv->wal, t->name);
+        uv_timer_init(srv->loop, &t->timer); /* closed by broker_close with the others */
+        t->timer.data = t;
+        wal_topic_stats_t ws;
+        wal_topic_stats(t->wal, &ws);
+        tb_info("a topic directory no mapping names: replicated until drained, then retired",
+                TB_S("topic", t->name), TB_U("backlog_messages", ws.next_offset - 1 - TB_MIN(ws.checkpoint,
+                                                                                           ws.next_offset - 1)));
+        srv->topics[srv->ntopics++] = t;
+    }
+    free(o.names);
+}
+
 static int build_topics(broker_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
@@ -395,6 +458,7 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
             return rc;
         }
     }
+    adopt_orphans(srv);
     return 0;
 }
 

@@ -230,6 +230,37 @@ class Retire(unittest.TestCase):
         self.assertNotIn("retire: topic retired", g.log())
         self.assertEqual(g.stop(), 0, g.log()[-3000:])
 
+    # ---- orphans at boot --------------------------------------------------------------
+
+    def test_orphans_at_boot_are_replicated_until_drained_then_retired(self):
+        """Mappings removed across a restart (RELOAD.md 4.7): /e1/c was replicated before
+        the stop (drained: retired at once), /e1/b has a backlog (the cluster was away):
+        replicated after the restart, then retired; both RETIRED entries say where they ended."""
+        C = {"mqtt_pattern": "c/+", "danube_topic": "/e1/c", "extract_attributes": {"dev": "$1"}}
+        g = self.start_gateway([A, B, C])
+        port = g.mqtt_port()
+        publish_all(port, [("c/d1", json.dumps({"n": n})) for n in range(30)], client_id="o1")
+        self.stored("/e1/c", 30, "the c messages before the stop")
+        self.mc.control.fault(mode="unavailable")
+        publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(40)], client_id="o2")
+        self.assertEqual(g.stop(), 0, g.log()[-3000:])
+        self.assertEqual(self.mc.store_records("/e1/b"), [], "nothing of b reached the cluster")
+        self.mc.control.fault(mode="normal")
+        g.write_config(self.yaml([A]))
+        g.start()
+        wait_for(lambda: "bootstrap complete" in g.run_log(), timeout=WAIT, what="the second start")
+        self.assertIn("a topic directory no mapping names: replicated until drained, then retired", g.run_log())
+        self.wait_state(g, "/e1/c", "retired", "the drained orphan retired")
+        self.wait_state(g, "/e1/b", "retired", "the orphan with a backlog replicated, then retired")
+        self.assert_once_in_order(self.stored("/e1/b", 40, "the orphan's whole backlog"), "/e1/b")
+        self.assertEqual(len(self.mc.store_records("/e1/c")), 30, "nothing of c sent again")
+        for topic, n in (("/e1/b", 40), ("/e1/c", 30)):
+            self.assertFalse(os.path.exists(self.wal_dir(g, topic)), topic)
+        self.assertEqual(g.stop(), 0, g.log()[-3000:])
+        for topic, n in (("/e1/b", 40), ("/e1/c", 30)):
+            e = self.tomb(g, topic)
+            self.assertEqual((e["next"], e["checkpoint"]), (n + 1, n), e)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
