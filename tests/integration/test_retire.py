@@ -261,6 +261,55 @@ class Retire(unittest.TestCase):
             e = self.tomb(g, topic)
             self.assertEqual((e["next"], e["checkpoint"]), (n + 1, n), e)
 
+    # ---- every output must have it ------------------------------------------------------
+
+    def test_retired_only_once_every_output_has_the_backlog(self):
+        """Two outputs carry /e1/b: the mock cluster and an MQTT output to a real Mosquitto.
+        The remote is SIGSTOPped (it takes bytes, acknowledges nothing): after the reload the
+        cluster has every b message but the topic stays retiring, its directory there; once
+        the remote resumes it gets every b message too, and only then is the topic retired."""
+        import signal
+        import tempfile
+        from tlib.mosq import Mosquitto, Recorder
+        work = tempfile.mkdtemp(prefix="trib-retire-mq-")
+        remote = Mosquitto(work).start()
+        self.addCleanup(remote.stop)
+        rec = Recorder(remote.port, "fwd/#")
+        self.addCleanup(rec.close)
+        outputs = ("outputs:\n  - {name: danube, kind: danube}\n"
+                   f"  - {{name: central, kind: mqtt, broker: \"127.0.0.1:{remote.port}\", protocol: 5, qos: 1, "
+                   "client_id: edge1-central, remote_topic: \"fwd${upstream}\", max_inflight: 20}\n")
+        yaml = lambda maps: self.yaml(maps) + outputs  # noqa: E731
+        g = Gateway(yaml([A, B]), workdir=work)
+        g.start()
+        self.addCleanup(lambda: g.proc.poll() is None and g.stop())
+        g.wait_log("bootstrap complete", timeout=WAIT)
+        port = g.mqtt_port()
+        publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(10)], client_id="m0")
+        rec.wait_unique(10, WAIT)
+        remote.proc.send_signal(signal.SIGSTOP)
+        try:
+            publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(10, 60)], client_id="m1")
+            self.stored("/e1/b", 60, "the cluster has every b message")
+            g.write_config(yaml([A]))
+            status, body = ask(g.http_port(), "POST", "/admin/reload")
+            self.assertEqual(status, 200, body)
+            deadline = time.monotonic() + 1.5  # more than a retire tick: the MQTT output still lacks them
+            while time.monotonic() < deadline:
+                self.assertEqual(self.topics(g)[0]["/e1/b"]["state"], "retiring")
+                time.sleep(0.1)
+            self.assertTrue(os.path.isdir(self.wal_dir(g, "/e1/b")))
+        finally:
+            remote.proc.send_signal(signal.SIGCONT)
+        rec.wait_unique(60, WAIT)
+        self.wait_state(g, "/e1/b", "retired", "retired once the MQTT output has them too")
+        got = sorted({json.loads(p)["n"] for t, p, _ in rec.snapshot() if t == "fwd/e1/b"})
+        self.assertEqual(got, list(range(60)), "the remote has every b message")
+        self.assertEqual(len(self.mc.store_records("/e1/b")), 60)
+        self.assertFalse(os.path.exists(self.wal_dir(g, "/e1/b")))
+        self.assertEqual(self.tomb(g, "/e1/b")["next"], 61)
+        self.assertEqual(g.stop(), 0, g.log()[-3000:])
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
