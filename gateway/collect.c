@@ -26,7 +26,8 @@ static void readiness(void *arg, http_readiness_t *out)
     out->mqtt_listening = bs.listening;
     out->wal_writable = r->topics_open;
     for (size_t i = 0; out->wal_writable && i < broker_ntopics(r->broker); i++)
-        if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
+        if (broker_topic(r->broker, i)->life != BROKER_LIFE_RETIRED && /* its log is gone (retire.c) */
+            wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             out->wal_writable = false;
     out->draining = r->app->stopping;
     out->quiesced = r->drain != 0; /* POST /admin/drain: the pod leaves its Service */

@@ -358,8 +358,8 @@ static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broke
         memset(&rs, 0, sizeof rs);
         if (run && run->repl)
             gw_repl_topic_stats(run->repl, t->id, &rs);
-        tb_info("reload: no mapping routes to this topic any more; its backlog keeps replicating",
-                TB_S("topic", t->name), TB_U("backlog_messages", rs.lag_messages));
+        tb_info("reload: no mapping routes to this topic any more; its backlog keeps replicating, then it is "
+                "retired (wal.retire)", TB_S("topic", t->name), TB_U("backlog_messages", rs.lag_messages));
         json_array_append_new(retiring, json_pack("{s:s, s:I, s:I}", "topic", t->name, "backlog_messages",
                                                   (json_int_t)rs.lag_messages, "backlog_bytes",
                                                   (json_int_t)rs.lag_bytes));
