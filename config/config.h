@@ -54,7 +54,7 @@ typedef enum { CFG_QOS2_STATE_RUNTIME, CFG_QOS2_STATE_JOURNAL } cfg_qos2_state_t
 /* wal.memory_first.ack: when a memory_first message is acknowledged to its
  * publisher: once the cluster has it, or as soon as it is held. */
 typedef enum { CFG_MF_ACK_UPSTREAM, CFG_MF_ACK_RECEIVED } cfg_mf_ack_t;
-/* wal.retire: what a drained topic no mapping routes to becomes (read from a later release, issue 19) */
+/* wal.retire: what a drained topic no mapping routes to becomes (gateway/retire.c) */
 typedef enum { CFG_RETIRE_REMOVE, CFG_RETIRE_KEEP } cfg_retire_t;
 
 /* A value of type "bytes or %": a size ("64MiB") or a share of a file system
@@ -228,7 +228,7 @@ typedef struct cfg {
             uint32_t spill_after_ms;  /* the oldest held message waits at most this for the cluster */
             uint64_t memory_bytes;    /* the most a topic holds in memory */
         } memory_first;
-        cfg_retire_t retire;        /* read from a later release (issue 19: retiring topics) */
+        cfg_retire_t retire;        /* gateway/retire.c: removed or kept once drained */
     } wal;
     struct cfg_auth {
         char *password_file;       /* "" = none: user names are not checked */

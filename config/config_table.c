@@ -219,11 +219,11 @@ const cfg__key_t cfg__keys[] = {
     K("wal.memory_first.memory_bytes", CFG__BYTES, wal.memory_first.memory_bytes, "8MiB", 65536, 1ull << 30, NULL, 0,
       "memory_first topics: the most one topic holds in memory (message records); a message that would "
       "pass it makes the topic write what it holds to the log first."),
-    K("wal.retire", CFG__ENUM, wal.retire, "remove", 0, 0, retire_modes, 0,
-      "A topic no mapping routes to any more, once its backlog is replicated: remove (its directory is deleted, "
-      "its counters and next offset kept in <wal.dir>/RETIRED) or keep (the directory stays, not replicated). "
-      "Used from a later release (issue 19, retiring topics): this build checks the value and nothing reads it; "
-      "such a topic's directory stays on disk, unreplicated, as before."),
+    K("wal.retire", CFG__ENUM, wal.retire, "remove", 0, 0, retire_modes, RL,
+      "A topic no mapping routes to any more (a reload removed its last mapping), once its backlog is "
+      "replicated to every output: remove (its directory is deleted, its next offset and counters kept in "
+      "<wal.dir>/RETIRED, so a re-created topic continues above them) or keep (the directory stays, not "
+      "replicated; switching back to remove retires it). Applied at a reload."),
 
     K("auth.password_file", CFG__STR, auth.password_file, "", 0, 4096, NULL, RL,
       "Mosquitto password file (mosquitto_passwd's format: $7$ PBKDF2-SHA512, or $6$); a CONNECT with a "

@@ -26,7 +26,8 @@ static void readiness(void *arg, http_readiness_t *out)
     out->mqtt_listening = bs.listening;
     out->wal_writable = r->topics_open;
     for (size_t i = 0; out->wal_writable && i < broker_ntopics(r->broker); i++)
-        if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
+        if (broker_topic(r->broker, i)->life != BROKER_LIFE_RETIRED && /* its log is gone (retire.c) */
+            wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             out->wal_writable = false;
     out->draining = r->app->stopping;
     out->quiesced = r->drain != 0; /* POST /admin/drain: the pod leaves its Service */
@@ -40,6 +41,17 @@ static http_topic_state_t topic_state(void *arg, size_t mi)
     for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
         if (r->metric_topic[i] != (int)mi)
             continue;
+        switch (broker_topic(r->broker, i)->life) { /* a reload removed its mapping (retire.c) */
+        case BROKER_LIFE_RETIRED:
+            return HTTP_TOPIC_RETIRED;
+        case BROKER_LIFE_KEPT:
+            return HTTP_TOPIC_KEPT;
+        case BROKER_LIFE_RETIRING:
+        case BROKER_LIFE_REMOVING:
+            return HTTP_TOPIC_RETIRING;
+        default:
+            break;
+        }
         if (wal_topic_state(broker_topic(r->broker, i)->wal) != WAL_TOPIC_OK)
             return HTTP_TOPIC_FAILED;
         if (!gw_repl_engine(r->repl))
@@ -308,6 +320,10 @@ void gw__collect(void *arg, metrics_t *m)
     }
     if (rep)
         collect_outputs(r, m, rep);
+    gw__retire_counts_t rc;
+    gw_repl_retire_counts(r->repl, &rc);
+    SET(METRICS_TOPICS_RETIRED, 0, 0, rc.retired + rc.kept);
+    SET(METRICS_TOPICS_RETIRING, 0, 0, rc.retiring);
     wal_topic_t *dl = r->broker ? broker_dead_letter_log(r->broker) : NULL;
     if (dl) {
         wal_topic_stats_t ds;

@@ -98,9 +98,48 @@ int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen);
  * reset) or max_age: the registry's compiled schema if it has one, and the
  * replicator told. */
 void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject);
+/* A reload routed to slot id again (broker_plan_commit made it LIVE): a kept or
+ * retired one gets its lanes back (gw__retire_revived). 0 or the engine's error in err. */
+int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, char *err, size_t errlen);
+/* After a reload's commit: retiring topics already drained go on at once. */
+void gw_repl_retire_tick(gw_repl_t *g);
+/* wal.retire from a reload. */
+void gw_repl_set_retire(gw_repl_t *g, cfg_retire_t how);
 /* As a gw__service_t (arg: the gw_repl_t): between the log and the listener. */
 int gw_repl_start(gw__app_t *app, void *arg);
 void gw_repl_drain(gw__app_t *app, void *arg);
+
+/* ---- retire.c ----
+ * Retiring a topic no mapping routes to once drained (RELOAD.md 4; the file
+ * header says how): RETIRING -> REMOVING (its outputs release it) -> RETIRED
+ * (wal_topic_retire on the pool) or KEPT (wal.retire: keep). Loop thread.
+ */
+typedef struct gw__retire gw__retire_t;
+typedef struct gw__retire_counts {
+    uint64_t retired, kept, failed; /* since start: retirements done, topics kept, refused by the log */
+    size_t retiring;                /* now: RETIRING or REMOVING */
+    size_t retired_now, kept_now;   /* now: slots RETIRED, KEPT */
+} gw__retire_counts_t;
+/* job_done(repl) after each wal_topic_retire finished (the drain waits for gw__retire_busy). */
+gw__retire_t *gw__retire_new(uv_loop_t *loop, broker_t *b, cfg_retire_t how, size_t cap,
+                             void (*job_done)(void *arg), gw_repl_t *repl);
+void gw__retire_free(gw__retire_t *rt);
+void gw__retire_set_mode(gw__retire_t *rt, cfg_retire_t how);
+/* The drain began: nothing new is started (a topic left REMOVING is a boot orphan). */
+void gw__retire_stop(gw__retire_t *rt);
+bool gw__retire_busy(const gw__retire_t *rt);
+void gw__retire_counts(const gw__retire_t *rt, gw__retire_counts_t *out /* OUT */);
+/* Pure: nothing of t waits in the broker or its log (ws: its wal_topic_stats). */
+bool gw__retire_drained(const broker_topic_t *t, const wal_topic_stats_t *ws);
+/* Looks at every RETIRING slot (drained: its outputs are told to release it). */
+void gw__retire_tick(gw__retire_t *rt, rep_engine_t *e);
+/* REP_EV_TOPIC_RELEASED of slot id: the last one starts wal_topic_retire. */
+void gw__retire_released(gw__retire_t *rt, size_t id);
+/* A reload routes to slot id again; before: its life until then. */
+int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before, char *err,
+                       size_t errlen);
+/* The replication glue's (zeros before it started). */
+void gw_repl_retire_counts(gw_repl_t *g, gw__retire_counts_t *out /* OUT */);
 
 /* ---- the running process (run.c) and what it reports (collect.c) ---- */
 

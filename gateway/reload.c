@@ -135,6 +135,17 @@ static bool apply_max_attempts(reload_t *r, const char *key)
     return true;
 }
 
+/* Read at the next step of each retiring topic (retire.c); keep -> remove retires the kept ones. */
+static bool apply_retire(reload_t *r, const char *key)
+{
+    (void)key;
+    if (r->run && r->run->repl)
+        gw_repl_set_retire(r->run->repl, r->next->wal.retire);
+    tb_info("reload: wal.retire applied", TB_S("retire", r->next->wal.retire == CFG_RETIRE_KEEP ? "keep" : "remove"));
+    r->applied++;
+    return true;
+}
+
 /* fnmatch patterns over cfg_diff's paths (a backslash makes a bracket literal). */
 static const struct {
     const char *pattern;
@@ -151,6 +162,7 @@ static const struct {
     { "http.tls.*", apply_http_tls },
     { "mqtt.listeners\\[*\\].tls.*", apply_listener_tls },
     { "replicator.max_attempts", apply_max_attempts },
+    { "wal.retire", apply_retire },
 };
 
 /* tls.* keys a reload does not apply: read when a connection is accepted
@@ -310,14 +322,6 @@ static void mapping_diff(void *arg, const char *key)
         *(bool *)arg = true;
 }
 
-static json_t *topic_names(broker_t *b, const size_t *ids, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t k = 0; k < n; k++)
-        json_array_append_new(a, json_string(broker_topic(b, ids[k])->name));
-    return a;
-}
-
 /*
  * After broker_plan_commit: the added topics get their metrics label and are
  * given to the replicator (a lane on each output that carries them, declared
@@ -354,11 +358,25 @@ static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broke
         memset(&rs, 0, sizeof rs);
         if (run && run->repl)
             gw_repl_topic_stats(run->repl, t->id, &rs);
-        tb_info("reload: no mapping routes to this topic any more; its backlog keeps replicating",
-                TB_S("topic", t->name), TB_U("backlog_messages", rs.lag_messages));
+        tb_info("reload: no mapping routes to this topic any more; its backlog keeps replicating, then it is "
+                "retired (wal.retire)", TB_S("topic", t->name), TB_U("backlog_messages", rs.lag_messages));
         json_array_append_new(retiring, json_pack("{s:s, s:I, s:I}", "topic", t->name, "backlog_messages",
                                                   (json_int_t)rs.lag_messages, "backlog_bytes",
                                                   (json_int_t)rs.lag_bytes));
+    }
+    json_t *revived = json_array();
+    for (size_t k = 0; k < p->nrevived; k++) {
+        broker_topic_t *t = broker_topic(b, p->revived[k]);
+        broker_topic_life_t before = p->revived_life[k];
+        char err[512] = "";
+        int rc = run && run->repl ? gw_repl_topic_revived(run->repl, t->id, before, err, sizeof err) : 0;
+        if (rc < 0)
+            tb_error("reload: a topic mapped again is logged but not replicated until a restart",
+                     TB_S("topic", t->name), TB_S("why", err));
+        tb_info("reload: a mapping routes to this topic again", TB_S("topic", t->name),
+                TB_S("was", broker_topic_life_name(before)),
+                TB_U("next_offset", wal_topic_readable_end(t->wal)));
+        json_array_append_new(revived, json_string(t->name));
     }
     for (size_t k = 0; k < p->nchanged; k++) {
         broker_topic_t *t = broker_topic(b, p->changed[k]);
@@ -376,8 +394,10 @@ static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broke
             gw_repl_topic_changed(run->repl, t->id, how & BROKER_CHANGED_SUBJECT);
         json_array_append_new(changed, json_pack("{s:s, s:o}", "topic", t->name, "keys", keys));
     }
-    return json_pack("{s:o, s:o, s:o, s:o}", "added", added, "revived", topic_names(b, p->revived, p->nrevived),
-                     "retiring", retiring, "changed", changed);
+    if (run && run->repl)
+        gw_repl_retire_tick(run->repl); /* a retiring topic already drained goes on now */
+    return json_pack("{s:o, s:o, s:o, s:o}", "added", added, "revived", revived, "retiring", retiring, "changed",
+                     changed);
 }
 
 json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__reload_state_t *st)

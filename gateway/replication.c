@@ -52,6 +52,7 @@ struct gw_repl {
     bool async_open, watch_open;
     int open_handles;           /* of the two, not yet closed */
     bool draining;
+    gw__retire_t *retire;       /* topics no mapping routes to, retired once drained (retire.c) */
 };
 
 gw_repl_t *gw_repl_new(void)
@@ -99,6 +100,7 @@ void gw_repl_free(gw_repl_t *g)
     free(g->was_ready);
     free(g->stalled_since);
     free(g->final);
+    gw__retire_free(g->retire);
     free(g);
 }
 
@@ -215,6 +217,10 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
         dead_letter(g, ev);
         return;
     }
+    if (ev->kind == REP_EV_TOPIC_RELEASED) {
+        gw__retire_released(g->retire, ev->topic);
+        return;
+    }
     broker_topic_t *t = broker_topic(g->b, ev->topic);
     if (!t && ev->kind != REP_EV_STOPPED)
         return; /* not reached: a slot is linked before the replicator hears of it */
@@ -254,6 +260,7 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
         break;
     case REP_EV_STOPPED:
     case REP_EV_DEAD_LETTER:
+    case REP_EV_TOPIC_RELEASED:
         return;
     }
     log_readiness(g, t, why);
@@ -262,7 +269,15 @@ static void apply(gw_repl_t *g, const rep_event_t *ev)
 static void handle_closed(uv_handle_t *h)
 {
     gw_repl_t *g = h->data;
-    if (--g->open_handles == 0 && g->draining)
+    if (--g->open_handles == 0 && g->draining && !gw__retire_busy(g->retire))
+        gw__app_drained(g->app);
+}
+
+/* A wal_topic_retire finished on the pool: the drain may have been waiting for it (the log closes next). */
+static void retire_done(void *arg)
+{
+    gw_repl_t *g = arg;
+    if (g->draining && g->open_handles == 0 && !gw__retire_busy(g->retire))
         gw__app_drained(g->app);
 }
 
@@ -299,6 +314,7 @@ static void watch_cb(uv_timer_t *h)
     gw_repl_t *g = h->data;
     if (!g->rep)
         return;
+    gw__retire_tick(g->retire, g->rep);
     uint64_t now = tb_mono_ms();
     for (size_t i = 0; i < g->ntopics; i++) {
         rep_topic_stats_t st;
@@ -376,6 +392,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
         g->reg[i] = sch_registry_new(&so);
     }
     topic_arrays(g);
+    g->retire = gw__retire_new(&app->loop, g->b, cfg->wal.retire, TB_MAX(broker_topic_cap(g->b), n), retire_done, g);
     int rc = uv_async_init(&app->loop, &g->async, async_cb);
     if (rc < 0)
         return rc;
@@ -479,11 +496,35 @@ void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject)
     }
 }
 
+int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, char *err, size_t errlen)
+{
+    *err = '\0';
+    return g->retire ? gw__retire_revived(g->retire, g->rep, id, before, err, errlen) : 0;
+}
+
+void gw_repl_retire_tick(gw_repl_t *g)
+{
+    if (g && !g->draining)
+        gw__retire_tick(g->retire, g->rep);
+}
+
+void gw_repl_set_retire(gw_repl_t *g, cfg_retire_t how)
+{
+    if (g)
+        gw__retire_set_mode(g->retire, how);
+}
+
+void gw_repl_retire_counts(gw_repl_t *g, gw__retire_counts_t *out)
+{
+    gw__retire_counts(g ? g->retire : NULL, out);
+}
+
 void gw_repl_drain(gw__app_t *app, void *arg)
 {
     gw_repl_t *g = arg;
     g->app = app;
     g->draining = true;
+    gw__retire_stop(g->retire);
     if (g->rep) {
         /* REP_EV_STOPPED comes back through async_cb (at once if the thread never started) */
         rep_engine_stop(g->rep);
@@ -493,5 +534,6 @@ void gw_repl_drain(gw__app_t *app, void *arg)
         close_handles(g);
         return;
     }
-    gw__app_drained(app);
+    if (!gw__retire_busy(g->retire))
+        gw__app_drained(app);
 }

@@ -344,6 +344,9 @@ static int danube_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_
     rep__pace_lane_init(&t->lane.pace, spec->priority);
     rep__topic_init(r, t);
     t->enc.max_age_ms = spec->max_age_ms;
+    rep__lane_t *old = topic < o->nlanes ? o->lanes[topic] : NULL;
+    if (old && atomic_load(&old->released)) /* the topic given again (rep_engine_readd_topic) */
+        rep__lane_carry(&t->lane, old);
     t->lane.pub = t->lane.st;
     t->lane.pub_progress_ms = t->lane.progress_ms;
     r->all = tb_realloc(r->all, (r->nall + 1) * sizeof *r->all);
@@ -401,6 +404,12 @@ static void danube_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
     free(cmd);
 }
 
+/* Its thread, before the lane closes its reader and cursor (rep_output.c: release). */
+static void danube_release_topic(rep_output_t *o, rep__lane_t *l)
+{
+    rep__topic_release((rep_t *)o, (rep__topic_t *)l); /* the lane is the topic's first member */
+}
+
 static void danube_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -422,6 +431,7 @@ const rep_output_ops_t rep__danube_ops = {
     .add_topic = danube_add_topic,
     .update_topic = danube_update_topic,
     .topic_cmd = danube_topic_cmd,
+    .release_topic = danube_release_topic,
 };
 
 /* ---- events -------------------------------------------------------------------------- */
@@ -472,7 +482,7 @@ void rep_event_resolved(const rep_event_t *ev, sch_resolved_t *out)
 const char *rep_event_kind_name(rep_event_kind_t k)
 {
     static const char *const n[] = { "topic_registered", "topic_failed", "schema_updated", "schema_removed",
-                                     "topic_removed", "stopped", "dead_letter" };
+                                     "topic_removed", "stopped", "dead_letter", "topic_released" };
     return (unsigned)k < TB_ARRAY_LEN(n) ? n[k] : "?";
 }
 

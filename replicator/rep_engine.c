@@ -203,18 +203,9 @@ rep_event_t *rep_engine_take_events(rep_engine_t *e)
 
 /* ---- what an operator reads ------------------------------------------------------ */
 
-int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen)
+/* Every output that wants spec->name gets a lane at index topic (add_topic: its loop-thread part). */
+static int give_lanes(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen)
 {
-    *err = '\0';
-    if (topic != e->ntopics || topic >= e->cap) {
-        snprintf(err, errlen, "replicator: topic %s: index %zu is not the next one below the capacity %zu",
-                 spec->name, topic, e->cap);
-        return TB_EFULL;
-    }
-    e->topics[topic] = *spec;
-    e->topics[topic].name = tb_strdup(spec->name);
-    e->topics[topic].schema_subject = dup_or_null(spec->schema_subject);
-    e->ntopics++;
     int first = 0;
     for (size_t i = 0; i < e->nouts; i++) {
         rep_output_t *o = e->outs[i];
@@ -231,6 +222,61 @@ int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *
         tb_warn("no output carries this topic: its messages are logged and kept to the disk bounds only",
                 TB_S("topic", spec->name));
     return first;
+}
+
+int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen)
+{
+    *err = '\0';
+    if (topic != e->ntopics || topic >= e->cap) {
+        snprintf(err, errlen, "replicator: topic %s: index %zu is not the next one below the capacity %zu",
+                 spec->name, topic, e->cap);
+        return TB_EFULL;
+    }
+    e->topics[topic] = *spec;
+    e->topics[topic].name = tb_strdup(spec->name);
+    e->topics[topic].schema_subject = dup_or_null(spec->schema_subject);
+    e->ntopics++;
+    return give_lanes(e, topic, spec, err, errlen);
+}
+
+int rep_engine_readd_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen)
+{
+    *err = '\0';
+    if (topic >= e->ntopics || !rep_engine_released(e, topic)) {
+        snprintf(err, errlen, "replicator: topic %s: index %zu is not a released topic", spec->name, topic);
+        return TB_EINVALID;
+    }
+    free((char *)e->topics[topic].schema_subject);
+    const char *name = e->topics[topic].name; /* the same name: its index is its identity */
+    e->topics[topic] = *spec;
+    e->topics[topic].name = name;
+    e->topics[topic].schema_subject = dup_or_null(spec->schema_subject);
+    return give_lanes(e, topic, spec, err, errlen);
+}
+
+size_t rep_engine_release_topic(rep_engine_t *e, size_t topic)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < e->nouts; i++) {
+        rep_output_t *o = e->outs[i];
+        if (!rep_output_carries(e, i, topic) || atomic_load(&o->lanes[topic]->released))
+            continue;
+        rep__topic_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+        cmd->cmd.kind = REP__CMD_TOPIC;
+        cmd->release = true;
+        cmd->lane = o->lanes[topic];
+        tb_mbox_push(&o->cmds, &cmd->cmd.node);
+        n++;
+    }
+    return n;
+}
+
+bool rep_engine_released(const rep_engine_t *e, size_t topic)
+{
+    for (size_t i = 0; i < e->nouts; i++)
+        if (rep_output_carries(e, i, topic) && !atomic_load(&e->outs[i]->lanes[topic]->released))
+            return false;
+    return true;
 }
 
 void rep_engine_update_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec)

@@ -450,6 +450,7 @@ typedef struct rep__cmd {
 typedef struct rep__topic_cmd {
     rep__cmd_t cmd;              /* first; kind REP__CMD_TOPIC */
     bool add;                    /* true: lane (the kind's topic struct) is new; false: an update */
+    bool release;                /* rep_engine_release_topic: the lane is released (any kind: rep_output.c) */
     rep__lane_t *lane;           /* the output's lane of the topic */
     char *subject;               /* update: the new schema subject (NULL: none) */
     uint64_t max_age_ms;         /* update */
@@ -479,6 +480,8 @@ struct rep__lane {
     atomic_bool queued;
     atomic_bool paused;          /* POST /admin/topics/T/pause (rep_pause.c): set by any thread, then
                                     kicked; the kind builds and sends nothing new while set */
+    atomic_bool released;        /* rep_engine_release_topic (a retired topic): its reader and cursor are
+                                    closed, it reads nothing more; set on its thread, read by any */
     /* stats: st is the thread's, pub the copy readers see (under o->mu) */
     rep_topic_stats_t st, pub;
     uint64_t progress_ms;        /* tb_mono_ms() of the last ack (or when data began to wait) */
@@ -515,6 +518,10 @@ typedef struct rep_output_ops {
     int (*add_topic)(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec);
     int (*update_topic)(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec);
     void (*topic_cmd)(rep_output_t *o, rep__topic_cmd_t *cmd);
+    /* Optional, its thread: a drained topic's lane is released (rep_engine_release_topic): the
+     * kind stops what it runs for it (Danube: its stream, timers, declaration) before the
+     * generic part closes the lane's reader and cursor (rep__lane_release). */
+    void (*release_topic)(rep_output_t *o, rep__lane_t *l);
 } rep_output_ops_t;
 
 extern const rep_output_ops_t rep__danube_ops;
@@ -582,6 +589,13 @@ void rep__lane_acked(rep__lane_t *l);
 /* Session lost: the window emptied (ops->release), the reader reopened at win.acked + 1 (not Danube). */
 void rep__lane_restart(rep__lane_t *l);
 void rep__lane_publish(rep__lane_t *l);              /* refresh l->pub */
+/* Its thread: a drained topic's lane lets go of the log (RELOAD.md 4.3 step 1): released set,
+ * the window emptied, the reader and the cursor closed (the cursor under o->mu: the stats read it),
+ * state STOPPED published. Nothing reads it again (rep__lane_next answers WAL_END). */
+void rep__lane_release(rep__lane_t *l);
+/* Loop thread, before l is published: a released lane's cumulative counters carried into l (the
+ * same topic given again, rep_engine_readd_topic), so its series never go backwards. */
+void rep__lane_carry(rep__lane_t *l, const rep__lane_t *old);
 /* Any thread: the published stats plus what is live (readable end, lag, stall). */
 void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
 /* rep_pause.c: whether the lane's topic is paused (any thread; a kind's pump checks it before
@@ -636,6 +650,8 @@ typedef struct rep__topic {
     uint64_t dl_retry_ms;        /* tb_mono_ms() when a refused dead-letter write is asked again; 0: none */
     rep_refused_t refused;       /* this topic's stream is refused (credentials) */
     rep__timer_t batch_timer, retry_timer, ack_timer, read_timer;
+    bool released;               /* rep__topic_release: out of r->topics; whatever comes back for it
+                                    (a stream's end, a lookup) leaves it STOPPED */
 } rep__topic_t;
 
 /* rep_topic.c */
@@ -646,6 +662,9 @@ void rep__topic_kicked(rep_t *r, rep__topic_t *t);        /* new data may be rea
 void rep__topic_chan_ready(rep_t *r, rep__topic_t *t);    /* its channel became READY */
 void rep__topic_stop(rep_t *r, rep__topic_t *t);          /* rep_stop: drain then close */
 void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is left */
+/* Drained and retired (rep_engine_release_topic): its timers cancelled, its stream cancelled,
+ * STOPPED; out of r->topics and declared no more (RegisterEdge again). */
+void rep__topic_release(rep_t *r, rep__topic_t *t);
 void rep__topic_free(rep__topic_t *t);
 void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->lane.pub */
 /* r->pace_timer's callback: tokens are back; the lanes the pacer grants are pumped */

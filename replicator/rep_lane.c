@@ -35,6 +35,7 @@ int rep__lane_init(rep__lane_t *l, rep_output_t *o, size_t topic, const char *na
     l->priority = o->e && topic < o->e->ntopics ? o->e->topics[topic].priority : 0;
     rep__pace_lane_init(&l->pace, l->priority);
     atomic_init(&l->paused, false);
+    atomic_init(&l->released, false);
     wal_cursor_opts_t co = { .start = start, .protects = o->ops->kind == REP_KIND_DANUBE };
     int rc = wal_cursor_open(wal, o->wal_id, &co, &l->cur);
     if (rc < 0)
@@ -61,10 +62,61 @@ void rep__lane_fini(rep__lane_t *l)
     l->name = NULL;
 }
 
+void rep__lane_release(rep__lane_t *l)
+{
+    atomic_store(&l->released, true);
+    uint32_t cap = l->win.cap;
+    uint64_t acked = l->win.acked;
+    for (uint32_t i = 0; i < l->win.n; i++) /* none: released only once drained */
+        l->o->ops->release(l->o, rep__window_at(&l->win, i));
+    rep__window_free(&l->win);
+    rep__window_init(&l->win, cap, acked);
+    rep__src_free(&l->src);
+    memset(&l->src, 0, sizeof l->src);
+    rep__pace_leave(&l->o->pace, &l->pace, tb_mono_ms());
+    pthread_mutex_lock(&l->o->mu);
+    wal_cursor_t *cur = l->cur;
+    l->cur = NULL; /* rep__lane_stats reads it under the lock */
+    pthread_mutex_unlock(&l->o->mu);
+    wal_cursor_close(cur);
+    l->st.state = REP_TOPIC_STOPPED;
+    rep__lane_publish(l);
+}
+
+void rep__lane_carry(rep__lane_t *l, const rep__lane_t *old)
+{
+    const rep_topic_stats_t *o = &old->st; /* its thread is done with it: released */
+    rep_topic_stats_t *s = &l->st;
+    s->batches_sent += o->batches_sent;
+    s->batches_resent += o->batches_resent;
+    s->batches_acked += o->batches_acked;
+    s->messages_acked += o->messages_acked;
+    s->messages_acked_new += o->messages_acked_new;
+    s->messages_acked_dropped += o->messages_acked_dropped;
+    s->messages_dropped_age += o->messages_dropped_age;
+    s->messages_dropped_age_new += o->messages_dropped_age_new;
+    s->messages_replayed += o->messages_replayed;
+    s->gaps += o->gaps;
+    s->holes += o->holes;
+    s->attributes_skipped += o->attributes_skipped;
+    for (int k = 0; k < REP_RETRY__COUNT; k++)
+        s->retries[k] += o->retries[k];
+    s->stream_resets += o->stream_resets;
+    s->messages_dead_lettered += o->messages_dead_lettered;
+    s->messages_dead_lettered_new += o->messages_dead_lettered_new;
+    s->dead_letter_batches += o->dead_letter_batches;
+    s->permanent_failures += o->permanent_failures;
+    s->last_ack_ms = TB_MAX(s->last_ack_ms, o->last_ack_ms);
+    s->start_offset = TB_MIN(s->start_offset, o->start_offset); /* received by this process from there on */
+    l->pub = l->st;
+}
+
 bool rep__lane_ensure_reader(rep__lane_t *l)
 {
     if (l->src.rd)
         return true;
+    if (atomic_load(&l->released))
+        return false; /* its log is being retired: never reopened */
     int rc = wal_reader_open(l->wal, l->win.acked + 1, &l->src.rd);
     if (rc < 0) {
         tb_error("replicator: cannot open a log reader; trying again in 1 s", REP__LOG_LANE(l), TB_ERR(rc));
@@ -86,7 +138,7 @@ void rep__lane_note_gaps(rep__lane_t *l, uint64_t gaps0, uint64_t holes0)
 int rep__lane_next(rep__lane_t *l, wal_record_t *rec, uint64_t now_wall)
 {
     (void)now_wall;
-    if (rep__lane_paused(l))
+    if (rep__lane_paused(l) || atomic_load(&l->released))
         return WAL_END; /* rep_pause.c: nothing is read while paused; the resume's kick reads on */
     if (!rep__lane_ensure_reader(l))
         return TB_ECLOSED;
@@ -207,12 +259,14 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out)
     wal_pos_t pos = l->pub_pos;
     pthread_mutex_unlock(&l->o->mu);
     out->readable_end = wal_topic_readable_end(l->wal);
+    pthread_mutex_lock(&l->o->mu); /* rep__lane_release closes it */
     if (l->cur) {
         wal_cursor_stats_t cs;
         wal_cursor_stats(l->cur, &cs);
         out->slot_dropped = cs.dropped_since_open;
         out->slot_dropped_total = cs.dropped_total;
     }
+    pthread_mutex_unlock(&l->o->mu);
     /* the records stored above the checkpoint, not the span of offsets:
      * after a kill in memory_first it holds a reservation skip (wal.h) */
     out->lag_messages = wal_topic_stored_between(l->wal, out->acked_offset, out->readable_end);

@@ -93,6 +93,26 @@ void rep__output_post(rep_output_t *o, rep_event_t *ev)
     tb_mbox_push(&o->events, &ev->node);
 }
 
+/* rep_engine_release_topic's command, on the output's thread (RELOAD.md 4.3 step 1): the kind
+ * stops what it runs for the topic, the lane closes its reader and cursor, and the loop hears
+ * REP_EV_TOPIC_RELEASED (once per output: it retires the log when every output has answered). */
+static void release(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep__lane_t *l = cmd->lane;
+    if (!atomic_load(&l->released)) {
+        if (o->ops->release_topic)
+            o->ops->release_topic(o, l);
+        rep__lane_release(l);
+        tb_info("replicator: a retiring topic's lane released (drained)", TB_S("output", o->name),
+                TB_S("topic", l->name), TB_U("acked_offset", l->win.acked));
+    }
+    rep_event_t *ev = tb_calloc(1, sizeof *ev);
+    ev->kind = REP_EV_TOPIC_RELEASED;
+    ev->topic = l->topic;
+    rep__output_post(o, ev);
+    free(cmd);
+}
+
 void rep__output_drain(rep_output_t *o)
 {
     for (tb_mnode_t *n = tb_mbox_take(&o->cmds), *next; n; n = next) {
@@ -100,12 +120,15 @@ void rep__output_drain(rep_output_t *o)
         rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
         if (cmd->kind == REP__CMD_STOP) {
             o->ops->stop(o);
+        } else if (cmd->kind == REP__CMD_TOPIC && ((rep__topic_cmd_t *)cmd)->release) {
+            release(o, (rep__topic_cmd_t *)cmd);
         } else if (cmd->kind == REP__CMD_TOPIC) {
             o->ops->topic_cmd(o, (rep__topic_cmd_t *)cmd);
         } else {
             rep__lane_t *l = TB_CONTAINER_OF(cmd, rep__lane_t, kick);
             atomic_store(&l->queued, false);
-            o->ops->lane_kicked(o, l);
+            if (!atomic_load(&l->released)) /* a kick queued before the release: nothing to read */
+                o->ops->lane_kicked(o, l);
         }
     }
 }

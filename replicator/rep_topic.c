@@ -249,7 +249,7 @@ void rep__topic_chan_ready(rep_t *r, rep__topic_t *t)
 void rep__topic_on_lookup(rep_t *r, rep__topic_t *t, rep__chan_t *chan, const char *why)
 {
     t->lookup = NULL;
-    if (r->stopping) {
+    if (r->stopping || t->released) {
         set_state(r, t, REP_TOPIC_STOPPED);
         return;
     }
@@ -279,6 +279,10 @@ void rep__topic_on_stream_end(rep_t *r, rep__topic_t *t, rep_retry_t why, grpc_s
         }
     rep__window_rewind(&t->lane.win);
     rep__timer_cancel(&r->timers, &t->ack_timer);
+    if (t->released) {
+        set_state(r, t, REP_TOPIC_STOPPED);
+        return;
+    }
     if (r->stopping) {
         if (t->lane.win.n)
             tb_info("replicator: stream closed with batches unacknowledged; they are resent after restart",
@@ -533,6 +537,8 @@ void rep__topic_paced(rep_t *r, rep__timer_t *tm)
 
 static void pump(rep_t *r, rep__topic_t *t)
 {
+    if (t->released)
+        return; /* a completion of its cancelled stream, or a timer armed before */
     rep__poison_retry(r, t);
     while (t->state == REP_TOPIC_STREAMING && t->stream) {
         uint32_t may_send = t->acks_this_stream ? t->lane.win.cap : 1; /* slow start */
@@ -605,6 +611,33 @@ void rep__topic_stop(rep_t *r, rep__topic_t *t)
         set_state(r, t, REP_TOPIC_STOPPED);
         break;
     }
+}
+
+/* ---- released (a retired topic: RELOAD.md 4.3) ------------------------------------------ */
+
+void rep__topic_release(rep_t *r, rep__topic_t *t)
+{
+    t->released = true;
+    rep__timer_cancel(&r->timers, &t->batch_timer);
+    rep__timer_cancel(&r->timers, &t->read_timer);
+    rep__timer_cancel(&r->timers, &t->retry_timer);
+    rep__timer_cancel(&r->timers, &t->ack_timer);
+    t->wait = NULL;
+    if (t->state == REP_TOPIC_STREAMING && t->stream)
+        rep__stream_cancel(t->stream, REP_RETRY_STATUS); /* nothing in flight: its end leaves it STOPPED */
+    else if (t->state != REP_TOPIC_LOOKUP) /* a lookup's answer finds it released */
+        set_state(r, t, REP_TOPIC_STOPPED);
+    for (size_t i = 0; i < r->ntopics; i++) {
+        if (r->topics[i] != t)
+            continue;
+        memmove(&r->topics[i], &r->topics[i + 1], (r->ntopics - i - 1) * sizeof *r->topics);
+        r->ntopics--;
+        for (size_t k = i; k < r->ntopics; k++)
+            r->topics[k]->idx = k;
+        break;
+    }
+    if (!r->stopping)
+        rep__reg_redeclare(r); /* the cluster's list of this edge's topics without it */
 }
 
 void rep__topic_grace_over(rep_t *r, rep__topic_t *t)

@@ -189,6 +189,8 @@ typedef enum {
     REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times: its
                                 records (ev->dl) go to the dead-letter log; answer with
                                 rep_engine_dead_letter_done once they are durable (or not) */
+    REP_EV_TOPIC_RELEASED,   /* rep_engine_release_topic: this output let go of the topic (reader and
+                                cursor closed, undeclared); one per output that carried it */
 } rep_event_kind_t;
 
 /* One record of a dead-lettered batch: rec's pointers point into blob (owned). */
@@ -475,6 +477,29 @@ rep_event_t *rep_engine_take_events(rep_engine_t *e);
  * named in err and carries it after a restart.
  */
 int rep_engine_add_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen);
+/*
+ * Retiring a topic (docs/design/RELOAD.md 4.3; loop thread): once the loop
+ * saw it drained (every active cursor past its last offset, nothing held),
+ * every output carrying it is told to let go of it on its thread: the kind
+ * stops what it runs for it (Danube: its stream and timers; it is declared
+ * no more, RegisterEdge again without it), the lane closes its reader and
+ * its cursor and reads nothing again, and the output posts
+ * REP_EV_TOPIC_RELEASED. Returns how many outputs were told (0: none
+ * carries it, nothing to wait for); the log may be retired
+ * (wal_topic_retire) once that many events came.
+ */
+size_t rep_engine_release_topic(rep_engine_t *e, size_t topic);
+/* Whether every lane of topic was released (true when no output carries it). */
+bool rep_engine_released(const rep_engine_t *e, size_t topic);
+/*
+ * A released topic given again (a reload maps its name again: the log
+ * re-created after a retirement, or the same log kept by wal.retire: keep),
+ * loop thread: as rep_engine_add_topic for an index below
+ * rep_engine_ntopics whose lanes are all released; each output that carries
+ * the name gets a new lane (the old one's memory stays until the engine is
+ * freed: its stats are read without a lock).
+ */
+int rep_engine_readd_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec, char *err, size_t errlen);
 /* Its schema subject or max_age changed (loop thread): Danube declares it again. */
 void rep_engine_update_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spec);
 size_t rep_engine_ntopics(const rep_engine_t *e);

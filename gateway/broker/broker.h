@@ -63,11 +63,27 @@ const char *broker_reject_name(broker_reject_t r);
  * lands between two PUBLISHes; the broker takes the reference it is given
  * and unrefs the one it replaces: see gateway/replication.c).
  */
+/* The life of a slot (docs/design/RELOAD.md 4.1). The gateway's retirement
+ * (gateway/retire.c) moves it past RETIRING with broker_topic_set_life; a
+ * reload routing to the name again makes it LIVE (broker_plan_commit). */
+typedef enum {
+    BROKER_LIFE_LIVE,            /* some rule of the current generation routes to it */
+    BROKER_LIFE_RETIRING,        /* no rule routes to it; its backlog is being replicated */
+    BROKER_LIFE_REMOVING,        /* drained: its lanes released, its log being retired (a reload
+                                    routing to it is refused until this ends: a moment) */
+    BROKER_LIFE_RETIRED,         /* its log removed (wal_topic_retire; the RETIRED file keeps its
+                                    next offset and counters); t->wal is the old handle, unused */
+    BROKER_LIFE_KEPT,            /* drained, wal.retire: keep: its log kept, not replicated */
+    BROKER_LIFE__COUNT
+} broker_topic_life_t;
+const char *broker_topic_life_name(broker_topic_life_t l);
+
 typedef struct broker_topic {
     char *name;
     uint32_t id;                 /* slot id == index (broker_topic(b, id)), for the process's life */
     bool routed;                 /* some rule of the current generation routes to it; false: no
                                     mapping any more, its backlog still replicates (reload) */
+    broker_topic_life_t life;    /* LIVE exactly when routed */
     wal_topic_t *wal;
     char *schema_subject;        /* its mappings' schema_subject; NULL: raw bytes */
     cfg_encoding_t encoding;     /* the Avro payload encoding of those mappings */
@@ -319,6 +335,10 @@ typedef struct broker_plan {
     size_t *added;               /* slot ids the commit creates, in order */
     size_t nadded;
     size_t *revived;             /* slots not routed before, routed again */
+    broker_topic_life_t *revived_life; /* revived[k]'s life before the commit: RETIRING (its lanes
+                                    still run), KEPT or RETIRED (the replicator needs new lanes:
+                                    rep_engine_readd_topic; a RETIRED one has a new log) */
+    wal_topic_t **revived_wal;    /* RETIRED: the re-created log broker_plan_open opened */
     size_t nrevived;
     size_t *leaving;             /* slots routed before, not by the plan */
     size_t nleaving;
@@ -335,6 +355,8 @@ int broker_plan_new(broker_t *b, const cfg_t *next, broker_plan_t **out /* OUT *
 int broker_plan_open(broker_t *b, broker_plan_t *p, char *err, size_t errlen);
 void broker_plan_commit(broker_t *b, broker_plan_t *p);
 void broker_plan_free(broker_plan_t *p /* NULL: nothing */);
+/* The gateway's retirement (loop thread): RETIRING -> REMOVING -> RETIRED or KEPT. */
+void broker_topic_set_life(broker_t *b, size_t id, broker_topic_life_t life);
 
 /*
  * The password file and ACL in force (either NULL: none) and cfg's auth.*

@@ -357,6 +357,69 @@ static int set_memory_first(const cfg_t *cfg, broker_topic_t *t)
     return rc;
 }
 
+/* wal_topic_foreach: the names of upstream topics no slot has (local logs, "$...", are not topics). */
+typedef struct {
+    broker_t *srv;
+    char **names;
+    size_t n;
+} orphans_t;
+
+static int note_orphan(wal_topic_t *w, void *arg)
+{
+    orphans_t *o = arg;
+    const char *name = wal_topic_name(w);
+    if (name[0] != '$' && !broker__topic(o->srv, name)) {
+        o->names = tb_realloc(o->names, (o->n + 1) * sizeof *o->names);
+        o->names[o->n++] = tb_strdup(name);
+    }
+    return 0;
+}
+
+/*
+ * Orphans at boot (RELOAD.md 4.7): a topic directory that no mapping of
+ * this file names (its mapping was removed across a restart, or a reload's
+ * retirement did not finish) becomes a RETIRING slot, not routed, declared
+ * without a schema subject: its backlog is replicated like that of a
+ * mapping removed live, then the gateway retires it (gateway/retire.c); a
+ * drained one is retired at its first tick. The capacity counts them.
+ */
+static void adopt_orphans(broker_t *srv)
+{
+    orphans_t o = { .srv = srv };
+    wal_topic_foreach(srv->wal, note_orphan, &o);
+    if (!o.n)
+        return;
+    size_t cap = BROKER_TOPIC_HEADROOM(srv->ntopics + o.n);
+    if (cap > srv->cap_topics) {
+        srv->topics = tb_realloc(srv->topics, cap * sizeof *srv->topics);
+        memset(srv->topics + srv->cap_topics, 0, (cap - srv->cap_topics) * sizeof *srv->topics);
+        srv->cap_topics = cap;
+    }
+    for (size_t k = 0; k < o.n; k++) {
+        if (srv->ntopics >= srv->cap_topics) { /* 10,000 names: not adopted, said so */
+            tb_warn("a topic directory no mapping names is left alone: the topic capacity is reached",
+                    TB_S("topic", o.names[k]));
+            free(o.names[k]);
+            continue;
+        }
+        broker_topic_t *t = tb_calloc(1, sizeof *t);
+        t->name = o.names[k];
+        t->id = (uint32_t)srv->ntopics;
+        t->srv = srv;
+        t->life = BROKER_LIFE_RETIRING;
+        t->wal = wal_topic_find(srv->wal, t->name);
+        uv_timer_init(srv->loop, &t->timer); /* closed by broker_close with the others */
+        t->timer.data = t;
+        wal_topic_stats_t ws;
+        wal_topic_stats(t->wal, &ws);
+        tb_info("a topic directory no mapping names: replicated until drained, then retired",
+                TB_S("topic", t->name), TB_U("backlog_messages", ws.next_offset - 1 - TB_MIN(ws.checkpoint,
+                                                                                           ws.next_offset - 1)));
+        srv->topics[srv->ntopics++] = t;
+    }
+    free(o.names);
+}
+
 static int build_topics(broker_t *srv, char *err, size_t errlen)
 {
     const cfg_t *cfg = srv->cfg;
@@ -395,6 +458,7 @@ static int build_topics(broker_t *srv, char *err, size_t errlen)
             return rc;
         }
     }
+    adopt_orphans(srv);
     return 0;
 }
 
@@ -1053,8 +1117,21 @@ int broker_plan_new(broker_t *srv, const cfg_t *next, broker_plan_t **out, char 
         }
         p->gen->topic_of[i] = t->id;
         routed[t->id] = true;
-        if (!t->routed)
+        if (t->life == BROKER_LIFE_REMOVING) {
+            snprintf(err, errlen,
+                     "%s: mqtt.topic_mappings: topic %s is being retired (drained, its log being removed): "
+                     "reload again in a moment", next->source, t->name);
+            free(routed);
+            broker_plan_free(p);
+            return TB_EBUSY;
+        }
+        if (!t->routed) {
             push_id(&p->revived, &p->nrevived, t->id);
+            p->revived_life = tb_realloc(p->revived_life, p->nrevived * sizeof *p->revived_life);
+            p->revived_life[p->nrevived - 1] = t->life;
+            p->revived_wal = tb_realloc(p->revived_wal, p->nrevived * sizeof *p->revived_wal);
+            p->revived_wal[p->nrevived - 1] = NULL;
+        }
         unsigned how = 0;
         if (!same_str(t->schema_subject, st->schema_subject) ||
             (st->schema_subject && t->encoding != st->encoding))
@@ -1095,7 +1172,36 @@ int broker_plan_open(broker_t *srv, broker_plan_t *p, char *err, size_t errlen)
             return rc;
         }
     }
+    /* a retired name mapped again: its log re-created, continuing from its RETIRED entry (wal.h) */
+    for (size_t k = 0; k < p->nrevived; k++) {
+        if (p->revived_life[k] != BROKER_LIFE_RETIRED || p->revived_wal[k])
+            continue;
+        broker_topic_t *t = srv->topics[p->revived[k]];
+        broker_topic_t tmp = { .name = t->name, .durability = t->durability };
+        int rc = wal_topic_open(srv->wal, t->name, &tmp.wal);
+        if (rc == 0)
+            rc = wal_topic_set_overflow(tmp.wal, overflow_of(t->on_full));
+        if (rc == 0 && t->durability == CFG_DURABILITY_MEMORY_FIRST)
+            rc = set_memory_first(srv->cfg, &tmp);
+        p->revived_wal[k] = tmp.wal;
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot re-create the log of retired topic %s: %s", t->name, tb_strerror(rc));
+            return rc;
+        }
+    }
     return 0;
+}
+
+const char *broker_topic_life_name(broker_topic_life_t l)
+{
+    static const char *const n[] = { "live", "retiring", "removing", "retired", "kept" };
+    return (unsigned)l < TB_ARRAY_LEN(n) ? n[l] : "?";
+}
+
+void broker_topic_set_life(broker_t *srv, size_t id, broker_topic_life_t life)
+{
+    if (id < srv->ntopics && !srv->topics[id]->routed)
+        srv->topics[id]->life = life; /* a routed slot is LIVE (broker_plan_commit) */
 }
 
 static void reset_schema(broker_topic_t *t)
@@ -1149,14 +1255,22 @@ void broker_plan_commit(broker_t *srv, broker_plan_t *p)
         if (how & BROKER_CHANGED_MAX_AGE)
             t->max_age_ms = st->max_age_ms;
     }
-    for (size_t k = 0; k < p->nrevived; k++)
-        srv->topics[p->revived[k]]->routed = true;
+    for (size_t k = 0; k < p->nrevived; k++) {
+        broker_topic_t *t = srv->topics[p->revived[k]];
+        if (p->revived_wal[k]) { /* re-created: the old handle is retired memory, kept to wal_close */
+            t->wal = p->revived_wal[k];
+            p->revived_wal[k] = NULL;
+        }
+        t->routed = true;
+        t->life = BROKER_LIFE_LIVE;
+    }
     broker_gen_t *old = srv->gen;
     srv->gen = p->gen; /* <== the swap: the next message is routed by the new rules */
     p->gen = NULL;
     for (size_t k = 0; k < p->nleaving; k++) {
         broker_topic_t *t = srv->topics[p->leaving[k]];
         t->routed = false;
+        t->life = BROKER_LIFE_RETIRING;
         if (t->batch)
             broker__ingest_flush(t); /* what the old rules routed to it goes to its log now */
     }
@@ -1182,6 +1296,8 @@ void broker_plan_free(broker_plan_t *p)
     free(p->fresh);
     free(p->added);
     free(p->revived);
+    free(p->revived_life);
+    free(p->revived_wal); /* a re-created log not committed: an empty directory the next boot finds */
     free(p->leaving);
     free(p->changed);
     free(p->changed_how);

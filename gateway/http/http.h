@@ -262,6 +262,9 @@ typedef enum {
     HTTP_TOPIC_STALLED,     /* waiting messages, no progress within the deadline */
     HTTP_TOPIC_FAILED,      /* not accepting (failed fsync, ...) */
     HTTP_TOPIC_PAUSED,      /* POST /admin/topics/T/pause: its replication holds, the log takes its messages */
+    HTTP_TOPIC_RETIRING,    /* no mapping routes to it (a reload): its backlog replicates, then it is retired */
+    HTTP_TOPIC_RETIRED,     /* drained and removed from disk (its counters are the final ones) */
+    HTTP_TOPIC_KEPT,        /* drained, wal.retire: keep: its directory stays, not replicated */
     HTTP_TOPIC__COUNT
 } http_topic_state_t;
 extern const char *const http_topic_states[HTTP_TOPIC__COUNT];

@@ -37,6 +37,9 @@ const char *const http_topic_states[HTTP_TOPIC__COUNT] = {
     [HTTP_TOPIC_STALLED] = "stalled",
     [HTTP_TOPIC_FAILED] = "failed",
     [HTTP_TOPIC_PAUSED] = "paused",
+    [HTTP_TOPIC_RETIRING] = "retiring",
+    [HTTP_TOPIC_RETIRED] = "retired",
+    [HTTP_TOPIC_KEPT] = "kept",
 };
 
 void http_service_opts_default(http_service_opts_t *o)

@@ -313,6 +313,8 @@ typedef enum {
     METRICS_WAL_WRITTEN_BYTES,  /* by cause: bytes the log handed to write/pwrite (wal_stats) */
     METRICS_WAL_WRITES,         /* by cause: its write calls, one per file replaced */
     METRICS_WAL_SYNCS,          /* by cause: its fdatasync/fsync calls */
+    METRICS_TOPICS_RETIRED,     /* topics retired since start (a reload removed their mapping; drained) */
+    METRICS_TOPICS_RETIRING,    /* topics no mapping routes to, their backlog replicating */
     METRICS__COUNT
 } metrics_id_t;
 

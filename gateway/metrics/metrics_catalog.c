@@ -339,6 +339,13 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
     C(METRICS_WAL_SYNCS, "tributary_wal_syncs_total",
       "fdatasync and fsync calls of the write-ahead log since start, by cause; a directory's included (a file "
       "replaced atomically is two).", METRICS_L_WAL_CAUSE, METRICS_L_NONE, "wal.syncs"),
+    C(METRICS_TOPICS_RETIRED, "tributary_wal_topics_retired_total",
+      "Topics retired since start: a reload removed their last mapping, their backlog was replicated to every "
+      "output, then their directory was removed (wal.retire: remove; their next offset and counters kept in "
+      "<wal.dir>/RETIRED) or kept (wal.retire: keep).", METRICS_L_NONE, METRICS_L_NONE, "retire.retired_total"),
+    G(METRICS_TOPICS_RETIRING, "tributary_wal_topics_retiring",
+      "Topics no mapping routes to whose backlog is still being replicated (then retired).", 1, METRICS_L_NONE,
+      "retire.retiring", false),
 };
 
 const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {

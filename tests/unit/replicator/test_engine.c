@@ -498,6 +498,81 @@ Test(engine, topics_filters_decide_the_lanes_and_kicks_reach_every_output_carryi
     rt_close(&h);
 }
 
+/* Events until n REP_EV_TOPIC_RELEASED of topic came (10 s at most); their outputs in *outs (bit set). */
+static int take_released(rep_engine_t *e, size_t topic, int n, unsigned *outs)
+{
+    int got = 0, seen = 0;
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (got < n && tb_mono_ms() < deadline) {
+        for (rep_event_t *ev = rep_engine_take_events(e), *next; ev; ev = next) {
+            next = rep_event_next(ev);
+            if (ev->kind == REP_EV_TOPIC_RELEASED && ev->topic == topic) {
+                got++;
+                *outs |= 1u << ev->output;
+            }
+            rep_event_free(ev);
+        }
+        if (got < n)
+            wait_wake(&seen, 200);
+    }
+    return got;
+}
+
+Test(engine, a_released_topic_lets_go_of_its_log_on_every_output_and_can_be_retired)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    wal_topic_t *other;
+    cr_assert_eq(wal_topic_open(h.w, OTHER_TOPIC, &other), 0);
+    cfg_t *c = load("outputs:\n"
+                    "  - {name: danube, kind: danube, topics: [\"/edge1/telemetry\"]}\n"
+                    "  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/edge1/#\"]}\n"
+                    "  - {name: fb, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/+/other\"]}\n");
+    rep_engine_t *e = engine(&h, c, other);
+    fake_t *fa = (fake_t *)e->outs[1];
+    cr_assert_eq(rep_engine_start(e), 0);
+    wal_topic_t *tele = h.t;
+    h.t = other;
+    rt_append_n(&h, 3, 10);
+    rep_engine_kick(e, 1);
+    cr_assert(lane_until(e, 1, 1, 3));
+    cr_assert(lane_until(e, 2, 1, 3));
+    cr_assert_eq(wal_topic_checkpoint(other), 3, "drained: both outputs acknowledged 1..3");
+    cr_assert_not(rep_engine_released(e, 1));
+
+    cr_assert_eq(rep_engine_release_topic(e, 1), 2, "the two outputs that carry it are told");
+    unsigned outs = 0;
+    cr_assert_eq(take_released(e, 1, 2, &outs), 2, "each answers once");
+    cr_assert_eq(outs, (1u << 1) | (1u << 2));
+    cr_assert(rep_engine_released(e, 1));
+    cr_assert_eq(rep_engine_release_topic(e, 1), 0, "released already: nothing to wait for");
+    cr_assert(rep_engine_released(e, 0) == false, "telemetry is not touched");
+    rep_topic_stats_t st;
+    rep_lane_stats(e, 1, 1, &st);
+    cr_assert_eq(st.state, REP_TOPIC_STOPPED);
+    cr_assert_eq(st.acked_offset, 3);
+    cr_assert_eq(st.messages_acked, 3, "its counters stay");
+
+    /* nothing reads it again: a record appended and kicked is not seen */
+    rt_append_n(&h, 1, 10);
+    rep_engine_kick(e, 1);
+    h.t = tele;
+    rt_append_n(&h, 2, 10);
+    rep_engine_kick(e, 0); /* queued after the kick of 1 on fa's thread: once 0 is acked, 1's was seen */
+    cr_assert(lane_until(e, 1, 0, 2));
+    cr_assert_eq(atomic_load(&fa->seen[1]), 3, "the released lane reads nothing more");
+    /* its cursors are closed: the log may retire it (4 is not acknowledged: FORGET's count) */
+    wal_retired_t entry;
+    cr_assert_eq(wal_topic_retire(other, WAL_RETIRE_FORGET, &entry), 0);
+    cr_assert_eq(entry.next, 5);
+    cr_assert_eq(entry.checkpoint, 3);
+    cr_assert_eq(entry.forgotten, 1);
+    stop_and_free(e);
+    cfg_free(c);
+    rt_close(&h);
+}
+
 Test(engine, start_settles_the_cursors_so_a_removed_outputs_slot_stops_holding_the_log)
 {
     rt_t h;
