@@ -237,6 +237,17 @@ int rep__mqtt_router(const cfg_t *cfg, router_t **out /* OUT */, char *err, size
 int rep__mqtt_split_broker(const char *s, char *host, size_t hostlen, int *port /* OUT */);
 /* The outputs[] entry named name, or NULL. */
 const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name);
+/* The connection's options from the entry (broker into host[0..hostlen), TLS, credentials,
+ * window, the replicator's deadlines and backoff); the kind sets qos, clean_session and any
+ * subscription. 0 or TB_ECONFIG with err. */
+int rep__mqtt_conn_opts(const cfg_t *cfg, const cfg_output_t *c, char *host, size_t hostlen,
+                        rep_mosq_opts_t *mo /* OUT */, char *err, size_t errlen);
+/* The mappings (rule indexes) whose topics the output carries: what its templates are checked
+ * against. *nr of them; free() the array. */
+uint32_t *rep__mqtt_rules(const rep_output_t *o, const router_t *router, const cfg_t *cfg, size_t *nr /* OUT */);
+/* /stats: the connection's part (state, counters, window), last_error = own_error then the
+ * connection's; no connection: "stopped" or "idle". Any thread. */
+void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error, rep_output_stats_t *st);
 
 /* ---- lanes over one connection (rep_mosq_lanes.c) ------------------------------
  *

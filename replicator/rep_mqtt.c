@@ -250,6 +250,75 @@ const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name)
     return NULL;
 }
 
+int rep__mqtt_conn_opts(const cfg_t *cfg, const cfg_output_t *c, char *host, size_t hostlen, rep_mosq_opts_t *mo,
+                        char *err, size_t errlen)
+{
+    int port = 0;
+    if (!c->broker || rep__mqtt_split_broker(c->broker, host, hostlen, &port) < 0) {
+        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", c->name,
+                 c->broker ? c->broker : "");
+        return TB_ECONFIG;
+    }
+    rep__mosq_opts_default(mo);
+    mo->host = host;
+    mo->port = port;
+    mo->protocol = (int)c->protocol;
+    mo->client_id = c->client_id;
+    mo->max_inflight = c->max_inflight;
+    mo->tls = c->has_tls;
+    mo->ca_file = c->tls.ca_file;
+    mo->cert_file = c->tls.cert_file;
+    mo->key_file = c->tls.key_file;
+    mo->username = c->username;
+    mo->password_file = c->password_file;
+    mo->connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
+    mo->ack_timeout_ms = cfg->replicator.ack_timeout_ms;
+    mo->retry_initial_ms = cfg->replicator.retry_initial_ms;
+    mo->retry_max_ms = cfg->replicator.retry_max_ms;
+    return 0;
+}
+
+uint32_t *rep__mqtt_rules(const rep_output_t *o, const router_t *router, const cfg_t *cfg, size_t *nr)
+{
+    size_t nup;
+    const char *const *names = router_upstream_topics(router, &nup);
+    uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
+    *nr = 0;
+    for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
+        size_t nt;
+        const uint32_t *ids = router_rule_topics(router, r, &nt);
+        bool feeds = false;
+        for (size_t k = 0; k < nt && !feeds; k++)
+            feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
+        if (feeds)
+            rules[(*nr)++] = (uint32_t)r;
+    }
+    return rules;
+}
+
+void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error, rep_output_stats_t *st)
+{
+    if (!conn) {
+        st->state = stopped ? "stopped" : "idle";
+        return;
+    }
+    rep_mosq_stats_t cs;
+    rep__mosq_stats(conn, &cs);
+    st->state = rep__mosq_state_name(cs.state);
+    st->up = cs.state == REP_MOSQ_UP;
+    size_t k = (size_t)snprintf(st->last_error, sizeof st->last_error, "%s", own_error);
+    if (cs.last_error[0] && k + 3 < sizeof st->last_error)
+        snprintf(st->last_error + k, sizeof st->last_error - k, "%s%.*s", k ? "; " : "",
+                 (int)(sizeof st->last_error - k - (k ? 3 : 1)), cs.last_error);
+    st->attempts = cs.attempts;
+    st->sessions = cs.sessions;
+    st->refusals = cs.refusals;
+    st->failures = cs.failures;
+    st->inflight = cs.inflight;
+    st->window = cs.window;
+    st->backoff_ms = cs.backoff_ms;
+}
+
 static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
@@ -260,33 +329,23 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
         return TB_ECONFIG;
     }
     char host[256];
-    int port = 0;
-    if (!c->broker || rep__mqtt_split_broker(c->broker, host, sizeof host, &port) < 0) {
-        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", o->name,
-                 c->broker ? c->broker : "");
-        return TB_ECONFIG;
-    }
+    rep_mosq_opts_t mo;
+    int rc = rep__mqtt_conn_opts(cfg, c, host, sizeof host, &mo, err, errlen);
+    if (rc < 0)
+        return rc;
+    mo.qos = (int)c->qos;
+    /* a persistent session (the issue's) at QoS 0/1; QoS 2 needs a clean one (OUTPUTS.md 4.4) */
+    mo.clean_session = c->qos == 2;
     m->live_window_ms = cfg->replicator.live_window_ms;
     m->grace_ms = cfg->replicator.shutdown_grace_ms;
     m->protocol = (int)c->protocol;
     m->qos = (int)c->qos;
-    int rc = rep__mqtt_router(cfg, &m->router, err, errlen);
+    rc = rep__mqtt_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;
     /* the rules whose topics this output carries: the template is expanded for them */
-    size_t nup;
-    const char *const *names = router_upstream_topics(m->router, &nup);
-    uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
-    size_t nr = 0;
-    for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
-        size_t nt;
-        const uint32_t *ids = router_rule_topics(m->router, r, &nt);
-        bool feeds = false;
-        for (size_t k = 0; k < nt && !feeds; k++)
-            feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
-        if (feeds)
-            rules[nr++] = (uint32_t)r;
-    }
+    size_t nr;
+    uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
     char why[512];
     rc = router_out_compile(m->router, c->remote_topic ? c->remote_topic : "${topic}", rules, nr, 0,
                             &m->remote_topic, why, sizeof why);
@@ -295,26 +354,6 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
         snprintf(err, errlen, "outputs[%s].remote_topic: %s", o->name, why);
         return rc;
     }
-    rep_mosq_opts_t mo;
-    rep__mosq_opts_default(&mo);
-    mo.host = host;
-    mo.port = port;
-    mo.protocol = (int)c->protocol;
-    mo.client_id = c->client_id;
-    mo.qos = (int)c->qos;
-    /* a persistent session (the issue's) at QoS 0/1; QoS 2 needs a clean one (OUTPUTS.md 4.4) */
-    mo.clean_session = c->qos == 2;
-    mo.max_inflight = c->max_inflight;
-    mo.tls = c->has_tls;
-    mo.ca_file = c->tls.ca_file;
-    mo.cert_file = c->tls.cert_file;
-    mo.key_file = c->tls.key_file;
-    mo.username = c->username;
-    mo.password_file = c->password_file;
-    mo.connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
-    mo.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
-    mo.retry_initial_ms = cfg->replicator.retry_initial_ms;
-    mo.retry_max_ms = cfg->replicator.retry_max_ms;
     /* the lanes: every topic the output's filters select */
     uint32_t recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
     rep__mlanes_init(&m->lanes, o, &lanes_ops, m, c->max_inflight, recheck_ms);
@@ -410,22 +449,7 @@ static void mqtt_stats(rep_output_t *o, rep_output_stats_t *st)
     pthread_mutex_lock(&o->mu);
     st->dead_letters = m->dead_letters;
     pthread_mutex_unlock(&o->mu);
-    if (!m->conn) {
-        st->state = m->stopped ? "stopped" : "idle";
-        return;
-    }
-    rep_mosq_stats_t cs;
-    rep__mosq_stats(m->conn, &cs);
-    st->state = rep__mosq_state_name(cs.state);
-    st->up = cs.state == REP_MOSQ_UP;
-    snprintf(st->last_error, sizeof st->last_error, "%s", cs.last_error);
-    st->attempts = cs.attempts;
-    st->sessions = cs.sessions;
-    st->refusals = cs.refusals;
-    st->failures = cs.failures;
-    st->inflight = cs.inflight;
-    st->window = cs.window;
-    st->backoff_ms = cs.backoff_ms;
+    rep__mqtt_conn_stats(m->conn, m->stopped, "", st);
 }
 
 const rep_output_ops_t rep__mqtt_ops = {

@@ -332,12 +332,12 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
         return TB_ECONFIG;
     }
     char host[256];
-    int port = 0;
-    if (!c->broker || rep__mqtt_split_broker(c->broker, host, sizeof host, &port) < 0) {
-        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", o->name,
-                 c->broker ? c->broker : "");
-        return TB_ECONFIG;
-    }
+    rep_mosq_opts_t mo;
+    int rc = rep__mqtt_conn_opts(cfg, c, host, sizeof host, &mo, err, errlen);
+    if (rc < 0)
+        return rc;
+    mo.qos = 0;                 /* Sparkplug data is QoS 0; its delivery is confirmed by a round trip */
+    mo.clean_session = true;    /* Sparkplug B 3.0: Clean Session / Clean Start true */
     if (!c->group_id || !*c->group_id) {
         snprintf(err, errlen, "outputs[%s].group_id: required for kind sparkplug", o->name);
         return TB_ECONFIG;
@@ -345,24 +345,13 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
     const char *edge_node = c->edge_node_id && *c->edge_node_id ? c->edge_node_id : cfg->edge.edge_name;
     m->grace_ms = cfg->replicator.shutdown_grace_ms;
     m->edge_name = cfg->edge.edge_name ? tb_strdup(cfg->edge.edge_name) : NULL;
-    int rc = rep__mqtt_router(cfg, &m->router, err, errlen);
+    rc = rep__mqtt_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;
     char why[512];
     if (c->device && *c->device) {
-        size_t nup;
-        const char *const *names = router_upstream_topics(m->router, &nup);
-        uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
-        size_t nr = 0;
-        for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
-            size_t nt;
-            const uint32_t *ids = router_rule_topics(m->router, r, &nt);
-            bool feeds = false;
-            for (size_t k = 0; k < nt && !feeds; k++)
-                feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
-            if (feeds)
-                rules[nr++] = (uint32_t)r;
-        }
+        size_t nr;
+        uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
         rc = router_out_compile(m->router, c->device, rules, nr, ROUTER_OUT_LEVEL, &m->device, why, sizeof why);
         free(rules);
         if (rc < 0) {
@@ -407,25 +396,6 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
         tb_warn("sparkplug output carries no topic", TB_S("output", o->name));
         return 0;
     }
-    rep_mosq_opts_t mo;
-    rep__mosq_opts_default(&mo);
-    mo.host = host;
-    mo.port = port;
-    mo.protocol = (int)c->protocol;
-    mo.client_id = c->client_id;
-    mo.qos = 0;                 /* Sparkplug data is QoS 0; its delivery is confirmed by a round trip */
-    mo.clean_session = true;    /* Sparkplug B 3.0: Clean Session / Clean Start true */
-    mo.max_inflight = c->max_inflight;
-    mo.tls = c->has_tls;
-    mo.ca_file = c->tls.ca_file;
-    mo.cert_file = c->tls.cert_file;
-    mo.key_file = c->tls.key_file;
-    mo.username = c->username;
-    mo.password_file = c->password_file;
-    mo.connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
-    mo.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
-    mo.retry_initial_ms = cfg->replicator.retry_initial_ms;
-    mo.retry_max_ms = cfg->replicator.retry_max_ms;
     rep__spb_subscriptions(m->sess, &mo.subscribe, &mo.nsubscribe);
     rc = rep__mosq_new(&mo, 1, &owner_ops, m, &m->conn, why, sizeof why);
     if (rc < 0) {
@@ -523,27 +493,9 @@ static void sparkplug_stats(rep_output_t *o, rep_output_stats_t *st)
                                        .seq = seq, .data_msgs = ss.data_msgs, .metrics = ss.metrics,
                                        .confirmed = ss.confirmed_msgs, .rebirth_cmds = ss.rebirth_cmds,
                                        .deadline_ends = ss.deadline_ends, .host_online = ss.host_online };
-    if (!m->conn) {
-        st->state = m->stopped ? "stopped" : "idle";
-        return;
-    }
-    rep_mosq_stats_t cs;
-    rep__mosq_stats(m->conn, &cs);
-    st->state = rep__mosq_state_name(cs.state);
-    st->up = cs.state == REP_MOSQ_UP;
     /* the session's words first (a refused subscription, a persist failure), then the connection's */
-    size_t k = (size_t)snprintf(st->last_error, sizeof st->last_error, "%s", ss.last_error);
-    if (cs.last_error[0] && k + 3 < sizeof st->last_error)
-        snprintf(st->last_error + k, sizeof st->last_error - k, "%s%.*s", k ? "; " : "",
-                 (int)(sizeof st->last_error - k - 3), cs.last_error);
-    st->attempts = cs.attempts;
-    st->sessions = cs.sessions;
-    st->refusals = cs.refusals;
-    st->failures = cs.failures;
-    st->inflight = cs.inflight;
-    st->window = cs.window;
-    st->backoff_ms = cs.backoff_ms;
-    st->sparkplug.unconfirmed = cs.inflight;
+    rep__mqtt_conn_stats(m->conn, m->stopped, ss.last_error, st);
+    st->sparkplug.unconfirmed = st->inflight;
 }
 
 const rep_output_ops_t rep__sparkplug_ops = {
