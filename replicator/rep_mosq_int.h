@@ -245,6 +245,11 @@ int rep__mqtt_conn_opts(const cfg_t *cfg, const cfg_output_t *c, char *host, siz
 /* The mappings (rule indexes) whose topics the output carries: what its templates are checked
  * against. *nr of them; free() the array. */
 uint32_t *rep__mqtt_rules(const rep_output_t *o, const router_t *router, const cfg_t *cfg, size_t *nr /* OUT */);
+/* A lane a reload added, for a template (tmpl, router_out_compile's flags) that needs a match:
+ * a router of the reload's mappings (spec->mappings), the template checked against the rules
+ * the output carries there. 0 and *out; TB_EUNSUPPORTED without mappings; or the error (warned). */
+int rep__mqtt_added_router(const rep_output_t *o, const rep_topic_spec_t *spec, const char *tmpl, unsigned flags,
+                           router_t **out /* OUT */);
 /* /stats: the connection's part (state, counters, window), last_error = own_error then the
  * connection's; no connection: "stopped" or "idle". Any thread. */
 void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error, rep_output_stats_t *st);
@@ -285,8 +290,9 @@ typedef struct rep__mlane_unit {
 
 typedef struct rep__mlanes_ops {
     size_t lane_size;           /* the kind's lane struct, rep__mlane_t first */
-    /* optional: the kind's part of a new lane (init, or the loop thread at a reload); 0 or < 0 */
-    int (*setup)(void *kind, rep__mlane_t *ml);
+    /* optional: the kind's part of a new lane: at init (added false), or on the loop thread for
+     * a topic a reload added (spec->mappings: that reload's configuration); 0 or < 0 */
+    int (*setup)(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added);
     /* one record of ml about to go: REP__ML_* (SEND: *u filled, the kind keeps what it built
      * until it hands it out) */
     int (*build)(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t now_wall,

@@ -54,7 +54,7 @@ void rep__mlanes_init(rep__mlanes_t *s, rep_output_t *o, const rep__mlanes_ops_t
 }
 
 /* A lane of topic (the engine's index): its cursor and the kind's part; not yet in s->v. */
-static int lane_new(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec, rep__mlane_t **out)
+static int lane_new(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec, bool added, rep__mlane_t **out)
 {
     rep_output_t *o = s->o;
     rep__mlane_t *ml = tb_calloc(1, s->ops->lane_size);
@@ -77,7 +77,7 @@ static int lane_new(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec
     uint64_t end = wal_topic_readable_end(spec->wal);
     ml->resend_upto = end ? end - 1 : 0;
     ml->lane.st.state = REP_TOPIC_CONNECTING;
-    rc = s->ops->setup ? s->ops->setup(s->kind, ml) : 0;
+    rc = s->ops->setup ? s->ops->setup(s->kind, ml, spec, added) : 0;
     if (rc < 0) {
         rep__lane_fini(&ml->lane);
         free(ml);
@@ -105,7 +105,7 @@ int rep__mlanes_setup(rep__mlanes_t *s, char *err, size_t errlen)
         if (!rep__output_wants(o, e->topics[i].name))
             continue;
         rep__mlane_t *ml;
-        int rc = lane_new(s, i, &e->topics[i], &ml);
+        int rc = lane_new(s, i, &e->topics[i], false, &ml);
         if (rc < 0) {
             snprintf(err, errlen, "outputs[%s]: topic %s: cannot open its log cursor: %s", o->name,
                      e->topics[i].name, tb_strerror(rc));
@@ -124,7 +124,7 @@ int rep__mlanes_add(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec
     if (topic >= o->nlanes || o->lanes[topic])
         return TB_EINVALID;
     rep__mlane_t *ml;
-    int rc = lane_new(s, topic, spec, &ml);
+    int rc = lane_new(s, topic, spec, true, &ml);
     if (rc < 0)
         return rc;
     /* complete before it is seen: rep__output_kick and the stats read o->lanes from other threads */

@@ -37,6 +37,8 @@
 typedef struct mlane {
     rep__mlane_t ml;            /* first: the shared lane (rep_mosq_lanes.c) */
     rep_mqtt_tmpl_t tmpl;
+    router_t *router;           /* a lane a reload added, with a template using ${N}: the reload's
+                                   mappings (the output's router is the start's); else NULL */
 } mlane_t;
 
 typedef struct rep_mqtt {
@@ -44,6 +46,7 @@ typedef struct rep_mqtt {
     rep_mosq_t *conn;
     router_t *router;
     router_out_t *remote_topic;
+    char *remote_topic_text;    /* its text, checked against the mappings of a reload that adds a topic */
     rep__mlanes_t lanes;        /* rep_mosq_lanes.c */
     uint32_t live_window_ms;
     uint32_t grace_ms;
@@ -74,13 +77,25 @@ static void dead_letter(rep_mqtt_t *m, rep__mlane_t *ml, const wal_record_t *rec
     pthread_mutex_unlock(&m->out.mu);
 }
 
-static int lane_setup(void *kind, rep__mlane_t *ml)
+static int lane_setup(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added)
 {
     rep_mqtt_t *m = kind;
-    ((mlane_t *)ml)->tmpl = (rep_mqtt_tmpl_t){ .router = m->router, .remote_topic = m->remote_topic,
-                                               .upstream = ml->lane.name, .live_window_ms = m->live_window_ms,
-                                               .protocol = m->protocol };
+    mlane_t *me = (mlane_t *)ml;
+    if (added && router_out_needs_match(m->remote_topic)) {
+        int rc = rep__mqtt_added_router(&m->out, spec, m->remote_topic_text, 0, &me->router);
+        if (rc < 0)
+            return rc;
+    }
+    me->tmpl = (rep_mqtt_tmpl_t){ .router = me->router ? me->router : m->router, .remote_topic = m->remote_topic,
+                                  .upstream = ml->lane.name, .live_window_ms = m->live_window_ms,
+                                  .protocol = m->protocol };
     return 0;
+}
+
+static void lane_fini(void *kind, rep__mlane_t *ml)
+{
+    (void)kind;
+    router_free(((mlane_t *)ml)->router);
 }
 
 /* The topic and the MQTT 5 properties of rec, into m->topic and m->props; the packet's size
@@ -117,7 +132,7 @@ static void unbuild(void *kind, rep__mlane_t *ml)
 }
 
 static const rep__mlanes_ops_t lanes_ops = {
-    .lane_size = sizeof(mlane_t), .setup = lane_setup, .build = build, .unbuild = unbuild,
+    .lane_size = sizeof(mlane_t), .setup = lane_setup, .build = build, .unbuild = unbuild, .fini = lane_fini,
 };
 
 /* ---- the connection's owner callbacks (its thread) --------------------------------------- */
@@ -319,6 +334,33 @@ void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error,
     st->backoff_ms = cs.backoff_ms;
 }
 
+int rep__mqtt_added_router(const rep_output_t *o, const rep_topic_spec_t *spec, const char *tmpl, unsigned flags,
+                           router_t **out)
+{
+    *out = NULL;
+    if (!spec->mappings)
+        return TB_EUNSUPPORTED; /* no configuration to match with: carried after a restart */
+    char err[512];
+    router_t *r = NULL;
+    int rc = rep__mqtt_router(spec->mappings, &r, err, sizeof err);
+    if (rc == 0) {
+        size_t nr;
+        uint32_t *rules = rep__mqtt_rules(o, r, spec->mappings, &nr);
+        router_out_t *check = NULL;
+        rc = router_out_compile(r, tmpl, rules, nr, flags, &check, err, sizeof err);
+        router_out_free(check);
+        free(rules);
+    }
+    if (rc < 0) {
+        tb_warn("output: the template does not fit the mappings of the reload; the topic is carried after a "
+                "restart", TB_S("output", o->name), TB_S("topic", spec->name), TB_S("error", err));
+        router_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
 static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
@@ -347,8 +389,8 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
     size_t nr;
     uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
     char why[512];
-    rc = router_out_compile(m->router, c->remote_topic ? c->remote_topic : "${topic}", rules, nr, 0,
-                            &m->remote_topic, why, sizeof why);
+    m->remote_topic_text = tb_strdup(c->remote_topic ? c->remote_topic : "${topic}");
+    rc = router_out_compile(m->router, m->remote_topic_text, rules, nr, 0, &m->remote_topic, why, sizeof why);
     free(rules);
     if (rc < 0) {
         snprintf(err, errlen, "outputs[%s].remote_topic: %s", o->name, why);
@@ -426,6 +468,27 @@ static int mqtt_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
     return TB_EUNSUPPORTED; /* replaced whole (reload, later) */
 }
 
+/* ---- topics at run time (a reload: RELOAD.md 2.6, OUTPUTS.md 2.8) ------------------------- */
+
+/* The loop thread: a topic a reload added that this output's filters select. A remote_topic
+ * with ${N}/${#} matches the new lane's records against the reload's mappings (the output's
+ * router is the start's, which does not know the new mapping). Refused (carried after a
+ * restart) when the output has no connection: it carried nothing at start, its thread ended. */
+static int mqtt_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_mqtt_t *m = (rep_mqtt_t *)o;
+    if (!m->conn)
+        return TB_EUNSUPPORTED;
+    return rep__mlanes_add(&m->lanes, topic, spec);
+}
+
+static void mqtt_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep_mqtt_t *m = (rep_mqtt_t *)o;
+    rep__mlanes_topic_cmd(&m->lanes, cmd);
+    rep__mosq_kick(m->conn); /* next() has a lane more */
+}
+
 static void mqtt_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -440,6 +503,7 @@ static void mqtt_fini(rep_output_t *o)
     mosquitto_property_free_all(&m->props);
     rep__mlanes_free(&m->lanes);
     router_out_free(m->remote_topic);
+    free(m->remote_topic_text);
     router_free(m->router);
 }
 
@@ -465,4 +529,6 @@ const rep_output_ops_t rep__mqtt_ops = {
     .release = mqtt_release,
     .fini = mqtt_fini,
     .stats = mqtt_stats,
+    .add_topic = mqtt_add_topic,
+    .topic_cmd = mqtt_topic_cmd,
 };

@@ -34,6 +34,13 @@
  * payload's bytes; one NDATA/DDATA packs up to SPB_PACK records, so the
  * PUBLISH rate is at most max_messages_per_s (docs/SPARKPLUG.md, "Pacing").
  *
+ * Topics a reload adds (RELOAD.md 2.6): a lane joins at run time
+ * (rep__mlanes_add); its first record names metrics not yet born, and the
+ * session answers as for any new metric (rep__spb_data_add's
+ * REP_SPB_REBIRTH): NBIRTH again for node metrics, the device's DBIRTH for
+ * a device's, before the data that uses them (Sparkplug B: a new metric
+ * requires a new birth).
+ *
  * The bdSeq blob and the alias table are kept with wal_output_state_put
  * under the keys "bdseq" and "aliases" and read back at init.
  *
@@ -70,6 +77,8 @@
 typedef struct slane {
     rep__mlane_t ml;            /* first: the shared lane (rep_mosq_lanes.c) */
     char *prefix;               /* the metric names' topic part */
+    router_t *router;           /* a lane a reload added, with a device template using ${N}: the
+                                   reload's mappings (the output's router is the start's); else NULL */
 } slane_t;
 
 typedef struct rep_sparkplug {
@@ -78,6 +87,7 @@ typedef struct rep_sparkplug {
     rep__spb_sess_t *sess;
     router_t *router;
     router_out_t *device;       /* NULL: node metrics */
+    char *device_text;          /* its text, checked against the mappings of a reload that adds a topic */
     rep__mlanes_t lanes;        /* rep_mosq_lanes.c */
     char *edge_name;            /* edge.edge_name at init (prefix_of, also for lanes a reload adds) */
     uint32_t grace_ms;
@@ -112,7 +122,8 @@ static int device_of(rep_sparkplug_t *m, rep__mlane_t *ml, const wal_record_t *r
     router_match_t mt;
     router_out_ctx_t ctx = { .topic = { rec->mqtt_topic, rec->mqtt_topic_len },
                              .upstream = { ml->lane.name, strlen(ml->lane.name) } };
-    if (router_match(m->router, rec->mqtt_topic, rec->mqtt_topic_len, &mt) >= 0)
+    const router_t *r = ((slane_t *)ml)->router ? ((slane_t *)ml)->router : m->router;
+    if (router_match(r, rec->mqtt_topic, rec->mqtt_topic_len, &mt) >= 0)
         ctx.m = &mt;
     int n = router_out_expand(m->device, &ctx, m->devbuf, sizeof m->devbuf - 1);
     if (n <= 0)
@@ -132,10 +143,16 @@ static char *prefix_of(const char *topic, const char *edge)
     return tb_strdup(*topic ? topic : "data");
 }
 
-static int lane_setup(void *kind, rep__mlane_t *ml)
+static int lane_setup(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added)
 {
     rep_sparkplug_t *m = kind;
-    ((slane_t *)ml)->prefix = prefix_of(ml->lane.name, m->edge_name);
+    slane_t *sl = (slane_t *)ml;
+    if (added && m->device && router_out_needs_match(m->device)) {
+        int rc = rep__mqtt_added_router(&m->out, spec, m->device_text, ROUTER_OUT_LEVEL, &sl->router);
+        if (rc < 0)
+            return rc;
+    }
+    sl->prefix = prefix_of(ml->lane.name, m->edge_name);
     return 0;
 }
 
@@ -143,6 +160,7 @@ static void lane_fini(void *kind, rep__mlane_t *ml)
 {
     (void)kind;
     free(((slane_t *)ml)->prefix);
+    router_free(((slane_t *)ml)->router);
 }
 
 /* A record goes into the session's next NDATA/DDATA: its device now (m->devbuf). The pacer
@@ -352,6 +370,7 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
     if (c->device && *c->device) {
         size_t nr;
         uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
+        m->device_text = tb_strdup(c->device);
         rc = router_out_compile(m->router, c->device, rules, nr, ROUTER_OUT_LEVEL, &m->device, why, sizeof why);
         free(rules);
         if (rc < 0) {
@@ -455,6 +474,27 @@ static int sparkplug_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
     return TB_EUNSUPPORTED;
 }
 
+/* ---- topics at run time (a reload: RELOAD.md 2.6, OUTPUTS.md 2.8) ------------------------- */
+
+/* The loop thread. A device template with ${N} matches the new lane's records against the
+ * reload's mappings. Refused (carried after a restart) without a connection (nothing carried at
+ * start: the thread ended). The births the new metrics need are the session's
+ * (rep__spb_data_add's REP_SPB_REBIRTH). */
+static int sparkplug_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_sparkplug_t *m = (rep_sparkplug_t *)o;
+    if (!m->conn)
+        return TB_EUNSUPPORTED;
+    return rep__mlanes_add(&m->lanes, topic, spec);
+}
+
+static void sparkplug_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep_sparkplug_t *m = (rep_sparkplug_t *)o;
+    rep__mlanes_topic_cmd(&m->lanes, cmd);
+    rep__mosq_kick(m->conn);
+}
+
 static void sparkplug_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -471,6 +511,7 @@ static void sparkplug_fini(rep_output_t *o)
     rep__mlanes_free(&m->lanes);
     free(m->edge_name);
     router_out_free(m->device);
+    free(m->device_text);
     router_free(m->router);
 }
 
@@ -511,4 +552,6 @@ const rep_output_ops_t rep__sparkplug_ops = {
     .release = sparkplug_release,
     .fini = sparkplug_fini,
     .stats = sparkplug_stats,
+    .add_topic = sparkplug_add_topic,
+    .topic_cmd = sparkplug_topic_cmd,
 };
