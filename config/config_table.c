@@ -408,11 +408,12 @@ const cfg__key_t cfg__output_keys[] = {
       "mqtt, sparkplug: messages sent and not yet acknowledged (confirmed), at most."),
     O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL,
       "Bytes per second the output may send, as the link carries them before TLS (danube: each encoded "
-      "ReplicateBatch; mqtt: each PUBLISH packet), over all its topics: a token bucket with a burst of "
-      "200 ms (or the largest unit); 0: no cap."),
+      "ReplicateBatch; mqtt: each PUBLISH packet; sparkplug: each record's stored payload, births never "
+      "counted), over all its topics: a token bucket with a burst of 200 ms (or the largest unit); 0: no cap."),
     O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL,
-      "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes), "
-      "over all its topics; 0: no cap. With either cap, higher mapping priorities drain first."),
+      "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes; "
+      "sparkplug: records, packed into NDATA/DDATA, births never counted), over all its topics; 0: no cap. "
+      "With either cap, higher mapping priorities drain first."),
     O("group_id", CFG__STR, group_id, "", 0, 256, NULL, KS,
       "sparkplug (required): the Sparkplug group id (no +, /, #)."),
     O("edge_node_id", CFG__STR, edge_node_id, "", 0, 256, NULL, KS,
