@@ -323,6 +323,9 @@ int rep__mlanes_setup(rep__mlanes_t *s, char *err, size_t errlen);
 /* The loop thread, at a reload (ops->add_topic): the lane of a new topic (cursor, kind part),
  * o->lanes[topic] published, then a REP__CMD_TOPIC to the thread (rep__mlanes_topic_cmd). */
 int rep__mlanes_add(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec);
+/* The loop thread (ops->update_topic): a reload changed the topic's max_age; the thread applies
+ * it to the records it reads from then on. */
+int rep__mlanes_update(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec);
 void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd); /* ops->topic_cmd; owns cmd */
 /* The next record to send: 1 with *ml and *rec (valid until the next call; its unit is in the
  * window, SENT), or 0 when none can go now. */

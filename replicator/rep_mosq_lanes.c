@@ -137,6 +137,20 @@ int rep__mlanes_add(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec
     return 0;
 }
 
+int rep__mlanes_update(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_output_t *o = s->o;
+    rep__lane_t *l = topic < o->nlanes ? __atomic_load_n(&o->lanes[topic], __ATOMIC_ACQUIRE) : NULL;
+    if (!l)
+        return TB_EINVALID;
+    rep__topic_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+    cmd->cmd.kind = REP__CMD_TOPIC;
+    cmd->lane = l;
+    cmd->max_age_ms = spec->max_age_ms; /* the schema subject: neither kind sends one */
+    tb_mbox_push(&o->cmds, &cmd->cmd.node);
+    return 0;
+}
+
 void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd)
 {
     rep__mlane_t *ml = (rep__mlane_t *)cmd->lane; /* the lane is the first member */
@@ -147,6 +161,8 @@ void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd)
         ml->dirty = true;
     } else {
         ml->enc.max_age_ms = cmd->max_age_ms;
+        tb_info("output: topic updated at run time", TB_S("output", s->o->name), REP__LOG_LANE(&ml->lane),
+                TB_U("max_age_ms", ml->enc.max_age_ms));
     }
     free(cmd->subject);
     free(cmd);

@@ -482,6 +482,12 @@ static int mqtt_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t 
     return rep__mlanes_add(&m->lanes, topic, spec);
 }
 
+/* The loop thread: a reload changed the topic's max_age. */
+static int mqtt_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    return rep__mlanes_update(&((rep_mqtt_t *)o)->lanes, topic, spec);
+}
+
 static void mqtt_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
@@ -530,5 +536,6 @@ const rep_output_ops_t rep__mqtt_ops = {
     .fini = mqtt_fini,
     .stats = mqtt_stats,
     .add_topic = mqtt_add_topic,
+    .update_topic = mqtt_update_topic,
     .topic_cmd = mqtt_topic_cmd,
 };

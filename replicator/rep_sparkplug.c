@@ -488,6 +488,12 @@ static int sparkplug_add_topic(rep_output_t *o, size_t topic, const rep_topic_sp
     return rep__mlanes_add(&m->lanes, topic, spec);
 }
 
+/* The loop thread: a reload changed the topic's max_age. */
+static int sparkplug_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    return rep__mlanes_update(&((rep_sparkplug_t *)o)->lanes, topic, spec);
+}
+
 static void sparkplug_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
 {
     rep_sparkplug_t *m = (rep_sparkplug_t *)o;
@@ -553,5 +559,6 @@ const rep_output_ops_t rep__sparkplug_ops = {
     .fini = sparkplug_fini,
     .stats = sparkplug_stats,
     .add_topic = sparkplug_add_topic,
+    .update_topic = sparkplug_update_topic,
     .topic_cmd = sparkplug_topic_cmd,
 };

@@ -7,7 +7,8 @@
  * the turn that the pacer grants unparks it and the same record goes; an
  * ack moves the checkpoint at the turn; a lost session rewinds to it and
  * leaves the pacer; a topic added at run time becomes a lane with its
- * topic's priority once the thread takes the command.
+ * topic's priority once the thread takes the command, and a max_age a
+ * reload changes applies from the command on.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -68,6 +69,10 @@ static int lk_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *s
 {
     return rep__mlanes_add(&((lk_t *)o)->lanes, topic, spec);
 }
+static int lk_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    return rep__mlanes_update(&((lk_t *)o)->lanes, topic, spec);
+}
 static void lk_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd) { rep__mlanes_topic_cmd(&((lk_t *)o)->lanes, cmd); }
 
 static const rep_output_ops_t lk_ops = {
@@ -83,6 +88,7 @@ static const rep_output_ops_t lk_ops = {
     .release = lk_release,
     .fini = lk_fini,
     .add_topic = lk_add_topic,
+    .update_topic = lk_update_topic,
     .topic_cmd = lk_topic_cmd,
 };
 
@@ -220,5 +226,32 @@ Test(mosq_lanes, a_topic_added_at_run_time_joins_with_its_priority_when_the_thre
         cr_assert_eq(got, s->v[1]);
         cr_assert_eq(rec.offset, i);
     }
+    fx_close(&f);
+}
+
+Test(mosq_lanes, a_max_age_a_reload_changes_applies_to_what_is_read_next)
+{
+    fx_t f;
+    fx_open(&f, "");
+    uint64_t old = tb_wall_ms() - 60000;
+    for (int i = 0; i < 4; i++)
+        (void)rt_append(&f.h, &(rt_msg_t){ .payload = "v", .publish_time_ms = old });
+    rep__mlanes_t *s = &f.k->lanes;
+    rep__mlane_t *got;
+    wal_record_t rec;
+    cr_assert_eq(rep__mlanes_next(s, &got, &rec), 1, "no max_age yet: a minute-old record goes");
+    cr_assert_eq(rec.offset, 1);
+    rep_topic_spec_t spec = { RT_TOPIC, NULL, f.h.t, 1000, 0, f.c };
+    rep_engine_update_topic(f.e, 0, &spec);
+    cr_assert_eq(s->v[0]->enc.max_age_ms, 0, "the thread's, until it takes the command");
+    rep__output_drain(&f.k->o);
+    cr_assert_eq(s->v[0]->enc.max_age_ms, 1000);
+    cr_assert_eq(rep__mlanes_next(s, &got, &rec), 0, "the rest is older than max_age: skipped, not sent");
+    cr_assert_eq(s->v[0]->lane.win.acked, 0, "behind the unit in flight");
+    rep__mlanes_acked(s, 0, 1);
+    (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
+    cr_assert_eq(s->v[0]->lane.win.acked, 4, "the checkpoint passes the skipped records in order");
+    cr_assert_eq(s->v[0]->lane.st.messages_acked, 1);
+    cr_assert_eq(s->v[0]->lane.st.messages_dropped_age, 3);
     fx_close(&f);
 }
