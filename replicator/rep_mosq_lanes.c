@@ -53,6 +53,17 @@ void rep__mlanes_init(rep__mlanes_t *s, rep_output_t *o, const rep__mlanes_ops_t
     s->all = tb_calloc(o->nlanes + 1, sizeof *s->all);
 }
 
+static rep_topic_state_t lane_state(rep_mosq_state_t st)
+{
+    switch (st) {
+    case REP_MOSQ_UP: return REP_TOPIC_STREAMING;
+    case REP_MOSQ_BACKOFF:
+    case REP_MOSQ_REFUSED: return REP_TOPIC_BACKOFF;
+    case REP_MOSQ_STOPPED: return REP_TOPIC_STOPPED;
+    default: return REP_TOPIC_CONNECTING;
+    }
+}
+
 /* A lane of topic (the engine's index): its cursor and the kind's part; not yet in s->v. */
 static int lane_new(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec, bool added, rep__mlane_t **out)
 {
@@ -156,6 +167,7 @@ void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd)
     rep__mlane_t *ml = (rep__mlane_t *)cmd->lane; /* the lane is the first member */
     if (cmd->add) {
         lane_join(s, ml);
+        ml->lane.st.state = lane_state(s->seen); /* the turn sets it only when the connection's changes */
         tb_info("output: topic added at run time", TB_S("output", s->o->name), REP__LOG_LANE(&ml->lane),
                 TB_U("priority", ml->lane.priority));
         ml->dirty = true;
@@ -340,17 +352,6 @@ void rep__mlanes_session_lost(rep__mlanes_t *s)
         ml->dirty = true;
     }
     output_down(s);
-}
-
-static rep_topic_state_t lane_state(rep_mosq_state_t st)
-{
-    switch (st) {
-    case REP_MOSQ_UP: return REP_TOPIC_STREAMING;
-    case REP_MOSQ_BACKOFF:
-    case REP_MOSQ_REFUSED: return REP_TOPIC_BACKOFF;
-    case REP_MOSQ_STOPPED: return REP_TOPIC_STOPPED;
-    default: return REP_TOPIC_CONNECTING;
-    }
 }
 
 static int wish_min(int wish, int ms)

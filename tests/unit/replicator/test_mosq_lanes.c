@@ -203,6 +203,8 @@ Test(mosq_lanes, a_topic_added_at_run_time_joins_with_its_priority_when_the_thre
     wal_topic_t *other;
     cr_assert_eq(wal_topic_open(f.h.w, OTHER_TOPIC, &other), 0);
     rep__mlanes_t *s = &f.k->lanes;
+    (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms()); /* the connection is up already */
+    cr_assert_eq(s->v[0]->lane.st.state, REP_TOPIC_STREAMING);
     rep_topic_spec_t spec = { OTHER_TOPIC, NULL, other, 0, 9, f.c };
     char err[256] = "";
     cr_assert_eq(rep_engine_add_topic(f.e, 1, &spec, err, sizeof err), 0, "%s", err);
@@ -215,6 +217,7 @@ Test(mosq_lanes, a_topic_added_at_run_time_joins_with_its_priority_when_the_thre
     cr_assert_eq(s->n, 2);
     cr_assert_eq(&s->v[1]->lane, l);
     cr_assert_eq(s->v[1]->idx, 1);
+    cr_assert_eq(l->st.state, REP_TOPIC_STREAMING, "the connection's state, not connecting until it changes");
     wal_topic_t *t0 = f.h.t;
     f.h.t = other; /* rt_append_n writes to h->t */
     rt_append_n(&f.h, 3, 4);
