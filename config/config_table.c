@@ -100,7 +100,7 @@ const cfg__key_t cfg__keys[] = {
     K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
       "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "
       "Absent: one output, {name: danube, kind: danube}, the edge.cluster_url cluster (Danube's edge.yaml "
-      "unchanged). This build runs kind danube only; `tributary check` accepts mqtt and sparkplug entries."),
+      "unchanged)."),
 
     K("mqtt.listener", CFG__ADDR, mqtt.listener, "0.0.0.0:1883", 0, 0, NULL, D,
       "MQTT listen address, host:port (IPv6 as [addr]:port): one plain listener. Not with mqtt.listeners, "
@@ -377,7 +377,7 @@ const cfg__key_t cfg__output_keys[] = {
       "for kind danube."),
     O("kind", CFG__ENUM, kind, NULL, 0, 0, cfg__output_kinds, R | KALL,
       "danube (the edge.cluster_url cluster; at most one), mqtt (an MQTT broker) or sparkplug (a Sparkplug B "
-      "edge node on an MQTT broker). This build runs danube only: `tributary run` refuses the others."),
+      "edge node on an MQTT broker)."),
     O("topics", CFG__STRLIST, topics, NULL, 1, 256, NULL, KALL,
       "Upstream (danube_topic) topics the output carries, as MQTT filters (\"/edge1/#\"); each must match one "
       "the mappings produce. Default: all (\"#\")."),
@@ -408,11 +408,12 @@ const cfg__key_t cfg__output_keys[] = {
       "mqtt, sparkplug: messages sent and not yet acknowledged (confirmed), at most."),
     O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL,
       "Bytes per second the output may send, as the link carries them before TLS (danube: each encoded "
-      "ReplicateBatch; mqtt: each PUBLISH packet), over all its topics: a token bucket with a burst of "
-      "200 ms (or the largest unit); 0: no cap."),
+      "ReplicateBatch; mqtt: each PUBLISH packet; sparkplug: each record's stored payload, births never "
+      "counted), over all its topics: a token bucket with a burst of 200 ms (or the largest unit); 0: no cap."),
     O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL,
-      "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes), "
-      "over all its topics; 0: no cap. With either cap, higher mapping priorities drain first."),
+      "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes; "
+      "sparkplug: records, packed into NDATA/DDATA, births never counted), over all its topics; 0: no cap. "
+      "With either cap, higher mapping priorities drain first."),
     O("group_id", CFG__STR, group_id, "", 0, 256, NULL, KS,
       "sparkplug (required): the Sparkplug group id (no +, /, #)."),
     O("edge_node_id", CFG__STR, edge_node_id, "", 0, 256, NULL, KS,

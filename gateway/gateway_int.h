@@ -91,9 +91,10 @@ rep_engine_t *gw_repl_engine(gw_repl_t *g);
  * ones after the drain (not stalled), zeros before it started. */
 void gw_repl_topic_stats(gw_repl_t *g, size_t i, rep_topic_stats_t *out /* OUT */);
 /* A reload linked slot id (broker_plan_commit): its lane in every output that
- * carries it, declared to the cluster (the outcome comes as its events).
+ * carries it, declared to the cluster (the outcome comes as its events);
+ * mappings: the reload's configuration (the mqtt and sparkplug outputs' ${N}).
  * 0, or the engine's error in err (the topic is still logged). */
-int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen);
+int gw_repl_topic_added(gw_repl_t *g, size_t id, const cfg_t *mappings, char *err, size_t errlen);
 /* A reload changed slot id's schema subject (subject: its schema block was
  * reset) or max_age: the registry's compiled schema if it has one, and the
  * replicator told. */

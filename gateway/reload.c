@@ -331,7 +331,7 @@ static void mapping_diff(void *arg, const char *key)
  * does not wait for the cluster), or "refused" here when the replicator
  * could not take it (then it is logged, not replicated until a restart).
  */
-static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broker_plan_t *p)
+static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broker_plan_t *p, const cfg_t *next)
 {
     gw__run_t *run = st ? st->run : NULL;
     json_t *added = json_array(), *retiring = json_array(), *changed = json_array();
@@ -341,7 +341,7 @@ static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broke
         if (run && run->metric_topic)
             run->metric_topic[id] = metrics_topic_add(run->metrics, t->name);
         char err[512] = "";
-        int rc = run && run->repl ? gw_repl_topic_added(run->repl, id, err, sizeof err) : TB_ECLOSED;
+        int rc = run && run->repl ? gw_repl_topic_added(run->repl, id, next, err, sizeof err) : TB_ECLOSED;
         if (rc < 0 && rc != TB_ECLOSED)
             tb_error("reload: a new topic is logged but not replicated until a restart", TB_S("topic", t->name),
                      TB_S("why", err));
@@ -537,7 +537,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     if (plan) {
         broker_plan_commit(b, plan); /* the swap: old rules or new, never neither (RELOAD.md 2.4) */
         r.mappings = true;
-        topics = mappings_applied(b, st, plan);
+        topics = mappings_applied(b, st, plan, next);
         tb_info("reload: mappings applied", TB_U("generation", broker_generation(b)),
                 TB_U("rules", broker_nrules(b)), TB_U("added", plan->nadded), TB_U("retiring", plan->nleaving),
                 TB_U("changed", plan->nchanged), TB_U("revived", plan->nrevived));

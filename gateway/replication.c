@@ -408,7 +408,7 @@ int gw_repl_start(gw__app_t *app, void *arg)
     rep_topic_spec_t *specs = tb_calloc(n + 1, sizeof *specs);
     for (size_t i = 0; i < n; i++) {
         const broker_topic_t *t = broker_topic(g->b, i);
-        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+        specs[i] = (rep_topic_spec_t){ t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority, NULL };
     }
     rep_engine_opts_t eo = { .cfg = cfg, .wal = g->wal, .topics = specs, .ntopics = n,
                              .max_topics = broker_topic_cap(g->b), .notify = notify, .notify_arg = &g->async };
@@ -455,7 +455,7 @@ static void encoding_of(gw_repl_t *g, const broker_topic_t *t)
     g->encoding[t->id] = t->schema_subject && t->encoding == CFG_ENC_JSON ? 1 : 0;
 }
 
-int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen)
+int gw_repl_topic_added(gw_repl_t *g, size_t id, const cfg_t *mappings, char *err, size_t errlen)
 {
     *err = '\0';
     broker_topic_t *t = broker_topic(g->b, id);
@@ -466,7 +466,7 @@ int gw_repl_topic_added(gw_repl_t *g, size_t id, char *err, size_t errlen)
     g->ntopics = broker_ntopics(g->b);
     if (!g->rep)
         return TB_ECLOSED;
-    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority, mappings };
     return rep_engine_add_topic(g->rep, id, &spec, err, errlen);
 }
 
@@ -491,7 +491,7 @@ void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject)
         log_readiness(g, t, "its schema subject changed: waiting for the cluster's schema");
     }
     if (g->rep) {
-        rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+        rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority, NULL };
         rep_engine_update_topic(g->rep, id, &spec);
     }
 }

@@ -47,6 +47,7 @@
 
 #include "config/config.h"
 #include "gateway/router/router.h"
+#include "replicator/rep_int.h"
 #include "wal/wal.h"
 
 /* ---- the connection (rep_mosq.c) --------------------------------------------- */
@@ -236,5 +237,114 @@ int rep__mqtt_router(const cfg_t *cfg, router_t **out /* OUT */, char *err, size
 int rep__mqtt_split_broker(const char *s, char *host, size_t hostlen, int *port /* OUT */);
 /* The outputs[] entry named name, or NULL. */
 const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name);
+/* The connection's options from the entry (broker into host[0..hostlen), TLS, credentials,
+ * window, the replicator's deadlines and backoff); the kind sets qos, clean_session and any
+ * subscription. 0 or TB_ECONFIG with err. */
+int rep__mqtt_conn_opts(const cfg_t *cfg, const cfg_output_t *c, char *host, size_t hostlen,
+                        rep_mosq_opts_t *mo /* OUT */, char *err, size_t errlen);
+/* The mappings (rule indexes) whose topics the output carries: what its templates are checked
+ * against. *nr of them; free() the array. */
+uint32_t *rep__mqtt_rules(const rep_output_t *o, const router_t *router, const cfg_t *cfg, size_t *nr /* OUT */);
+/* A lane a reload added, for a template (tmpl, router_out_compile's flags) that needs a match:
+ * a router of the reload's mappings (spec->mappings), the template checked against the rules
+ * the output carries there. 0 and *out; TB_EUNSUPPORTED without mappings; or the error (warned). */
+int rep__mqtt_added_router(const rep_output_t *o, const rep_topic_spec_t *spec, const char *tmpl, unsigned flags,
+                           router_t **out /* OUT */);
+/* /stats: the connection's part (state, counters, window), last_error = own_error then the
+ * connection's; no connection: "stopped" or "idle". Any thread. */
+void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error, rep_output_stats_t *st);
+
+/* ---- lanes over one connection (rep_mosq_lanes.c) ------------------------------
+ *
+ * What the mqtt and sparkplug kinds share: one lane per topic the output
+ * carries (rep_lane.c), the round robin over them, the pacer (a record
+ * refused goes back to its reader and the lane is parked until
+ * rep__pace_next grants it), acks, a lost session, memory_first spills, a
+ * lane added at run time. All on the output's thread but rep__mlanes_add
+ * (the loop thread) and rep__mlanes_free (after the join). */
+
+/* A lane of such an output; the kind's lane struct starts with it (ops->lane_size bytes). */
+typedef struct rep__mlane {
+    rep__lane_t lane;           /* first */
+    rep__enc_t enc;             /* only max_age_ms (rep__too_old) */
+    uint32_t idx;               /* in the set (the mqtt connection's lane index); set when it joins */
+    bool ready;                 /* records may be readable */
+    bool parked;                /* its next record waits for the pacer (held in its reader) */
+    bool dirty;                 /* stats to publish at the next turn */
+    bool acked_due;             /* units ACKED since the last rep__lane_acked (once per turn) */
+    uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
+    uint64_t resend_upto;       /* offsets up to this were sent before (a lost session, or a
+                                   previous process: the resend window at start) */
+} rep__mlane_t;
+
+/* What the kind made of a record (build). */
+typedef struct rep__mlane_unit {
+    uint32_t bytes;             /* what max_bytes_per_s counts for it (one message of max_messages_per_s) */
+    bool resend;                /* sent before (counted batches_resent) */
+    bool replayed;              /* else: counted messages_replayed */
+} rep__mlane_unit_t;
+
+#define REP__ML_SEND 0          /* build: the record goes (the unit filled) */
+#define REP__ML_SKIP 1          /* not carried (the kind counted a dead letter): the checkpoint passes it */
+#define REP__ML_RETRY 2         /* out of memory: the lane reads it again in 1 s */
+
+typedef struct rep__mlanes_ops {
+    size_t lane_size;           /* the kind's lane struct, rep__mlane_t first */
+    /* optional: the kind's part of a new lane: at init (added false), or on the loop thread for
+     * a topic a reload added (spec->mappings: that reload's configuration); 0 or < 0 */
+    int (*setup)(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added);
+    /* one record of ml about to go: REP__ML_* (SEND: *u filled, the kind keeps what it built
+     * until it hands it out) */
+    int (*build)(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t now_wall,
+                 rep__mlane_unit_t *u /* OUT */);
+    /* optional: the pacer refused what build made; it is built again later */
+    void (*unbuild)(void *kind, rep__mlane_t *ml);
+    void (*fini)(void *kind, rep__mlane_t *ml); /* optional: frees the kind's part */
+} rep__mlanes_ops_t;
+
+typedef struct rep__mlanes {
+    rep_output_t *o;
+    const rep__mlanes_ops_t *ops;
+    void *kind;                 /* the kind's output, given to ops */
+    rep__mlane_t **v;           /* the thread's lanes, by idx (o->nlanes entries) */
+    uint32_t n;
+    uint32_t rr;                /* the round robin's next lane */
+    rep__mlane_t **all;         /* every lane made (init, rep__mlanes_add): freed by rep__mlanes_free */
+    uint32_t nall;
+    uint32_t win_cap;           /* each lane's window */
+    uint32_t recheck_ms;        /* wal.fsync interval: how often an idle lane looks at the readable end */
+    rep_mosq_state_t seen;      /* the connection's state at the last turn */
+} rep__mlanes_t;
+
+void rep__mlanes_init(rep__mlanes_t *s, rep_output_t *o, const rep__mlanes_ops_t *ops, void *kind, uint32_t win_cap,
+                      uint32_t recheck_ms);
+/* init: a lane for every topic of the engine rep__output_wants. 0 or < 0 with err. */
+int rep__mlanes_setup(rep__mlanes_t *s, char *err, size_t errlen);
+/* The loop thread, at a reload (ops->add_topic): the lane of a new topic (cursor, kind part),
+ * o->lanes[topic] published, then a REP__CMD_TOPIC to the thread (rep__mlanes_topic_cmd). */
+int rep__mlanes_add(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec);
+/* The loop thread (ops->update_topic): a reload changed the topic's max_age; the thread applies
+ * it to the records it reads from then on. */
+int rep__mlanes_update(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec);
+void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd); /* ops->topic_cmd; owns cmd */
+/* The next record to send: 1 with *ml and *rec (valid until the next call; its unit is in the
+ * window, SENT), or 0 when none can go now. */
+int rep__mlanes_next(rep__mlanes_t *s, rep__mlane_t **ml /* OUT */, wal_record_t *rec /* OUT */);
+/* Lane `lane`'s units up to token are acknowledged (the cursor moves at the next turn). */
+void rep__mlanes_acked(rep__mlanes_t *s, uint32_t lane, uint64_t token);
+/* The session ended with units unacknowledged: every lane back to its checkpoint + 1. */
+void rep__mlanes_session_lost(rep__mlanes_t *s);
+/* Once per turn of the loop (the kind's idle, after rep__output_drain): acks flushed, parked
+ * lanes the pacer grants unparked, read retries, states and stats. Returns the ms the loop may
+ * sleep at most (-1: no wish). */
+int rep__mlanes_turn(rep__mlanes_t *s, rep_mosq_state_t state, uint64_t now);
+/* ops->lane_kicked: l may have records. */
+void rep__mlanes_kicked(rep__mlanes_t *s, rep__lane_t *l, bool stopping);
+/* A record not carried: a virtual unit acked at once, in order (counted dropped for its age). */
+void rep__mlanes_skip(rep__mlane_t *ml, const wal_record_t *rec);
+/* Stopped: acks flushed, every lane STOPPED and published. */
+void rep__mlanes_finish(rep__mlanes_t *s);
+/* After the join: every lane and the kind's parts. */
+void rep__mlanes_free(rep__mlanes_t *s);
 
 #endif

@@ -4,35 +4,22 @@
  *
  * One rep__mosq_t per output (rep_mosq.c: libmosquitto on a poll() loop),
  * run on the output's own thread (rep__mosq_run), and one lane per topic
- * the output carries (rep_lane.c: its reader, its WAL cursor, its window).
+ * the output carries: rep_mosq_lanes.c, shared with the sparkplug kind,
+ * keeps the lanes (readers, cursors, windows, the round robin, the pacer,
+ * acks, a lost session, memory_first spills, lanes added by a reload).
  * The connection pulls messages with next(), reports acks with acked() and
  * a lost session with session_lost(); idle() runs once per turn of its
- * loop and drains the output's commands (kicks, stop), so everything here
- * happens on that one thread, without a lock of ours.
+ * loop and drains the output's commands (kicks, topics added, stop), so
+ * everything here happens on that one thread, without a lock of ours.
  *
- *   next()          pick_lane() chooses a ready lane with room (round
- *                   robin for now: the one function the pacer of
- *                   OUTPUTS.md 2.7 replaces), its reader gives the next
- *                   record, rep__mqtt_build makes the topic and the MQTT 5
- *                   properties; the record becomes one unit of the lane's
- *                   window (first == last == its offset). The token is the
- *                   offset.
- *   acked(lane, t)  the units up to t are ACKED; at the end of the turn
- *                   (idle) rep__lane_acked moves the lane's cursor over
- *                   them: the checkpoint moves only on the remote's
- *                   PUBACK/PUBCOMP (QoS 0: the confirming UNSUBACK), never
- *                   on send.
- *   session_lost()  every lane with units in flight restarts at its last
- *                   acked offset + 1 (rep__lane_restart); what is handed out
- *                   again up to the highest offset sent before is a resend,
- *                   marked tributary.replayed=true (MQTT 5) and counted.
- *
- * Memory-first topics (wal.h MEMORY TIER, OUTPUTS.md 4.9): while the
- * connection is not up (backoff, refused, a session lost), a topic held in
- * memory is spilled to the log (wal_topic_spill, WAL_SPILL_OUTPUT), as the
- * Danube lanes do when their stream fails: no ack will come soon, so the
- * publishers are answered from the log. The WAL releases held records when
- * the minimum over the cursors of the topic's outputs passes them.
+ * What is this kind's own: a record becomes one PUBLISH (build:
+ * rep__mqtt_build makes the topic from the remote_topic template and the
+ * MQTT 5 properties; its packet size is what max_bytes_per_s counts); a
+ * resend (an offset up to the lane's resend_upto: sent before a lost
+ * session or a restart) is marked tributary.replayed=true (MQTT 5) and
+ * counted; a record whose topic cannot be made is a dead letter; the stop
+ * below. The checkpoint moves only on the remote's PUBACK/PUBCOMP (QoS 0:
+ * the confirming UNSUBACK), never on send.
  *
  * Stop: no new message is handed out; what is in flight has
  * replicator.shutdown_grace_ms to be acknowledged, then the loop ends
@@ -47,20 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define READ_RETRY_MS 1000
-
 typedef struct mlane {
-    rep__lane_t lane;           /* first */
+    rep__mlane_t ml;            /* first: the shared lane (rep_mosq_lanes.c) */
     rep_mqtt_tmpl_t tmpl;
-    rep__enc_t enc;             /* only max_age_ms (rep__too_old) */
-    uint32_t idx;               /* the connection's lane index */
-    bool ready;                 /* records may be readable */
-    bool parked;                /* its next record waits for the pacer (held in its reader) */
-    bool dirty;                 /* stats to publish at the next idle */
-    bool acked_due;             /* units ACKED since the last rep__lane_acked (once per turn) */
-    uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
-    uint64_t resend_upto;       /* offsets up to this were sent before (a lost session, or a
-                                   previous process: the resend window at start) */
+    router_t *router;           /* a lane a reload added, with a template using ${N}: the reload's
+                                   mappings (the output's router is the start's); else NULL */
 } mlane_t;
 
 typedef struct rep_mqtt {
@@ -68,60 +46,24 @@ typedef struct rep_mqtt {
     rep_mosq_t *conn;
     router_t *router;
     router_out_t *remote_topic;
-    mlane_t **lanes;            /* by the connection's lane index */
-    uint32_t nlanes;
-    uint32_t rr;                /* the round robin's next lane */
+    char *remote_topic_text;    /* its text, checked against the mappings of a reload that adds a topic */
+    rep__mlanes_t lanes;        /* rep_mosq_lanes.c */
     uint32_t live_window_ms;
     uint32_t grace_ms;
-    uint32_t recheck_ms;
     int protocol;
     int qos;
     bool stopping, stopped;
     uint64_t stop_deadline;
-    rep_mosq_state_t seen_state;
     uint64_t dead_letters;      /* under out.mu */
+    /* what build made of the record next() hands out */
+    mosquitto_property *props;
+    uint32_t skipped;
     char topic[ROUTER_OUT_MAX + 1];
 } rep_mqtt_t;
 
-/* ---- the lane picker and the pacer (rep_pace.c, OUTPUTS.md 2.7) -------------------------------
- *
- * Lanes take turns (round robin) while nothing caps the output. With max_bytes_per_s or
- * max_messages_per_s set, each PUBLISH asks the output's pacer first (take()): refused, the
- * record goes back to the lane's reader (held, read again unchanged), the lane is parked,
- * and idle() wakes the loop when the pacer says the head can go; rep__pace_next then
- * unparks the lanes it grants, highest priority first, and their next ask is true. */
+/* ---- what a record becomes (the shared lanes' build) ------------------------------------- */
 
-/* The next lane that may have a record, is not parked and has room in its window, round
- * robin; NULL: none. */
-static mlane_t *pick_lane(rep_mqtt_t *m)
-{
-    for (uint32_t k = 0; k < m->nlanes; k++) {
-        mlane_t *ml = m->lanes[(m->rr + k) % m->nlanes];
-        if (ml->ready && !ml->parked && ml->lane.win.n < ml->lane.win.cap) {
-            m->rr = (m->rr + k + 1) % m->nlanes;
-            return ml;
-        }
-    }
-    return NULL;
-}
-
-/* ---- units ------------------------------------------------------------------------------ */
-
-/* A record that is not sent (too old for max_age, or a dead letter): a virtual unit that
- * moves the checkpoint over it in order (counted as dropped for its age: the accounting
- * invariant's dropped term). */
-static void skip_record(mlane_t *ml, const wal_record_t *rec)
-{
-    rep__lane_t *l = &ml->lane;
-    rep__batch_t *b = rep__window_push(&l->win);
-    b->first = b->last = rec->offset;
-    b->aged = 1;
-    b->aged_new = rec->offset >= l->st.start_offset;
-    b->state = REP__B_ACKED;
-    rep__lane_acked(l);
-}
-
-static void dead_letter(rep_mqtt_t *m, mlane_t *ml, const wal_record_t *rec, int why)
+static void dead_letter(rep_mqtt_t *m, rep__mlane_t *ml, const wal_record_t *rec, int why)
 {
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
     uint64_t suppressed;
@@ -133,82 +75,65 @@ static void dead_letter(rep_mqtt_t *m, mlane_t *ml, const wal_record_t *rec, int
     pthread_mutex_lock(&m->out.mu);
     m->dead_letters++;
     pthread_mutex_unlock(&m->out.mu);
-    skip_record(ml, rec);
 }
 
-/* One record of ml into msg: 1, or 0 when the lane has nothing now (ready cleared) or the
- * record was not to be sent (skipped: the caller asks again). */
-static int take(rep_mqtt_t *m, mlane_t *ml, rep_mosq_msg_t *msg)
+static int lane_setup(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added)
 {
+    rep_mqtt_t *m = kind;
+    mlane_t *me = (mlane_t *)ml;
+    if (added && router_out_needs_match(m->remote_topic)) {
+        int rc = rep__mqtt_added_router(&m->out, spec, m->remote_topic_text, 0, &me->router);
+        if (rc < 0)
+            return rc;
+    }
+    me->tmpl = (rep_mqtt_tmpl_t){ .router = me->router ? me->router : m->router, .remote_topic = m->remote_topic,
+                                  .upstream = ml->lane.name, .live_window_ms = m->live_window_ms,
+                                  .protocol = m->protocol };
+    return 0;
+}
+
+static void lane_fini(void *kind, rep__mlane_t *ml)
+{
+    (void)kind;
+    router_free(((mlane_t *)ml)->router);
+}
+
+/* The topic and the MQTT 5 properties of rec, into m->topic and m->props; the packet's size
+ * is what the pacer counts (max_bytes_per_s). */
+static int build(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t now_wall, rep__mlane_unit_t *u)
+{
+    rep_mqtt_t *m = kind;
     rep__lane_t *l = &ml->lane;
-    wal_record_t rec;
-    uint64_t now_wall = tb_wall_ms();
-    int rc = rep__lane_next(l, &rec, now_wall);
-    if (rc == WAL_END) {
-        ml->ready = false;
-        return 0;
-    }
-    if (rc < 0) {
-        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
-        uint64_t suppressed;
-        if (tb_ratelimit(&rl, &suppressed))
-            tb_error("mqtt output: reading the log failed; trying again in 1 s", REP__LOG_LANE(l), TB_ERR(rc),
-                     TB_U("suppressed", suppressed));
-        ml->ready = false;
-        ml->retry_at = tb_mono_ms() + READ_RETRY_MS;
-        return 0;
-    }
-    ml->dirty = true;
-    if (rep__too_old(&ml->enc, &rec, now_wall)) {
-        skip_record(ml, &rec);
-        return 0;
-    }
-    bool resend = rec.offset <= ml->resend_upto;
-    bool replayed = resend || rep__mqtt_is_replayed(&ml->tmpl, &rec, now_wall);
-    uint32_t skipped = 0;
-    mosquitto_property *props = NULL;
-    int n = rep__mqtt_build(&ml->tmpl, &rec, replayed, m->topic, sizeof m->topic, &props, &skipped);
-    l->st.attributes_skipped += skipped;
+    const rep_mqtt_tmpl_t *tmpl = &((mlane_t *)ml)->tmpl;
+    u->resend = rec->offset <= ml->resend_upto;
+    u->replayed = u->resend || rep__mqtt_is_replayed(tmpl, rec, now_wall);
+    m->skipped = 0;
+    m->props = NULL;
+    int n = rep__mqtt_build(tmpl, rec, u->replayed, m->topic, sizeof m->topic, &m->props, &m->skipped);
+    l->st.attributes_skipped += m->skipped;
     if (n == -ENOMEM) {
         tb_error("mqtt output: out of memory building a message; trying again in 1 s", REP__LOG_LANE(l));
-        rep__lane_restart(l); /* the record is read again */
-        ml->ready = false;
-        ml->retry_at = tb_mono_ms() + READ_RETRY_MS;
-        return 0;
+        return REP__ML_RETRY;
     }
     if (n < 0) {
-        dead_letter(m, ml, &rec, n);
-        return 0;
+        dead_letter(m, ml, rec, n);
+        return REP__ML_SKIP;
     }
-    if (rep__pace_limited(&m->out.pace)) {
-        size_t bytes = rep__mqtt_packet_bytes((size_t)n, rec.payload_len, m->qos, m->protocol, props);
-        if (!rep__pace_ask(&m->out.pace, &l->pace, (uint32_t)TB_MIN(bytes, (size_t)UINT32_MAX), 1,
-                           tb_mono_ms())) {
-            mosquitto_property_free_all(&props);
-            l->st.attributes_skipped -= skipped; /* counted again when it is built again */
-            l->src.has_held = true;              /* rep__lane_next peeked it: read again next time */
-            ml->parked = true;
-            return 0;
-        }
-    }
-    rep__batch_t *b = rep__window_push(&l->win); /* pick_lane checked the room */
-    b->first = b->last = rec.offset;
-    b->count = 1;
-    b->count_new = rec.offset >= l->st.start_offset;
-    b->replayed = replayed;
-    b->raw_bytes = rec.raw_len;
-    b->first_publish_ms = b->last_publish_ms = rec.publish_time_ms;
-    rep__window_mark_sending(&l->win, b, tb_mono_ms());
-    rep__window_mark_sent(&l->win, b);
-    l->st.batches_sent++;
-    if (resend)
-        l->st.batches_resent++;
-    else if (replayed)
-        l->st.messages_replayed++;
-    *msg = (rep_mosq_msg_t){ .lane = ml->idx, .token = rec.offset, .topic = m->topic, .payload = rec.payload,
-                             .payload_len = rec.payload_len, .props = props };
-    return 1;
+    size_t bytes = rep__mqtt_packet_bytes((size_t)n, rec->payload_len, m->qos, m->protocol, m->props);
+    u->bytes = (uint32_t)TB_MIN(bytes, (size_t)UINT32_MAX);
+    return REP__ML_SEND;
 }
+
+static void unbuild(void *kind, rep__mlane_t *ml)
+{
+    rep_mqtt_t *m = kind;
+    mosquitto_property_free_all(&m->props);
+    ml->lane.st.attributes_skipped -= m->skipped; /* counted again when it is built again */
+}
+
+static const rep__mlanes_ops_t lanes_ops = {
+    .lane_size = sizeof(mlane_t), .setup = lane_setup, .build = build, .unbuild = unbuild, .fini = lane_fini,
+};
 
 /* ---- the connection's owner callbacks (its thread) --------------------------------------- */
 
@@ -217,94 +142,32 @@ static int mq_next(void *owner, rep_mosq_msg_t *msg)
     rep_mqtt_t *m = owner;
     if (m->stopping)
         return 0;
-    for (;;) {
-        mlane_t *ml = pick_lane(m);
-        if (!ml)
-            return 0;
-        if (take(m, ml, msg))
-            return 1;
-    }
+    rep__mlane_t *ml;
+    wal_record_t rec;
+    if (!rep__mlanes_next(&m->lanes, &ml, &rec))
+        return 0;
+    *msg = (rep_mosq_msg_t){ .lane = ml->idx, .token = rec.offset, .topic = m->topic, .payload = rec.payload,
+                             .payload_len = rec.payload_len, .props = m->props };
+    m->props = NULL; /* rep_mosq frees it */
+    return 1;
 }
 
 static void mq_acked(void *owner, uint32_t lane, uint64_t token)
 {
     rep_mqtt_t *m = owner;
-    if (lane >= m->nlanes)
-        return;
-    rep__lane_t *l = &m->lanes[lane]->lane;
-    for (uint32_t i = 0; i < l->win.n; i++) {
-        rep__batch_t *b = rep__window_at(&l->win, i);
-        if (b->last > token)
-            break;
-        if (b->state == REP__B_SENT || b->state == REP__B_SENDING) {
-            b->state = REP__B_ACKED;
-            l->win.sent--;
-        }
-    }
-    /* The cursor moves (rep__lane_acked: the counts exact, the stats published) once per turn of
-     * the loop, in idle(), not per PUBACK: one cursor move and one stats copy for every ack a
-     * read brought, instead of one each (the publish walks the window). */
-    m->lanes[lane]->acked_due = true;
-}
-
-/* The acks of this turn: the cursor, the counts, the stats. */
-static void flush_acks(mlane_t *ml)
-{
-    if (!ml->acked_due)
-        return;
-    ml->acked_due = false;
-    rep__lane_acked(&ml->lane);
-}
-
-/* memory_first: no ack comes soon; what the log holds in memory goes to disk now. */
-static void output_down(rep_mqtt_t *m)
-{
-    for (uint32_t i = 0; i < m->nlanes; i++)
-        if (wal_topic_mode(m->lanes[i]->lane.wal) == WAL_MODE_MEMORY)
-            wal_topic_spill(m->lanes[i]->lane.wal, WAL_SPILL_OUTPUT);
+    rep__mlanes_acked(&m->lanes, lane, token);
 }
 
 static void mq_session_lost(void *owner)
 {
     rep_mqtt_t *m = owner;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        mlane_t *ml = m->lanes[i];
-        rep__lane_t *l = &ml->lane;
-        flush_acks(ml); /* what was acknowledged before the loss counts */
-        if (l->win.n == 0)
-            continue;
-        uint64_t last = rep__window_at(&l->win, l->win.n - 1)->last;
-        if (last > ml->resend_upto)
-            ml->resend_upto = last;
-        l->st.stream_resets++;
-        rep__pace_leave(&m->out.pace, &l->pace, tb_mono_ms()); /* its unit is read again */
-        ml->parked = false;
-        rep__lane_restart(l); /* the reader reopens at the checkpoint + 1 */
-        ml->ready = true;
-        ml->dirty = true;
-    }
-    output_down(m);
-}
-
-static rep_topic_state_t lane_state(rep_mosq_state_t s)
-{
-    switch (s) {
-    case REP_MOSQ_UP: return REP_TOPIC_STREAMING;
-    case REP_MOSQ_BACKOFF:
-    case REP_MOSQ_REFUSED: return REP_TOPIC_BACKOFF;
-    case REP_MOSQ_STOPPED: return REP_TOPIC_STOPPED;
-    default: return REP_TOPIC_CONNECTING;
-    }
+    rep__mlanes_session_lost(&m->lanes);
 }
 
 static void finish(rep_mqtt_t *m)
 {
     m->stopped = true;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        flush_acks(m->lanes[i]);
-        m->lanes[i]->lane.st.state = REP_TOPIC_STOPPED;
-        rep__lane_publish(&m->lanes[i]->lane);
-    }
+    rep__mlanes_finish(&m->lanes);
     rep_event_t *ev = tb_calloc(1, sizeof *ev);
     ev->kind = REP_EV_STOPPED;
     rep__output_post(&m->out, ev);
@@ -316,49 +179,11 @@ static int mq_idle(void *owner)
     rep_mqtt_t *m = owner;
     if (m->stopped)
         return -1;
-    rep__output_drain(&m->out); /* kicks (lane_kicked) and stop */
+    rep__output_drain(&m->out); /* kicks (lane_kicked), topics added, stop */
     rep_mosq_stats_t cs;
     rep__mosq_stats(m->conn, &cs);
     uint64_t now = tb_mono_ms();
-    bool down = cs.state == REP_MOSQ_BACKOFF || cs.state == REP_MOSQ_REFUSED;
-    if (down)
-        output_down(m);
-    bool changed = cs.state != m->seen_state;
-    m->seen_state = cs.state;
-    int wish = -1;
-    if (rep__pace_limited(&m->out.pace)) {
-        uint64_t wait = UINT64_MAX;
-        rep__pace_lane_t *pl;
-        while ((pl = rep__pace_next(&m->out.pace, now, &wait)))
-            ((mlane_t *)TB_CONTAINER_OF(pl, rep__lane_t, pace))->parked = false; /* lane first in mlane_t */
-        if (wait != UINT64_MAX)
-            wish = (int)TB_MIN(wait, (uint64_t)INT32_MAX);
-    }
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        mlane_t *ml = m->lanes[i];
-        rep__lane_t *l = &ml->lane;
-        flush_acks(ml);
-        if (ml->retry_at && now >= ml->retry_at) {
-            ml->retry_at = 0;
-            ml->ready = true;
-        }
-        if (ml->retry_at)
-            wish = wish < 0 ? READ_RETRY_MS : TB_MIN(wish, READ_RETRY_MS);
-        /* wal.fsync interval: the readable end moves without a kick */
-        if (!ml->ready && !ml->retry_at && l->src.rd &&
-            wal_topic_readable_end(l->wal) > wal_reader_offset(l->src.rd))
-            ml->ready = true;
-        if (m->recheck_ms && !ml->ready)
-            wish = wish < 0 ? (int)m->recheck_ms : TB_MIN(wish, (int)m->recheck_ms);
-        if (changed) {
-            l->st.state = lane_state(cs.state);
-            ml->dirty = true;
-        }
-        if (ml->dirty) {
-            ml->dirty = false;
-            rep__lane_publish(l);
-        }
-    }
+    int wish = rep__mlanes_turn(&m->lanes, cs.state, now);
     if (m->stopping) {
         if (cs.inflight == 0 || cs.state != REP_MOSQ_UP || now >= m->stop_deadline) {
             if (cs.inflight && cs.state == REP_MOSQ_UP)
@@ -440,6 +265,102 @@ const cfg_output_t *rep__mqtt_find_cfg(const cfg_t *cfg, const char *name)
     return NULL;
 }
 
+int rep__mqtt_conn_opts(const cfg_t *cfg, const cfg_output_t *c, char *host, size_t hostlen, rep_mosq_opts_t *mo,
+                        char *err, size_t errlen)
+{
+    int port = 0;
+    if (!c->broker || rep__mqtt_split_broker(c->broker, host, hostlen, &port) < 0) {
+        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", c->name,
+                 c->broker ? c->broker : "");
+        return TB_ECONFIG;
+    }
+    rep__mosq_opts_default(mo);
+    mo->host = host;
+    mo->port = port;
+    mo->protocol = (int)c->protocol;
+    mo->client_id = c->client_id;
+    mo->max_inflight = c->max_inflight;
+    mo->tls = c->has_tls;
+    mo->ca_file = c->tls.ca_file;
+    mo->cert_file = c->tls.cert_file;
+    mo->key_file = c->tls.key_file;
+    mo->username = c->username;
+    mo->password_file = c->password_file;
+    mo->connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
+    mo->ack_timeout_ms = cfg->replicator.ack_timeout_ms;
+    mo->retry_initial_ms = cfg->replicator.retry_initial_ms;
+    mo->retry_max_ms = cfg->replicator.retry_max_ms;
+    return 0;
+}
+
+uint32_t *rep__mqtt_rules(const rep_output_t *o, const router_t *router, const cfg_t *cfg, size_t *nr)
+{
+    size_t nup;
+    const char *const *names = router_upstream_topics(router, &nup);
+    uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
+    *nr = 0;
+    for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
+        size_t nt;
+        const uint32_t *ids = router_rule_topics(router, r, &nt);
+        bool feeds = false;
+        for (size_t k = 0; k < nt && !feeds; k++)
+            feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
+        if (feeds)
+            rules[(*nr)++] = (uint32_t)r;
+    }
+    return rules;
+}
+
+void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error, rep_output_stats_t *st)
+{
+    if (!conn) {
+        st->state = stopped ? "stopped" : "idle";
+        return;
+    }
+    rep_mosq_stats_t cs;
+    rep__mosq_stats(conn, &cs);
+    st->state = rep__mosq_state_name(cs.state);
+    st->up = cs.state == REP_MOSQ_UP;
+    size_t k = (size_t)snprintf(st->last_error, sizeof st->last_error, "%s", own_error);
+    if (cs.last_error[0] && k + 3 < sizeof st->last_error)
+        snprintf(st->last_error + k, sizeof st->last_error - k, "%s%.*s", k ? "; " : "",
+                 (int)(sizeof st->last_error - k - (k ? 3 : 1)), cs.last_error);
+    st->attempts = cs.attempts;
+    st->sessions = cs.sessions;
+    st->refusals = cs.refusals;
+    st->failures = cs.failures;
+    st->inflight = cs.inflight;
+    st->window = cs.window;
+    st->backoff_ms = cs.backoff_ms;
+}
+
+int rep__mqtt_added_router(const rep_output_t *o, const rep_topic_spec_t *spec, const char *tmpl, unsigned flags,
+                           router_t **out)
+{
+    *out = NULL;
+    if (!spec->mappings)
+        return TB_EUNSUPPORTED; /* no configuration to match with: carried after a restart */
+    char err[512];
+    router_t *r = NULL;
+    int rc = rep__mqtt_router(spec->mappings, &r, err, sizeof err);
+    if (rc == 0) {
+        size_t nr;
+        uint32_t *rules = rep__mqtt_rules(o, r, spec->mappings, &nr);
+        router_out_t *check = NULL;
+        rc = router_out_compile(r, tmpl, rules, nr, flags, &check, err, sizeof err);
+        router_out_free(check);
+        free(rules);
+    }
+    if (rc < 0) {
+        tb_warn("output: the template does not fit the mappings of the reload; the topic is carried after a "
+                "restart", TB_S("output", o->name), TB_S("topic", spec->name), TB_S("error", err));
+        router_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
 static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
@@ -450,98 +371,43 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
         return TB_ECONFIG;
     }
     char host[256];
-    int port = 0;
-    if (!c->broker || rep__mqtt_split_broker(c->broker, host, sizeof host, &port) < 0) {
-        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", o->name,
-                 c->broker ? c->broker : "");
-        return TB_ECONFIG;
-    }
+    rep_mosq_opts_t mo;
+    int rc = rep__mqtt_conn_opts(cfg, c, host, sizeof host, &mo, err, errlen);
+    if (rc < 0)
+        return rc;
+    mo.qos = (int)c->qos;
+    /* a persistent session (the issue's) at QoS 0/1; QoS 2 needs a clean one (OUTPUTS.md 4.4) */
+    mo.clean_session = c->qos == 2;
     m->live_window_ms = cfg->replicator.live_window_ms;
     m->grace_ms = cfg->replicator.shutdown_grace_ms;
-    m->recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
     m->protocol = (int)c->protocol;
     m->qos = (int)c->qos;
-    int rc = rep__mqtt_router(cfg, &m->router, err, errlen);
+    rc = rep__mqtt_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;
     /* the rules whose topics this output carries: the template is expanded for them */
-    size_t nup;
-    const char *const *names = router_upstream_topics(m->router, &nup);
-    uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
-    size_t nr = 0;
-    for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
-        size_t nt;
-        const uint32_t *ids = router_rule_topics(m->router, r, &nt);
-        bool feeds = false;
-        for (size_t k = 0; k < nt && !feeds; k++)
-            feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
-        if (feeds)
-            rules[nr++] = (uint32_t)r;
-    }
+    size_t nr;
+    uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
     char why[512];
-    rc = router_out_compile(m->router, c->remote_topic ? c->remote_topic : "${topic}", rules, nr, 0,
-                            &m->remote_topic, why, sizeof why);
+    m->remote_topic_text = tb_strdup(c->remote_topic ? c->remote_topic : "${topic}");
+    rc = router_out_compile(m->router, m->remote_topic_text, rules, nr, 0, &m->remote_topic, why, sizeof why);
     free(rules);
     if (rc < 0) {
         snprintf(err, errlen, "outputs[%s].remote_topic: %s", o->name, why);
         return rc;
     }
-    rep_mosq_opts_t mo;
-    rep__mosq_opts_default(&mo);
-    mo.host = host;
-    mo.port = port;
-    mo.protocol = (int)c->protocol;
-    mo.client_id = c->client_id;
-    mo.qos = (int)c->qos;
-    /* a persistent session (the issue's) at QoS 0/1; QoS 2 needs a clean one (OUTPUTS.md 4.4) */
-    mo.clean_session = c->qos == 2;
-    mo.max_inflight = c->max_inflight;
-    mo.tls = c->has_tls;
-    mo.ca_file = c->tls.ca_file;
-    mo.cert_file = c->tls.cert_file;
-    mo.key_file = c->tls.key_file;
-    mo.username = c->username;
-    mo.password_file = c->password_file;
-    mo.connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
-    mo.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
-    mo.retry_initial_ms = cfg->replicator.retry_initial_ms;
-    mo.retry_max_ms = cfg->replicator.retry_max_ms;
     /* the lanes: every topic the output's filters select */
-    m->lanes = tb_calloc(e->ntopics + 1, sizeof *m->lanes);
-    for (size_t i = 0; i < e->ntopics; i++) {
-        if (!rep__output_wants(o, e->topics[i].name))
-            continue;
-        mlane_t *ml = tb_calloc(1, sizeof *ml);
-        wal_topic_stats_t ws;
-        wal_topic_stats(e->topics[i].wal, &ws);
-        uint64_t start = ws.open_offset ? ws.open_offset : ws.next_offset;
-        rc = rep__lane_init(&ml->lane, o, i, e->topics[i].name, e->topics[i].wal, start, c->max_inflight,
-                            WAL_START_LATEST);
-        if (rc < 0) {
-            free(ml);
-            snprintf(err, errlen, "outputs[%s]: topic %s: cannot open its log cursor: %s", o->name,
-                     e->topics[i].name, tb_strerror(rc));
-            return rc;
-        }
-        ml->idx = m->nlanes;
-        m->lanes[m->nlanes++] = ml;
-        ml->tmpl = (rep_mqtt_tmpl_t){ .router = m->router, .remote_topic = m->remote_topic,
-                                      .upstream = ml->lane.name, .live_window_ms = m->live_window_ms,
-                                      .protocol = m->protocol };
-        ml->enc.max_age_ms = e->topics[i].max_age_ms;
-        ml->ready = true;
-        /* the resend window (OUTPUTS.md 4.8): what was readable before this start and is past
-         * the checkpoint may already be at the remote */
-        uint64_t end = wal_topic_readable_end(ml->lane.wal);
-        ml->resend_upto = end ? end - 1 : 0;
-        ml->lane.st.state = REP_TOPIC_CONNECTING;
-        rep__lane_publish(&ml->lane);
-    }
-    if (m->nlanes == 0) {
+    uint32_t recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
+    rep__mlanes_init(&m->lanes, o, &lanes_ops, m, c->max_inflight, recheck_ms);
+    rc = rep__mlanes_setup(&m->lanes, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (m->lanes.n == 0) {
         tb_warn("mqtt output carries no topic", TB_S("output", o->name));
         return 0; /* nothing to connect for */
     }
-    rc = rep__mosq_new(&mo, m->nlanes, &owner_ops, m, &m->conn, why, sizeof why);
+    /* a connection lane per topic the engine may ever have: a reload adds lanes (rep__mlanes_add) */
+    rc = rep__mosq_new(&mo, (uint32_t)TB_MIN(o->nlanes, (size_t)UINT32_MAX), &owner_ops, m, &m->conn, why, sizeof why);
     if (rc < 0) {
         snprintf(err, errlen, "outputs[%s]: %s", o->name, why);
         return rc;
@@ -554,8 +420,8 @@ static int mqtt_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
 static void *mqtt_main(void *arg)
 {
     rep_mqtt_t *m = arg;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        mlane_t *ml = m->lanes[i];
+    for (uint32_t i = 0; i < m->lanes.n; i++) {
+        rep__mlane_t *ml = m->lanes.v[i];
         if (ml->resend_upto > ml->lane.win.acked)
             tb_info("mqtt output: resending from the checkpoint; offsets up to resend_upto may already be at "
                     "the remote (duplicates: counted in /stats resent)",
@@ -583,17 +449,7 @@ static void mqtt_wake(rep_output_t *o)
 static void mqtt_lane_kicked(rep_output_t *o, rep__lane_t *l)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
-    mlane_t *ml = (mlane_t *)l; /* the lane is the first member */
-    bool idle = l->win.n == 0 && !l->src.has_held;
-    if (idle)
-        l->progress_ms = tb_mono_ms(); /* caught up until now: a stall counts from here */
-    ml->ready = true;
-    ml->dirty = true;
-    /* not sending: learn the oldest waiting message's age (it stays held for next()) */
-    if (idle && m->seen_state != REP_MOSQ_UP && !m->stopping && rep__lane_ensure_reader(l)) {
-        const wal_record_t *rec;
-        (void)rep__src_peek(&l->src, &rec);
-    }
+    rep__mlanes_kicked(&m->lanes, l, m->stopping);
 }
 
 static void mqtt_stop(rep_output_t *o)
@@ -612,6 +468,33 @@ static int mqtt_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
     return TB_EUNSUPPORTED; /* replaced whole (reload, later) */
 }
 
+/* ---- topics at run time (a reload: RELOAD.md 2.6, OUTPUTS.md 2.8) ------------------------- */
+
+/* The loop thread: a topic a reload added that this output's filters select. A remote_topic
+ * with ${N}/${#} matches the new lane's records against the reload's mappings (the output's
+ * router is the start's, which does not know the new mapping). Refused (carried after a
+ * restart) when the output has no connection: it carried nothing at start, its thread ended. */
+static int mqtt_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_mqtt_t *m = (rep_mqtt_t *)o;
+    if (!m->conn)
+        return TB_EUNSUPPORTED;
+    return rep__mlanes_add(&m->lanes, topic, spec);
+}
+
+/* The loop thread: a reload changed the topic's max_age. */
+static int mqtt_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    return rep__mlanes_update(&((rep_mqtt_t *)o)->lanes, topic, spec);
+}
+
+static void mqtt_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep_mqtt_t *m = (rep_mqtt_t *)o;
+    rep__mlanes_topic_cmd(&m->lanes, cmd);
+    rep__mosq_kick(m->conn); /* next() has a lane more */
+}
+
 static void mqtt_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -623,12 +506,10 @@ static void mqtt_fini(rep_output_t *o)
     rep_mqtt_t *m = (rep_mqtt_t *)o;
     rep__mosq_free(m->conn);
     m->conn = NULL;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        rep__lane_fini(&m->lanes[i]->lane);
-        free(m->lanes[i]);
-    }
-    free(m->lanes);
+    mosquitto_property_free_all(&m->props);
+    rep__mlanes_free(&m->lanes);
     router_out_free(m->remote_topic);
+    free(m->remote_topic_text);
     router_free(m->router);
 }
 
@@ -638,22 +519,7 @@ static void mqtt_stats(rep_output_t *o, rep_output_stats_t *st)
     pthread_mutex_lock(&o->mu);
     st->dead_letters = m->dead_letters;
     pthread_mutex_unlock(&o->mu);
-    if (!m->conn) {
-        st->state = m->stopped ? "stopped" : "idle";
-        return;
-    }
-    rep_mosq_stats_t cs;
-    rep__mosq_stats(m->conn, &cs);
-    st->state = rep__mosq_state_name(cs.state);
-    st->up = cs.state == REP_MOSQ_UP;
-    snprintf(st->last_error, sizeof st->last_error, "%s", cs.last_error);
-    st->attempts = cs.attempts;
-    st->sessions = cs.sessions;
-    st->refusals = cs.refusals;
-    st->failures = cs.failures;
-    st->inflight = cs.inflight;
-    st->window = cs.window;
-    st->backoff_ms = cs.backoff_ms;
+    rep__mqtt_conn_stats(m->conn, m->stopped, "", st);
 }
 
 const rep_output_ops_t rep__mqtt_ops = {
@@ -669,4 +535,7 @@ const rep_output_ops_t rep__mqtt_ops = {
     .release = mqtt_release,
     .fini = mqtt_fini,
     .stats = mqtt_stats,
+    .add_topic = mqtt_add_topic,
+    .update_topic = mqtt_update_topic,
+    .topic_cmd = mqtt_topic_cmd,
 };

@@ -14,16 +14,33 @@
  *   rep_spb.c    the Sparkplug session (rep__spb_sess_t): bdSeq, births,
  *                seq, aliases, rebirth, primary host, and which source
  *                records the remote confirmed;
- *   rep_lane.c   one lane per topic the output carries: its reader, its WAL
- *                cursor, its window, its stats (as rep_mqtt.c's lanes).
+ *   rep_mosq_lanes.c  one lane per topic the output carries (readers, WAL
+ *                cursors, windows, stats), shared with the mqtt kind: the
+ *                round robin, the pacer, acks, a lost session, lanes a
+ *                reload adds.
  *
- * The session's source (rep__spb_src_ops_t) is the lanes: read() picks a
- * ready lane with room in its window (round robin, as rep_mqtt.c's
- * pick_lane) and hands out its next record, which becomes one unit of the
- * lane's window (token = its offset); ack(lane, token) marks the units up
- * to token acknowledged and the cursor moves once per turn of the loop
- * (idle), so the checkpoint moves only for records whose message the
- * remote confirmed; rewind() restarts every lane at its checkpoint + 1.
+ * The session's source (rep__spb_src_ops_t) is the lanes: read() is
+ * rep__mlanes_next (its record becomes one unit of the lane's window, token
+ * = its offset; build gives its device); ack(lane, token) is
+ * rep__mlanes_acked (the cursor moves once per turn of the loop, idle), so
+ * the checkpoint moves only for records whose message the remote
+ * confirmed; rewind() is rep__mlanes_session_lost (every lane back to its
+ * checkpoint + 1).
+ *
+ * Pacing (outputs[].max_bytes_per_s, max_messages_per_s): the shared lanes
+ * ask the output's pacer per record, so it applies to data only: births and
+ * deaths are the session's and never wait (an NBIRTH held back would hold
+ * every NDATA behind it). A record counts as one message of its stored
+ * payload's bytes; one NDATA/DDATA packs up to SPB_PACK records, so the
+ * PUBLISH rate is at most max_messages_per_s (docs/SPARKPLUG.md, "Pacing").
+ *
+ * Topics a reload adds (RELOAD.md 2.6): a lane joins at run time
+ * (rep__mlanes_add); its first record names metrics not yet born, and the
+ * session answers as for any new metric (rep__spb_data_add's
+ * REP_SPB_REBIRTH): NBIRTH again for node metrics, the device's DBIRTH for
+ * a device's, before the data that uses them (Sparkplug B: a new metric
+ * requires a new birth).
+ *
  * The bdSeq blob and the alias table are kept with wal_output_state_put
  * under the keys "bdseq" and "aliases" and read back at init.
  *
@@ -54,19 +71,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define READ_RETRY_MS 1000
 #define SPB_PACK 100         /* metrics per NDATA/DDATA at most (packed replay) */
 #define SPB_LANE_CAP 8192    /* records of one lane read and not confirmed */
 
 typedef struct slane {
-    rep__lane_t lane;           /* first */
-    rep__enc_t enc;             /* only max_age_ms (rep__too_old) */
-    uint32_t idx;
+    rep__mlane_t ml;            /* first: the shared lane (rep_mosq_lanes.c) */
     char *prefix;               /* the metric names' topic part */
-    bool ready;
-    bool dirty;
-    bool acked_due;
-    uint64_t retry_at;
+    router_t *router;           /* a lane a reload added, with a device template using ${N}: the
+                                   reload's mappings (the output's router is the start's); else NULL */
 } slane_t;
 
 typedef struct rep_sparkplug {
@@ -75,13 +87,11 @@ typedef struct rep_sparkplug {
     rep__spb_sess_t *sess;
     router_t *router;
     router_out_t *device;       /* NULL: node metrics */
-    slane_t **lanes;
-    uint32_t nlanes;
-    uint32_t rr;
+    char *device_text;          /* its text, checked against the mappings of a reload that adds a topic */
+    rep__mlanes_t lanes;        /* rep_mosq_lanes.c */
+    char *edge_name;            /* edge.edge_name at init (prefix_of, also for lanes a reload adds) */
     uint32_t grace_ms;
-    uint32_t recheck_ms;
     bool stopping, stop_sent, stopped;
-    rep_mosq_state_t seen_state;
     /* under out.mu: what /stats reads */
     uint64_t dead_letters;
     rep__spb_sess_stats_t pub_ss;
@@ -90,30 +100,6 @@ typedef struct rep_sparkplug {
 } rep_sparkplug_t;
 
 /* ---- the session's source: the lanes ------------------------------------------------ */
-
-static slane_t *pick_lane(rep_sparkplug_t *m)
-{
-    for (uint32_t k = 0; k < m->nlanes; k++) {
-        slane_t *sl = m->lanes[(m->rr + k) % m->nlanes];
-        if (sl->ready && sl->lane.win.n < sl->lane.win.cap) {
-            m->rr = (m->rr + k + 1) % m->nlanes;
-            return sl;
-        }
-    }
-    return NULL;
-}
-
-/* A record not carried (too old, or a dead letter): a unit acked at once, in order. */
-static void skip_record(slane_t *sl, const wal_record_t *rec)
-{
-    rep__lane_t *l = &sl->lane;
-    rep__batch_t *b = rep__window_push(&l->win);
-    b->first = b->last = rec->offset;
-    b->aged = 1;
-    b->aged_new = rec->offset >= l->st.start_offset;
-    b->state = REP__B_ACKED;
-    rep__lane_acked(l);
-}
 
 static void count_dead(rep_sparkplug_t *m, const char *lane, uint64_t offset, const char *why)
 {
@@ -128,15 +114,16 @@ static void count_dead(rep_sparkplug_t *m, const char *lane, uint64_t offset, co
 }
 
 /* The device of a record into m->devbuf: 0 ("" = node metrics), or < 0 (a dead letter). */
-static int device_of(rep_sparkplug_t *m, slane_t *sl, const wal_record_t *rec)
+static int device_of(rep_sparkplug_t *m, rep__mlane_t *ml, const wal_record_t *rec)
 {
     m->devbuf[0] = 0;
     if (!m->device)
         return 0;
     router_match_t mt;
     router_out_ctx_t ctx = { .topic = { rec->mqtt_topic, rec->mqtt_topic_len },
-                             .upstream = { sl->lane.name, strlen(sl->lane.name) } };
-    if (router_match(m->router, rec->mqtt_topic, rec->mqtt_topic_len, &mt) >= 0)
+                             .upstream = { ml->lane.name, strlen(ml->lane.name) } };
+    const router_t *r = ((slane_t *)ml)->router ? ((slane_t *)ml)->router : m->router;
+    if (router_match(r, rec->mqtt_topic, rec->mqtt_topic_len, &mt) >= 0)
         ctx.m = &mt;
     int n = router_out_expand(m->device, &ctx, m->devbuf, sizeof m->devbuf - 1);
     if (n <= 0)
@@ -145,112 +132,86 @@ static int device_of(rep_sparkplug_t *m, slane_t *sl, const wal_record_t *rec)
     return 0;
 }
 
+/* The metric names' topic part: the upstream name after /<edge_name>/, else without its '/'. */
+static char *prefix_of(const char *topic, const char *edge)
+{
+    size_t el = edge ? strlen(edge) : 0;
+    if (el && topic[0] == '/' && strncmp(topic + 1, edge, el) == 0 && topic[1 + el] == '/' && topic[2 + el])
+        return tb_strdup(topic + 2 + el);
+    while (*topic == '/')
+        topic++;
+    return tb_strdup(*topic ? topic : "data");
+}
+
+static int lane_setup(void *kind, rep__mlane_t *ml, const rep_topic_spec_t *spec, bool added)
+{
+    rep_sparkplug_t *m = kind;
+    slane_t *sl = (slane_t *)ml;
+    if (added && m->device && router_out_needs_match(m->device)) {
+        int rc = rep__mqtt_added_router(&m->out, spec, m->device_text, ROUTER_OUT_LEVEL, &sl->router);
+        if (rc < 0)
+            return rc;
+    }
+    sl->prefix = prefix_of(ml->lane.name, m->edge_name);
+    return 0;
+}
+
+static void lane_fini(void *kind, rep__mlane_t *ml)
+{
+    (void)kind;
+    free(((slane_t *)ml)->prefix);
+    router_free(((slane_t *)ml)->router);
+}
+
+/* A record goes into the session's next NDATA/DDATA: its device now (m->devbuf). The pacer
+ * counts it as one message of its stored payload's size (a record is one metric set; the
+ * session packs up to SPB_PACK of them in one MQTT message, so the PUBLISH rate stays at or
+ * below max_messages_per_s). Births are the session's: never paced. */
+static int build(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t now_wall, rep__mlane_unit_t *u)
+{
+    (void)now_wall;
+    rep_sparkplug_t *m = kind;
+    if (device_of(m, ml, rec) < 0) {
+        count_dead(m, ml->lane.name, rec->offset, "the device template gives no valid device id");
+        return REP__ML_SKIP;
+    }
+    u->bytes = (uint32_t)TB_MIN(rec->payload_len, (size_t)UINT32_MAX);
+    return REP__ML_SEND;
+}
+
+static const rep__mlanes_ops_t lanes_ops = {
+    .lane_size = sizeof(slane_t), .setup = lane_setup, .build = build, .fini = lane_fini,
+};
+
 static int src_read(void *arg, rep__spb_rec_t *out)
 {
     rep_sparkplug_t *m = arg;
-    for (;;) {
-        slane_t *sl = pick_lane(m);
-        if (!sl)
-            return 0;
-        rep__lane_t *l = &sl->lane;
-        wal_record_t rec;
-        uint64_t now_wall = tb_wall_ms();
-        int rc = rep__lane_next(l, &rec, now_wall);
-        if (rc == WAL_END) {
-            sl->ready = false;
-            continue;
-        }
-        if (rc < 0) {
-            static tb_ratelimit_t rl = TB_RATELIMIT_INIT(10000);
-            uint64_t suppressed;
-            if (tb_ratelimit(&rl, &suppressed))
-                tb_error("sparkplug output: reading the log failed; trying again in 1 s", REP__LOG_LANE(l),
-                         TB_ERR(rc), TB_U("suppressed", suppressed));
-            sl->ready = false;
-            sl->retry_at = tb_mono_ms() + READ_RETRY_MS;
-            continue;
-        }
-        sl->dirty = true;
-        if (rep__too_old(&sl->enc, &rec, now_wall)) {
-            skip_record(sl, &rec);
-            continue;
-        }
-        if (device_of(m, sl, &rec) < 0) {
-            count_dead(m, l->name, rec.offset, "the device template gives no valid device id");
-            skip_record(sl, &rec);
-            continue;
-        }
-        rep__batch_t *b = rep__window_push(&l->win); /* pick_lane checked the room */
-        b->first = b->last = rec.offset;
-        b->count = 1;
-        b->count_new = rec.offset >= l->st.start_offset;
-        b->raw_bytes = rec.raw_len;
-        b->first_publish_ms = b->last_publish_ms = rec.publish_time_ms;
-        rep__window_mark_sending(&l->win, b, tb_mono_ms());
-        rep__window_mark_sent(&l->win, b);
-        l->st.batches_sent++;
-        *out = (rep__spb_rec_t){ .lane = sl->idx, .token = rec.offset, .device = m->devbuf, .prefix = sl->prefix,
-                                 .schema = NULL, .payload = rec.payload, .len = rec.payload_len,
-                                 .ts = rec.publish_time_ms };
-        return 1;
-    }
-}
-
-static void flush_acks(slane_t *sl)
-{
-    if (!sl->acked_due)
-        return;
-    sl->acked_due = false;
-    rep__lane_acked(&sl->lane);
-}
-
-/* memory_first: no confirmation comes soon; what the log holds in memory goes to disk now. */
-static void output_down(rep_sparkplug_t *m)
-{
-    for (uint32_t i = 0; i < m->nlanes; i++)
-        if (wal_topic_mode(m->lanes[i]->lane.wal) == WAL_MODE_MEMORY)
-            wal_topic_spill(m->lanes[i]->lane.wal, WAL_SPILL_OUTPUT);
+    rep__mlane_t *ml;
+    wal_record_t rec;
+    if (!rep__mlanes_next(&m->lanes, &ml, &rec))
+        return 0;
+    *out = (rep__spb_rec_t){ .lane = ml->idx, .token = rec.offset, .device = m->devbuf,
+                             .prefix = ((slane_t *)ml)->prefix, .schema = NULL, .payload = rec.payload,
+                             .len = rec.payload_len, .ts = rec.publish_time_ms };
+    return 1;
 }
 
 static void src_rewind(void *arg)
 {
     rep_sparkplug_t *m = arg;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        slane_t *sl = m->lanes[i];
-        rep__lane_t *l = &sl->lane;
-        flush_acks(sl);
-        if (l->win.n == 0 && !l->src.has_held)
-            continue;
-        l->st.stream_resets++;
-        rep__lane_restart(l);
-        sl->ready = true;
-        sl->dirty = true;
-    }
-    output_down(m);
+    rep__mlanes_session_lost(&m->lanes);
 }
 
 static void src_ack(void *arg, uint32_t lane, uint64_t token)
 {
     rep_sparkplug_t *m = arg;
-    if (lane >= m->nlanes)
-        return;
-    rep__lane_t *l = &m->lanes[lane]->lane;
-    for (uint32_t i = 0; i < l->win.n; i++) {
-        rep__batch_t *b = rep__window_at(&l->win, i);
-        if (b->last > token)
-            break;
-        if (b->state == REP__B_SENT || b->state == REP__B_SENDING) {
-            b->state = REP__B_ACKED;
-            l->win.sent--;
-        }
-    }
-    m->lanes[lane]->acked_due = true;
+    rep__mlanes_acked(&m->lanes, lane, token);
 }
 
 static void src_dead(void *arg, const rep__spb_rec_t *r, const char *why)
 {
     rep_sparkplug_t *m = arg;
-    count_dead(m, r->lane < m->nlanes ? m->lanes[r->lane]->lane.name : "?", r->token, why);
+    count_dead(m, r->lane < m->lanes.n ? m->lanes.v[r->lane]->lane.name : "?", r->token, why);
 }
 
 static int src_persist(void *arg, const void *blob, size_t n)
@@ -325,17 +286,6 @@ static void sp_message(void *owner, const char *topic, const void *p, size_t len
     rep__mosq_kick(m->conn); /* a rebirth asked: next() has births to hand out */
 }
 
-static rep_topic_state_t lane_state(rep_mosq_state_t s)
-{
-    switch (s) {
-    case REP_MOSQ_UP: return REP_TOPIC_STREAMING;
-    case REP_MOSQ_BACKOFF:
-    case REP_MOSQ_REFUSED: return REP_TOPIC_BACKOFF;
-    case REP_MOSQ_STOPPED: return REP_TOPIC_STOPPED;
-    default: return REP_TOPIC_CONNECTING;
-    }
-}
-
 static void publish_session(rep_sparkplug_t *m)
 {
     rep__spb_sess_stats_t ss;
@@ -350,38 +300,10 @@ static void publish_session(rep_sparkplug_t *m)
 static int sp_idle(void *owner)
 {
     rep_sparkplug_t *m = owner;
-    rep__output_drain(&m->out); /* kicks (lane_kicked) and stop */
+    rep__output_drain(&m->out); /* kicks (lane_kicked), topics added, stop */
     rep_mosq_stats_t cs;
     rep__mosq_stats(m->conn, &cs);
-    uint64_t now = tb_mono_ms();
-    if (cs.state == REP_MOSQ_BACKOFF || cs.state == REP_MOSQ_REFUSED)
-        output_down(m);
-    bool changed = cs.state != m->seen_state;
-    m->seen_state = cs.state;
-    int wish = -1;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        slane_t *sl = m->lanes[i];
-        rep__lane_t *l = &sl->lane;
-        flush_acks(sl);
-        if (sl->retry_at && now >= sl->retry_at) {
-            sl->retry_at = 0;
-            sl->ready = true;
-        }
-        if (sl->retry_at)
-            wish = wish < 0 ? READ_RETRY_MS : TB_MIN(wish, READ_RETRY_MS);
-        if (!sl->ready && !sl->retry_at && l->src.rd && wal_topic_readable_end(l->wal) > wal_reader_offset(l->src.rd))
-            sl->ready = true;
-        if (m->recheck_ms && !sl->ready)
-            wish = wish < 0 ? (int)m->recheck_ms : TB_MIN(wish, (int)m->recheck_ms);
-        if (changed) {
-            l->st.state = lane_state(cs.state);
-            sl->dirty = true;
-        }
-        if (sl->dirty) {
-            sl->dirty = false;
-            rep__lane_publish(l);
-        }
-    }
+    int wish = rep__mlanes_turn(&m->lanes, cs.state, tb_mono_ms());
     publish_session(m);
     if (m->stopping && !m->stop_sent) {
         m->stop_sent = true;
@@ -407,17 +329,6 @@ static const rep_mosq_session_ops_t session_ops = {
 
 /* ---- the kind ----------------------------------------------------------------------------- */
 
-/* The metric names' topic part: the upstream name after /<edge_name>/, else without its '/'. */
-static char *prefix_of(const char *topic, const char *edge)
-{
-    size_t el = edge ? strlen(edge) : 0;
-    if (el && topic[0] == '/' && strncmp(topic + 1, edge, el) == 0 && topic[1 + el] == '/' && topic[2 + el])
-        return tb_strdup(topic + 2 + el);
-    while (*topic == '/')
-        topic++;
-    return tb_strdup(*topic ? topic : "data");
-}
-
 static int load_state(rep_sparkplug_t *m, const char *key, void **p, size_t *n)
 {
     int rc = wal_output_state_get(m->out.e->wal, m->out.wal_id, key, p, n);
@@ -439,37 +350,27 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
         return TB_ECONFIG;
     }
     char host[256];
-    int port = 0;
-    if (!c->broker || rep__mqtt_split_broker(c->broker, host, sizeof host, &port) < 0) {
-        snprintf(err, errlen, "outputs[%s].broker: expected host:port, got \"%s\"", o->name,
-                 c->broker ? c->broker : "");
-        return TB_ECONFIG;
-    }
+    rep_mosq_opts_t mo;
+    int rc = rep__mqtt_conn_opts(cfg, c, host, sizeof host, &mo, err, errlen);
+    if (rc < 0)
+        return rc;
+    mo.qos = 0;                 /* Sparkplug data is QoS 0; its delivery is confirmed by a round trip */
+    mo.clean_session = true;    /* Sparkplug B 3.0: Clean Session / Clean Start true */
     if (!c->group_id || !*c->group_id) {
         snprintf(err, errlen, "outputs[%s].group_id: required for kind sparkplug", o->name);
         return TB_ECONFIG;
     }
     const char *edge_node = c->edge_node_id && *c->edge_node_id ? c->edge_node_id : cfg->edge.edge_name;
     m->grace_ms = cfg->replicator.shutdown_grace_ms;
-    m->recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
-    int rc = rep__mqtt_router(cfg, &m->router, err, errlen);
+    m->edge_name = cfg->edge.edge_name ? tb_strdup(cfg->edge.edge_name) : NULL;
+    rc = rep__mqtt_router(cfg, &m->router, err, errlen);
     if (rc < 0)
         return rc;
     char why[512];
     if (c->device && *c->device) {
-        size_t nup;
-        const char *const *names = router_upstream_topics(m->router, &nup);
-        uint32_t *rules = tb_calloc(cfg->mqtt.nmappings + 1, sizeof *rules);
-        size_t nr = 0;
-        for (size_t r = 0; r < cfg->mqtt.nmappings; r++) {
-            size_t nt;
-            const uint32_t *ids = router_rule_topics(m->router, r, &nt);
-            bool feeds = false;
-            for (size_t k = 0; k < nt && !feeds; k++)
-                feeds = ids[k] < nup && rep__output_wants(o, names[ids[k]]);
-            if (feeds)
-                rules[nr++] = (uint32_t)r;
-        }
+        size_t nr;
+        uint32_t *rules = rep__mqtt_rules(o, m->router, cfg, &nr);
+        m->device_text = tb_strdup(c->device);
         rc = router_out_compile(m->router, c->device, rules, nr, ROUTER_OUT_LEVEL, &m->device, why, sizeof why);
         free(rules);
         if (rc < 0) {
@@ -505,52 +406,15 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
         free(table);
     }
     uint32_t cap = (uint32_t)TB_MIN((uint64_t)so.max_unconfirmed * SPB_PACK, (uint64_t)SPB_LANE_CAP);
-    m->lanes = tb_calloc(e->ntopics + 1, sizeof *m->lanes);
-    for (size_t i = 0; i < e->ntopics; i++) {
-        if (!rep__output_wants(o, e->topics[i].name))
-            continue;
-        slane_t *sl = tb_calloc(1, sizeof *sl);
-        wal_topic_stats_t ws;
-        wal_topic_stats(e->topics[i].wal, &ws);
-        uint64_t start = ws.open_offset ? ws.open_offset : ws.next_offset;
-        rc = rep__lane_init(&sl->lane, o, i, e->topics[i].name, e->topics[i].wal, start, cap, WAL_START_LATEST);
-        if (rc < 0) {
-            free(sl);
-            snprintf(err, errlen, "outputs[%s]: topic %s: cannot open its log cursor: %s", o->name,
-                     e->topics[i].name, tb_strerror(rc));
-            return rc;
-        }
-        sl->idx = m->nlanes;
-        m->lanes[m->nlanes++] = sl;
-        sl->prefix = prefix_of(e->topics[i].name, cfg->edge.edge_name);
-        sl->enc.max_age_ms = e->topics[i].max_age_ms;
-        sl->ready = true;
-        sl->lane.st.state = REP_TOPIC_CONNECTING;
-        rep__lane_publish(&sl->lane);
-    }
-    if (m->nlanes == 0) {
+    uint32_t recheck_ms = cfg->wal.fsync == CFG_FSYNC_INTERVAL ? TB_MAX(5u, cfg->wal.fsync_interval_ms / 4) : 0;
+    rep__mlanes_init(&m->lanes, o, &lanes_ops, m, cap, recheck_ms);
+    rc = rep__mlanes_setup(&m->lanes, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (m->lanes.n == 0) {
         tb_warn("sparkplug output carries no topic", TB_S("output", o->name));
         return 0;
     }
-    rep_mosq_opts_t mo;
-    rep__mosq_opts_default(&mo);
-    mo.host = host;
-    mo.port = port;
-    mo.protocol = (int)c->protocol;
-    mo.client_id = c->client_id;
-    mo.qos = 0;                 /* Sparkplug data is QoS 0; its delivery is confirmed by a round trip */
-    mo.clean_session = true;    /* Sparkplug B 3.0: Clean Session / Clean Start true */
-    mo.max_inflight = c->max_inflight;
-    mo.tls = c->has_tls;
-    mo.ca_file = c->tls.ca_file;
-    mo.cert_file = c->tls.cert_file;
-    mo.key_file = c->tls.key_file;
-    mo.username = c->username;
-    mo.password_file = c->password_file;
-    mo.connect_timeout_ms = cfg->replicator.rpc_timeout_ms;
-    mo.ack_timeout_ms = cfg->replicator.ack_timeout_ms;
-    mo.retry_initial_ms = cfg->replicator.retry_initial_ms;
-    mo.retry_max_ms = cfg->replicator.retry_max_ms;
     rep__spb_subscriptions(m->sess, &mo.subscribe, &mo.nsubscribe);
     rc = rep__mosq_new(&mo, 1, &owner_ops, m, &m->conn, why, sizeof why);
     if (rc < 0) {
@@ -567,11 +431,7 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
 static void finish(rep_sparkplug_t *m)
 {
     m->stopped = true;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        flush_acks(m->lanes[i]);
-        m->lanes[i]->lane.st.state = REP_TOPIC_STOPPED;
-        rep__lane_publish(&m->lanes[i]->lane);
-    }
+    rep__mlanes_finish(&m->lanes);
     if (m->sess)
         publish_session(m);
     rep_event_t *ev = tb_calloc(1, sizeof *ev);
@@ -598,16 +458,7 @@ static void sparkplug_wake(rep_output_t *o)
 static void sparkplug_lane_kicked(rep_output_t *o, rep__lane_t *l)
 {
     rep_sparkplug_t *m = (rep_sparkplug_t *)o;
-    slane_t *sl = (slane_t *)l; /* the lane is the first member */
-    bool idle = l->win.n == 0 && !l->src.has_held;
-    if (idle)
-        l->progress_ms = tb_mono_ms();
-    sl->ready = true;
-    sl->dirty = true;
-    if (idle && m->seen_state != REP_MOSQ_UP && !m->stopping && rep__lane_ensure_reader(l)) {
-        const wal_record_t *rec;
-        (void)rep__src_peek(&l->src, &rec);
-    }
+    rep__mlanes_kicked(&m->lanes, l, m->stopping);
 }
 
 static void sparkplug_stop(rep_output_t *o)
@@ -623,6 +474,33 @@ static int sparkplug_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
     return TB_EUNSUPPORTED;
 }
 
+/* ---- topics at run time (a reload: RELOAD.md 2.6, OUTPUTS.md 2.8) ------------------------- */
+
+/* The loop thread. A device template with ${N} matches the new lane's records against the
+ * reload's mappings. Refused (carried after a restart) without a connection (nothing carried at
+ * start: the thread ended). The births the new metrics need are the session's
+ * (rep__spb_data_add's REP_SPB_REBIRTH). */
+static int sparkplug_add_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    rep_sparkplug_t *m = (rep_sparkplug_t *)o;
+    if (!m->conn)
+        return TB_EUNSUPPORTED;
+    return rep__mlanes_add(&m->lanes, topic, spec);
+}
+
+/* The loop thread: a reload changed the topic's max_age. */
+static int sparkplug_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec_t *spec)
+{
+    return rep__mlanes_update(&((rep_sparkplug_t *)o)->lanes, topic, spec);
+}
+
+static void sparkplug_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
+{
+    rep_sparkplug_t *m = (rep_sparkplug_t *)o;
+    rep__mlanes_topic_cmd(&m->lanes, cmd);
+    rep__mosq_kick(m->conn);
+}
+
 static void sparkplug_release(rep_output_t *o, rep__batch_t *b)
 {
     (void)o;
@@ -636,13 +514,10 @@ static void sparkplug_fini(rep_output_t *o)
     m->conn = NULL;
     rep__spb_sess_free(m->sess);
     m->sess = NULL;
-    for (uint32_t i = 0; i < m->nlanes; i++) {
-        rep__lane_fini(&m->lanes[i]->lane);
-        free(m->lanes[i]->prefix);
-        free(m->lanes[i]);
-    }
-    free(m->lanes);
+    rep__mlanes_free(&m->lanes);
+    free(m->edge_name);
     router_out_free(m->device);
+    free(m->device_text);
     router_free(m->router);
 }
 
@@ -665,27 +540,9 @@ static void sparkplug_stats(rep_output_t *o, rep_output_stats_t *st)
                                        .seq = seq, .data_msgs = ss.data_msgs, .metrics = ss.metrics,
                                        .confirmed = ss.confirmed_msgs, .rebirth_cmds = ss.rebirth_cmds,
                                        .deadline_ends = ss.deadline_ends, .host_online = ss.host_online };
-    if (!m->conn) {
-        st->state = m->stopped ? "stopped" : "idle";
-        return;
-    }
-    rep_mosq_stats_t cs;
-    rep__mosq_stats(m->conn, &cs);
-    st->state = rep__mosq_state_name(cs.state);
-    st->up = cs.state == REP_MOSQ_UP;
     /* the session's words first (a refused subscription, a persist failure), then the connection's */
-    size_t k = (size_t)snprintf(st->last_error, sizeof st->last_error, "%s", ss.last_error);
-    if (cs.last_error[0] && k + 3 < sizeof st->last_error)
-        snprintf(st->last_error + k, sizeof st->last_error - k, "%s%.*s", k ? "; " : "",
-                 (int)(sizeof st->last_error - k - 3), cs.last_error);
-    st->attempts = cs.attempts;
-    st->sessions = cs.sessions;
-    st->refusals = cs.refusals;
-    st->failures = cs.failures;
-    st->inflight = cs.inflight;
-    st->window = cs.window;
-    st->backoff_ms = cs.backoff_ms;
-    st->sparkplug.unconfirmed = cs.inflight;
+    rep__mqtt_conn_stats(m->conn, m->stopped, ss.last_error, st);
+    st->sparkplug.unconfirmed = st->inflight;
 }
 
 const rep_output_ops_t rep__sparkplug_ops = {
@@ -701,4 +558,7 @@ const rep_output_ops_t rep__sparkplug_ops = {
     .release = sparkplug_release,
     .fini = sparkplug_fini,
     .stats = sparkplug_stats,
+    .add_topic = sparkplug_add_topic,
+    .update_topic = sparkplug_update_topic,
+    .topic_cmd = sparkplug_topic_cmd,
 };

@@ -53,6 +53,10 @@ typedef struct rep_topic_spec {
                                    0: none */
     uint8_t priority;           /* mqtt.topic_mappings[].priority (its mappings agree): when an output
                                    is capped, higher priorities drain first (rep_pace.c) */
+    const cfg_t *mappings;      /* rep_engine_add_topic (a reload): the configuration whose
+                                   topic_mappings made the topic, read during the call only (the mqtt
+                                   and sparkplug kinds match its records' topics against them for
+                                   ${N} in their templates); NULL: the start's configuration */
 } rep_topic_spec_t;
 
 /*

@@ -212,6 +212,41 @@ class OutputMqtt(unittest.TestCase):
               f"messages before the high-priority backlog was through", file=sys.stderr)
         self.assertEqual(g.stop(), 0, g.log())
 
+    def test_a_topic_added_by_a_live_reload_reaches_the_remote_without_a_restart(self):
+        """A reload that adds a mapping (RELOAD.md 2.6): the new topic's lane joins the running
+        MQTT output (rep_mosq_lanes.c), its remote_topic's ${1} taken from the reload's rule, and
+        every message on it arrives at the remote once, in order; the old topics carry on. A key of
+        the output changed in the same file is named in restart_needed (OUTPUTS.md 3.5)."""
+        self.remote = Mosquitto(self.dir).start()
+        self.rec = Recorder(self.remote.port, "fwd/#")
+        y = edge_yaml(self.remote.port)
+        g = self.gateway(y)
+        publish_all(g.mqtt_port(), items(20), props={"src": "test"})
+        self.rec.wait_unique(60, 30)
+        wind = '    - {mqtt_pattern: "site/+/wind", danube_topic: /edge1/wind, extract_attributes: {dev: "$1"}}\n'
+        # and a key of the output itself: not applied, named as needing a restart
+        g.write_config(y.replace("wal: {", wind + "wal: {", 1).replace(f"max_inflight: {MAX_INFLIGHT}", "max_inflight: 7"))
+        req = urllib.request.Request(f"http://127.0.0.1:{g.http_port()}/admin/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            ans = json.loads(r.read())
+        self.assertEqual([(t["topic"], t["registration"]) for t in ans["topics"]["added"]],
+                         [("/edge1/wind", "pending")], ans)
+        self.assertEqual(ans["restart_needed"], ["outputs[central].max_inflight"], ans)
+        n = 200
+        publish_all(g.mqtt_port(), [(f"site/d{i % 2 + 1}/wind", f"3:{i}".encode()) for i in range(n)]
+                    + items(20, start=20), props={"src": "test"})
+        self.rec.wait_unique(60 + n + 60, 30)
+        got = [(t, p) for t, p, _ in self.rec.snapshot() if p.startswith(b"3:")]
+        self.assertEqual([p for _, p in got], [f"3:{i}".encode() for i in range(n)], "once each, in order")
+        for i, (topic, _) in enumerate(got):
+            dev = f"d{i % 2 + 1}"
+            self.assertEqual(topic, f"fwd/{dev}/{dev}/edge1/wind/site/{dev}/wind", "the template, ${1} of the new rule")
+        judge(self, [m for m in self.rec.snapshot() if not m[1].startswith(b"3:")], 40)
+        wait_for(lambda: {t["topic"]: t["acked"] for t in output(g)["topics"]}.get("/edge1/wind") == n, 30,
+                 what="the new lane's acks")
+        self.assertIn("topic added at run time", g.log())
+        self.assertEqual(g.stop(), 0, g.log())
+
     def test_the_checkpoint_moves_on_the_remotes_ack_never_on_send(self):
         self.remote = Mosquitto(self.dir).start()
         self.rec = Recorder(self.remote.port, "fwd/#")

@@ -208,5 +208,78 @@ class Sparkplug(unittest.TestCase):
               f"{rebirth_ms:.0f} ms", file=sys.stderr)
 
 
+    def test_a_topic_added_by_a_live_reload_is_born_then_carried(self):
+        """A reload adds the mapping plant/+/energy (RELOAD.md 2.6): its lane joins the running
+        output, the device template's ${1} from the reload's rule; its metric energy/n is new, so
+        each device is born again (a DBIRTH with it: Sparkplug B, a new metric needs a new birth)
+        before any DDATA uses its alias; every value arrives once, in order; no NBIRTH needed."""
+        y = edge_yaml(self.remote.port)
+        self.g = Gateway(y, workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        self.publish(10)
+        self.wait_all()
+        nbirths = self.host.count("NBIRTH")
+        energy = '    - {mqtt_pattern: "plant/+/energy", danube_topic: /edge1/energy}\n'
+        self.g.write_config(y.replace("wal: {", energy + "wal: {", 1))
+        req = urllib.request.Request(f"http://127.0.0.1:{self.g.http_port()}/admin/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            ans = json.loads(r.read())
+        self.assertEqual([(t["topic"], t["registration"]) for t in ans["topics"]["added"]],
+                         [("/edge1/energy", "pending")], ans)
+        n = 50
+        publish_all(self.g.mqtt_port(), [(f"plant/{d}/energy", json.dumps({"n": i}).encode())
+                                         for i in range(n) for d in DEVS], client_id="trib-test-device")
+        self.publish(10)
+        wait_for(lambda: all(len(self.host.values(d, "energy/n")) >= n for d in DEVS), 30, what="energy/n at the host")
+        self.wait_all()
+        for d in DEVS:
+            self.assertEqual([int(v) for v, _, _ in self.host.values(d, "energy/n")], list(range(n)),
+                             f"{d}: energy/n once each, in order")
+            with self.host.lock:
+                births = [p for _, _, kind, dev, p, _ in self.host.messages if kind == "DBIRTH" and dev == d]
+            self.assertIn("energy/n", [m.name for m in births[-1].metrics], f"{d}: born again with the new metric")
+        self.assertEqual(self.host.count("NBIRTH"), nbirths, "device metrics: DBIRTHs, not a new NBIRTH")
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
+        self.assertEqual(self.g.stop(), 0, self.g.log())
+
+
+    def test_a_message_cap_paces_the_data_never_the_births(self):
+        """outputs[].max_messages_per_s on a sparkplug output (rep_mosq_lanes.c asks the pacer per
+        record): a backlog of 80 records drains at the cap (a record is one metric set; NDATA/DDATA
+        pack them, so the PUBLISH rate is at most the cap too), while an NCMD rebirth asked
+        mid-drain is answered by an NBIRTH within 1 s: births do not wait for tokens."""
+        cap, n = 20, 40
+        self.g = Gateway(edge_yaml(self.remote.port) + f"    max_messages_per_s: {cap}\n", workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        self.publish(n)
+        wait_for(lambda: sum(len(self.arrived(d)) for d in DEVS) >= 10, 10, what="the drain begins")
+        births = self.host.count("NBIRTH")
+        sent = self.host.request_rebirth()
+        self.host.wait_count("NBIRTH", births + 1, 5)
+        with self.host.lock:
+            at = [m[0] for m in self.host.messages if m[2] == "NBIRTH"][births]
+        self.assertLess(at - sent, 1.0, "the rebirth's NBIRTH within 1 s, capped data or not")
+        self.assertLess(sum(len(self.arrived(d)) for d in DEVS), 2 * n, "the rebirth came mid-drain")
+        self.wait_all(30)
+        with self.host.lock:
+            data = [(t, len(p.metrics)) for t, _, kind, _, p, _ in self.host.messages if kind == "DDATA"]
+        burst = cap // 5  # 200 ms of the rate
+        span = data[-1][0] - data[0][0]
+        rate = (sum(k for _, k in data) - data[0][1] - burst) / span
+        self.assertLess(rate, cap * 1.1, f"{rate:.1f} records/s over {span:.2f} s with a cap of {cap}")
+        self.assertGreater(rate, cap * 0.7, f"{rate:.1f} records/s: far below the cap of {cap}")
+        o = scada(self.g)
+        self.assertEqual(o["max_messages_per_s"], cap)
+        self.assertGreater(o["throttled_ms"], 0, "the cap held the output back")
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
+        print(f"\ncapped sparkplug output: {rate:.1f} records/s (cap {cap}), {len(data)} DDATA; rebirth "
+              f"answered in {(at - sent) * 1000:.0f} ms mid-drain", file=sys.stderr)
+        self.assertEqual(self.g.stop(), 0, self.g.log())
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -245,7 +245,7 @@ static const rep_output_ops_t fake_ops = {
 
 static rep_engine_t *engine(rt_t *h, const cfg_t *c, wal_topic_t *other)
 {
-    rep_topic_spec_t specs[2] = { { RT_TOPIC, NULL, h->t, 0, 0 }, { OTHER_TOPIC, NULL, other, 0, 0 } };
+    rep_topic_spec_t specs[2] = { { RT_TOPIC, NULL, h->t, 0, 0, NULL }, { OTHER_TOPIC, NULL, other, 0, 0, NULL } };
     rep_engine_opts_t eo = { .cfg = c, .wal = h->w, .topics = specs, .ntopics = other ? 2 : 1,
                              .notify = notify, .notify_arg = NULL };
     rep_engine_t *e = NULL;
@@ -346,7 +346,7 @@ Test(engine, a_kind_this_build_lacks_is_refused_naming_the_output)
                     "    kind: sparkplug\n"
                     "    broker: \"127.0.0.1:1\"\n"
                     "    group_id: G\n");
-    rep_topic_spec_t spec = { RT_TOPIC, NULL, h.t, 0, 0 };
+    rep_topic_spec_t spec = { RT_TOPIC, NULL, h.t, 0, 0, NULL };
     rep_engine_opts_t eo = { .cfg = c, .wal = h.w, .topics = &spec, .ntopics = 1 };
     rep_engine_t *e = (rep_engine_t *)1;
     char err[512] = "";

@@ -33,7 +33,7 @@ static void opts(rt_t *h, rep_opts_t *o, rep_topic_spec_t *spec)
     rep_opts_default(o);
     o->edge_name = "edge1";
     o->cluster_url = "http://127.0.0.1:1";
-    *spec = (rep_topic_spec_t){ RT_TOPIC, NULL, h->t, 0, 0 };
+    *spec = (rep_topic_spec_t){ RT_TOPIC, NULL, h->t, 0, 0, NULL };
     o->topics = spec;
     o->ntopics = 1;
     o->notify = notify;

@@ -197,7 +197,7 @@ static void notify(void *arg) { (void)arg; }
 Test(opts, from_cfg_leaves_the_fields_without_a_key_alone)
 {
     cfg_t *c = load(NONDEFAULT);
-    rep_topic_spec_t spec = { "/e1/t", NULL, NULL, 0, 0 };
+    rep_topic_spec_t spec = { "/e1/t", NULL, NULL, 0, 0, NULL };
     int arg;
     rep_opts_t o;
     rep_opts_default(&o);

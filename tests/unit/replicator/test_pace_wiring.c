@@ -29,7 +29,7 @@ static cfg_t *load(const char *outputs)
 
 static rep_engine_t *engine(rt_t *h, const cfg_t *c, uint8_t prio)
 {
-    rep_topic_spec_t spec = { RT_TOPIC, NULL, h->t, 0, prio };
+    rep_topic_spec_t spec = { RT_TOPIC, NULL, h->t, 0, prio, NULL };
     rep_engine_opts_t eo = { .cfg = c, .wal = h->w, .topics = &spec, .ntopics = 1 };
     rep_engine_t *e = NULL;
     char err[512] = "";
@@ -97,7 +97,7 @@ Test(pace_wiring, a_standalone_replicator_takes_its_caps_from_the_options)
     o.cluster_url = "http://127.0.0.1:1";
     o.max_bytes_per_s = 5000;
     o.max_messages_per_s = 0;
-    rep_topic_spec_t spec = { RT_TOPIC, NULL, h.t, 0, 200 };
+    rep_topic_spec_t spec = { RT_TOPIC, NULL, h.t, 0, 200, NULL };
     o.topics = &spec;
     o.ntopics = 1;
     rep_t *r = NULL;

@@ -24,7 +24,7 @@ static rep_t *start(rt_t *h, uint32_t stall_after_ms, rep_topic_spec_t *spec)
     o.edge_name = "edge1";
     o.cluster_url = "http://127.0.0.1:1";
     o.stall_after_ms = stall_after_ms;
-    *spec = (rep_topic_spec_t){ RT_TOPIC, NULL, h->t, 0, 0 };
+    *spec = (rep_topic_spec_t){ RT_TOPIC, NULL, h->t, 0, 0, NULL };
     o.topics = spec;
     o.ntopics = 1;
     o.notify = nop;
