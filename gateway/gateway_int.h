@@ -101,7 +101,8 @@ int gw_repl_topic_added(gw_repl_t *g, size_t id, const cfg_t *mappings, char *er
 void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject);
 /* A reload routed to slot id again (broker_plan_commit made it LIVE): a kept or
  * retired one gets its lanes back (gw__retire_revived). 0 or the engine's error in err. */
-int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, char *err, size_t errlen);
+int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, const cfg_t *mappings, char *err,
+                          size_t errlen);
 /* After a reload's commit: retiring topics already drained go on at once. */
 void gw_repl_retire_tick(gw_repl_t *g);
 /* wal.retire from a reload. */
@@ -137,8 +138,9 @@ void gw__retire_tick(gw__retire_t *rt, rep_engine_t *e);
 /* REP_EV_TOPIC_RELEASED of slot id: the last one starts wal_topic_retire. */
 void gw__retire_released(gw__retire_t *rt, size_t id);
 /* A reload routes to slot id again; before: its life until then. */
-int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before, char *err,
-                       size_t errlen);
+/* mappings: the reload's configuration (an mqtt output's template may need its rules). */
+int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before,
+                       const cfg_t *mappings, char *err, size_t errlen);
 /* The replication glue's (zeros before it started). */
 void gw_repl_retire_counts(gw_repl_t *g, gw__retire_counts_t *out /* OUT */);
 

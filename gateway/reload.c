@@ -369,7 +369,7 @@ static json_t *mappings_applied(broker_t *b, gw__reload_state_t *st, const broke
         broker_topic_t *t = broker_topic(b, p->revived[k]);
         broker_topic_life_t before = p->revived_life[k];
         char err[512] = "";
-        int rc = run && run->repl ? gw_repl_topic_revived(run->repl, t->id, before, err, sizeof err) : 0;
+        int rc = run && run->repl ? gw_repl_topic_revived(run->repl, t->id, before, next, err, sizeof err) : 0;
         if (rc < 0)
             tb_error("reload: a topic mapped again is logged but not replicated until a restart",
                      TB_S("topic", t->name), TB_S("why", err));

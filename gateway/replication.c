@@ -496,10 +496,11 @@ void gw_repl_topic_changed(gw_repl_t *g, size_t id, bool subject)
     }
 }
 
-int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, char *err, size_t errlen)
+int gw_repl_topic_revived(gw_repl_t *g, size_t id, broker_topic_life_t before, const cfg_t *mappings, char *err,
+                          size_t errlen)
 {
     *err = '\0';
-    return g->retire ? gw__retire_revived(g->retire, g->rep, id, before, err, errlen) : 0;
+    return g->retire ? gw__retire_revived(g->retire, g->rep, id, before, mappings, err, errlen) : 0;
 }
 
 void gw_repl_retire_tick(gw_repl_t *g)

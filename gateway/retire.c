@@ -141,7 +141,8 @@ static void work_cb(uv_work_t *req)
 static void give_back(rep_engine_t *e, broker_topic_t *t)
 {
     char err[512] = "";
-    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+    /* no reload's configuration here: an mqtt output whose template needs the rules takes it after a restart */
+    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority, NULL };
     if (e && rep_engine_readd_topic(e, t->id, &spec, err, sizeof err) < 0)
         tb_error("retire: a topic's lanes could not be given back; it is replicated after a restart",
                  TB_S("topic", t->name), TB_S("why", err));
@@ -252,8 +253,8 @@ void gw__retire_released(gw__retire_t *rt, size_t id)
     start_job(rt, t, mode(rt));
 }
 
-int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before, char *err,
-                       size_t errlen)
+int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before,
+                       const cfg_t *mappings, char *err, size_t errlen)
 {
     *err = '\0';
     if (rt && id < rt->cap) {
@@ -263,6 +264,6 @@ int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topi
     if (!rt || before == BROKER_LIFE_RETIRING || !e)
         return 0; /* its lanes never stopped */
     broker_topic_t *t = broker_topic(rt->b, id);
-    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority };
+    rep_topic_spec_t spec = { t->name, t->schema_subject, t->wal, t->max_age_ms, t->priority, mappings };
     return rep_engine_readd_topic(e, id, &spec, err, errlen);
 }

@@ -132,12 +132,18 @@ int rep__mlanes_setup(rep__mlanes_t *s, char *err, size_t errlen)
 int rep__mlanes_add(rep__mlanes_t *s, size_t topic, const rep_topic_spec_t *spec)
 {
     rep_output_t *o = s->o;
-    if (topic >= o->nlanes || o->lanes[topic])
+    rep__lane_t *old = topic < o->nlanes ? o->lanes[topic] : NULL;
+    /* a lane already there is refused, unless released: the topic given again after its
+     * retirement (rep_engine_readd_topic); the new lane carries the old one's counters, and the
+     * old one stays in s->v, released: it has no reader and is never picked */
+    if (topic >= o->nlanes || (old && !atomic_load(&old->released)))
         return TB_EINVALID;
     rep__mlane_t *ml;
     int rc = lane_new(s, topic, spec, true, &ml);
     if (rc < 0)
         return rc;
+    if (old)
+        rep__lane_carry(&ml->lane, old);
     /* complete before it is seen: rep__output_kick and the stats read o->lanes from other threads */
     __atomic_store_n(&o->lanes[topic], &ml->lane, __ATOMIC_RELEASE);
     rep__topic_cmd_t *cmd = tb_calloc(1, sizeof *cmd);

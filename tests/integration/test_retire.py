@@ -317,6 +317,17 @@ class Retire(unittest.TestCase):
         self.assertEqual(len(self.mc.store_records("/e1/b")), 60)
         self.assertFalse(os.path.exists(self.wal_dir(g, "/e1/b")))
         self.assertEqual(self.tomb(g, "/e1/b")["next"], 61)
+        # mapped again: both outputs carry the re-created topic at once (the mqtt output takes a
+        # released topic back like a new one), its offsets above the retired ones
+        g.write_config(yaml([A, B]))
+        status, body = ask(g.http_port(), "POST", "/admin/reload")
+        self.assertEqual(status, 200, body)
+        publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(60, 80)], client_id="m2")
+        rec.wait_unique(80, WAIT)
+        got = sorted({json.loads(p)["n"] for t, p, _ in rec.snapshot() if t == "fwd/e1/b"})
+        self.assertEqual(got, list(range(80)), "the remote has the re-created topic's messages too")
+        self.stored("/e1/b", 80, "the cluster has them")
+        self.assertEqual(sorted(r["offset"] for r in self.mc.store_records("/e1/b"))[60:], list(range(61, 81)))
         self.assertEqual(g.stop(), 0, g.log()[-3000:])
 
 
