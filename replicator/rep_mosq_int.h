@@ -272,6 +272,8 @@ typedef struct rep__mlane {
     bool parked;                /* its next record waits for the pacer (held in its reader) */
     bool dirty;                 /* stats to publish at the next turn */
     bool acked_due;             /* units ACKED since the last rep__lane_acked (once per turn) */
+    uint32_t acked_n;           /* the window's leading units marked ACKED since then: an ack's walk
+                                   starts there, not at the head (a turn's k acks cost k, not k^2/2) */
     uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
     uint64_t resend_upto;       /* offsets up to this were sent before (a lost session, or a
                                    previous process: the resend window at start) */

@@ -306,8 +306,14 @@ void rep__mlanes_acked(rep__mlanes_t *s, uint32_t lane, uint64_t token)
 {
     if (lane >= s->n)
         return;
-    rep__lane_t *l = &s->v[lane]->lane;
-    for (uint32_t i = 0; i < l->win.n; i++) {
+    rep__mlane_t *ml = s->v[lane];
+    rep__lane_t *l = &ml->lane;
+    /* acks come in order per lane (rep_mosq reports a contiguous prefix): the units before
+     * acked_n are ACKED already; from the head again if the window changed under the hint */
+    uint32_t i = ml->acked_n <= l->win.n ? ml->acked_n : 0;
+    if (i && rep__window_at(&l->win, i - 1)->state != REP__B_ACKED)
+        i = 0;
+    for (; i < l->win.n; i++) {
         rep__batch_t *b = rep__window_at(&l->win, i);
         if (b->last > token)
             break;
@@ -316,6 +322,7 @@ void rep__mlanes_acked(rep__mlanes_t *s, uint32_t lane, uint64_t token)
             l->win.sent--;
         }
     }
+    ml->acked_n = i;
     /* The cursor moves (rep__lane_acked: the counts exact, the stats published) once per turn of
      * the loop (rep__mlanes_turn), not per ack: one cursor move and one stats copy for every ack
      * a read brought, instead of one each (the publish walks the window). */
@@ -328,6 +335,7 @@ static void flush_acks(rep__mlane_t *ml)
     if (!ml->acked_due)
         return;
     ml->acked_due = false;
+    ml->acked_n = 0; /* the ACKED prefix leaves the window */
     rep__lane_acked(&ml->lane);
 }
 
@@ -354,6 +362,7 @@ void rep__mlanes_session_lost(rep__mlanes_t *s)
         rep__pace_leave(&s->o->pace, &l->pace, tb_mono_ms()); /* its unit is read again */
         ml->parked = false;
         rep__lane_restart(l); /* the reader reopens at the checkpoint + 1 */
+        ml->acked_n = 0;
         ml->ready = true;
         ml->dirty = true;
     }
