@@ -209,7 +209,8 @@ def live_run(a, port, far, who):
     wall = time.time() - time.monotonic()
     rec = Recorder(far.port, topic="bench/#", client_id=f"live-{who[:8]}-{os.getpid()}")
     try:
-        p = Publisher(port, lambda n: f"bench/{n % 3}", rate=a.rate, client_id=f"live-pub-{os.getpid()}")
+        p = Publisher(port, lambda n: f"bench/{n % 3}", rate=a.rate, client_id=f"live-pub-{os.getpid()}",
+                      inflight=a.inflight)
         since = time.time() * 1000 + 1000  # a warm-up second
         p.start()
         time.sleep(a.seconds)  # the load runs for this long (the measured window)
@@ -316,6 +317,9 @@ def main():
     ap.add_argument("--only", choices=["baseline", "drain", "live"], required=True)
     ap.add_argument("--rate", type=int, default=2000, help="live: messages/s")
     ap.add_argument("--seconds", type=int, default=30, help="live: how long the load runs")
+    ap.add_argument("--inflight", type=int, default=1000,
+                    help="live: the publisher's QoS 1 window (memory_first's PUBACK waits for the remote's: a "
+                         "small window queues messages in the client, and that wait is in the latency)")
     ap.add_argument("--modes", default="memory_first,log:always",
                     help="live: DURABILITY[:FSYNC] of the gateway's mappings, one row each")
     ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
