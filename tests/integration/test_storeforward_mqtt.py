@@ -161,6 +161,10 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(r["kills"], kills, out)
         self.assertGreater(r["kills_mid_replay_lag"][0], 0, "the replay kill landed after the drain:\n" + out)
         self.assertGreater(r["replay"]["backlog"], 0, "the outage left no backlog to replay:\n" + out)
+        # every life of the gateway writes to one log; a killed one cannot fail the run's exit status,
+        # so a sanitizer report (the ASan build) is looked for there
+        with open(os.path.join(self.out, "gateway.log"), errors="replace") as f:
+            self.assertNotRegex(f.read(), "ERROR: [A-Za-z]+Sanitizer", "a sanitizer report in gateway.log")
         self.assertEqual(rc, 0, out)
 
     def test_remote_stopped_and_kills_in_the_outage_and_replay_lose_nothing_and_keep_order(self):

@@ -40,6 +40,17 @@ class FileRecorder(Recorder):
         self.end_topic = end_topic
         self.end_path = end_path
         super().__init__(port, topic, client_id="sf-recorder")
+        self.c.on_disconnect = self._on_disconnect
+
+    # Each session's start and end, to stderr (recorder.log): the remote's redeliveries
+    # (DUP) follow a reconnect, and this says when they did.
+    def _on_connect(self, c, userdata, flags, rc, props=None):
+        print(f"{int(time.time() * 1000)} connected rc={rc} session_present={flags.get('session present')}",
+              file=sys.stderr, flush=True)
+        super()._on_connect(c, userdata, flags, rc, props)
+
+    def _on_disconnect(self, c, userdata, rc, props=None):
+        print(f"{int(time.time() * 1000)} disconnected rc={rc}", file=sys.stderr, flush=True)
 
     def _on_message(self, c, userdata, m):
         if m.topic == self.end_topic:
