@@ -39,7 +39,11 @@ class FileRecorder(Recorder):
         self.out = open(out, "a", encoding="utf-8")
         self.end_topic = end_topic
         self.end_path = end_path
-        super().__init__(port, topic, client_id="sf-recorder")
+        # Receive Maximum 1,000: without it the remote keeps up to 65,535 messages in
+        # flight to us; behind a long replay that pipe is seconds deep at Python's pace,
+        # paho's keepalive gave up on the PINGRESP queued behind it (a reconnect each
+        # minute), and the remote then redelivered all that was in flight (DUP).
+        super().__init__(port, topic, client_id="sf-recorder", receive_maximum=1000)
         self.c.on_disconnect = self._on_disconnect
 
     # Each session's start and end, to stderr (recorder.log): the remote's redeliveries
