@@ -74,11 +74,6 @@ import sys
 
 PAYLOAD_RE = re.compile(r"^d=(\d+) n=(\d+) t=(\d+) ")
 
-# ARRIVALS: each source gives, in arrival order, dicts with topic, offset
-# (None when the source has none), payload (None if not UTF-8),
-# received_at (epoch ms), dup (the remote's redelivery flag) and replayed
-# (the gateway's mark); and the count of lines cut by a SIGKILL.
-
 
 def load_jsonl(path):
     out, bad = [], 0
@@ -94,6 +89,10 @@ def load_jsonl(path):
     return out, bad
 
 
+# ARRIVALS: each source gives, in arrival order, dicts with topic, offset
+# (None when the source has none), payload (None if not UTF-8),
+# received_at (epoch ms), dup (the remote's redelivery flag) and replayed
+# (the gateway's mark); and the count of lines cut by a SIGKILL.
 def arrivals_mock(d):
     """The mock cluster's store: every record with its topic offset."""
     store, bad = load_jsonl(os.path.join(d, "store.jsonl"))
