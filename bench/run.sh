@@ -19,6 +19,11 @@
 #                            5 s healthy and 5 s slow (acks held 750 ms, past
 #                            spill_after_ms 250) for 3 minutes, 3 SIGKILLs in
 #                            it; the report counts the switches
+#                   mqtt     as always, to the MQTT output instead of the
+#                            cluster (OUTPUT=mqtt: a real Mosquitto 2 as the
+#                            remote, SIGTERMed for the outage and started
+#                            again, a persistent QoS 1 subscriber recording)
+#                   mqtt_silent  as mqtt, the remote SIGSTOPped instead
 #                 Reports go to build/bench/storeforward-<name>.{txt,json},
 #                 with the timeline (.events.jsonl) and the gateway's log.
 #   compare       bench/compare (Tributary beside Mosquitto 2, ~17 minutes);
@@ -42,7 +47,8 @@
 #                 build/bench/soak-reload.txt, curve in soak-reload.csv
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
-# shorten or lengthen the scenarios, SF_ONLY=always|bounded|memory_first|flap runs one of them;
+# shorten or lengthen the scenarios, SF_ONLY=always|bounded|memory_first|flap|mqtt|mqtt_silent
+# runs one of them;
 # COMPARE_ARGS is passed to bench/compare, TLS_ARGS to bench/bench_tls.py
 # (TLS_ARGS=--quick: a smoke run of a few seconds), OUTPUTS_ARGS to
 # bench/bench_outputs.py (OUTPUTS_ARGS="--count 100000": a shorter run),
@@ -57,7 +63,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --build) BUILD=$2; shift 2 ;;
         storeforward|compare|tls|outputs|reload|all) WHAT=$1; shift ;;
-        *) sed -n '2,51p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes bench/bench_mosq_pub; do
@@ -96,6 +102,12 @@ if [[ $WHAT == storeforward || $WHAT == all ]]; then
     fi
     if [[ ${SF_ONLY:-flap} == flap ]]; then
         scenario flap OUTAGE=none KILLS_REPLAY=0 DURABILITY=memory_first FLAP=5/5 FLAP_SECS=180 FLAP_KILLS=3 || rc=1
+    fi
+    if [[ ${SF_ONLY:-mqtt} == mqtt ]]; then
+        scenario mqtt OUTPUT=mqtt OUTAGE=refused || rc=1
+    fi
+    if [[ ${SF_ONLY:-mqtt_silent} == mqtt_silent ]]; then
+        scenario mqtt_silent OUTPUT=mqtt OUTAGE=silent || rc=1
     fi
 fi
 if [[ $WHAT == compare || $WHAT == all ]]; then

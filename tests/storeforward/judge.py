@@ -7,8 +7,15 @@ and what the cluster received, reading only what the run left behind.
 Inputs in OUT (written by run.sh):
   devices/summary.json, devices/acks-NNN.log  bench/devices.c: readings
       handed out per device, and one "n ack_ms" line per acknowledgement
-  store.jsonl        the mock cluster's store, in the order it received
-      (one JSON object per stored message; payload "d=DDD n=N t=MS ...")
+  the arrivals, one of (the scenario's "output" says which; the rules are
+  the same, only what each source can tell differs, see ARRIVALS):
+  store.jsonl        OUTPUT=danube: the mock cluster's store, in the order
+      it received (one JSON object per stored message, with its topic
+      offset; payload "d=DDD n=N t=MS ...")
+  arrivals.jsonl     OUTPUT=mqtt: what the remote Mosquitto's persistent
+      QoS 1 subscriber received (recorder.py), in arrival order: the same
+      payloads, no offsets, the remote's DUP flag and the gateway's
+      tributary.replayed mark
   walcheck.jsonl     `tributary wal check` after the clean stop: per topic
       the persisted dropped count (it survives restarts, unlike /stats)
   events.jsonl       the timeline: outage start/end, kills, drain
@@ -37,11 +44,20 @@ What it reports (and what fails the run, exit status 1):
                   running ahead of the loss (see drops_oldest's comment)
   duplicates      records stored more than once: resent by a device after
                   its PUBACK was lost (new offset), or resent by the gateway
-                  to a cluster that had lost its dedup marker (same offset)
+                  to a cluster that had lost its dedup marker (same offset).
+                  OUTPUT=mqtt (no offsets, no dedup at the remote): split
+                  into the remote's own redeliveries to its subscriber (DUP
+                  set), copies the gateway marked tributary.replayed (its
+                  resends after a lost session or a restart carry it), and
+                  unmarked ones, which only a device's resend after a lost
+                  PUBACK can make: FAILS if there are more unmarked ones
+                  than the devices resent (summary.json's resends).
   out_of_order    per device, a reading first received after a higher one
                   of the same device had been.  FAILS if > 0.
   offset_order    per topic, an offset first received after a higher one.
-                  FAILS if > 0.
+                  FAILS if > 0. (OUTPUT=mqtt: None, and so are the
+                  offset-based counts: an MQTT message carries no offset;
+                  the order is judged per device, by its counter.)
   replay          the backlog (readings taken before the outage ended,
                   received after): how long after the outage ended the
                   first came and the last came (time to drain), the mean
@@ -73,6 +89,28 @@ def load_jsonl(path):
     return out, bad
 
 
+# ARRIVALS: each source gives, in arrival order, dicts with topic, offset
+# (None when the source has none), payload (None if not UTF-8),
+# received_at (epoch ms), dup (the remote's redelivery flag) and replayed
+# (the gateway's mark); and the count of lines cut by a SIGKILL.
+def arrivals_mock(d):
+    """The mock cluster's store: every record with its topic offset."""
+    store, bad = load_jsonl(os.path.join(d, "store.jsonl"))
+    return [{"topic": r["topic"], "offset": r["offset"],
+             "payload": r["payload"] if r.get("payload_encoding") == "utf-8" else None,
+             "received_at": r["received_at"], "dup": False, "replayed": False} for r in store], bad
+
+
+def arrivals_mqtt(d):
+    """The remote subscriber's recording (recorder.py): no offsets."""
+    recs, bad = load_jsonl(os.path.join(d, "arrivals.jsonl"))
+    return [{"topic": r["topic"], "offset": None, "payload": r["payload"], "received_at": r["received_at"],
+             "dup": bool(r.get("dup")), "replayed": bool(r.get("replayed"))} for r in recs], bad
+
+
+ARRIVALS = {"danube": arrivals_mock, "mqtt": arrivals_mqtt}
+
+
 def load_acks(devdir):
     acked = {}
     for path in sorted(glob.glob(os.path.join(devdir, "acks-*.log"))):
@@ -102,10 +140,12 @@ def judge(d):
     summary = json.load(open(os.path.join(d, "devices", "summary.json")))
     devs = {x["device"]: x for x in summary["devices"]}
     acked = load_acks(os.path.join(d, "devices"))
-    store, bad_lines = load_jsonl(os.path.join(d, "store.jsonl"))
     events, _ = load_jsonl(os.path.join(d, "events.jsonl"))
     walcheck, _ = load_jsonl(os.path.join(d, "walcheck.jsonl"))
     scenario = next((e for e in events if e["event"] == "scenario"), {})
+    output = scenario.get("output", "danube")
+    store, bad_lines = ARRIVALS[output](d)
+    has_offsets = output == "danube"
     outage_end = next((e["at_ms"] for e in events if e["event"] == "outage_end"), None)
 
     seen = set()                       # (device, n)
@@ -114,26 +154,34 @@ def judge(d):
     highest_off = collections.defaultdict(int)
     offsets = collections.defaultdict(set)
     dup_same_offset = dup_new_offset = out_of_order = offset_order = 0
+    dup_remote = dup_marked = dup_unmarked = 0
     unparsed = 0
     backlog_times = []                 # received_at of backlog readings
     after_end_times = []
     for r in store:
-        m = PAYLOAD_RE.match(r["payload"]) if r.get("payload_encoding") == "utf-8" else None
+        m = PAYLOAD_RE.match(r["payload"]) if r["payload"] is not None else None
         if not m:
             unparsed += 1
             continue
         dev, n, taken = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        okey = (r["topic"], r["offset"])
-        if okey in seen_off:
-            dup_same_offset += 1
-            continue
-        seen_off.add(okey)
-        offsets[r["topic"]].add(r["offset"])
-        if r["offset"] < highest_off[r["topic"]]:
-            offset_order += 1
-        highest_off[r["topic"]] = max(highest_off[r["topic"]], r["offset"])
+        if has_offsets:
+            okey = (r["topic"], r["offset"])
+            if okey in seen_off:
+                dup_same_offset += 1
+                continue
+            seen_off.add(okey)
+            offsets[r["topic"]].add(r["offset"])
+            if r["offset"] < highest_off[r["topic"]]:
+                offset_order += 1
+            highest_off[r["topic"]] = max(highest_off[r["topic"]], r["offset"])
         if (dev, n) in seen:
             dup_new_offset += 1
+            if r["dup"]:
+                dup_remote += 1
+            elif r["replayed"]:
+                dup_marked += 1
+            else:
+                dup_unmarked += 1
             continue
         seen.add((dev, n))
         if n < highest[dev]:
@@ -171,7 +219,7 @@ def judge(d):
     # the WAL's last offsets must all have arrived too (a gap at the end is
     # invisible to offset_gaps): compare with wal check's last offset
     tail_missing = 0
-    for t in walcheck:
+    for t in walcheck if has_offsets else ():
         if t["topic"].startswith("$") or not t.get("records"):
             continue  # $sessions: the gateway's own MQTT session log, never replicated
         hi = max(offsets[t["topic"]]) if offsets.get(t["topic"]) else 0
@@ -210,6 +258,9 @@ def judge(d):
         }
 
     kills = [e for e in events if e["event"] == "gateway_killed"]
+    device_resends = sum(x.get("resends", 0) for x in devs.values())
+    if not has_offsets:
+        not_received = offset_order = None
     sw = next((e for e in reversed(events) if e["event"] == "switches"), {})
     report = {
         "scenario": scenario,
@@ -220,14 +271,19 @@ def judge(d):
         "missing_first": [f"d{dev:03d} n={n}" for dev, n in missing[:10]],
         "dropped_total": dropped_total,
         "lost_total": lost_total,
+        "output": output,
         "offsets_not_received": not_received,
-        "missing_uncounted": max(0, not_received - dropped_total - lost_total),
-        "counted_but_delivered": max(0, dropped_total + lost_total - not_received),
-        "drops_oldest": drops_oldest,
+        "missing_uncounted": max(0, not_received - dropped_total - lost_total) if has_offsets else None,
+        "counted_but_delivered": max(0, dropped_total + lost_total - not_received) if has_offsets else None,
+        "drops_oldest": drops_oldest if has_offsets else None,
         "offset_gaps": {t: runs for t, runs in gaps.items() if runs},
         "duplicates": dup_same_offset + dup_new_offset,
-        "duplicates_resent_by_device": dup_new_offset,
-        "duplicates_resent_by_gateway": dup_same_offset,
+        "duplicates_resent_by_device": dup_new_offset if has_offsets else None,
+        "duplicates_resent_by_gateway": dup_same_offset if has_offsets else None,
+        "duplicates_redelivered_by_remote": None if has_offsets else dup_remote,
+        "duplicates_marked_replayed": None if has_offsets else dup_marked,
+        "duplicates_unmarked": None if has_offsets else dup_unmarked,
+        "device_resends": device_resends,
         "out_of_order": out_of_order,
         "offset_order": offset_order,
         "unacked_taken": handed_out - len(acked_all),
@@ -248,6 +304,9 @@ def judge(d):
         failures.append(f"{out_of_order} readings out of order")
     if report["offset_order"]:
         failures.append(f"{offset_order} offsets out of order")
+    if not has_offsets and dup_unmarked > device_resends:
+        failures.append(f"{dup_unmarked} second copies neither marked tributary.replayed nor the remote's "
+                        f"redelivery, more than the {device_resends} readings the devices resent")
     if report["missing_uncounted"]:
         failures.append(f"{report['missing_uncounted']} records lost without being counted as dropped")
     if not scenario.get("bounded"):
@@ -255,13 +314,15 @@ def judge(d):
             failures.append(f"{len(missing)} acknowledged readings missing")
         if dropped_total:
             failures.append(f"{dropped_total} dropped although the run was not meant to reach the bound")
+    elif not has_offsets:
+        failures.append("a bounded run is judged by the offsets it lost, and MQTT arrivals carry none")
     else:
         if len(missing) > not_received:
             failures.append("more readings missing than records deleted by the bound")
         if not drops_oldest:
             failures.append("the bound did not delete the oldest records only")
     if unparsed:
-        failures.append(f"{unparsed} stored records not from the devices")
+        failures.append(f"{unparsed} {'stored records' if has_offsets else 'arrivals'} not from the devices")
     if too_many_skips:
         failures.append(f"more offset skips than restarts on {', '.join(too_many_skips)}")
     report["failures"] = failures
@@ -275,13 +336,24 @@ def show(r):
         f"acknowledged    {r['acknowledged']:>10,}",
         f"received        {r['received']:>10,}",
         f"missing         {r['missing']:>10,}   (acknowledged, never received) {' '.join(r['missing_first'])}",
-        f"dropped_total   {r['dropped_total']:>10,}   (WAL, persisted); offsets never received {r['offsets_not_received']:,}; "
-        f"uncounted {r['missing_uncounted']:,}; counted but delivered {r['counted_but_delivered']:,}; drops were the oldest: {'yes' if r['drops_oldest'] else 'NO'}",
-        f"duplicates      {r['duplicates']:>10,}   (resent by a device after a lost PUBACK "
-        f"{r['duplicates_resent_by_device']:,}; by the gateway, same offset {r['duplicates_resent_by_gateway']:,})",
-        f"out of order    {r['out_of_order']:>10,}   (per device); offsets out of order {r['offset_order']:,}",
-        f"gateway kills   {r['kills']:>10,}   (lag at each replay kill: {r['kills_mid_replay_lag']})",
     ]
+    if r["output"] == "danube":
+        lines += [
+            f"dropped_total   {r['dropped_total']:>10,}   (WAL, persisted); offsets never received {r['offsets_not_received']:,}; "
+            f"uncounted {r['missing_uncounted']:,}; counted but delivered {r['counted_but_delivered']:,}; drops were the oldest: {'yes' if r['drops_oldest'] else 'NO'}",
+            f"duplicates      {r['duplicates']:>10,}   (resent by a device after a lost PUBACK "
+            f"{r['duplicates_resent_by_device']:,}; by the gateway, same offset {r['duplicates_resent_by_gateway']:,})",
+            f"out of order    {r['out_of_order']:>10,}   (per device); offsets out of order {r['offset_order']:,}",
+        ]
+    else:
+        lines += [
+            f"dropped_total   {r['dropped_total']:>10,}   (WAL, persisted; MQTT arrivals carry no offsets to count gaps by)",
+            f"duplicates      {r['duplicates']:>10,}   (the remote's own redeliveries, DUP {r['duplicates_redelivered_by_remote']:,}; "
+            f"marked tributary.replayed {r['duplicates_marked_replayed']:,}; unmarked {r['duplicates_unmarked']:,}, "
+            f"at most the devices' resends {r['device_resends']:,})",
+            f"out of order    {r['out_of_order']:>10,}   (per device, first receipts)",
+        ]
+    lines.append(f"gateway kills   {r['kills']:>10,}   (lag at each replay kill: {r['kills_mid_replay_lag']})")
     if r.get("durability") == "memory_first":
         lines.append(f"durability      memory_first: {r['switches_to_log']:,} switches to the log, "
                      f"{r['switches_to_memory']:,} back to memory (summed over the gateway's lives); "

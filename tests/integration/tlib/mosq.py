@@ -14,7 +14,9 @@
         DUP ("$dup") in the dict when the remote set the DUP flag (its own
         redelivery to us, e.g. after it restarted: not the gateway's).
         wait_count(n, timeout) polls for n messages under a deadline,
-        wait_unique(n, timeout) for n distinct ones.
+        wait_unique(n, timeout) for n distinct ones. receive_maximum: the
+        MQTT 5 Receive Maximum it asks for (default paho's: none sent, so
+        the remote may keep 65,535 messages in flight to it).
 
 As tests/unit/replicator/test_mosq.c starts its broker, with the same
 config lines."""
@@ -103,7 +105,7 @@ class Mosquitto:
 
 
 class Recorder:
-    def __init__(self, port, topic="#", tls_ca=None, client_id="trib-test-recorder"):
+    def __init__(self, port, topic="#", tls_ca=None, client_id="trib-test-recorder", receive_maximum=None):
         self.lock = threading.Lock()
         self.msgs = []
         self.times = []  # time.monotonic() of each arrival, beside self.msgs
@@ -120,6 +122,8 @@ class Recorder:
         c.max_inflight_messages_set(100)
         props = Properties(PacketTypes.CONNECT)
         props.SessionExpiryInterval = 3600
+        if receive_maximum:
+            props.ReceiveMaximum = receive_maximum
         c.connect_async("127.0.0.1", port, keepalive=30, clean_start=False, properties=props)
         c.loop_start()
         self.c = c
