@@ -408,6 +408,14 @@ int rep__mlanes_turn(rep__mlanes_t *s, rep_mosq_state_t state, uint64_t now)
             l->st.state = lane_state(state);
             ml->dirty = true;
         }
+        /* a backlog but nothing of it in the window (other lanes hold the connection's window,
+         * the pacer, the connection down): its oldest record's age is learnt from the log, or
+         * /stats would say 0 s (the record stays held for next()) */
+        if (ml->dirty && l->win.n == 0 && !l->src.has_held && !atomic_load(&l->released) &&
+            wal_topic_readable_end(l->wal) > l->win.acked + 1 && rep__lane_ensure_reader(l)) {
+            const wal_record_t *rec;
+            (void)rep__src_peek(&l->src, &rec);
+        }
         if (ml->dirty) {
             ml->dirty = false;
             rep__lane_publish(l);
