@@ -77,6 +77,7 @@ struct rep__spb_sess {
 
     rep__spb_buf_t buf;         /* births and deaths */
     rep__spb_data_t data;
+    bool data_hist;             /* the open data message holds historical values */
     uint8_t blob[REP_SPB_BDSEQ_BLOB];
     uint64_t table_saved;       /* the table generation last persisted */
     rep__spb_buf_t table;
@@ -606,11 +607,21 @@ static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
             s->has_pending = false;
             continue;
         }
-        if (s->data.open && s->data.dev != dev)
-            break; /* another device: its own message */
-        if (!s->data.open)
-            rep__spb_data_begin(s->node, &s->data, dev, now);
         bool historical = now > r->ts && now - r->ts > s->o.live_window_ms;
+        /* another device: its own message; historical: separate: history and
+         * live never share a payload (OUTPUTS.md 5.5). A message holding no
+         * metric yet (only dead letters placed in it) is begun again instead,
+         * its dead letters kept: breaking there would send nothing and
+         * answer "none" with records still to read. */
+        if (s->data.open && (s->data.dev != dev || (s->o.separate_history && historical != s->data_hist))) {
+            if (s->data.metrics)
+                break;
+            rep__spb_data_end(s->node, &s->data); /* empty: no seq used */
+        }
+        if (!s->data.open) {
+            rep__spb_data_begin(s->node, &s->data, dev, now);
+            s->data_hist = historical;
+        }
         rc = rep__spb_data_add(s->node, &s->data, r->prefix, r->schema, r->payload, r->len, r->ts, historical, err,
                                sizeof err);
         if (rc == 0) {

@@ -259,6 +259,8 @@ typedef struct rep__spb_sess_opts {
     bool devices;                   /* subscribe DCMD too */
     uint32_t confirm_timeout_ms;    /* a message unconfirmed this long ends the session */
     uint32_t live_window_ms;        /* older when sent: is_historical */
+    bool separate_history;          /* historical: separate (OUTPUTS.md 5.5): a data message
+                                       holds historical values only or live values only */
     uint32_t pack;                  /* at most this many metrics per NDATA/DDATA (>= 1) */
     uint32_t max_unconfirmed;       /* messages out and not confirmed (>= 1) */
 } rep__spb_sess_opts_t;
