@@ -294,7 +294,7 @@ void rep__spb_sess_stats(const rep__spb_sess_t *s, rep__spb_sess_stats_t *out)
     out->phase = s->phase;
     out->bdseq = s->bdseq;
     out->connects = s->connects;
-    out->host_online = s->host_online;
+    out->host_online = s->host_online || !s->t_state; /* no primary host: nothing to wait for */
 }
 
 void rep__spb_subscriptions(const rep__spb_sess_t *s, const char *const **topics, uint32_t *n)
@@ -622,12 +622,13 @@ static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
             rep__spb_data_begin(s->node, &s->data, dev, now);
             s->data_hist = historical;
         }
+        uint32_t before = s->data.metrics;
         rc = rep__spb_data_add(s->node, &s->data, r->prefix, r->schema, r->payload, r->len, r->ts, historical, err,
                                sizeof err);
         if (rc == 0) {
             mark_add(cur, r->lane, r->token);
             s->has_pending = false;
-            s->st.metrics++;
+            s->st.metrics += s->data.metrics - before; /* metrics, not records: a record holds many */
             if (s->data.metrics >= s->o.pack)
                 break;
             continue;

@@ -665,6 +665,28 @@ Test(spb_session, dead_letter_then_another_message_does_not_stall)
     }
 }
 
+/* /stats' counters: metrics are metrics, not records (a record of three
+ * fields is three); without a primary host there is none to wait for. */
+Test(spb_session, stats_count_metrics_and_no_host_is_online)
+{
+    src_t *src = calloc(1, sizeof *src);
+    src_add(src, 0, NULL, T0, "{\"a\":%ld,\"b\":2,\"c\":3}", 1);
+    src_add(src, 0, NULL, T0 + 1, "{\"a\":%ld,\"b\":5,\"c\":6}", 4);
+    rep__spb_sess_opts_t o = opts();
+    rep__spb_sess_t *s = sess_new(&o, src, NULL, 0);
+    session_up(s, T0);
+    got_t g;
+    while (next(s, T0 + 10, &g, NULL) == REP_SPB_OUT_PUBLISH)
+        ;
+    rep__spb_sess_stats_t st;
+    rep__spb_sess_stats(s, &st);
+    cr_assert_eq(st.data_msgs, 1);
+    cr_assert_eq(st.metrics, 6, "metrics %llu", (unsigned long long)st.metrics);
+    cr_assert(st.host_online, "no primary_host_id: online");
+    rep__spb_sess_free(s);
+    free(src);
+}
+
 /* max_unconfirmed holds the data; births and confirmations go on. */
 Test(spb_session, unconfirmed_window_holds)
 {
