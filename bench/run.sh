@@ -45,7 +45,11 @@
 #                 through the Sparkplug output to Mosquitto 2, readings/s at
 #                 the host, 3 repeats; then 2,000 readings/s for 30 s, the
 #                 gateway's CPU; beside the relay's published figures; table
-#                 in build/bench/sparkplug.txt
+#                 in build/bench/sparkplug.txt. Then bench/sf_sparkplug.py
+#                 (~6 minutes): the store-and-forward run through it, 20
+#                 devices x 100/s, a broker outage of SF_OUTAGE_SECS with
+#                 SF_KILLS_OUTAGE + SF_KILLS_REPLAY SIGKILLs, judged at a
+#                 host; build/bench/sf-sparkplug.{txt,json}
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
 # shorten or lengthen the scenarios, SF_ONLY=always|bounded|memory_first|flap runs one of them;
@@ -64,7 +68,7 @@ while [[ $# -gt 0 ]]; do
     case $1 in
         --build) BUILD=$2; shift 2 ;;
         storeforward|compare|tls|outputs|reload|sparkplug|all) WHAT=$1; shift ;;
-        *) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,62p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes bench/bench_mosq_pub; do
@@ -126,5 +130,12 @@ if [[ $WHAT == sparkplug || $WHAT == all ]]; then
     # shellcheck disable=SC2086
     /usr/bin/python3 bench/bench_sparkplug.py --build "$BUILD" --repeats 3 ${SPARKPLUG_ARGS:-} \
         | tee "$BUILD/bench/sparkplug.txt" || rc=1
+    sfo=$(mktemp -d /tmp/sf-spb.XXXXXX) sfrc=0
+    /usr/bin/python3 bench/sf_sparkplug.py --build "$BUILD" --out "$sfo" --outage-s "${SF_OUTAGE_SECS:-300}" \
+        --kills-outage "${SF_KILLS_OUTAGE:-7}" --kills-replay "${SF_KILLS_REPLAY:-3}" \
+        > "$BUILD/bench/sf-sparkplug.txt" || sfrc=$?
+    tail -1 "$BUILD/bench/sf-sparkplug.txt"
+    cp "$sfo/report.json" "$BUILD/bench/sf-sparkplug.json" 2>/dev/null || true
+    if [[ $sfrc -eq 0 ]]; then rm -rf "$sfo"; else rc=1; echo "sf_sparkplug failed ($sfrc): kept $sfo" >&2; fi
 fi
 exit $rc
