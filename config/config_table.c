@@ -101,7 +101,7 @@ const cfg__key_t cfg__keys[] = {
     K("outputs", CFG__OUTPUTS, outputs, NULL, 1, 16, NULL, 0,
       "Where the log's messages go: a list of outputs, each with its own reader and checkpoint (see below). "
       "Absent: one output, {name: danube, kind: danube}, the edge.cluster_url cluster (Danube's edge.yaml "
-      "unchanged). This build runs kind danube only; `tributary check` accepts mqtt and sparkplug entries."),
+      "unchanged)."),
 
     K("mqtt.listener", CFG__ADDR, mqtt.listener, "0.0.0.0:1883", 0, 0, NULL, D,
       "MQTT listen address, host:port (IPv6 as [addr]:port): one plain listener. Not with mqtt.listeners, "
@@ -378,7 +378,7 @@ const cfg__key_t cfg__output_keys[] = {
       "for kind danube."),
     O("kind", CFG__ENUM, kind, NULL, 0, 0, cfg__output_kinds, R | KALL,
       "danube (the edge.cluster_url cluster; at most one), mqtt (an MQTT broker) or sparkplug (a Sparkplug B "
-      "edge node on an MQTT broker). This build runs danube only: `tributary run` refuses the others."),
+      "edge node on an MQTT broker; docs/SPARKPLUG.md)."),
     O("topics", CFG__STRLIST, topics, NULL, 1, 256, NULL, KALL,
       "Upstream (danube_topic) topics the output carries, as MQTT filters (\"/edge1/#\"); each must match one "
       "the mappings produce. Default: all (\"#\")."),
