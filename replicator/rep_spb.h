@@ -152,6 +152,7 @@ typedef struct rep__spb_data {
     uint32_t metrics;       /* metrics in the message so far */
     uint32_t nulls_skipped; /* null leaves of metrics with no type yet */
     bool open;
+    uint64_t gen;           /* this message's number: several may be open at once (one per device) */
 } rep__spb_data_t;
 
 void rep__spb_data_begin(rep__spb_node_t *n, rep__spb_data_t *d, uint32_t dev, uint64_t now);

@@ -687,6 +687,79 @@ Test(spb_session, stats_count_metrics_and_no_host_is_online)
     free(src);
 }
 
+/* Records of interleaved devices (as one topic carrying many devices holds
+ * them): each device's go to its own message, so a replay packs per device
+ * (the issue's "up to N historical values per NDATA"), not one record per
+ * message. The messages of one flush are confirmed together: the last
+ * carries the flush's records, so confirming an earlier one acks nothing. */
+Test(spb_session, interleaved_devices_pack_per_device)
+{
+    src_t *src = calloc(1, sizeof *src);
+    static const char *devs[] = { "d1", "d2", "d3" };
+    rep__spb_sess_opts_t o = opts();
+    o.pack = 10;
+    o.max_unconfirmed = 1000;
+    rep__spb_sess_t *s = sess_new(&o, src, NULL, 0);
+    uint64_t now = T0 + 60000;
+    session_up(s, now);
+    got_t g;
+    uint64_t tok;
+    long seq = -1;
+    /* the devices and their metric born first (a new metric ends a message) */
+    for (long i = 0; i < 3; i++)
+        src_add(src, 0, devs[i], T0 + (uint64_t)i, "{\"v\":%ld}", i);
+    while (next(s, now, &g, &tok) == REP_SPB_OUT_PUBLISH) {
+        seq = strstr(g.topic, "/NBIRTH/") ? 0 : g.seq;
+        rep__spb_confirmed(s, now, tok);
+    }
+    cr_assert_eq(src->acked[0], 3);
+    for (long i = 3; i < 303; i++)
+        src_add(src, 0, devs[i % 3], T0 + (uint64_t)i, "{\"v\":%ld}", i);
+    double last[3] = { 0, 1, 2 };
+    unsigned ndata = 0, values = 0, small = 0;
+    bool checked_partial = false;
+    while (next(s, now, &g, &tok) == REP_SPB_OUT_PUBLISH) {
+        if (strstr(g.topic, "/NBIRTH/"))
+            seq = 0;
+        else {
+            cr_assert_eq(g.seq, (seq + 1) % 256, "seq %ld after %ld", g.seq, seq);
+            seq = g.seq;
+        }
+        if (!strstr(g.topic, "/DDATA/")) {
+            rep__spb_confirmed(s, now, tok);
+            continue;
+        }
+        ndata++;
+        int d = g.topic[strlen(g.topic) - 1] - '1';
+        /* the flush goes when one device's message is full: the others hold at most one fewer,
+         * but for the last flush (the source's tail) */
+        small += g.nmetrics < 9;
+        for (size_t k = 0; k < g.nmetrics; k++) {
+            double v = g.value[k];
+            cr_assert_eq((long)v % 3, d, "value %g in %s", v, g.topic);
+            cr_assert_eq(v, last[d] + 3, "%s: %g after %g", g.topic, v, last[d]);
+            last[d] = v;
+            values++;
+        }
+        if (!checked_partial && d == 0) {
+            uint64_t a = src->acked[0];
+            rep__spb_confirmed(s, now, tok); /* the flush's first message: its records are not all out */
+            cr_assert_eq(src->acked[0], a, "acked before the flush's last message was confirmed");
+            checked_partial = true;
+            continue;
+        }
+        rep__spb_confirmed(s, now, tok);
+    }
+    cr_assert(checked_partial);
+    cr_assert_eq(values, 300);
+    cr_assert(ndata >= 30 && ndata <= 34, "%u DDATA for 300 values, pack 10", ndata);
+    cr_assert_leq(small, 3, "%u DDATA of fewer than 9 metrics: not packed", small);
+    cr_assert_eq(src->acked[0], 303);
+    cr_assert_eq(src->ack_violations, 0);
+    rep__spb_sess_free(s);
+    free(src);
+}
+
 /* max_unconfirmed holds the data; births and confirmations go on. */
 Test(spb_session, unconfirmed_window_holds)
 {
