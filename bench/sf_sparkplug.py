@@ -23,7 +23,7 @@ topic and payload in hex; it is restarted after each broker restart.
 Timeline: warm-up; the broker stopped (SIGTERM) for --outage-s, with
 --kills-outage gateway SIGKILLs spread evenly across it (each restarted
 after 1 s); the broker and the host back; --kills-replay SIGKILLs, each
---replay-kill-after-ms after the host is seen receiving the backlog again
+--replay-kill-after-ms after the host sees the replaying session's NBIRTH
 (skipped, and said, if the backlog is gone first); --after-s of live load;
 the devices stopped (they deliver what they hold), the log drained, the
 gateway stopped with SIGTERM (its graceful NDEATH).
@@ -143,6 +143,17 @@ outputs:
         except OSError:
             return 0
 
+    def nbirth_after(self, offset):
+        """The end of the host file if an NBIRTH arrived after offset, else None."""
+        with open(os.path.join(self.out, "host.received"), "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        at = data.find(b"/NBIRTH/")
+        if at < 0:
+            return None
+        nl = data.find(b"\n", at)
+        return offset + (nl + 1 if nl >= 0 else len(data))
+
     def stats(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http}/stats", timeout=5) as r:
             return json.loads(r.read())
@@ -181,12 +192,12 @@ outputs:
         lag = self.lag()
         self.start_remote()
         self.event("outage_end", lag=lag)
+        b0 = self.host_bytes()
         for _ in range(a.kills_replay):
-            b0 = self.host_bytes()
-            try:
-                L.wait_until(lambda: self.host_bytes() > b0 + 4096, 60, "the host receiving the backlog")
+            try:  # the session that replays: a new NBIRTH at the host
+                b0 = L.wait_until(lambda: self.nbirth_after(b0), 60, "a new NBIRTH at the host")
             except RuntimeError:
-                self.event("replay_kill_skipped", why="the host received nothing within 60 s")
+                self.event("replay_kill_skipped", why="no new session within 60 s")
                 continue
             time.sleep(a.replay_kill_after_ms / 1000)  # the kill lands this far into the replay
             lag = self.lag()
