@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: the long benchmarks, the ones too slow for the test suite.
 #
-#   bench/run.sh [storeforward | compare | tls | outputs | reload | all] [--build DIR]   (default: all)
+#   bench/run.sh [storeforward | compare | tls | outputs | reload | sparkplug | all] [--build DIR]   (default: all)
 #   ./scripts/dev.sh bench [...]   builds first, then runs this
 #
 #   storeforward  the acceptance scenarios of tests/storeforward/run.sh,
@@ -45,6 +45,16 @@
 #                 from the mock's store (0 acknowledged lost), RSS flat
 #                 within 10% after 2 minutes, fd span; table in
 #                 build/bench/soak-reload.txt, curve in soak-reload.csv
+#   sparkplug     bench/bench_sparkplug.py (issue 18, ~2 minutes): a
+#                 600,000-reading backlog (20 devices x 25 fields) replayed
+#                 through the Sparkplug output to Mosquitto 2, readings/s at
+#                 the host, 3 repeats; then 2,000 readings/s for 30 s, the
+#                 gateway's CPU; beside the relay's published figures; table
+#                 in build/bench/sparkplug.txt. Then bench/sf_sparkplug.py
+#                 (~6 minutes): the store-and-forward run through it, 20
+#                 devices x 100/s, a broker outage of SF_OUTAGE_SECS with
+#                 SF_KILLS_OUTAGE + SF_KILLS_REPLAY SIGKILLs, judged at a
+#                 host; build/bench/sf-sparkplug.{txt,json}
 #
 # Environment: SF_OUTAGE_SECS (300), SF_KILLS_OUTAGE (7), SF_KILLS_REPLAY (3)
 # shorten or lengthen the scenarios, SF_ONLY=always|bounded|memory_first|flap|mqtt|mqtt_silent
@@ -52,7 +62,8 @@
 # COMPARE_ARGS is passed to bench/compare, TLS_ARGS to bench/bench_tls.py
 # (TLS_ARGS=--quick: a smoke run of a few seconds), OUTPUTS_ARGS to
 # bench/bench_outputs.py (OUTPUTS_ARGS="--count 100000": a shorter run),
-# RELOAD_ARGS to bench/soak_reload.py (RELOAD_ARGS="--minutes 3 --outage-every 1").
+# RELOAD_ARGS to bench/soak_reload.py (RELOAD_ARGS="--minutes 3 --outage-every 1"),
+# SPARKPLUG_ARGS to bench/bench_sparkplug.py (SPARKPLUG_ARGS=--quick: about a minute).
 # Nothing here passes or fails on time: the scenarios fail only on what the
 # judge counts (missing, uncounted, out of order).
 set -euo pipefail
@@ -62,8 +73,8 @@ WHAT=all
 while [[ $# -gt 0 ]]; do
     case $1 in
         --build) BUILD=$2; shift 2 ;;
-        storeforward|compare|tls|outputs|reload|all) WHAT=$1; shift ;;
-        *) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        storeforward|compare|tls|outputs|reload|sparkplug|all) WHAT=$1; shift ;;
+        *) sed -n '2,68p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 for b in tributary tributary-mock-cluster bench/devices bench/loadgen bench/bench_sink bench/tls_handshakes bench/bench_mosq_pub; do
@@ -126,5 +137,17 @@ fi
 if [[ $WHAT == reload || $WHAT == all ]]; then
     # shellcheck disable=SC2086
     nice /usr/bin/python3 bench/soak_reload.py --build "$BUILD" --out "$BUILD/bench" ${RELOAD_ARGS:-} || rc=1
+fi
+if [[ $WHAT == sparkplug || $WHAT == all ]]; then
+    # shellcheck disable=SC2086
+    /usr/bin/python3 bench/bench_sparkplug.py --build "$BUILD" --repeats 3 ${SPARKPLUG_ARGS:-} \
+        | tee "$BUILD/bench/sparkplug.txt" || rc=1
+    sfo=$(mktemp -d /tmp/sf-spb.XXXXXX) sfrc=0
+    /usr/bin/python3 bench/sf_sparkplug.py --build "$BUILD" --out "$sfo" --outage-s "${SF_OUTAGE_SECS:-300}" \
+        --kills-outage "${SF_KILLS_OUTAGE:-7}" --kills-replay "${SF_KILLS_REPLAY:-3}" \
+        > "$BUILD/bench/sf-sparkplug.txt" || sfrc=$?
+    tail -1 "$BUILD/bench/sf-sparkplug.txt"
+    cp "$sfo/report.json" "$BUILD/bench/sf-sparkplug.json" 2>/dev/null || true
+    if [[ $sfrc -eq 0 ]]; then rm -rf "$sfo"; else rc=1; echo "sf_sparkplug failed ($sfrc): kept $sfo" >&2; fi
 fi
 exit $rc

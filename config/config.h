@@ -77,6 +77,8 @@ typedef struct cfg_capvals {
 
 /* outputs[].kind: where an output sends the log's messages (issue 17/18). */
 typedef enum { CFG_OUTPUT_DANUBE, CFG_OUTPUT_MQTT, CFG_OUTPUT_SPARKPLUG } cfg_output_kind_t;
+/* outputs[].historical (sparkplug, OUTPUTS.md 5.5): how replayed values go. */
+typedef enum { CFG_SPB_HIST_FLAG, CFG_SPB_HIST_SEPARATE } cfg_spb_historical_t;
 
 /* One entry of `outputs`. Without an `outputs` section the configuration
  * holds one implied entry {name: danube, kind: danube, topics: ["#"]}
@@ -106,6 +108,7 @@ typedef struct cfg_output {
     char *edge_node_id;            /* sparkplug: "" in the file: edge.edge_name (filled at load) */
     char *device;                  /* sparkplug: a one-level template over captures; NULL: node metrics */
     char *primary_host_id;         /* sparkplug: "" = no STATE awareness */
+    cfg_spb_historical_t historical; /* sparkplug: flag (may share a payload with live) or separate */
     bool implied;                  /* the entry cfg_load made because `outputs` is absent */
     int line;                      /* where the entry starts, 1-based (0 when implied) */
 } cfg_output_t;

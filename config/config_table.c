@@ -48,6 +48,7 @@ static const char *const durabilities[] = { "log", "memory_first", NULL };   /* 
 static const char *const qos2_states[] = { "runtime", "journal", NULL };     /* cfg_qos2_state_t */
 static const char *const mf_acks[] = { "upstream", "received", NULL };          /* cfg_mf_ack_t */
 const char *const cfg__output_kinds[] = { "danube", "mqtt", "sparkplug", NULL }; /* cfg_output_kind_t */
+static const char *const spb_hist_modes[] = { "flag", "separate", NULL };   /* cfg_spb_historical_t */
 
 const cfg__key_t cfg__keys[] = {
     K("edge.edge_name", CFG__STR, edge.edge_name, NULL, 1, 128, NULL, D | R,
@@ -377,7 +378,7 @@ const cfg__key_t cfg__output_keys[] = {
       "for kind danube."),
     O("kind", CFG__ENUM, kind, NULL, 0, 0, cfg__output_kinds, R | KALL,
       "danube (the edge.cluster_url cluster; at most one), mqtt (an MQTT broker) or sparkplug (a Sparkplug B "
-      "edge node on an MQTT broker)."),
+      "edge node on an MQTT broker; docs/SPARKPLUG.md)."),
     O("topics", CFG__STRLIST, topics, NULL, 1, 256, NULL, KALL,
       "Upstream (danube_topic) topics the output carries, as MQTT filters (\"/edge1/#\"); each must match one "
       "the mappings produce. Default: all (\"#\")."),
@@ -423,6 +424,10 @@ const cfg__key_t cfg__output_keys[] = {
       "absent: every metric is a node metric."),
     O("primary_host_id", CFG__STR, primary_host_id, "", 0, 256, NULL, KS,
       "sparkplug: the primary host whose STATE the node waits for; empty: none."),
+    O("historical", CFG__ENUM, historical, "flag", 0, 0, spb_hist_modes, KS,
+      "sparkplug: values older than replicator.live_window_ms when sent (a replay) carry is_historical; "
+      "flag: they may share an NDATA/DDATA with live values; separate: they go in payloads of their own, "
+      "never beside a live value (the direction of eclipse-sparkplug issue 594; docs/SPARKPLUG.md)."),
 };
 const size_t cfg__noutputs_keys = sizeof cfg__output_keys / sizeof cfg__output_keys[0];
 

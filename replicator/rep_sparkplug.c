@@ -385,6 +385,7 @@ static int sparkplug_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t e
         .devices = m->device != NULL,
         .confirm_timeout_ms = cfg->replicator.ack_timeout_ms,
         .live_window_ms = cfg->replicator.live_window_ms,
+        .separate_history = c->historical == CFG_SPB_HIST_SEPARATE,
         .pack = SPB_PACK,
         .max_unconfirmed = c->max_inflight ? c->max_inflight : 1,
     };

@@ -29,6 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Devices (the node counts as one) with a data message being built at
+ * once: records of interleaved devices each go to their device's message,
+ * so a replay packs per device; a record of one more device flushes them. */
+#define REP_SPB_OPEN_MAX 64
+
 typedef struct mark {
     uint32_t lane;
     uint64_t token;
@@ -76,7 +81,15 @@ struct rep__spb_sess {
     uint64_t next_token;
 
     rep__spb_buf_t buf;         /* births and deaths */
-    rep__spb_data_t data;
+    /* the data messages being built, one per node/device met since the last
+     * flush, in the order begun (packing across interleaved devices) */
+    struct slot {
+        rep__spb_data_t d;
+        bool hist;              /* it holds historical values (historical: separate) */
+    } slots[REP_SPB_OPEN_MAX];
+    uint32_t nslots;
+    bool flushing;              /* handing them out, one per rep__spb_next */
+    uint32_t flush_at;          /* the next slot to hand out */
     uint8_t blob[REP_SPB_BDSEQ_BLOB];
     uint64_t table_saved;       /* the table generation last persisted */
     rep__spb_buf_t table;
@@ -255,7 +268,8 @@ void rep__spb_sess_free(rep__spb_sess_t *s)
     free(s->dbirth_one);
     rep__spb_buf_free(&s->buf);
     rep__spb_buf_free(&s->table);
-    rep__spb_data_free(&s->data);
+    for (uint32_t i = 0; i < REP_SPB_OPEN_MAX; i++)
+        rep__spb_data_free(&s->slots[i].d);
     rep__spb_node_free(s->node);
     free(s->t_nbirth);
     free(s->t_ndata);
@@ -293,13 +307,25 @@ void rep__spb_sess_stats(const rep__spb_sess_t *s, rep__spb_sess_stats_t *out)
     out->phase = s->phase;
     out->bdseq = s->bdseq;
     out->connects = s->connects;
-    out->host_online = s->host_online;
+    out->host_online = s->host_online || !s->t_state; /* no primary host: nothing to wait for */
 }
 
 void rep__spb_subscriptions(const rep__spb_sess_t *s, const char *const **topics, uint32_t *n)
 {
     *topics = s->subs;
     *n = s->nsubs;
+}
+
+/* Ends every data message being built without handing it out (those with
+ * no metric use no seq; the others are dropped with their session). */
+static void slots_drop(rep__spb_sess_t *s)
+{
+    for (uint32_t i = 0; i < s->nslots; i++)
+        if (s->slots[i].d.open)
+            rep__spb_data_end(s->node, &s->slots[i].d);
+    s->nslots = 0;
+    s->flushing = false;
+    s->flush_at = 0;
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
@@ -309,12 +335,12 @@ void rep__spb_lost(rep__spb_sess_t *s, uint64_t now)
     (void)now;
     if (s->phase == REP_SPB_DOWN || s->phase == REP_SPB_STOPPED)
         return;
-    bool resend = s->qlen > 0 || s->has_pending;
+    bool resend = s->qlen > 0 || s->has_pending || s->nslots > 0;
     q_clear(s);
     s->has_pending = false;
     s->pending_rebirth_once = false;
-    if (s->data.open)
-        rep__spb_data_end(s->node, &s->data); /* dropped: never handed out */
+    slots_drop(s); /* built, never handed out: read again after the rewind */
+    s->cur.nmarks = 0;
     s->need_nbirth = false;
     s->dbirth_all = false;
     s->ndbirth_one = 0;
@@ -583,8 +609,55 @@ static void unplace(rep__spb_sess_t *s, msg_entry_t *cur)
     cur->nmarks = 0;
 }
 
+static struct slot *slot_of(rep__spb_sess_t *s, uint32_t dev)
+{
+    for (uint32_t i = 0; i < s->nslots; i++)
+        if (s->slots[i].d.dev == dev)
+            return &s->slots[i];
+    return NULL;
+}
+
+static bool slots_hold_metrics(const rep__spb_sess_t *s, uint32_t from)
+{
+    for (uint32_t i = from; i < s->nslots; i++)
+        if (s->slots[i].d.metrics)
+            return true;
+    return false;
+}
+
+/* Hands out the next message of a flush: its seq is taken now, so seq follows
+ * the order of handing out. The last one carries every source record the
+ * flush read (cur's marks): confirmations come in order, so its
+ * confirmation covers the whole flush, and nothing is acked before. */
+static int flush_next(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
+{
+    msg_entry_t *cur = &s->cur;
+    while (s->flush_at < s->nslots) {
+        struct slot *sl = &s->slots[s->flush_at++];
+        const rep__spb_buf_t *b = rep__spb_data_end(s->node, &sl->d);
+        if (!b)
+            continue; /* no metric: it held only dead letters (their marks are in cur) */
+        uint32_t dev = sl->d.dev;
+        int rc = emit(s, now, dev ? dev_topic(s, s->t_ddata_prefix, dev) : s->t_ndata, b, out);
+        s->st.data_msgs++;
+        if (!slots_hold_metrics(s, s->flush_at)) {
+            msg_entry_t *e = q_at(s, s->qlen - 1);
+            for (uint32_t k = 0; k < cur->nmarks; k++)
+                mark_add(e, cur->marks[k].lane, cur->marks[k].token);
+            cur->nmarks = 0;
+            slots_drop(s); /* the rest are empty */
+        }
+        return rc;
+    }
+    slots_drop(s);
+    unplace(s, cur); /* dead letters only: with the last message out, or acked */
+    return REP_SPB_OUT_NONE;
+}
+
 static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
 {
+    if (s->flushing)
+        return flush_next(s, now, out);
     msg_entry_t *cur = &s->cur;
     cur->nmarks = 0;
     char err[200];
@@ -602,29 +675,41 @@ static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
             snprintf(err, sizeof err, "sparkplug: more than %d devices", REP_SPB_MAX_DEVICES);
             s->ops->dead(s->arg, r, err);
             s->st.dead++;
-            place(s, s->data.open ? cur : NULL, r);
+            place(s, s->nslots ? cur : NULL, r);
             s->has_pending = false;
             continue;
         }
-        if (s->data.open && s->data.dev != dev)
-            break; /* another device: its own message */
-        if (!s->data.open)
-            rep__spb_data_begin(s->node, &s->data, dev, now);
         bool historical = now > r->ts && now - r->ts > s->o.live_window_ms;
-        rc = rep__spb_data_add(s->node, &s->data, r->prefix, r->schema, r->payload, r->len, r->ts, historical, err,
+        struct slot *sl = slot_of(s, dev);
+        /* historical: separate: history and live never share a payload
+         * (OUTPUTS.md 5.5): the messages built so far go first */
+        if (sl && s->o.separate_history && historical != sl->hist) {
+            if (sl->d.metrics)
+                break;
+            sl->hist = historical; /* nothing in it yet */
+        }
+        if (!sl) {
+            if (s->nslots == REP_SPB_OPEN_MAX)
+                break; /* one device more than messages at once: flush */
+            sl = &s->slots[s->nslots++];
+            rep__spb_data_begin(s->node, &sl->d, dev, now);
+            sl->hist = historical;
+        }
+        uint32_t before = sl->d.metrics;
+        rc = rep__spb_data_add(s->node, &sl->d, r->prefix, r->schema, r->payload, r->len, r->ts, historical, err,
                                sizeof err);
         if (rc == 0) {
             mark_add(cur, r->lane, r->token);
             s->has_pending = false;
-            s->st.metrics++;
-            if (s->data.metrics >= s->o.pack)
+            s->st.metrics += sl->d.metrics - before; /* metrics, not records: a record holds many */
+            if (sl->d.metrics >= s->o.pack)
                 break;
             continue;
         }
         if (rc == REP_SPB_FULL)
-            break;
+            break; /* a metric twice at one millisecond: flush, then this record */
         if (rc == REP_SPB_REBIRTH) {
-            if (s->data.metrics)
+            if (slots_hold_metrics(s, 0))
                 break; /* send what is built; the birth comes next */
             if (s->pending_rebirth_once) {
                 /* born and still refused: cannot happen with a sound table; never loop */
@@ -635,7 +720,7 @@ static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
                 continue;
             }
             s->pending_rebirth_once = true;
-            rep__spb_data_end(s->node, &s->data); /* empty: no seq used */
+            slots_drop(s); /* all empty: no seq used */
             unplace(s, cur);
             if (dev == 0)
                 births_due(s); /* a node metric: the whole node is born again */
@@ -646,22 +731,12 @@ static int data(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)
         /* a dead letter: the reason, and on with the next record */
         s->ops->dead(s->arg, r, err[0] ? err : "sparkplug: the record cannot be carried");
         s->st.dead++;
-        place(s, s->data.open ? cur : NULL, r);
+        place(s, s->nslots ? cur : NULL, r);
         s->has_pending = false;
     }
-    const rep__spb_buf_t *b = s->data.open ? rep__spb_data_end(s->node, &s->data) : NULL;
-    if (!b) {
-        unplace(s, cur);
-        return REP_SPB_OUT_NONE;
-    }
-    uint32_t dev = s->data.dev;
-    int rc = emit(s, now, dev ? dev_topic(s, s->t_ddata_prefix, dev) : s->t_ndata, b, out);
-    msg_entry_t *e = q_at(s, s->qlen - 1);
-    for (uint32_t i = 0; i < cur->nmarks; i++)
-        mark_add(e, cur->marks[i].lane, cur->marks[i].token);
-    cur->nmarks = 0;
-    s->st.data_msgs++;
-    return rc;
+    s->flushing = true;
+    s->flush_at = 0;
+    return flush_next(s, now, out);
 }
 
 int rep__spb_next(rep__spb_sess_t *s, uint64_t now, rep__spb_out_t *out)

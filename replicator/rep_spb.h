@@ -152,6 +152,7 @@ typedef struct rep__spb_data {
     uint32_t metrics;       /* metrics in the message so far */
     uint32_t nulls_skipped; /* null leaves of metrics with no type yet */
     bool open;
+    uint64_t gen;           /* this message's number: several may be open at once (one per device) */
 } rep__spb_data_t;
 
 void rep__spb_data_begin(rep__spb_node_t *n, rep__spb_data_t *d, uint32_t dev, uint64_t now);
@@ -259,6 +260,8 @@ typedef struct rep__spb_sess_opts {
     bool devices;                   /* subscribe DCMD too */
     uint32_t confirm_timeout_ms;    /* a message unconfirmed this long ends the session */
     uint32_t live_window_ms;        /* older when sent: is_historical */
+    bool separate_history;          /* historical: separate (OUTPUTS.md 5.5): a data message
+                                       holds historical values only or live values only */
     uint32_t pack;                  /* at most this many metrics per NDATA/DDATA (>= 1) */
     uint32_t max_unconfirmed;       /* messages out and not confirmed (>= 1) */
 } rep__spb_sess_opts_t;

@@ -413,7 +413,7 @@ void rep__spb_data_begin(rep__spb_node_t *n, rep__spb_data_t *d, uint32_t dev, u
     d->metrics = 0;
     d->nulls_skipped = 0;
     d->open = true;
-    n->msg_gen++;
+    d->gen = ++n->msg_gen;
 }
 
 const rep__spb_buf_t *rep__spb_data_end(rep__spb_node_t *n, rep__spb_data_t *d)
@@ -639,7 +639,7 @@ int rep__spb_data_add(rep__spb_node_t *n, rep__spb_data_t *d, const char *prefix
         }
         if (!e->born)
             unborn = true;
-        if (e->msg_gen == n->msg_gen && e->msg_ts == ts)
+        if (e->msg_gen == d->gen && e->msg_ts == ts)
             full = true;
     }
     if (fresh) {
@@ -676,7 +676,7 @@ int rep__spb_data_add(rep__spb_node_t *n, rep__spb_data_t *d, const char *prefix
         if (rep__spb_put_metric(&d->buf, &w) != 0)
             continue; /* a datatype we do not encode: only a restored table could hold one */
         keep_value(e, &w, ts);
-        e->msg_gen = n->msg_gen;
+        e->msg_gen = d->gen;
         e->msg_ts = ts;
         d->metrics++;
     }

@@ -18,6 +18,9 @@ arrivals in order per metric; what was published while the broker was down
 arrives marked historical, live values not; NCMD Node Control/Rebirth is
 answered within 1 s by an NBIRTH with the same bdSeq; SIGTERM sends the
 graceful NDEATH (a PUBLISH of the node, not the broker's will) and exits 0.
+`historical` (OUTPUTS.md 5.5): a backlog whose last value is past the live
+window followed in the log by young ones: under `flag` one DDATA holds both
+kinds, under `separate` none does, each old value flagged either way.
 
   TRIBUTARY_BIN=build/tributary TRIB_BUILD_DIR=build TRIB_SOURCE_DIR=. \\
       /usr/bin/python3 tests/integration/test_sparkplug.py
@@ -44,7 +47,7 @@ LIVE_WINDOW_MS = 1000
 OUTAGE_S = 2.5  # longer than the live window: what waits it out is historical when sent
 
 
-def edge_yaml(port):
+def edge_yaml(port, historical="flag", live_window_ms=LIVE_WINDOW_MS):
     return f"""
 edge: {{edge_name: edge1}}
 mqtt:
@@ -54,7 +57,7 @@ mqtt:
 wal: {{dir: ./wal, fsync: interval, fsync_interval_ms: 20}}
 http: {{listener: "127.0.0.1:0"}}
 replicator: {{retry_initial_ms: 100, retry_max_ms: 500, ack_timeout_ms: 3000, rpc_timeout_ms: 3000,
-             live_window_ms: {LIVE_WINDOW_MS}, shutdown_grace_ms: 3000}}
+             live_window_ms: {live_window_ms}, shutdown_grace_ms: 3000}}
 log: {{format: json}}
 outputs:
   - name: scada
@@ -65,6 +68,7 @@ outputs:
     edge_node_id: "{NODE}"
     device: "${{1}}"
     primary_host_id: ""
+    historical: {historical}
     max_inflight: 100
 """
 
@@ -100,11 +104,11 @@ class Sparkplug(unittest.TestCase):
             self.g.proc.wait()
         self.remote.stop()
 
-    def publish(self, n, outage=False):
+    def publish(self, n, outage=False, devs=DEVS):
         """n counter values per device, interleaved, through the gateway (stored when it returns)."""
         items = []
         for _ in range(n):
-            for d in DEVS:
+            for d in devs:
                 items.append((f"plant/{d}/telemetry", json.dumps({"n": self.next[d]}).encode()))
                 if outage:
                     self.outage.add((d, self.next[d]))
@@ -206,6 +210,68 @@ class Sparkplug(unittest.TestCase):
               f"{conns} connections, {self.host.count('NDEATH')} NDEATHs, bdSeqs {self.host.bdseqs('NBIRTH')}, "
               f"{dups} duplicates (resends), {hist_outage} outage values historical, rebirth answered in "
               f"{rebirth_ms:.0f} ms", file=sys.stderr)
+
+    def replay_with_live_tail(self, historical):
+        """A backlog whose older part is past the live window and whose newer part is not when the broker
+        returns; returns (mixed, historical only, live only) DDATA counts and the young values' flags.
+        Device d1's last old value and its young values follow each other in the log (the output builds
+        a message per device run), so a payload can hold both kinds."""
+        window_s = 3.0
+        self.g = Gateway(edge_yaml(self.remote.port, historical, int(window_s * 1000)), workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        self.publish(20)
+        self.wait_all()
+        births = self.host.count("NBIRTH")
+        self.remote.stop()
+        wait_for(lambda: scada(self.g)["state"] != "up", 20, what="the output saw the broker go")
+        self.publish(150, outage=True)
+        self.publish(1, outage=True, devs=("d1",))
+        time.sleep(window_s + 0.5)  # the outage's length: these values age past the live window
+        young = self.next["d1"]
+        self.publish(10, devs=("d1",))  # young when the broker returns (it reconnects within retry_max_ms)
+        self.remote.start()
+        self.host.wait_count("NBIRTH", births + 1, 30)
+        self.publish(20)
+        self.wait_all()
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
+        mixed = hist_only = live_only = 0
+        with self.host.lock:
+            data = [m[4] for m in self.host.messages if m[2] == "DDATA"]
+        for p in data:
+            h = sum(1 for m in p.metrics if m.is_historical)
+            mixed += 0 < h < len(p.metrics)
+            hist_only += h == len(p.metrics)
+            live_only += h == 0
+        for d in DEVS:
+            last = -1
+            for v, _, hist in self.host.values(d, METRIC):
+                n = int(v)
+                if n <= last:
+                    continue  # a resend (none expected without a cut)
+                self.assertEqual(n, last + 1, f"{d}: first arrivals in order ({n} after {last})")
+                last = n
+                if (d, n) in self.outage:
+                    self.assertTrue(hist, f"{d}: {n} waited out the outage and is not historical")
+        young_flags = [h for v, _, h in self.host.values("d1", METRIC) if young <= int(v) < young + 10]
+        print(f"\nsparkplug historical: {historical}: {len(data)} DDATA, {hist_only} historical only, "
+              f"{live_only} live only, {mixed} mixed; young values historical: {sum(young_flags)} of "
+              f"{len(young_flags)}", file=sys.stderr)
+        return mixed, hist_only, live_only, young_flags
+
+    def test_historical_flag_lets_a_payload_hold_both(self):
+        mixed, _, _, young = self.replay_with_live_tail("flag")
+        self.assertIn(False, young, "the young values were sent within the live window (else the broker "
+                                    "came back too slowly for this scenario)")
+        self.assertGreater(mixed, 0, "flag: the last old value and the first young one share a DDATA")
+
+    def test_historical_separate_never_mixes_replayed_and_live_values(self):
+        mixed, hist_only, live_only, young = self.replay_with_live_tail("separate")
+        self.assertIn(False, young, "the young values were sent within the live window")
+        self.assertEqual(mixed, 0, f"separate: {mixed} DDATA hold historical and live values")
+        self.assertGreater(hist_only, 0)
+        self.assertGreater(live_only, 0)
 
 
     def test_a_topic_added_by_a_live_reload_is_born_then_carried(self):

@@ -118,6 +118,7 @@ Test(outputs, defaults_of_mqtt_and_sparkplug)
     cr_assert_str_eq(s->edge_node_id, "e1", "default: edge.edge_name");
     cr_assert_str_eq(s->device, "${1}");
     cr_assert_str_eq(s->client_id, "tributary-e1-scada");
+    cr_assert_eq(s->historical, CFG_SPB_HIST_FLAG, "historical: flag by default");
     cfg_free(c);
     /* without device: node metrics */
     c = load_with("outputs:\n  - {name: s, kind: sparkplug, broker: \"h:1\", group_id: G, edge_node_id: n1}\n", NULL);
@@ -125,6 +126,16 @@ Test(outputs, defaults_of_mqtt_and_sparkplug)
     cr_assert_null(c->outputs[0].device);
     cr_assert_str_eq(c->outputs[0].edge_node_id, "n1");
     cfg_free(c);
+    /* historical: separate (OUTPUTS.md 5.5); a sparkplug key only */
+    c = load_with("outputs:\n  - {name: s, kind: sparkplug, broker: \"h:1\", group_id: G, historical: separate}\n",
+                  NULL);
+    cr_assert_not_null(c, "%s", cfgt_err);
+    cr_assert_eq(c->outputs[0].historical, CFG_SPB_HIST_SEPARATE);
+    cfg_free(c);
+    expect_error("outputs:\n  - {name: s, kind: sparkplug, broker: \"h:1\", group_id: G, historical: apart}\n",
+                 "outputs[0].historical", "separate");
+    expect_error("outputs:\n  - {name: up, kind: mqtt, broker: \"h:1\", historical: separate}\n",
+                 "outputs[0].historical", "not a key of kind mqtt");
 }
 
 Test(outputs, env_rule_in_template_keys)
