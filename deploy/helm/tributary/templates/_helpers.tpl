@@ -101,6 +101,9 @@ HTTP
 {{- $_ := set $c.mqtt "topic_mappings" $kept -}}
 {{- end -}}
 {{- end -}}
+{{- /* live keys of other sections: a reload applies them */ -}}
+{{- if kindIs "map" $c.replicator -}}{{- $_ := unset $c.replicator "max_attempts" -}}{{- end -}}
+{{- if kindIs "map" $c.wal -}}{{- $_ := unset $c.wal "retire" -}}{{- end -}}
 {{- toYaml $c -}}
 {{- end -}}
 
