@@ -152,6 +152,33 @@ class AdminRetire(unittest.TestCase):
         self.assertEqual(self.mc.store_records("/e1/b"), [], "nothing of the forgotten topic was sent")
         self.assertEqual(g.stop(), 0, g.log()[-3000:])
 
+    def test_forget_while_batches_are_in_flight(self):
+        """The cluster takes the batches but acknowledges them late: /e1/b's are in flight
+        when it is forgotten. Its lane lets go of them; the gateway runs on, /e1/a replicates,
+        and the stop is clean (the sanitizer build checks nothing is used after it is freed)."""
+        g = self.start_gateway([A, B])
+        port = g.mqtt_port()
+        self.mc.control.fault(ack_delay_ms=2000)
+        publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(30)], client_id="i1")
+        wait_for(lambda: self.topics(g)["/e1/b"]["batches_in_flight"] > 0, timeout=WAIT, what="b in flight")
+        self.reload(g, [A])
+        r = self.admin(g, "forget", "/e1/b", "--delete-unreplicated")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(json.loads(r.stdout)["backlog_messages"], 0, r.stdout)
+        tp = self.wait_state(g, "/e1/b", "retired", "/e1/b forgotten with batches in flight")
+        b = tp["/e1/b"]
+        self.assertEqual(b["received"], 30, b)
+        self.assertEqual(b["replicated"] + b["dropped"], 30, b)
+        self.assertEqual(b["queued"], 0, b)
+        self.assertTrue(b["invariant_ok"], b)
+        e = self.tomb(g, "/e1/b")
+        self.assertEqual((e["next"], e["checkpoint"] + e["forgotten"]), (31, 30), e)
+        self.assertGreater(e["forgotten"], 0, e)
+        self.mc.control.fault(ack_delay_ms=0)
+        publish_all(port, [("a/d1", json.dumps({"n": n})) for n in range(10)], client_id="i2")
+        wait_for(lambda: len(self.mc.store_records("/e1/a")) >= 10, timeout=WAIT, what="/e1/a replicated")
+        self.assertEqual(g.stop(), 0, g.log()[-3000:])
+
     def test_a_kept_topic_is_retired_through_the_admin_api(self):
         g = self.start_gateway([A, B], retire="keep")
         publish_all(g.mqtt_port(), [("b/d1", json.dumps({"n": n})) for n in range(20)], client_id="k")
