@@ -119,7 +119,6 @@ void gw_repl_drain(gw__app_t *app, void *arg);
 typedef struct gw__retire gw__retire_t;
 typedef struct gw__retire_counts {
     uint64_t retired, kept, failed; /* since start: retirements done, topics kept, refused by the log */
-    uint64_t forgotten;             /* since start: messages deleted unreplicated by a forget (admin API) */
     size_t retiring;                /* now: RETIRING or REMOVING */
     size_t retired_now, kept_now;   /* now: slots RETIRED, KEPT */
 } gw__retire_counts_t;

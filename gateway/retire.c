@@ -173,7 +173,6 @@ static void after_cb(uv_work_t *req, int status)
         broker_topic_set_life(rt->b, j->id, BROKER_LIFE_RETIRED);
         rt->kept[j->id] = false;
         rt->counts.retired++;
-        rt->counts.forgotten += j->entry.forgotten;
         rt->forgot[j->id] = j->how == WAL_RETIRE_FORGET;
         tb_info(j->how == WAL_RETIRE_FORGET
                     ? "retire: topic forgotten: its directory removed with its backlog (counted as forgotten in RETIRED)"
