@@ -16,6 +16,13 @@
  * state. A drain stays until the restart (SIGTERM follows the chart's
  * preStop) or POST /admin/drain/cancel: the listeners open again
  * (broker_unquiesce) and readiness returns.
+ *
+ * Retire and forget (RELOAD.md 4.6): a topic no mapping routes to, by its
+ * upstream name. The work is retire.c's (gw__retire_force): its outputs
+ * release it, then wal_topic_retire on the pool, so the answer is 202
+ * "removing" and /stats says "retired" once done. A refusal
+ * answers at once with the topic's backlog as the reload's answer counts
+ * it (the most any output lacks).
  */
 #include "gateway/gateway.h"
 #include "gateway/gateway_int.h"
@@ -54,6 +61,60 @@ static json_t *op_pause(void *arg, const char *topic, bool paused, int *status)
     return json_pack("{s:s, s:s}", "topic", topic, "error",
                      "no such upstream topic: the names are those of mqtt.topic_mappings[].danube_topic "
                      "(see /stats .topics[].topic)");
+}
+
+static const char *life_name(broker_topic_life_t l)
+{
+    switch (l) {
+    case BROKER_LIFE_RETIRING: return "retiring";
+    case BROKER_LIFE_REMOVING: return "removing";
+    case BROKER_LIFE_RETIRED: return "retired";
+    case BROKER_LIFE_KEPT: return "kept";
+    default: return "live";
+    }
+}
+
+static json_t *op_retire(void *arg, const char *topic, bool forget, int *status)
+{
+    gw__run_t *r = arg;
+    json_t *no = refusal(r, status);
+    if (no)
+        return no;
+    for (size_t i = 0; i < broker_ntopics(r->broker); i++) {
+        broker_topic_t *t = broker_topic(r->broker, i);
+        if (strcmp(t->name, topic) != 0)
+            continue;
+        rep_topic_stats_t rs;
+        memset(&rs, 0, sizeof rs);
+        if (t->life == BROKER_LIFE_RETIRING || t->life == BROKER_LIFE_LIVE)
+            gw_repl_topic_stats(r->repl, i, &rs); /* a kept or retired one has no lanes: drained */
+        const char *was = life_name(t->life), *error = NULL;
+        *status = 200;
+        if (t->life == BROKER_LIFE_LIVE) {
+            *status = 409;
+            error = "still mapped: remove its mapping and reload first";
+        } else if (t->life == BROKER_LIFE_REMOVING) {
+            *status = 202; /* already on its way */
+        } else if (t->life != BROKER_LIFE_RETIRED) {
+            int rc = gw_repl_retire_force(r->repl, i, forget ? WAL_RETIRE_FORGET : WAL_RETIRE_REMOVE);
+            *status = rc == 0 ? 202 : rc == TB_ECLOSED ? 503 : 409;
+            error = rc == 0                 ? NULL
+                    : rc == TB_EBUSY        ? "not drained: its outputs lack the backlog below; wait until it is "
+                                              "replicated (it retires by itself), or delete it: tributary admin "
+                                              "forget TOPIC --delete-unreplicated"
+                    : rc == TB_ECLOSED      ? "shutting down"
+                                            : "a batch of it is still being written: ask again in a moment";
+        }
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:I, s:I}", "topic", topic, "state", life_name(t->life), "was",
+                                was, "backlog_messages", (json_int_t)rs.lag_messages, "backlog_bytes",
+                                (json_int_t)rs.lag_bytes);
+        if (error)
+            json_object_set_new(doc, "error", json_string(error));
+        return doc;
+    }
+    *status = 404;
+    return json_pack("{s:s, s:s}", "topic", topic, "error",
+                     "no such upstream topic: the names are those of /stats .topics[].topic");
 }
 
 static void quiesced(void *arg)
@@ -137,6 +198,7 @@ void gw__admin_drain_ops(gw__run_t *r, http_admin_ops_t *out)
 {
     (void)r;
     out->pause = op_pause;
+    out->retire = op_retire;
     out->drain = op_drain;
     out->drain_cancel = op_drain_cancel;
 }

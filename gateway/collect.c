@@ -147,14 +147,16 @@ static const int reject_label[BROKER_REJ__COUNT] = {
  *   queued              what is still somewhere: in the loop's batches
  *                       (`batched`), plus the offsets the log confirmed to the
  *                       loop ([S, log_end)) that are neither acked (<= A) nor
- *                       deleted (< drop floor F)
+ *                       deleted (< drop floor F); for a topic retired by
+ *                       the admin API's forget, those are dropped (reason
+ *                       forgotten) instead: its log is gone
  * S is the log's first offset of this process. The log term is signed on
  * purpose: when an ack overtakes a completion the loop has not taken yet,
  * those messages are both `batched` and replicated for a moment, and the
  * negative term takes them out again, so the sum stays exact.
  */
 static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_topic_stats_t *st,
-                    const rep_topic_stats_t *rs)
+                    const rep_topic_stats_t *rs, bool forgotten)
 {
     for (int k = 0; k < BROKER_REJ__COUNT; k++)
         if (reject_label[k] >= 0)
@@ -174,6 +176,9 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_DROPPED, mi, METRICS_DROP_BOUND, st->dropped_since_open - spill_lost);
     SET(METRICS_DROPPED, mi, METRICS_DROP_SPILL, spill_lost);
     SET(METRICS_DROPPED, mi, METRICS_DROP_AGE, rs->messages_dropped_age_new);
+    SET(METRICS_DROPPED, mi, METRICS_DROP_FORGOTTEN, forgotten && in_log > 0 ? in_log : 0);
+    if (forgotten)
+        in_log = 0;
     SET(METRICS_DROPPED_IN_FLIGHT, mi, 0, rs->messages_acked_dropped);
     SET(METRICS_DROPPED_AGE, mi, 0, rs->messages_dropped_age_new);
     SET(METRICS_DEAD_LETTERED, mi, 0, rs->messages_dead_lettered_new);
@@ -274,7 +279,7 @@ void gw__collect(void *arg, metrics_t *m)
         wal_topic_stats(t->wal, &st);
         rep_topic_stats_t rs;
         gw_repl_topic_stats(r->repl, i, &rs);
-        account(m, mi, t, &st, &rs);
+        account(m, mi, t, &st, &rs, t->life == BROKER_LIFE_RETIRED && gw_repl_topic_forgot(r->repl, i));
         SET(METRICS_WAL_DROPPED, mi, 0, st.dropped_total);
         SET(METRICS_WAL_LOST, mi, 0, st.lost_total);
         SET(METRICS_WAL_DROPPED_AGE, mi, 0, st.dropped_age_total);

@@ -137,6 +137,17 @@ bool gw__retire_drained(const broker_topic_t *t, const wal_topic_stats_t *ws);
 void gw__retire_tick(gw__retire_t *rt, rep_engine_t *e);
 /* REP_EV_TOPIC_RELEASED of slot id: the last one starts wal_topic_retire. */
 void gw__retire_released(gw__retire_t *rt, size_t id);
+/* The admin API's retire (how REMOVE: a drained RETIRING or a KEPT slot) or
+ * forget (FORGET: a RETIRING or KEPT one, whatever its backlog): started
+ * (0; it ends RETIRED, or back where it was), TB_EINVALID (not RETIRING nor
+ * KEPT), TB_EBUSY (REMOVE and not drained), -EAGAIN (the broker still
+ * holds a batch of it: a moment), TB_ECLOSED (stopping, no engine). */
+int gw__retire_force(gw__retire_t *rt, rep_engine_t *e, size_t id, wal_retire_t how);
+/* Was slot id RETIRED by a forget (its log's backlog deleted)? */
+bool gw__retire_forgot(const gw__retire_t *rt, size_t id);
+/* gw__retire_force on the glue's (TB_ECLOSED before it started). */
+int gw_repl_retire_force(gw_repl_t *g, size_t id, wal_retire_t how);
+bool gw_repl_topic_forgot(gw_repl_t *g, size_t id);
 /* A reload routes to slot id again; before: its life until then. */
 /* mappings: the reload's configuration (an mqtt output's template may need its rules). */
 int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before,

@@ -509,6 +509,16 @@ void gw_repl_retire_tick(gw_repl_t *g)
         gw__retire_tick(g->retire, g->rep);
 }
 
+int gw_repl_retire_force(gw_repl_t *g, size_t id, wal_retire_t how)
+{
+    return g && g->retire ? gw__retire_force(g->retire, g->rep, id, how) : TB_ECLOSED;
+}
+
+bool gw_repl_topic_forgot(gw_repl_t *g, size_t id)
+{
+    return g && gw__retire_forgot(g->retire, id);
+}
+
 void gw_repl_set_retire(gw_repl_t *g, cfg_retire_t how)
 {
     if (g)

@@ -29,6 +29,13 @@
  *             takes the kept one, and the engine gets new lanes
  *             (gw__retire_revived).
  *
+ * The admin API (gw__retire_force; RELOAD.md 4.6): POST /admin/topics/NS/T/
+ * retire takes a drained RETIRING topic (or a KEPT one) the same way now,
+ * always as REMOVE; .../forget?confirm=yes takes a RETIRING or KEPT one
+ * whatever its backlog, as FORGET (the RETIRED entry counts what it
+ * deleted as forgotten). `forced` remembers the way for the release's
+ * answer; it is cleared when the job ends.
+ *
  * A reload routing to a RETIRING topic simply makes it LIVE (its lanes
  * never stopped). One routing to a REMOVING one is refused by
  * broker_plan_new (a moment: one writer round trip). A retirement the log
@@ -38,6 +45,7 @@
 #include "gateway/gateway_int.h"
 #include "base/base.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +58,8 @@ struct gw__retire {
     unsigned jobs;              /* wal_topic_retire calls on the pool */
     bool stopping;
     bool *kept;                 /* per slot: KEPT by wal.retire: keep (switching to remove retires it) */
+    uint8_t *forced;            /* per slot: 0, or 1 + the wal_retire_t the admin API asked for */
+    bool *forgot;               /* per slot: RETIRED by a forget (its backlog counts as dropped) */
     void (*job_done)(void *arg);
     gw_repl_t *repl;            /* job_done's argument; its engine gets lanes back */
     gw__retire_counts_t counts;
@@ -76,6 +86,8 @@ gw__retire_t *gw__retire_new(uv_loop_t *loop, broker_t *b, cfg_retire_t how, siz
     rt->cap = cap;
     rt->waiting = tb_calloc(cap + 1, sizeof *rt->waiting);
     rt->kept = tb_calloc(cap + 1, sizeof *rt->kept);
+    rt->forced = tb_calloc(cap + 1, sizeof *rt->forced);
+    rt->forgot = tb_calloc(cap + 1, sizeof *rt->forgot);
     rt->job_done = job_done;
     rt->repl = repl;
     return rt;
@@ -87,6 +99,8 @@ void gw__retire_free(gw__retire_t *rt)
         return;
     free(rt->waiting);
     free(rt->kept);
+    free(rt->forced);
+    free(rt->forgot);
     free(rt);
 }
 
@@ -154,13 +168,18 @@ static void after_cb(uv_work_t *req, int status)
     gw__retire_t *rt = j->rt;
     broker_topic_t *t = broker_topic(rt->b, j->id);
     int rc = status < 0 ? status : j->rc;
-    if (rc == 0 && j->how == WAL_RETIRE_REMOVE) {
+    rt->forced[j->id] = 0;
+    if (rc == 0 && (j->how == WAL_RETIRE_REMOVE || j->how == WAL_RETIRE_FORGET)) {
         broker_topic_set_life(rt->b, j->id, BROKER_LIFE_RETIRED);
         rt->kept[j->id] = false;
         rt->counts.retired++;
-        tb_info("retire: topic retired: its directory removed, its next offset and counters kept in RETIRED",
+        rt->forgot[j->id] = j->how == WAL_RETIRE_FORGET;
+        tb_info(j->how == WAL_RETIRE_FORGET
+                    ? "retire: topic forgotten: its directory removed with its backlog (counted as forgotten in RETIRED)"
+                    : "retire: topic retired: its directory removed, its next offset and counters kept in RETIRED",
                 TB_S("topic", t->name), TB_U("bytes_freed", j->bytes), TB_U("next_offset", j->entry.next),
-                TB_U("checkpoint", j->entry.checkpoint), TB_U("dropped", j->entry.dropped));
+                TB_U("checkpoint", j->entry.checkpoint), TB_U("dropped", j->entry.dropped),
+                TB_U("forgotten", j->entry.forgotten));
     } else if (rc == 0) {
         broker_topic_set_life(rt->b, j->id, BROKER_LIFE_KEPT);
         rt->kept[j->id] = true;
@@ -204,8 +223,10 @@ static void start_job(gw__retire_t *rt, broker_topic_t *t, wal_retire_t how)
     rt->jobs++;
 }
 
-static wal_retire_t mode(const gw__retire_t *rt)
+static wal_retire_t mode(const gw__retire_t *rt, size_t id)
 {
+    if (id < rt->cap && rt->forced[id])
+        return (wal_retire_t)(rt->forced[id] - 1);
     return rt->how == CFG_RETIRE_KEEP ? WAL_RETIRE_KEEP : WAL_RETIRE_REMOVE;
 }
 
@@ -233,7 +254,7 @@ void gw__retire_tick(gw__retire_t *rt, rep_engine_t *e)
                 TB_U("last_offset", ws.next_offset - 1), TB_U("checkpoint", ws.checkpoint), TB_U("outputs", n),
                 TB_S("then", rt->how == CFG_RETIRE_KEEP ? "keep" : "remove"));
         if (n == 0)
-            start_job(rt, t, mode(rt));
+            start_job(rt, t, mode(rt, i));
     }
 }
 
@@ -248,9 +269,46 @@ void gw__retire_released(gw__retire_t *rt, size_t id)
         return;
     if (rt->stopping) { /* the drain closes the log: the next boot finds the directory (RELOAD.md 4.3) */
         broker_topic_set_life(rt->b, id, BROKER_LIFE_RETIRING);
+        rt->forced[id] = 0;
         return;
     }
-    start_job(rt, t, mode(rt));
+    start_job(rt, t, mode(rt, id));
+}
+
+bool gw__retire_forgot(const gw__retire_t *rt, size_t id)
+{
+    return rt && id < rt->cap && rt->forgot[id];
+}
+
+int gw__retire_force(gw__retire_t *rt, rep_engine_t *e, size_t id, wal_retire_t how)
+{
+    if (!rt || !e || rt->stopping || id >= rt->cap || id >= broker_ntopics(rt->b))
+        return TB_ECLOSED;
+    broker_topic_t *t = broker_topic(rt->b, id);
+    if (t->life != BROKER_LIFE_RETIRING && t->life != BROKER_LIFE_KEPT)
+        return TB_EINVALID;
+    if (how == WAL_RETIRE_REMOVE && t->life == BROKER_LIFE_RETIRING) {
+        wal_topic_stats_t ws;
+        wal_topic_stats(t->wal, &ws);
+        if (!gw__retire_drained(t, &ws))
+            return TB_EBUSY;
+    }
+    if (t->batch || t->inflight || t->nwaiters)
+        return -EAGAIN; /* the broker still holds some of it (a moment: nothing routes to it) */
+    rt->forced[id] = (uint8_t)(how + 1);
+    tb_info(how == WAL_RETIRE_FORGET ? "retire: the admin API forgets a topic no mapping routes to, whatever its backlog"
+                                     : "retire: the admin API retires a drained topic no mapping routes to",
+            TB_S("topic", t->name), TB_S("was", t->life == BROKER_LIFE_KEPT ? "kept" : "retiring"));
+    if (t->life == BROKER_LIFE_KEPT) { /* its lanes were released when it was kept */
+        start_job(rt, t, how);
+        return 0;
+    }
+    broker_topic_set_life(rt->b, id, BROKER_LIFE_REMOVING);
+    size_t n = rep_engine_release_topic(e, id);
+    rt->waiting[id] = (uint32_t)n;
+    if (n == 0)
+        start_job(rt, t, how);
+    return 0;
 }
 
 int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topic_life_t before,
@@ -260,6 +318,8 @@ int gw__retire_revived(gw__retire_t *rt, rep_engine_t *e, size_t id, broker_topi
     if (rt && id < rt->cap) {
         rt->waiting[id] = 0;
         rt->kept[id] = false;
+        rt->forced[id] = 0;
+        rt->forgot[id] = false; /* a new log: what was forgotten is below its first offset */
     }
     if (!rt || before == BROKER_LIFE_RETIRING || !e)
         return 0; /* its lanes never stopped */

@@ -426,7 +426,8 @@ static int check_states(const char *root, FILE *out, bool *corrupt)
 }
 
 /* One line per RETIRED entry (after the others):
- * {"retired":TOPIC,"next":..,"checkpoint":..,"dropped":..,"forgotten":..,"removed_ms":..}; a damaged
+ * {"retired":TOPIC,"next":..,"checkpoint":..,"dropped":..,"forgotten":..,"forgot":bool,"removed_ms":..}
+ * (forgot: the FORGOTTEN flag, removed with a backlog); a damaged
  * file is one line {"retired_file":"corrupt"|"unsupported"} and makes the check report damage. */
 static int check_retired(const char *root, FILE *out, bool *corrupt)
 {
@@ -456,6 +457,7 @@ static int check_retired(const char *root, FILE *out, bool *corrupt)
         json_object_set_new(o, "checkpoint", json_integer((json_int_t)v[i].checkpoint));
         json_object_set_new(o, "dropped", json_integer((json_int_t)v[i].dropped));
         json_object_set_new(o, "forgotten", json_integer((json_int_t)v[i].forgotten));
+        json_object_set_new(o, "forgot", json_boolean(v[i].flags & WAL_RETIRED_FORGOTTEN));
         json_object_set_new(o, "removed_ms", json_integer((json_int_t)v[i].removed_ms));
         emit(o, out);
     }

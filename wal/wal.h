@@ -1142,7 +1142,7 @@ int wal_dump(const char *dir, const char *topic, uint64_t from_offset, FILE *out
  * quarantined ones) and the torn tail bytes of the active segment. Then one
  * object per output with state blobs ({"output","id","state":{key:{"bytes",
  * "status"}}}) and one per RETIRED entry ({"retired":topic,"next",
- * "checkpoint","dropped","forgotten","removed_ms"}; a damaged file is
+ * "checkpoint","dropped","forgotten","forgot","removed_ms"}; a damaged file is
  * {"retired_file":"corrupt"}). Returns 0 when nothing is corrupt, 1 when
  * something is (an unreadable meta file, a damaged blob or RETIRED file
  * included), or a negative error.

@@ -27,11 +27,12 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tributary admin reload|config|pause TOPIC|resume TOPIC|drain [--http [https://]HOST:PORT] [-c FILE] [--token-file FILE]\n"
+    fprintf(out, "usage: tributary admin reload|config|pause TOPIC|resume TOPIC|retire TOPIC|forget TOPIC|drain [--http [https://]HOST:PORT] [-c FILE] [--token-file FILE]\n"
                  "                                     [--cafile FILE] [--cert FILE --key FILE]\n"
                  "  reload             POST /admin/reload: exit 0 applied or unchanged, 1 refused (the error printed)\n"
                  "  config             GET /admin/config: the configuration in force (secrets masked)\n"
-                 "  pause|resume TOPIC, drain [--timeout 25s] [--no-wait|--status|--cancel]: `tributary admin drain --help`\n"
+                 "  pause|resume|retire TOPIC, forget TOPIC --delete-unreplicated,\n"
+                 "  drain [--timeout 25s] [--no-wait|--status|--cancel]: `tributary admin drain --help`\n"
                  "  --http ADDR, --url ADDR  the gateway's http.listener (default %s)\n"
                  "  -c, --config FILE  the gateway's edge.yaml: its http.listener, http.tls, and the token file\n"
                  "                     (http.admin_token_file, else http.auth_token_file)\n"
@@ -81,10 +82,11 @@ int cli_admin(int argc, char **argv)
         return argc < 2 ? GW_EXIT_USAGE : GW_EXIT_OK;
     }
     const char *verb = argv[1];
-    if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0 || strcmp(verb, "drain") == 0)
+    if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0 || strcmp(verb, "drain") == 0 ||
+        strcmp(verb, "retire") == 0 || strcmp(verb, "forget") == 0)
         return cli_admin_drain(argc, argv); /* cli_admin_drain.c */
     if (strcmp(verb, "reload") != 0 && strcmp(verb, "config") != 0) {
-        fprintf(stderr, "tributary admin: unknown command \"%s\" (reload, config, pause, resume or drain)\n", verb);
+        fprintf(stderr, "tributary admin: unknown command \"%s\" (reload, config, pause, resume, retire, forget or drain)\n", verb);
         usage(stderr);
         return GW_EXIT_USAGE;
     }

@@ -1,11 +1,22 @@
 /*
- * cli_admin_drain.c: `tributary admin pause|resume TOPIC` and `tributary
+ * cli_admin_drain.c: `tributary admin pause|resume|retire TOPIC`, `tributary
+ * admin forget TOPIC --delete-unreplicated` and `tributary
  * admin drain [--timeout DURATION] [--no-wait] [--status]` (cli_admin.c
  * hands them here; the same address, token and TLS options, cli_target.c).
  *
  *   admin pause /edge1/t     POST /admin/topics/edge1/t/pause: replication
  *   admin resume /edge1/t    of that topic holds / goes on. Exit 0 done,
  *                            1 refused (unknown topic: the gateway's words)
+ *   admin retire /edge1/t    POST /admin/topics/edge1/t/retire: a topic no
+ *                            mapping routes to, drained, is retired now (its
+ *                            directory removed, its RETIRED entry written).
+ *                            Exit 0 accepted ("removing": /stats says
+ *                            "retired" once done) or already retired, 1
+ *                            refused: still mapped, or its backlog (printed)
+ *   admin forget /edge1/t --delete-unreplicated
+ *                            POST .../forget?confirm=yes: the same whatever
+ *                            its backlog (deleted, counted as forgotten);
+ *                            the flag is required, as for `wal forget`
  *   admin drain              POST /admin/drain?wait_ms=...: stop accepting,
  *                            replicate everything; waits until "drained"
  *                            (exit 0) or --timeout [25s] (exit 1, what is
@@ -31,10 +42,15 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: tributary admin pause|resume TOPIC [target options]\n"
+    fprintf(out, "usage: tributary admin pause|resume|retire TOPIC [target options]\n"
+                 "       tributary admin forget TOPIC --delete-unreplicated [target options]\n"
                  "       tributary admin drain [--timeout DURATION] [--no-wait | --status | --cancel] [target options]\n"
                  "  pause TOPIC        POST /admin/topics/NS/T/pause (TOPIC: /NS/T, the upstream name)\n"
                  "  resume TOPIC       POST /admin/topics/NS/T/resume\n"
+                 "  retire TOPIC       a topic no mapping routes to, drained (or kept): retire it now\n"
+                 "                     (refused with its backlog when not drained, or when still mapped)\n"
+                 "  forget TOPIC --delete-unreplicated\n"
+                 "                     the same whatever its backlog: its unreplicated messages are deleted\n"
                  "  drain              stop accepting, replicate everything, wait until drained:\n"
                  "                     exit 0 drained, 1 timed out (--timeout, default 25s; 90s, 1500ms, 30)\n"
                  "  --no-wait          start the drain, print its state, do not wait\n"
@@ -65,12 +81,13 @@ static int topic_verb(cli_target_t *t, const char *verb, const char *topic)
 {
     const char *name = topic[0] == '/' ? topic + 1 : topic;
     char path[600];
-    snprintf(path, sizeof path, "/admin/topics/%s/%s", name, verb);
+    snprintf(path, sizeof path, "/admin/topics/%s/%s%s", name, verb,
+             strcmp(verb, "forget") == 0 ? "?confirm=yes" : "");
     int status;
     tb_buf_t body = TB_BUF_INIT;
     int rc = cli_target_fetch(t, verb, "POST", path, 10000, &status, &body);
     if (rc == GW_EXIT_OK) {
-        if (status == 200) {
+        if (status == 200 || status == 202) { /* 202: retire|forget accepted, running on the pool */
             fputs(tb_buf_str(&body), stdout);
         } else {
             fprintf(stderr, "tributary admin %s %s: the gateway answered %d: %s", verb, topic, status, tb_buf_str(&body));
@@ -147,6 +164,7 @@ int cli_admin_drain(int argc, char **argv)
 {
     const char *verb = argv[1], *topic = NULL;
     bool is_drain = strcmp(verb, "drain") == 0, wait = true, status_only = false, cancelling = false;
+    bool forget = strcmp(verb, "forget") == 0, delete_unreplicated = false;
     uint64_t timeout_ms = 25000;
     cli_target_t t = { .cmd = "admin", .admin = true, .req = { .max_body = 1u << 20 } };
     for (int i = 2; i < argc; i++) {
@@ -174,6 +192,8 @@ int cli_admin_drain(int argc, char **argv)
             status_only = true;
         } else if (is_drain && strcmp(argv[i], "--cancel") == 0) {
             cancelling = true;
+        } else if (forget && strcmp(argv[i], "--delete-unreplicated") == 0) {
+            delete_unreplicated = true;
         } else if (!is_drain && !topic && argv[i][0] != '-') {
             topic = argv[i];
         } else {
@@ -185,6 +205,12 @@ int cli_admin_drain(int argc, char **argv)
     if (!is_drain && !topic) {
         fprintf(stderr, "tributary admin %s: which topic? (its upstream name, /NAMESPACE/TOPIC)\n", verb);
         usage(stderr);
+        return GW_EXIT_USAGE;
+    }
+    if (forget && !delete_unreplicated) {
+        fprintf(stderr, "tributary admin forget %s: this deletes its messages no output has yet: add "
+                        "--delete-unreplicated (or wait: `tributary admin retire %s` once it is drained)\n",
+                topic, topic);
         return GW_EXIT_USAGE;
     }
     int rc = cli_target_resolve(&t);

@@ -9,7 +9,7 @@
  *   tributary wal dump|check --dir DIR ... | wal forget-output NAME --dir DIR
  *   tributary wal retire TOPIC --dir DIR | wal forget TOPIC --dir DIR [--delete-unreplicated]
  *   tributary status [--http [https://]ADDR] [-c FILE] [--cafile FILE] [--json] ...
- *   tributary admin reload|config|pause T|resume T|drain [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
+ *   tributary admin reload|config|pause T|resume T|retire T|forget T|drain [--http [https://]ADDR] [-c FILE] [--token-file FILE] ...
  *   tributary passwd [--iterations N] [--delete] FILE USER
  *   tributary --version | --help
  */
@@ -32,7 +32,7 @@ static const struct {
     { "status", cli_status, "show a running gateway's state from its /stats (--http [https://]ADDR, -c FILE, --cafile, --json)" },
     { "dlq", cli_dlq, "the dead-letter log: dlq list | show OFFSET | replay --from N --to M | purge --to M --yes "
                       "(--dir DIR offline, or --http/-c for the running gateway)" },
-    { "admin", cli_admin, "ask a running gateway's admin API: admin reload | config | pause T | resume T | drain (--http, -c FILE, --token-file)" },
+    { "admin", cli_admin, "ask a running gateway's admin API: admin reload | config | pause T | resume T | retire T | forget T | drain (--http, -c FILE, --token-file)" },
     { "passwd", cli_passwd, "add, change or --delete a user of a Mosquitto-format password file: passwd FILE USER" },
 };
 

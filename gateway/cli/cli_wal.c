@@ -38,8 +38,10 @@ static int retire_topic(const char *sub, const char *topic, const char *dir, boo
     tb_log_set_level(TB_LOG_WARN); /* the report below says what happened; the log's info lines would repeat it */
     int rc = wal_retire_offline(dir, topic, delete_unreplicated ? WAL_RETIRE_FORGET : WAL_RETIRE_REMOVE, stdout);
     if (rc == -EWOULDBLOCK)
-        fprintf(stderr, "tributary wal %s: %s is in use by a running gateway (it holds %s/LOCK); stop it first\n",
-                sub, dir, dir);
+        fprintf(stderr,
+                "tributary wal %s: %s is in use by a running gateway (it holds %s/LOCK): stop it first, or ask "
+                "it: tributary admin %s %s%s (remove the topic's mapping and reload first)\n",
+                sub, dir, dir, sub, topic, delete_unreplicated ? " --delete-unreplicated" : "");
     else if (rc == -ENOENT)
         fprintf(stderr, "tributary wal %s: no topic \"%s\" in %s\n", sub, topic, dir);
     else if (rc == TB_EBUSY)

@@ -393,7 +393,7 @@ bool http_service_ready(http_service_t *s, char *why, size_t whylen);
 
 /*
  * /admin/... on the same listener (RELOAD.md 6): GET /admin/config, POST
- * /admin/reload, GET /admin/reload, POST /admin/topics/NS/T/pause|resume,
+ * /admin/reload, GET /admin/reload, POST /admin/topics/NS/T/pause|resume|retire|forget,
  * POST|GET /admin/drain[?wait_ms=N] (POST with wait_ms: the answer waits,
  * deferred, until the state is no longer "draining" or wait_ms passed,
  * checked at each health tick; at most answer_timeout_ms less a second),
@@ -423,6 +423,14 @@ typedef struct http_admin_ops {
      * and *status 200; 404 (unknown topic), 503 (not running) with
      * {"error"} in words. Idempotent. NULL: the routes are 404. */
     json_t *(*pause)(void *arg, const char *topic, bool paused, int *status /* OUT */);
+    /* POST /admin/topics/NS/T/retire and .../forget?confirm=yes (forget; the
+     * route checks confirm=yes, 400 without): a topic no mapping routes to
+     * (retiring or kept) is retired now ({"topic","state","backlog_messages",
+     * "backlog_bytes"}, *status 202 "removing": it runs on the pool; poll
+     * /stats for "retired"); retire refuses a backlog (409 with it), forget
+     * deletes it. 200 for one already retired, 409 for one still mapped,
+     * 404 unknown, 503 not running, with {"error"} in words. NULL: 404. */
+    json_t *(*retire)(void *arg, const char *topic, bool forget, int *status /* OUT */);
     /* POST /admin/drain (start: begins it, idempotent) and GET /admin/drain:
      * {"state": "running"|"draining"|"drained", "remaining_messages",
      * "remaining_topics", "paused_not_drained"} and *status (200, 503).

@@ -7,7 +7,7 @@
  *   GET  /admin/config   text/yaml: the configuration in force
  *   POST /admin/reload   application/json: the reload's answer (200, 422, 503)
  *   GET  /admin/reload   the last answer (404 before the first reload)
- *   POST /admin/topics/NS/T/pause|resume, POST|GET /admin/drain[/cancel]: http_admin_drain.c
+ *   POST /admin/topics/NS/T/pause|resume|retire|forget, POST|GET /admin/drain[/cancel]: http_admin_drain.c
  *   GET  /admin/dlq?from=N&limit=K | ?offset=N    the dead-letter log (a page, one record)
  *   POST /admin/dlq/replay?from=N&to=M            route and validate them again
  *   POST /admin/dlq/purge?to=M&confirm=yes        delete them up to M
@@ -261,4 +261,9 @@ int http__admin_logged(const http_req_t *req, int status)
 void http__admin_put_json(tb_buf_t *out, json_t *doc)
 {
     put_json(out, doc);
+}
+
+bool http__query_has(const char *query, const char *pair)
+{
+    return query_has(query, pair);
 }

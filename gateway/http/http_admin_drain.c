@@ -6,6 +6,11 @@
  *   POST /admin/topics/NS/T/pause    replication of topic /NS/T holds
  *   POST /admin/topics/NS/T/resume   and goes on, in order
  *        {"topic", "paused"}; 404 for an unknown topic or a malformed path
+ *   POST /admin/topics/NS/T/retire   a topic no mapping routes to, drained: retired now
+ *   POST /admin/topics/NS/T/forget?confirm=yes   the same whatever its backlog (400
+ *        without confirm=yes): {"topic", "state", "backlog_messages", "backlog_bytes"},
+ *        202 "removing" (the removal runs on the pool: /stats says "retired" after),
+ *        409 not drained (retire) or still mapped (RELOAD.md 4.6)
  *   POST /admin/drain[?wait_ms=N]    stop accepting, replicate what is left:
  *        {"state", "remaining_messages", "remaining_topics", "paused_not_drained"}
  *        at once, or (wait_ms) deferred until "drained" or wait_ms passed
@@ -68,14 +73,25 @@ static int admin_topic(void *arg, http_req_t *req, tb_buf_t *out, const char **c
         return http__admin_logged(req, rc);
     char topic[256];
     const char *verb;
-    if (!http__admin_topic_path(req->path, topic, sizeof topic, &verb) ||
-        (strcmp(verb, "pause") != 0 && strcmp(verb, "resume") != 0)) {
-        tb_buf_puts(out, "not found: the topic routes are POST /admin/topics/NAMESPACE/TOPIC/pause and .../resume "
-                         "(the upstream topic /NAMESPACE/TOPIC, two segments of [A-Za-z0-9_-])\n");
+    bool pause = false, retire = false;
+    if (http__admin_topic_path(req->path, topic, sizeof topic, &verb)) {
+        pause = s->admin.pause && (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0);
+        retire = s->admin.retire && (strcmp(verb, "retire") == 0 || strcmp(verb, "forget") == 0);
+    }
+    if (!pause && !retire) {
+        tb_buf_puts(out, "not found: the topic routes are POST /admin/topics/NAMESPACE/TOPIC/pause, .../resume, "
+                         ".../retire and .../forget?confirm=yes (the upstream topic /NAMESPACE/TOPIC, two segments "
+                         "of [A-Za-z0-9_-])\n");
         return http__admin_logged(req, 404);
     }
+    bool forget = retire && strcmp(verb, "forget") == 0;
+    if (forget && !http__query_has(req->query, "confirm=yes")) {
+        tb_buf_puts(out, "bad request: forget deletes the topic's log whatever its backlog: add confirm=yes\n");
+        return http__admin_logged(req, 400);
+    }
     int status = 200;
-    json_t *doc = s->admin.pause(s->admin.arg, topic, strcmp(verb, "pause") == 0, &status);
+    json_t *doc = retire ? s->admin.retire(s->admin.arg, topic, forget, &status)
+                         : s->admin.pause(s->admin.arg, topic, strcmp(verb, "pause") == 0, &status);
     http__admin_put_json(out, doc);
     json_decref(doc);
     *ctype = "application/json";
@@ -191,7 +207,7 @@ void http__admin_free(http_service_t *s)
 int http__admin_mount_ops(http_service_t *s)
 {
     int rc;
-    if (s->admin.pause && (rc = http_route_prefix(s->srv, HTTP_M_POST, "/admin/topics/", admin_topic, s)) < 0)
+    if ((s->admin.pause || s->admin.retire) && (rc = http_route_prefix(s->srv, HTTP_M_POST, "/admin/topics/", admin_topic, s)) < 0)
         return rc;
     if (s->admin.drain && (rc = http_route_methods(s->srv, HTTP_M_GET | HTTP_M_POST, "/admin/drain", admin_drain, s)) < 0)
         return rc;

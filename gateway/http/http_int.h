@@ -157,6 +157,8 @@ bool http__admin_topic_path(const char *path, char *topic, size_t topiclen, cons
 int http__admin_access(const http_service_t *s, const http_req_t *req, tb_buf_t *out);
 int http__admin_logged(const http_req_t *req, int status);
 void http__admin_put_json(tb_buf_t *out, json_t *doc);
+/* Does the query hold exactly the pair "k=v" (e.g. "confirm=yes")? */
+bool http__query_has(const char *query, const char *pair);
 /* each health tick: answers the drain waits that are due; at free: drops them */
 void http__admin_tick(http_service_t *s);
 void http__admin_free(http_service_t *s);

@@ -94,10 +94,12 @@ static json_t *topic_object(http_service_t *s, size_t t)
             dur = metrics_modes[j];
     json_object_set_new(o, "durability", json_string(dur));
     /* dropped as it was before tributary_messages_dropped_total had a reason: the log's drops (bound and
-     * spill); max_age's are dropped_age beside it, and the invariant's term is their sum */
+     * spill, and a forget's: the admin API deleted its log); max_age's are dropped_age beside it, and the
+     * invariant's term is their sum */
     metrics_family_t *drop = metrics_fam(s->m, METRICS_DROPPED);
     json_object_set_new(o, "dropped", json_integer((json_int_t)(metrics_get(drop, t, METRICS_DROP_BOUND) +
-                                                               metrics_get(drop, t, METRICS_DROP_SPILL))));
+                                                               metrics_get(drop, t, METRICS_DROP_SPILL) +
+                                                               metrics_get(drop, t, METRICS_DROP_FORGOTTEN))));
     /* tributary_replication_throttled_seconds_total, in its raw milliseconds */
     json_object_set_new(o, "throttled_ms", json_integer((json_int_t)metrics_get(metrics_fam(s->m, METRICS_THROTTLED), t, 0)));
     /* over the page's last sample interval (http_history.c); null before two samples saw the topic */

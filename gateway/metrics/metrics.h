@@ -427,7 +427,14 @@ extern const char *const metrics_spill_reasons[METRICS_SPILL__COUNT];
  * aside), age (the replicator skipped them for max_age), spill (answered with
  * ack: received, then lost with a memory_first spill that could not be
  * written). Their sum is the invariant's dropped term. */
-typedef enum { METRICS_DROP_BOUND, METRICS_DROP_AGE, METRICS_DROP_SPILL, METRICS_DROP__COUNT } metrics_drop_reason_t;
+/* FORGOTTEN: deleted unreplicated by the admin API's forget (a retired topic's backlog) */
+typedef enum {
+    METRICS_DROP_BOUND,
+    METRICS_DROP_AGE,
+    METRICS_DROP_SPILL,
+    METRICS_DROP_FORGOTTEN,
+    METRICS_DROP__COUNT
+} metrics_drop_reason_t;
 extern const char *const metrics_drop_reasons[METRICS_DROP__COUNT];
 /* Why the log wrote (label "cause" of tributary_wal_written_bytes_total, _writes_total, _syncs_total;
  * /stats wal), in the order of wal.h's wal_cause_t (a unit test checks they agree). */

@@ -403,6 +403,7 @@ const char *const metrics_drop_reasons[METRICS_DROP__COUNT] = {
     [METRICS_DROP_BOUND] = "bound",
     [METRICS_DROP_AGE] = "age",
     [METRICS_DROP_SPILL] = "spill",
+    [METRICS_DROP_FORGOTTEN] = "forgotten",
 };
 
 const char *const metrics_mqtt_close_reasons[METRICS_CLOSE__COUNT] = {
@@ -533,7 +534,7 @@ bool metrics_topic_balance(metrics_t *m, size_t t, metrics_balance_t *out)
     out->received = (uint64_t)metrics_get(m->catalog[METRICS_RECEIVED], t, 0);
     out->replicated = (uint64_t)metrics_get(m->catalog[METRICS_REPLICATED], t, 0);
     out->queued = (uint64_t)metrics_get(m->catalog[METRICS_QUEUED], t, 0);
-    for (size_t r = 0; r < METRICS_DROP__COUNT; r++) /* the bound's, max_age's and a refused spill's */
+    for (size_t r = 0; r < METRICS_DROP__COUNT; r++) /* the bound's, max_age's, a refused spill's, a forget's */
         out->dropped += (uint64_t)metrics_get(m->catalog[METRICS_DROPPED], t, r);
     for (size_t r = 0; r < METRICS_REJECT__COUNT; r++)
         out->rejected += (uint64_t)metrics_get(m->catalog[METRICS_REJECTED], t, r);

@@ -296,7 +296,7 @@ class DropsAcrossRestart(unittest.TestCase):
         dropped = t["dropped"]
         samples = ops.metrics()
         self.assertEqual(metric(samples, "tributary_wal_dropped_messages_total", topic=RAW), dropped)
-        self.assertEqual(t["dropped_by_reason"], {"bound": dropped, "age": 0, "spill": 0}, t)
+        self.assertEqual(t["dropped_by_reason"], {"bound": dropped, "age": 0, "spill": 0, "forgotten": 0}, t)
         self.assertEqual(metric(samples, "tributary_messages_dropped_total", topic=RAW, reason="bound"), dropped)
         self.assertEqual(metric(samples, "tributary_messages_dropped_total", topic=RAW, reason="age"), 0)
         ops.gw.wait_log("dropping oldest messages", 5)

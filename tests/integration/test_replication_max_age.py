@@ -102,7 +102,7 @@ class MaxAge(unittest.TestCase):
         self.assertEqual(st["dropped"], 0, "the bound dropped nothing")
         self.assertEqual(st["queued"], 0, st)
         self.assertTrue(st["invariant_ok"], st)
-        self.assertEqual(st["dropped_by_reason"], {"bound": 0, "age": N_OLD, "spill": 0}, st)
+        self.assertEqual(st["dropped_by_reason"], {"bound": 0, "age": N_OLD, "spill": 0, "forgotten": 0}, st)
         self.assertEqual(metric(hp, "tributary_messages_dropped_age_total"), N_OLD)
         self.assertEqual(metric(hp, "tributary_messages_dropped_total", ',reason="age"'), N_OLD)
         self.assertEqual(metric(hp, "tributary_messages_dropped_total", ',reason="bound"'), 0)

@@ -58,6 +58,19 @@ static json_t *fake_pause(void *arg, const char *topic, bool paused, int *status
     return json_pack("{s:s, s:b}", "topic", topic, "paused", paused);
 }
 
+/* retire/forget: how many calls reached the op, the last one's forget */
+static int retire_calls;
+static bool retire_forget;
+
+static json_t *fake_retire(void *arg, const char *topic, bool forget, int *status)
+{
+    (void)arg;
+    retire_calls++;
+    retire_forget = forget;
+    *status = 202;
+    return json_pack("{s:s, s:s}", "topic", topic, "state", "removing");
+}
+
 static json_t *fake_drain(void *arg, bool start, int *status)
 {
     (void)arg;
@@ -111,7 +124,7 @@ static json_t *fake_dlq_purge(void *arg, uint64_t to, int *status)
 }
 
 static const http_admin_ops_t OPS = { .reload = fake_reload, .last_reload = fake_last, .config = fake_config,
-                                      .pause = fake_pause, .drain = fake_drain, .drain_cancel = fake_drain_cancel,
+                                      .pause = fake_pause, .retire = fake_retire, .drain = fake_drain, .drain_cancel = fake_drain_cancel,
                                       .dlq_list = fake_dlq_list, .dlq_replay = fake_dlq_replay,
                                       .dlq_replay_settled = fake_dlq_settled, .dlq_purge = fake_dlq_purge };
 
@@ -120,7 +133,8 @@ static void setup(void)
     metrics_new(&M);
     cr_assert_eq(metrics_catalog_register(M, 4), 0);
     metrics_topic_add(M, "/e1/telemetry");
-    pause_calls = drain_calls = drain_drained_at = 0;
+    pause_calls = drain_calls = drain_drained_at = retire_calls = 0;
+    retire_forget = false;
     settle_calls = settle_at = settle_forgot = 0;
     drain_started = false;
     paused_topic[0] = '\0';
@@ -291,6 +305,37 @@ Test(http_admin, topic_paths_parse_into_an_upstream_name_and_a_verb)
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         cr_assert(!http__admin_topic_path(bad[i], topic, sizeof topic, &verb), "%s", bad[i]);
     cr_assert(!http__admin_topic_path("/admin/topics/abcdefgh/ijklmnop/pause", topic, 8, &verb), "too long for topic");
+}
+
+static void retire_fn(th_t *t, void *arg)
+{
+    (void)t;
+    int *v = arg;
+    v[0] = retire_calls;
+    v[1] = retire_forget;
+}
+
+Test(http_admin, retire_and_forget_reach_the_op_and_forget_needs_confirm)
+{
+    char body[512];
+    int n[2];
+    cr_assert_eq(ask("POST", "/admin/topics/e1/old/retire", NULL, body, sizeof body), 202);
+    cr_assert(strstr(body, "\"topic\": \"/e1/old\""), "%s", body);
+    th_call(&T, retire_fn, n);
+    cr_assert_eq(n[0], 1);
+    cr_assert(!n[1], "retire is not a forget");
+    /* forget deletes: without confirm=yes (or with another value) it never reaches the op */
+    cr_assert_eq(ask("POST", "/admin/topics/e1/old/forget", NULL, body, sizeof body), 400);
+    cr_assert(strstr(body, "confirm=yes"), "%s", body);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/old/forget?confirm=no", NULL, NULL, 0), 400);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/old/forget?confirm=yesplease", NULL, NULL, 0), 400);
+    th_call(&T, retire_fn, n);
+    cr_assert_eq(n[0], 1);
+    cr_assert_eq(ask("POST", "/admin/topics/e1/old/forget?x=1&confirm=yes", NULL, body, sizeof body), 202);
+    th_call(&T, retire_fn, n);
+    cr_assert_eq(n[0], 2);
+    cr_assert(n[1], "forget");
+    cr_assert_eq(ask("GET", "/admin/topics/e1/old/retire", NULL, NULL, 0), 405);
 }
 
 Test(http_admin, pause_and_resume_reach_the_ops_with_the_topic)
