@@ -194,9 +194,10 @@ typedef enum {
     REP_EV_TOPIC_REMOVED,    /* heartbeat: the topic was deleted on the cluster; the
                                 replicator re-registers at the next heartbeat tick */
     REP_EV_STOPPED,          /* after rep_stop: everything is closed */
-    REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times: its
-                                records (ev->dl) go to the dead-letter log; answer with
-                                rep_engine_dead_letter_done once they are durable (or not) */
+    REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times, or a
+                                record an mqtt/sparkplug output cannot carry (dl->source
+                                "output:<name>"): its records (ev->dl) go to the dead-letter log;
+                                answer with rep_engine_dead_letter_done once they are durable (or not) */
     REP_EV_TOPIC_RELEASED,   /* rep_engine_release_topic: this output let go of the topic (reader and
                                 cursor closed, undeclared); one per output that carried it */
 } rep_event_kind_t;
