@@ -200,7 +200,8 @@ static void dead_letter(gw_repl_t *g, const rep_event_t *ev)
     for (size_t i = 0; i < dl->n; i++)
         recs[i] = dl->recs[i].rec;
     broker_dl_batch_t d = { .topic = ev->topic, .recs = recs, .n = dl->n, .error = dl->error,
-                            .attempts = dl->attempts, .reason = (metrics_dl_reason_t)dl->reason };
+                            .attempts = dl->attempts, .reason = (metrics_dl_reason_t)dl->reason,
+                            .source = dl->source };
     dl_wait_t *w = tb_malloc(sizeof *w);
     *w = (dl_wait_t){ g, ev->output, ev->topic, dl->token };
     int rc = broker_dead_letter_batch(g->b, &d, dead_letter_done, w); /* copies the records */

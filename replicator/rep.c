@@ -461,6 +461,7 @@ void rep_event_free(rep_event_t *ev)
             free(ev->dl->recs[i].blob);
         free(ev->dl->recs);
         free(ev->dl->error);
+        free(ev->dl->source);
         free(ev->dl);
     }
     free(ev);

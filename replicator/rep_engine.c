@@ -142,9 +142,18 @@ void rep_engine_dead_letter_done(rep_engine_t *e, uint16_t output, size_t topic,
     if (!e || output >= e->nouts)
         return;
     rep_output_t *o = e->outs[output];
-    if (o->ops->kind != REP_KIND_DANUBE || topic >= o->nlanes || !o->lanes[topic])
+    if (topic >= o->nlanes || !__atomic_load_n(&o->lanes[topic], __ATOMIC_ACQUIRE))
         return;
-    rep__topic_dead_letter_done((rep__topic_t *)o->lanes[topic], token, rc); /* the lane is its first member */
+    if (o->ops->kind == REP_KIND_DANUBE) {
+        rep__topic_dead_letter_done((rep__topic_t *)o->lanes[topic], token, rc); /* the lane is its first member */
+        return;
+    }
+    if (!o->ops->dl_answer)
+        return;
+    /* mqtt, sparkplug: several records of a lane may wait at once; each answer goes to the thread */
+    rep__dl_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+    *cmd = (rep__dl_cmd_t){ .cmd = { .kind = REP__CMD_DL }, .topic = topic, .token = token, .rc = rc };
+    tb_mbox_push(&o->cmds, &cmd->cmd.node);
 }
 
 void rep_engine_stop(rep_engine_t *e)

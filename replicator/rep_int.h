@@ -437,7 +437,7 @@ void rep__chans_free(rep_t *r);
 typedef struct rep_output rep_output_t;
 typedef struct rep__lane rep__lane_t;
 
-typedef enum { REP__CMD_KICK, REP__CMD_STOP, REP__CMD_TOPIC } rep__cmd_kind_t;
+typedef enum { REP__CMD_KICK, REP__CMD_STOP, REP__CMD_TOPIC, REP__CMD_DL } rep__cmd_kind_t;
 
 typedef struct rep__cmd {
     tb_mnode_t node;
@@ -455,6 +455,15 @@ typedef struct rep__topic_cmd {
     char *subject;               /* update: the new schema subject (NULL: none) */
     uint64_t max_age_ms;         /* update */
 } rep__topic_cmd_t;
+
+/* The loop's answer to a dead-letter write of a kind other than danube (rep_engine_dead_letter_done):
+ * pushed to the output's mailbox, freed by its thread (ops->dl_answer) or rep__output_free. */
+typedef struct rep__dl_cmd {
+    rep__cmd_t cmd;              /* first; kind REP__CMD_DL */
+    size_t topic;
+    uint64_t token;
+    int rc;
+} rep__dl_cmd_t;
 
 /* What the engine keeps of an outputs[] entry (owned); the kind's own keys
  * are read by its init from the configuration. */
@@ -522,6 +531,9 @@ typedef struct rep_output_ops {
      * kind stops what it runs for it (Danube: its stream, timers, declaration) before the
      * generic part closes the lane's reader and cursor (rep__lane_release). */
     void (*release_topic)(rep_output_t *o, rep__lane_t *l);
+    /* Optional, its thread: the loop's answer to a REP_EV_DEAD_LETTER this output posted (owns
+     * cmd). NULL: the kind posts none (danube answers through its topic, rep_poison.c). */
+    void (*dl_answer)(rep_output_t *o, rep__dl_cmd_t *cmd);
 } rep_output_ops_t;
 
 extern const rep_output_ops_t rep__danube_ops;
@@ -685,6 +697,8 @@ void rep__poison_answered(rep_t *r, rep__topic_t *t);
 void rep__poison_retry(rep_t *r, rep__topic_t *t);
 /* The loop's answer to a dead-letter write (any thread): recorded, the lane kicked. */
 void rep__topic_dead_letter_done(rep__topic_t *t, uint64_t token, int rc);
+/* An owned copy of rec (its pointers into out->blob, raw left out): a dead-letter event's record. */
+void rep__dl_copy_record(rep_dl_record_t *out, const wal_record_t *rec);
 /* The cluster refused the edge (c: REP__CLASS_CREDENTIALS or _UNIMPLEMENTED) in a call of `what`, or
  * (c == REP__CLASS_TRANSIENT) a call succeeded: the refused state set (logged once a minute) or cleared. */
 void rep__refused_note(rep_t *r, rep__class_t c, grpc_status_code st, const char *details, const char *what);

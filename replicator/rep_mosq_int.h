@@ -263,6 +263,16 @@ void rep__mqtt_conn_stats(rep_mosq_t *conn, bool stopped, const char *own_error,
  * lane added at run time. All on the output's thread but rep__mlanes_add
  * (the loop thread) and rep__mlanes_free (after the join). */
 
+/* A record of the lane on its way to the dead-letter log (OUTPUTS.md 4.7): its unit waits in
+ * the window, DEAD, until the loop says the write is durable (rep__mlanes_dl_answer). */
+typedef struct rep__mdl {
+    uint64_t offset;            /* the record's (its unit's first == last) */
+    uint64_t token;             /* the event's; 0: not asked now (retry_at says when) */
+    rep_dl_reason_t reason;
+    char *error;                /* dead_letter.error */
+    uint64_t retry_at;          /* tb_mono_ms(): a refused write is asked again then */
+} rep__mdl_t;
+
 /* A lane of such an output; the kind's lane struct starts with it (ops->lane_size bytes). */
 typedef struct rep__mlane {
     rep__lane_t lane;           /* first */
@@ -277,6 +287,9 @@ typedef struct rep__mlane {
     uint64_t retry_at;          /* a reader error: try again then (tb_mono_ms) */
     uint64_t resend_upto;       /* offsets up to this were sent before (a lost session, or a
                                    previous process: the resend window at start) */
+    rep__mdl_t *dl;             /* its records waiting for the dead-letter log (few: rare, and
+                                   bounded by the window) */
+    uint32_t ndl, dlcap;
 } rep__mlane_t;
 
 /* What the kind made of a record (build). */
@@ -284,11 +297,15 @@ typedef struct rep__mlane_unit {
     uint32_t bytes;             /* what max_bytes_per_s counts for it (one message of max_messages_per_s) */
     bool resend;                /* sent before (counted batches_resent) */
     bool replayed;              /* else: counted messages_replayed */
+    rep_dl_reason_t dl_reason;  /* REP__ML_DEAD: why, for tributary_dead_letters_total */
+    const char *dl_error;       /* REP__ML_DEAD: dead_letter.error (read during the call) */
 } rep__mlane_unit_t;
 
 #define REP__ML_SEND 0          /* build: the record goes (the unit filled) */
-#define REP__ML_SKIP 1          /* not carried (the kind counted a dead letter): the checkpoint passes it */
+#define REP__ML_SKIP 1          /* not to be carried: the checkpoint passes it */
 #define REP__ML_RETRY 2         /* out of memory: the lane reads it again in 1 s */
+#define REP__ML_DEAD 3          /* cannot be carried (u->dl_reason, u->dl_error): a dead letter
+                                   (rep__mlanes_dead) */
 
 typedef struct rep__mlanes_ops {
     size_t lane_size;           /* the kind's lane struct, rep__mlane_t first */
@@ -316,6 +333,7 @@ typedef struct rep__mlanes {
     uint32_t win_cap;           /* each lane's window */
     uint32_t recheck_ms;        /* wal.fsync interval: how often an idle lane looks at the readable end */
     rep_mosq_state_t seen;      /* the connection's state at the last turn */
+    uint64_t dl_seq;            /* dead-letter tokens */
 } rep__mlanes_t;
 
 void rep__mlanes_init(rep__mlanes_t *s, rep_output_t *o, const rep__mlanes_ops_t *ops, void *kind, uint32_t win_cap,
@@ -344,6 +362,15 @@ int rep__mlanes_turn(rep__mlanes_t *s, rep_mosq_state_t state, uint64_t now);
 void rep__mlanes_kicked(rep__mlanes_t *s, rep__lane_t *l, bool stopping);
 /* A record not carried: a virtual unit acked at once, in order (counted dropped for its age). */
 void rep__mlanes_skip(rep__mlane_t *ml, const wal_record_t *rec);
+/* A record of ml the output cannot carry (OUTPUTS.md 4.7): its unit (pushed, or the one already
+ * in the window: in_window, the sparkplug session's) becomes DEAD and the record is read again
+ * from the log and handed to the loop (REP_EV_DEAD_LETTER, source "output:<name>"); the
+ * checkpoint passes it once the loop says it is durable in the dead-letter log. */
+void rep__mlanes_dead(rep__mlanes_t *s, rep__mlane_t *ml, uint64_t offset, rep_dl_reason_t reason, const char *error,
+                      bool in_window);
+/* ops->dl_answer: rc 0, the dead unit is passed (ACKED, dead); TB_EUNSUPPORTED (mqtt.dead_letter
+ * off), passed as a counted skip; another error, asked again in 1 s. Owns cmd. */
+void rep__mlanes_dl_answer(rep__mlanes_t *s, rep__dl_cmd_t *cmd);
 /* Stopped: acks flushed, every lane STOPPED and published. */
 void rep__mlanes_finish(rep__mlanes_t *s);
 /* After the join: every lane and the kind's parts. */

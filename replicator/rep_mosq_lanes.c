@@ -31,6 +31,14 @@
  *                   again), and what it hands out again up to the highest
  *                   offset sent before is a resend (resend_upto).
  *
+ * Dead letters (OUTPUTS.md 4.7): a record the kind cannot carry (build says
+ * REP__ML_DEAD, or the sparkplug session finds a type mismatch in a unit it
+ * read) keeps its unit in the window, DEAD, while the loop writes a copy to
+ * the dead-letter log (REP_EV_DEAD_LETTER, as Danube's poison batches); its
+ * answer (rep__mlanes_dl_answer) makes the unit ACKED, so the checkpoint
+ * never passes a record that is neither at the remote nor durable there. A
+ * kill in between replays it: a duplicate in the dead-letter log at worst.
+ *
  * Memory-first topics (wal.h MEMORY TIER, OUTPUTS.md 4.9): while the
  * connection is not up, a topic held in memory is spilled to the log
  * (WAL_SPILL_OUTPUT), as the Danube lanes do when their stream fails.
@@ -189,6 +197,9 @@ void rep__mlanes_topic_cmd(rep__mlanes_t *s, rep__topic_cmd_t *cmd)
 void rep__mlanes_free(rep__mlanes_t *s)
 {
     for (uint32_t i = 0; i < s->nall; i++) {
+        for (uint32_t k = 0; k < s->all[i]->ndl; k++)
+            free(s->all[i]->dl[k].error);
+        free(s->all[i]->dl);
         if (s->ops->fini)
             s->ops->fini(s->kind, s->all[i]);
         rep__lane_fini(&s->all[i]->lane);
@@ -224,6 +235,151 @@ void rep__mlanes_skip(rep__mlane_t *ml, const wal_record_t *rec)
     b->aged_new = rec->offset >= l->st.start_offset;
     b->state = REP__B_ACKED;
     rep__lane_acked(l);
+}
+
+/* ---- dead letters ------------------------------------------------------------------------ */
+
+#define DL_RETRY_MS 1000
+
+/* The unit of offset in ml's window, or NULL (a lost session emptied it meanwhile). */
+static rep__batch_t *unit_at(rep__lane_t *l, uint64_t offset)
+{
+    for (uint32_t i = 0; i < l->win.n; i++) {
+        rep__batch_t *b = rep__window_at(&l->win, i);
+        if (b->first == offset)
+            return b;
+    }
+    return NULL;
+}
+
+/* The record of d read again from the log (the lane's own reader is elsewhere by now) and handed
+ * to the loop. A record a disk bound deleted meanwhile goes as none: the loop answers at once. */
+static void dl_ask(rep__mlanes_t *s, rep__mlane_t *ml, rep__mdl_t *d)
+{
+    rep__lane_t *l = &ml->lane;
+    rep_dead_letter_t *dl = tb_calloc(1, sizeof *dl);
+    dl->first = dl->last = d->offset;
+    dl->reason = d->reason;
+    dl->error = tb_strdup(d->error);
+    size_t n = strlen(s->o->name) + 8;
+    dl->source = tb_malloc(n);
+    snprintf(dl->source, n, "output:%s", s->o->name);
+    dl->attempts = 1;
+    wal_reader_t *rd;
+    int rc = wal_reader_open(l->wal, d->offset, &rd);
+    if (rc == 0) {
+        wal_record_t rec;
+        if (wal_reader_next(rd, &rec) == 0 && rec.offset == d->offset) {
+            dl->recs = tb_calloc(1, sizeof *dl->recs);
+            rep__dl_copy_record(&dl->recs[0], &rec);
+            dl->n = 1;
+        }
+        wal_reader_close(rd);
+    } else {
+        tb_error("output: cannot read a record for the dead-letter log; it is not kept there",
+                 TB_S("output", s->o->name), REP__LOG_LANE(l), TB_U("offset", d->offset), TB_ERR(rc));
+    }
+    dl->token = d->token = ++s->dl_seq;
+    d->retry_at = 0;
+    rep_event_t *ev = tb_calloc(1, sizeof *ev);
+    ev->kind = REP_EV_DEAD_LETTER;
+    ev->topic = l->topic;
+    ev->dl = dl;
+    rep__output_post(s->o, ev);
+}
+
+void rep__mlanes_dead(rep__mlanes_t *s, rep__mlane_t *ml, uint64_t offset, rep_dl_reason_t reason, const char *error,
+                      bool in_window)
+{
+    rep__lane_t *l = &ml->lane;
+    rep__batch_t *b = in_window ? unit_at(l, offset) : NULL;
+    if (!b && !in_window) {
+        b = rep__window_push(&l->win); /* pick_lane checked the room */
+        b->first = b->last = offset;
+        b->count = 1;
+        b->count_new = offset >= l->st.start_offset;
+    }
+    if (!b)
+        return; /* not reached: the session's record is in the window until acked */
+    if (b->state == REP__B_SENT || b->state == REP__B_SENDING)
+        l->win.sent--;
+    b->state = REP__B_DEAD;
+    ml->dirty = true;
+    for (uint32_t k = 0; k < ml->ndl; k++)
+        if (ml->dl[k].offset == offset)
+            return; /* read again after a lost session: its write is already asked (or due) */
+    if (ml->ndl == ml->dlcap) {
+        ml->dlcap = ml->dlcap ? ml->dlcap * 2 : 4;
+        ml->dl = tb_realloc(ml->dl, ml->dlcap * sizeof *ml->dl);
+    }
+    rep__mdl_t *d = &ml->dl[ml->ndl++];
+    *d = (rep__mdl_t){ .offset = offset, .reason = reason, .error = tb_strdup(error ? error : "") };
+    dl_ask(s, ml, d);
+}
+
+void rep__mlanes_dl_answer(rep__mlanes_t *s, rep__dl_cmd_t *cmd)
+{
+    rep__lane_t *lp = cmd->topic < s->o->nlanes ? __atomic_load_n(&s->o->lanes[cmd->topic], __ATOMIC_ACQUIRE) : NULL;
+    rep__mlane_t *ml = (rep__mlane_t *)lp; /* the lane is the first member */
+    uint32_t k = 0;
+    while (ml && k < ml->ndl && ml->dl[k].token != cmd->token)
+        k++;
+    if (!ml || k == ml->ndl) {
+        free(cmd); /* a lane given again since (a reload): its records are read again */
+        return;
+    }
+    rep__mdl_t *d = &ml->dl[k];
+    rep__lane_t *l = &ml->lane;
+    int rc = cmd->rc;
+    free(cmd);
+    if (rc < 0 && rc != TB_EUNSUPPORTED) {
+        static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
+        uint64_t suppressed;
+        if (tb_ratelimit(&rl, &suppressed))
+            tb_warn("output: the dead-letter log did not take a record it cannot carry; held, asked again in 1 s "
+                    "(logged once a minute)",
+                    TB_S("output", s->o->name), REP__LOG_LANE(l), TB_U("offset", d->offset), TB_ERR(rc),
+                    TB_U("suppressed", suppressed));
+        d->token = 0;
+        d->retry_at = tb_mono_ms() + DL_RETRY_MS;
+        return;
+    }
+    rep__batch_t *b = unit_at(l, d->offset);
+    if (b && b->state == REP__B_DEAD) {
+        if (rc == 0) {
+            b->dead = true; /* rep__lane_acked: counted messages_dead_lettered, not replicated */
+        } else {
+            /* mqtt.dead_letter off: nowhere to keep it; passed as a skip (the kind counted it) */
+            static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
+            uint64_t suppressed;
+            if (tb_ratelimit(&rl, &suppressed))
+                tb_warn("output: a record it cannot carry is skipped: mqtt.dead_letter is off, so it has nowhere to "
+                        "go (logged once a minute)",
+                        TB_S("output", s->o->name), REP__LOG_LANE(l), TB_U("offset", d->offset),
+                        TB_S("error", d->error), TB_U("suppressed", suppressed));
+            b->aged = 1;
+            b->aged_new = b->count_new;
+            b->count = b->count_new = 0;
+        }
+        b->state = REP__B_ACKED;
+        ml->acked_due = true;
+        ml->dirty = true;
+    }
+    free(d->error);
+    ml->dl[k] = ml->dl[--ml->ndl];
+}
+
+static void dl_retry(rep__mlanes_t *s, rep__mlane_t *ml, uint64_t now, int *wish)
+{
+    for (uint32_t k = 0; k < ml->ndl; k++) {
+        rep__mdl_t *d = &ml->dl[k];
+        if (!d->retry_at)
+            continue;
+        if (now >= d->retry_at)
+            dl_ask(s, ml, d);
+        else
+            *wish = *wish < 0 ? DL_RETRY_MS : TB_MIN(*wish, DL_RETRY_MS);
+    }
 }
 
 /* One record of ml: 1 (*rec, its unit in the window), or 0 when the lane has nothing now
@@ -262,6 +418,10 @@ static int take(rep__mlanes_t *s, rep__mlane_t *ml, wal_record_t *rec)
     }
     if (rc == REP__ML_SKIP) {
         rep__mlanes_skip(ml, rec);
+        return 0;
+    }
+    if (rc == REP__ML_DEAD) {
+        rep__mlanes_dead(s, ml, rec->offset, u.dl_reason, u.dl_error, false);
         return 0;
     }
     rep_output_t *o = s->o;
@@ -392,6 +552,8 @@ int rep__mlanes_turn(rep__mlanes_t *s, rep_mosq_state_t state, uint64_t now)
     for (uint32_t i = 0; i < s->n; i++) {
         rep__mlane_t *ml = s->v[i];
         rep__lane_t *l = &ml->lane;
+        if (ml->ndl)
+            dl_retry(s, ml, now, &wish);
         flush_acks(ml);
         if (ml->retry_at && now >= ml->retry_at) {
             ml->retry_at = 0;

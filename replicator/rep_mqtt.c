@@ -63,12 +63,17 @@ typedef struct rep_mqtt {
 
 /* ---- what a record becomes (the shared lanes' build) ------------------------------------- */
 
-static void dead_letter(rep_mqtt_t *m, rep__mlane_t *ml, const wal_record_t *rec, int why)
+/* A record the output cannot carry: counted, and a dead letter (rep__mlanes_dead, OUTPUTS.md 4.7). */
+static void dead_letter(rep_mqtt_t *m, rep__mlane_t *ml, const wal_record_t *rec, int why, rep__mlane_unit_t *u)
 {
+    u->dl_reason = REP_DL_OUTPUT_UNROUTABLE;
+    u->dl_error = why == REP_MQTT_ETOOLONG ? "mqtt: the remote topic would be longer than 65535 bytes"
+                                           : "mqtt: remote_topic expands to no valid topic for this record";
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
     uint64_t suppressed;
     if (tb_ratelimit(&rl, &suppressed))
-        tb_warn("mqtt output: a record cannot be carried (its remote topic is too long or invalid): skipped",
+        tb_warn("mqtt output: a record cannot be carried (its remote topic is too long or invalid): to the "
+                "dead-letter log",
                 TB_S("output", m->out.name), REP__LOG_LANE(&ml->lane), TB_U("offset", rec->offset),
                 TB_S("reason", why == REP_MQTT_ETOOLONG ? "topic_too_long" : "topic_invalid"),
                 TB_U("suppressed", suppressed));
@@ -116,8 +121,8 @@ static int build(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t
         return REP__ML_RETRY;
     }
     if (n < 0) {
-        dead_letter(m, ml, rec, n);
-        return REP__ML_SKIP;
+        dead_letter(m, ml, rec, n, u);
+        return REP__ML_DEAD;
     }
     size_t bytes = rep__mqtt_packet_bytes((size_t)n, rec->payload_len, m->qos, m->protocol, m->props);
     u->bytes = (uint32_t)TB_MIN(bytes, (size_t)UINT32_MAX);
@@ -488,6 +493,12 @@ static int mqtt_update_topic(rep_output_t *o, size_t topic, const rep_topic_spec
     return rep__mlanes_update(&((rep_mqtt_t *)o)->lanes, topic, spec);
 }
 
+static void mqtt_dl_answer(rep_output_t *o, rep__dl_cmd_t *cmd)
+{
+    rep__mlanes_dl_answer(&((rep_mqtt_t *)o)->lanes, cmd);
+    rep__mosq_kick(((rep_mqtt_t *)o)->conn); /* its unit may have left a full window */
+}
+
 static void mqtt_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
 {
     rep_mqtt_t *m = (rep_mqtt_t *)o;
@@ -538,4 +549,5 @@ const rep_output_ops_t rep__mqtt_ops = {
     .add_topic = mqtt_add_topic,
     .update_topic = mqtt_update_topic,
     .topic_cmd = mqtt_topic_cmd,
+    .dl_answer = mqtt_dl_answer,
 };

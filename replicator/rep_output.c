@@ -124,6 +124,11 @@ void rep__output_drain(rep_output_t *o)
             release(o, (rep__topic_cmd_t *)cmd);
         } else if (cmd->kind == REP__CMD_TOPIC) {
             o->ops->topic_cmd(o, (rep__topic_cmd_t *)cmd);
+        } else if (cmd->kind == REP__CMD_DL) {
+            if (o->ops->dl_answer)
+                o->ops->dl_answer(o, (rep__dl_cmd_t *)cmd);
+            else
+                free(cmd);
         } else {
             rep__lane_t *l = TB_CONTAINER_OF(cmd, rep__lane_t, kick);
             atomic_store(&l->queued, false);
@@ -145,6 +150,8 @@ void rep__output_free(rep_output_t *o)
         if (cmd->kind == REP__CMD_TOPIC) {
             free(((rep__topic_cmd_t *)cmd)->subject);
             free(cmd);
+        } else if (cmd->kind == REP__CMD_DL) {
+            free(cmd); /* the record stays in the log past the checkpoint: read again at the next start */
         }
     }
     o->ops->fini(o);

@@ -36,7 +36,7 @@ static rep__batch_t *dead_batch(rep__topic_t *t)
     return NULL;
 }
 
-static void copy_record(rep_dl_record_t *out, const wal_record_t *rec)
+void rep__dl_copy_record(rep_dl_record_t *out, const wal_record_t *rec)
 {
     size_t n = rec->payload_len + rec->mqtt_topic_len + rec->attrs_raw_len;
     out->blob = tb_malloc(n ? n : 1);
@@ -77,7 +77,7 @@ static void ask_dead_letter(rep_t *r, rep__topic_t *t, rep__batch_t *b)
             cap = cap ? cap * 2 : 16;
             dl->recs = tb_realloc(dl->recs, cap * sizeof *dl->recs);
         }
-        copy_record(&dl->recs[dl->n++], &rec);
+        rep__dl_copy_record(&dl->recs[dl->n++], &rec);
     }
     if (rc == 0)
         wal_reader_close(rd);

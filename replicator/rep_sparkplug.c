@@ -106,7 +106,7 @@ static void count_dead(rep_sparkplug_t *m, const char *lane, uint64_t offset, co
     static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
     uint64_t suppressed;
     if (tb_ratelimit(&rl, &suppressed))
-        tb_warn("sparkplug output: a record cannot be carried: skipped", TB_S("output", m->out.name),
+        tb_warn("sparkplug output: a record cannot be carried: to the dead-letter log", TB_S("output", m->out.name),
                 TB_S("topic", lane), TB_U("offset", offset), TB_S("reason", why), TB_U("suppressed", suppressed));
     pthread_mutex_lock(&m->out.mu);
     m->dead_letters++;
@@ -172,8 +172,10 @@ static int build(void *kind, rep__mlane_t *ml, const wal_record_t *rec, uint64_t
     (void)now_wall;
     rep_sparkplug_t *m = kind;
     if (device_of(m, ml, rec) < 0) {
-        count_dead(m, ml->lane.name, rec->offset, "the device template gives no valid device id");
-        return REP__ML_SKIP;
+        u->dl_reason = REP_DL_OUTPUT_UNROUTABLE;
+        u->dl_error = "sparkplug: the device template gives no valid device id";
+        count_dead(m, ml->lane.name, rec->offset, u->dl_error);
+        return REP__ML_DEAD;
     }
     u->bytes = (uint32_t)TB_MIN(rec->payload_len, (size_t)UINT32_MAX);
     return REP__ML_SEND;
@@ -212,6 +214,8 @@ static void src_dead(void *arg, const rep__spb_rec_t *r, const char *why)
 {
     rep_sparkplug_t *m = arg;
     count_dead(m, r->lane < m->lanes.n ? m->lanes.v[r->lane]->lane.name : "?", r->token, why);
+    if (r->lane < m->lanes.n) /* its unit waits in the window until the dead-letter log has it */
+        rep__mlanes_dead(&m->lanes, m->lanes.v[r->lane], r->token, REP_DL_OUTPUT_TYPE_MISMATCH, why, true);
 }
 
 static int src_persist(void *arg, const void *blob, size_t n)
@@ -495,6 +499,12 @@ static int sparkplug_update_topic(rep_output_t *o, size_t topic, const rep_topic
     return rep__mlanes_update(&((rep_sparkplug_t *)o)->lanes, topic, spec);
 }
 
+static void sparkplug_dl_answer(rep_output_t *o, rep__dl_cmd_t *cmd)
+{
+    rep__mlanes_dl_answer(&((rep_sparkplug_t *)o)->lanes, cmd);
+    rep__mosq_kick(((rep_sparkplug_t *)o)->conn); /* its unit may have left a full window */
+}
+
 static void sparkplug_topic_cmd(rep_output_t *o, rep__topic_cmd_t *cmd)
 {
     rep_sparkplug_t *m = (rep_sparkplug_t *)o;
@@ -562,4 +572,5 @@ const rep_output_ops_t rep__sparkplug_ops = {
     .add_topic = sparkplug_add_topic,
     .update_topic = sparkplug_update_topic,
     .topic_cmd = sparkplug_topic_cmd,
+    .dl_answer = sparkplug_dl_answer,
 };

@@ -59,7 +59,8 @@ rep_dl_reason_t rep__dl_reason(grpc_status_code st)
 const char *rep_dl_reason_name(rep_dl_reason_t r)
 {
     static const char *const n[] = { "invalid_schema", "cluster_invalid_argument", "cluster_failed_precondition",
-                                     "cluster_out_of_range", "cluster_too_large", "operator" };
+                                     "cluster_out_of_range", "cluster_too_large", "operator",
+                                     "output_type_mismatch", "output_unroutable" };
     _Static_assert(TB_ARRAY_LEN(n) == REP_DL__COUNT, "a name per reason");
     return (unsigned)r < TB_ARRAY_LEN(n) ? n[r] : "?";
 }

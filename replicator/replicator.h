@@ -166,6 +166,10 @@ typedef enum {
     REP_DL_CLUSTER_OUT_OF_RANGE,
     REP_DL_CLUSTER_TOO_LARGE,          /* RESOURCE_EXHAUSTED for a one-message batch */
     REP_DL_OPERATOR,                   /* an operator's decision */
+    REP_DL_OUTPUT_TYPE_MISMATCH,       /* an output cannot carry its value (a Sparkplug metric's type
+                                          changed, the alias table full, a metric not born) */
+    REP_DL_OUTPUT_UNROUTABLE,          /* an output has nowhere to send it (an MQTT remote topic or a
+                                          Sparkplug device id its template cannot expand) */
     REP_DL__COUNT
 } rep_dl_reason_t;
 const char *rep_dl_reason_name(rep_dl_reason_t r);
@@ -190,9 +194,10 @@ typedef enum {
     REP_EV_TOPIC_REMOVED,    /* heartbeat: the topic was deleted on the cluster; the
                                 replicator re-registers at the next heartbeat tick */
     REP_EV_STOPPED,          /* after rep_stop: everything is closed */
-    REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times: its
-                                records (ev->dl) go to the dead-letter log; answer with
-                                rep_engine_dead_letter_done once they are durable (or not) */
+    REP_EV_DEAD_LETTER,      /* a batch the cluster refused replicator.max_attempts times, or a
+                                record an mqtt/sparkplug output cannot carry (dl->source
+                                "output:<name>"): its records (ev->dl) go to the dead-letter log;
+                                answer with rep_engine_dead_letter_done once they are durable (or not) */
     REP_EV_TOPIC_RELEASED,   /* rep_engine_release_topic: this output let go of the topic (reader and
                                 cursor closed, undeclared); one per output that carried it */
 } rep_event_kind_t;
@@ -207,7 +212,8 @@ typedef struct rep_dead_letter {
     uint64_t token;          /* to hand back to rep_engine_dead_letter_done */
     uint64_t first, last;    /* the batch's offsets in its topic */
     rep_dl_reason_t reason;
-    char *error;             /* "INVALID_ARGUMENT: <the cluster's text>" */
+    char *error;             /* "INVALID_ARGUMENT: <the cluster's text>", or the output's reason */
+    char *source;            /* dead_letter.source: NULL "cluster"; an output's "output:<name>" */
     uint32_t attempts;
     rep_dl_record_t *recs;   /* those still in the log (a bound may have deleted some) */
     size_t n;
@@ -434,8 +440,9 @@ typedef struct rep_output_stats {
     uint64_t failures;                /* mqtt: attempts or sessions that ended in an error */
     uint64_t messages_sent;           /* mqtt: PUBLISHes handed to the connection, resends included */
     uint64_t messages_resent;         /* mqtt: of those, sent again after a lost session */
-    uint64_t dead_letters;            /* mqtt: records it cannot carry (remote topic too long or
-                                         invalid), skipped and counted */
+    uint64_t dead_letters;            /* mqtt, sparkplug: records it cannot carry (remote topic too
+                                         long or invalid, a type mismatch...): to the dead-letter
+                                         log (or, mqtt.dead_letter off, skipped), counted */
     uint32_t inflight;                /* mqtt: PUBLISHes not yet acknowledged */
     uint32_t window;                  /* mqtt: min(max_inflight, the remote's Receive Maximum) */
     uint32_t backoff_ms;              /* mqtt: the last reconnect delay chosen */
@@ -459,7 +466,9 @@ int rep_engine_start(rep_engine_t *e);
 void rep_engine_kick(rep_engine_t *e, size_t topic);
 /* The loop's answer to REP_EV_DEAD_LETTER (any thread): rc 0 once its records are durable in the
  * dead-letter log (the checkpoint then passes the batch), < 0 when they could not be kept (the
- * batch is held and the write asked again after the backoff). */
+ * batch is held and the write asked again after the backoff). Every kind: danube's poison
+ * batches; mqtt and sparkplug's records they cannot carry (TB_EUNSUPPORTED, mqtt.dead_letter
+ * off: those are skipped and counted, the checkpoint passes them). */
 void rep_engine_dead_letter_done(rep_engine_t *e, uint16_t output, size_t topic, uint64_t token, int rc);
 /* Every output drains in parallel (rep_stop's rules for danube); REP_EV_STOPPED when the last is done. */
 void rep_engine_stop(rep_engine_t *e);

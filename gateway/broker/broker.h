@@ -258,6 +258,7 @@ typedef struct broker_dl_batch {
     const char *error;           /* "INVALID_ARGUMENT: <the cluster's text>" */
     uint32_t attempts;
     metrics_dl_reason_t reason;
+    const char *source;          /* dead_letter.source: NULL "cluster"; an output's "output:<name>" */
 } broker_dl_batch_t;
 int broker_dead_letter_batch(broker_t *b, const broker_dl_batch_t *d, void (*done)(void *arg, int rc), void *arg);
 /* The dead-letter log (NULL with mqtt.dead_letter off): `tributary dlq` reads and purges it. */

@@ -269,7 +269,8 @@ int broker_dead_letter_batch(broker_t *srv, const broker_dl_batch_t *d, void (*d
         attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.error", 17, (const uint8_t *)d->error, strlen(d->error) };
         attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.topic", 17, (const uint8_t *)of->name, strlen(of->name) };
         attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.offset", 18, (const uint8_t *)off, strlen(off) };
-        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.source", 18, (const uint8_t *)"cluster", 7 };
+        const char *src = d->source ? d->source : "cluster";
+        attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.source", 18, (const uint8_t *)src, strlen(src) };
         attrs[n++] = (wal_attr_t){ (const uint8_t *)"dead_letter.attempts", 20, (const uint8_t *)attempts,
                                    strlen(attempts) };
         broker_msg_t msg = {

@@ -356,7 +356,8 @@ extern const char *const metrics_reject_reasons[METRICS_REJECT__COUNT];
  * replicator.h's rep_dl_reason_t by name, in its order (a unit test checks they agree). */
 typedef enum {
     METRICS_DL_INVALID_SCHEMA, METRICS_DL_CLUSTER_INVALID_ARGUMENT, METRICS_DL_CLUSTER_FAILED_PRECONDITION,
-    METRICS_DL_CLUSTER_OUT_OF_RANGE, METRICS_DL_CLUSTER_TOO_LARGE, METRICS_DL_OPERATOR, METRICS_DL__COUNT
+    METRICS_DL_CLUSTER_OUT_OF_RANGE, METRICS_DL_CLUSTER_TOO_LARGE, METRICS_DL_OPERATOR, METRICS_DL_OUTPUT_TYPE_MISMATCH,
+    METRICS_DL_OUTPUT_UNROUTABLE, METRICS_DL__COUNT
 } metrics_dl_reason_t;
 extern const char *const metrics_dl_reasons[METRICS_DL__COUNT];
 

@@ -320,7 +320,8 @@ const metrics_entry_t metrics_catalog[METRICS__COUNT] = {
       METRICS_L_TOPIC, METRICS_L_NONE, "dead_lettered"),
     C(METRICS_DEAD_LETTERS, "tributary_dead_letters_total",
       "Records stored in the dead-letter log, by topic and reason: invalid_schema (the gateway's validation), "
-      "cluster_* (a batch the cluster refused for good), operator.", METRICS_L_TOPIC, METRICS_L_DL, "dead_letters"),
+      "cluster_* (a batch the cluster refused for good), operator, output_type_mismatch and output_unroutable (a record an "
+      "mqtt or sparkplug output cannot carry).", METRICS_L_TOPIC, METRICS_L_DL, "dead_letters"),
     C(METRICS_DL_LOG_DROPPED, "tributary_dead_letter_log_dropped_total",
       "Dead letters deleted unread by the dead-letter log's own bound (mqtt.dead_letter_max_bytes, oldest first); "
       "persistent.", METRICS_L_NONE, METRICS_L_NONE, "dead_letter_log.dropped_total"),
@@ -355,6 +356,8 @@ const char *const metrics_dl_reasons[METRICS_DL__COUNT] = {
     [METRICS_DL_CLUSTER_OUT_OF_RANGE] = "cluster_out_of_range",
     [METRICS_DL_CLUSTER_TOO_LARGE] = "cluster_too_large",
     [METRICS_DL_OPERATOR] = "operator",
+    [METRICS_DL_OUTPUT_TYPE_MISMATCH] = "output_type_mismatch",
+    [METRICS_DL_OUTPUT_UNROUTABLE] = "output_unroutable",
 };
 
 const char *const metrics_reject_reasons[METRICS_REJECT__COUNT] = {

@@ -40,7 +40,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tlib.gateway import Gateway, json_log_lines, wait_for  # noqa: E402
+from tlib.gateway import Gateway, json_log_lines, wait_for, wal_dump  # noqa: E402
 from tlib.mosq import DUP, Mosquitto, Recorder, publish_all  # noqa: E402
 from tlib.tls import Certs  # noqa: E402
 
@@ -245,6 +245,64 @@ class OutputMqtt(unittest.TestCase):
         wait_for(lambda: {t["topic"]: t["acked"] for t in output(g)["topics"]}.get("/edge1/wind") == n, 30,
                  what="the new lane's acks")
         self.assertIn("topic added at run time", g.log())
+        self.assertEqual(g.stop(), 0, g.log())
+
+    def unroutable_run(self, dead_letter):
+        """remote_topic fwd/${topic}/${topic}: the one record published to a 40,000-byte topic would
+        need a remote topic longer than MQTT allows (OUTPUTS.md 4.7); the others arrive in order
+        around it."""
+        self.remote = Mosquitto(self.dir).start()
+        self.rec = Recorder(self.remote.port, "fwd/#")
+        y = f"""
+edge: {{edge_name: edge1}}
+mqtt:
+  listener: "127.0.0.1:0"
+{"  dead_letter: true" if dead_letter else ""}
+  topic_mappings:
+    - {{mqtt_pattern: "site/+/temp", danube_topic: /edge1/temp}}
+wal: {{dir: ./wal, fsync: interval, fsync_interval_ms: 20}}
+http: {{listener: "127.0.0.1:0"}}
+log: {{format: json}}
+outputs:
+  - name: central
+    kind: mqtt
+    broker: "127.0.0.1:{self.remote.port}"
+    protocol: 5
+    qos: 1
+    client_id: "edge1-central"
+    remote_topic: "fwd/${{topic}}/${{topic}}"
+"""
+        g = self.gateway(y)
+        publish_all(g.mqtt_port(), [("site/a/temp", b"%d" % i) for i in range(3)] + [("site/%s/temp" % ("x" * 40000), b"too-long")] +
+                    [("site/a/temp", b"%d" % i) for i in range(3, 6)])
+        self.rec.wait_unique(6, 30)
+        wait_for(lambda: all(t["lag_messages"] == 0 for t in output(g)["topics"]), 30, what="lag 0 at the output")
+        self.assertEqual([(t, p) for t, p, _ in self.rec.snapshot()], [("fwd/site/a/temp/site/a/temp", b"%d" % i) for i in range(6)],
+                         "every carryable record once, in order")
+        o = output(g)
+        self.assertEqual(o["dead_letters"], 1, o)
+        return g
+
+    def test_a_record_without_a_remote_topic_is_a_dead_letter(self):
+        g = self.unroutable_run(dead_letter=True)
+        dead = wal_dump(os.path.join(g.dir, "wal"), "$dead-letter")
+        self.assertEqual([d["payload"] for d in dead], ["too-long"], dead)
+        a = dead[0]["attributes"]
+        self.assertEqual(a["dead_letter.source"], "output:central")
+        self.assertEqual(a["dead_letter.topic"], "/edge1/temp")
+        self.assertEqual(a["dead_letter.offset"], "4")
+        self.assertIn("longer than 65535", a["dead_letter.error"])
+        with urllib.request.urlopen(f"http://127.0.0.1:{g.http_port()}/metrics", timeout=5) as r:
+            body = r.read().decode()
+        self.assertIn('tributary_dead_letters_total{topic="/edge1/temp",reason="output_unroutable"} 1', body)
+        self.assertEqual(g.stop(), 0, g.log())
+
+    def test_without_the_dead_letter_log_such_a_record_is_a_counted_skip(self):
+        """mqtt.dead_letter off: nowhere to keep it; skipped (the checkpoint passes it), counted in
+        /stats dead_letters, said in the log."""
+        g = self.unroutable_run(dead_letter=False)
+        wait_for(lambda: any("mqtt.dead_letter is off" in (e.get("msg") or "") for e in json_log_lines(g.log())), 10,
+                 what="the skip said in the log")
         self.assertEqual(g.stop(), 0, g.log())
 
     def test_the_checkpoint_moves_on_the_remotes_ack_never_on_send(self):

@@ -36,7 +36,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tlib.gateway import Gateway, wait_for  # noqa: E402
+from tlib.gateway import Gateway, wait_for, wal_dump  # noqa: E402
 from tlib.mosq import Mosquitto, publish_all  # noqa: E402
 from tlib.sparkplug_host import SparkplugHost, check_log  # noqa: E402
 
@@ -344,6 +344,55 @@ class Sparkplug(unittest.TestCase):
         self.assertEqual(viol, [], "\n".join(viol[:30]))
         print(f"\ncapped sparkplug output: {rate:.1f} records/s (cap {cap}), {len(data)} DDATA; rebirth "
               f"answered in {(at - sent) * 1000:.0f} ms mid-drain", file=sys.stderr)
+        self.assertEqual(self.g.stop(), 0, self.g.log())
+
+    def test_a_value_of_another_type_is_a_dead_letter_and_the_rest_arrive_in_order(self):
+        """A metric born a number then given a string (issue 18, OUTPUTS.md 4.7): the string record
+        goes to the dead-letter log with its reason and the output's name as its source, counted in
+        tributary_dead_letters_total{reason="output_type_mismatch"}; every other value arrives in
+        order, and the checkpoint passes the dead one only once the log has it (the invariant)."""
+        y = edge_yaml(self.remote.port).replace('  listener: "127.0.0.1:0"\n',
+                                                 '  listener: "127.0.0.1:0"\n  dead_letter: true\n', 1)
+        self.g = Gateway(y, workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        items = [("plant/d1/telemetry", json.dumps({"n": i}).encode()) for i in range(5)]
+        items.append(("plant/d1/telemetry", json.dumps({"n": "five"}).encode()))
+        items += [("plant/d1/telemetry", json.dumps({"n": i}).encode()) for i in range(5, 10)]
+        publish_all(self.g.mqtt_port(), items, client_id="trib-test-device")
+        wait_for(lambda: len(self.host.values("d1", METRIC)) >= 10, 30, what="the ten numbers at the host")
+        self.assertEqual([int(v) for v, _, _ in self.host.values("d1", METRIC)], list(range(10)),
+                         "every number once, in order, the string left out")
+        dead = wait_for(lambda: wal_dump(os.path.join(self.g.dir, "wal"), "$dead-letter") or None, 30,
+                        what="the dead letter")
+        self.assertEqual(len(dead), 1, dead)
+        d = dead[0]
+        self.assertEqual(json.loads(d["payload"]), {"n": "five"})
+        self.assertEqual(d["mqtt_topic"], "plant/d1/telemetry")
+        a = d["attributes"]
+        self.assertEqual(a["dead_letter.source"], "output:scada")
+        self.assertEqual(a["dead_letter.topic"], "/edge1/telemetry")
+        self.assertEqual(a["dead_letter.offset"], "6")
+        self.assertEqual(a["dead_letter.error"], "sparkplug: telemetry/n is Double, got string")
+
+        def sample(body, name, **labels):
+            for line in body.splitlines():
+                if line.startswith(name + "{"):
+                    got = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', line.split(" ")[0]))
+                    if all(got.get(k) == v for k, v in labels.items()):
+                        return float(line.rsplit(" ", 1)[1])
+            return None
+
+        def settled():
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.g.http_port()}/metrics", timeout=5) as r:
+                body = r.read().decode()
+            t = "/edge1/telemetry"
+            return (sample(body, "tributary_dead_letters_total", topic=t, reason="output_type_mismatch") == 1 and
+                    sample(body, "tributary_topic_invariant_ok", topic=t) == 1)
+        wait_for(settled, 10, what="tributary_dead_letters_total{reason=output_type_mismatch} 1, the invariant held")
+        self.assertEqual(scada(self.g)["dead_letters"], 1)
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
         self.assertEqual(self.g.stop(), 0, self.g.log())
 
 

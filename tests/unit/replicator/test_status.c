@@ -65,7 +65,8 @@ Test(status, dead_letter_reasons)
     cr_assert_eq(rep__dl_reason(GRPC_STATUS_RESOURCE_EXHAUSTED), REP_DL_CLUSTER_TOO_LARGE);
     cr_assert_eq(rep__dl_reason(GRPC_STATUS_INTERNAL), REP_DL_OPERATOR);
     const char *want[] = { "invalid_schema", "cluster_invalid_argument", "cluster_failed_precondition",
-                           "cluster_out_of_range", "cluster_too_large", "operator" };
+                           "cluster_out_of_range", "cluster_too_large", "operator", "output_type_mismatch",
+                           "output_unroutable" };
     for (int r = 0; r < REP_DL__COUNT; r++)
         cr_assert_str_eq(rep_dl_reason_name((rep_dl_reason_t)r), want[r]);
 }
