@@ -8,83 +8,20 @@ the accounting invariant holds). A still-mapped topic is refused 409, an
 unknown one 404, and the offline `tributary wal retire|forget` name the admin
 commands while the gateway holds the LOCK. With `wal.retire: keep` a kept
 topic is retired through the admin API."""
-import http.client
 import json
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tlib.gateway import Gateway, run_cli, wait_for  # noqa: E402
-from tlib.mock import MockCluster  # noqa: E402
-from tlib.replication import edge_yaml, publish_all  # noqa: E402
-
-WAIT = 60  # seconds: the bound of the waits (sanitizer builds on a shared box are slow)
-
-A = {"mqtt_pattern": "a/+", "danube_topic": "/e1/a", "extract_attributes": {"dev": "$1"}}
-B = {"mqtt_pattern": "b/+", "danube_topic": "/e1/b", "extract_attributes": {"dev": "$1"}}
+from tlib.gateway import run_cli, wait_for  # noqa: E402
+from tlib.replication import publish_all  # noqa: E402
+from tlib.reloads import A, B, WAIT, RetireCase, ask  # noqa: E402
 
 
-def ask(port, method, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read().decode()
-    c.close()
-    return r.status, body
-
-
-class AdminRetire(unittest.TestCase):
-    def setUp(self):
-        self.mc = MockCluster().start()
-        self.addCleanup(self.mc.stop)
-
-    def yaml(self, mappings, retire="remove"):
-        return edge_yaml(self.mc.grpc_url, mappings, edge="e1", wal=f"fsync: never, retire: {retire}",
-                         extra="log: {level: info}\n").replace(
-            "  ingestion: {batch_timeout_ms: 5}\n", "  ingestion: {batch_timeout_ms: 5}\n  unmatched: drop\n")
-
-    def start_gateway(self, mappings, retire="remove"):
-        g = Gateway(self.yaml(mappings, retire))
-        g.start()
-        self.addCleanup(lambda: g.proc.poll() is None and g.stop())
-        g.wait_log("bootstrap complete", timeout=WAIT)
-        return g
-
-    def reload(self, g, mappings, retire="remove"):
-        g.write_config(self.yaml(mappings, retire))
-        status, body = ask(g.http_port(), "POST", "/admin/reload")
-        self.assertEqual(status, 200, body)
-        return json.loads(body)
-
-    def topics(self, g):
-        status, body = ask(g.http_port(), "GET", "/stats")
-        self.assertEqual(status, 200, body)
-        return {t["topic"]: t for t in json.loads(body)["topics"]}
-
-    def wait_state(self, g, topic, state, what):
-        box = {}
-
-        def ok():
-            box["tp"] = self.topics(g)
-            return box["tp"].get(topic, {}).get("state") == state
-        try:
-            wait_for(ok, timeout=WAIT, interval=0.05, what=what)
-        except Exception:
-            self.fail(f"{what}: /stats topics say {json.dumps(box.get('tp'))[:3000]}\n{g.log()[-4000:]}")
-        return box["tp"]
-
+class AdminRetire(RetireCase):
     def admin(self, g, *args):
         return run_cli("admin", *args, "--http", f"127.0.0.1:{g.http_port()}")
-
-    def tomb(self, g, topic):
-        r = run_cli("wal", "check", "--dir", os.path.join(g.dir, "wal"))
-        found = [x for x in (json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()) if x.get("retired") == topic]
-        return found[0] if found else None
-
-    @staticmethod
-    def wal_dir(g, topic):
-        return os.path.join(g.dir, "wal", topic.replace("/", "+"))
 
     def test_retire_refuses_a_backlog_and_forget_deletes_it(self):
         g = self.start_gateway([A, B])
@@ -119,7 +56,7 @@ class AdminRetire(unittest.TestCase):
         self.assertEqual(self.admin(g, "forget", "/e1/b").returncode, 2)
         status, body = ask(g.http_port(), "POST", "/admin/topics/e1/b/forget")
         self.assertEqual(status, 400, body)
-        self.assertEqual(self.topics(g)["/e1/b"]["state"], "retiring")
+        self.assertEqual(self.topics(g)[0]["/e1/b"]["state"], "retiring")
         self.assertTrue(os.path.isdir(self.wal_dir(g, "/e1/b")))
 
         # forget: accepted (202 "removing"), then retired with its backlog deleted
@@ -160,7 +97,7 @@ class AdminRetire(unittest.TestCase):
         port = g.mqtt_port()
         self.mc.control.fault(ack_delay_ms=2000)
         publish_all(port, [("b/d1", json.dumps({"n": n})) for n in range(30)], client_id="i1")
-        wait_for(lambda: self.topics(g)["/e1/b"]["batches_in_flight"] > 0, timeout=WAIT, what="b in flight")
+        wait_for(lambda: self.topics(g)[0]["/e1/b"]["batches_in_flight"] > 0, timeout=WAIT, what="b in flight")
         self.reload(g, [A])
         r = self.admin(g, "forget", "/e1/b", "--delete-unreplicated")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -6,7 +6,6 @@ the old rules or by the new ones (never by neither), arrives exactly once on
 the topic that generation routes it to, and no connection is closed. A file
 that fails `check` is refused whole (file, line and key in the answer) and
 the running routing stays."""
-import http.client
 import json
 import os
 import sys
@@ -18,6 +17,7 @@ from tlib.gateway import Gateway, wait_for  # noqa: E402
 from tlib.mock import MockCluster  # noqa: E402
 from tlib.replication import Publisher, edge_yaml  # noqa: E402
 from tlib import tls  # noqa: E402
+from tlib.reloads import ask  # noqa: E402
 
 WAIT = 90          # seconds: the bound of the long waits (sanitizer builds on a shared box are slow)
 CLIENTS = 4
@@ -36,15 +36,6 @@ class CountingPublisher(Publisher):
 
     def _on_disconnect(self, client, userdata, rc, *rest):
         self.disconnects += 1
-
-
-def ask(port, method, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read().decode()
-    c.close()
-    return r.status, body
 
 
 class ReloadMappings(unittest.TestCase):

@@ -8,7 +8,6 @@ retired offsets (the mock's dedup marker would swallow a reused offset).
 With `wal.retire: keep` the drained directory stays, and switching to
 `remove` retires it. A mapping restored before the drain ends keeps the
 topic as it was (never retired)."""
-import http.client
 import json
 import os
 import re
@@ -17,86 +16,21 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from tlib.gateway import Gateway, run_cli, wait_for  # noqa: E402
-from tlib.mock import MockCluster  # noqa: E402
-from tlib.replication import Publisher, edge_yaml, publish_all  # noqa: E402
+from tlib.gateway import Gateway, wait_for  # noqa: E402
+from tlib.replication import Publisher, publish_all  # noqa: E402
+from tlib.reloads import A, B, WAIT, RetireCase, ask  # noqa: E402
 
-WAIT = 60          # seconds: the bound of the waits (sanitizer builds on a shared box are slow)
 CLIENTS = 2
 RATE = 150         # per client: 300 msg/s in all, alternating a/cI and b/cI
 STEP = 150         # messages per client between two steps of a test (~1 s)
 
-A = {"mqtt_pattern": "a/+", "danube_topic": "/e1/a", "extract_attributes": {"dev": "$1"}}
-B = {"mqtt_pattern": "b/+", "danube_topic": "/e1/b", "extract_attributes": {"dev": "$1"}}
 
-
-def ask(port, method, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read().decode()
-    c.close()
-    return r.status, body
-
-
-class Retire(unittest.TestCase):
-    def setUp(self):
-        self.mc = MockCluster().start()
-        self.addCleanup(self.mc.stop)
-
-    def yaml(self, mappings, retire="remove"):
-        return edge_yaml(self.mc.grpc_url, mappings, edge="e1", wal=f"fsync: never, retire: {retire}",
-                         extra="log: {level: info}\n").replace(
-            "  ingestion: {batch_timeout_ms: 5}\n", "  ingestion: {batch_timeout_ms: 5}\n  unmatched: drop\n")
-
-    def start_gateway(self, mappings, retire="remove"):
-        g = Gateway(self.yaml(mappings, retire))
-        g.start()
-        self.addCleanup(lambda: g.proc.poll() is None and g.stop())
-        g.wait_log("bootstrap complete", timeout=WAIT)
-        return g
-
-    def reload(self, g, mappings, retire="remove"):
-        g.write_config(self.yaml(mappings, retire))
-        status, body = ask(g.http_port(), "POST", "/admin/reload")
-        ans = json.loads(body)
-        self.assertEqual((status, ans["result"]), (200, "applied"), ans)
-        return ans
-
-    def topics(self, g):
-        status, body = ask(g.http_port(), "GET", "/stats")
-        self.assertEqual(status, 200, body)
-        st = json.loads(body)
-        return {t["topic"]: t for t in st["topics"]}, st
-
-    def wait_state(self, g, topic, state, what):
-        box = {}
-
-        def ok():
-            box["tp"] = self.topics(g)[0]
-            return box["tp"].get(topic, {}).get("state") == state
-        try:
-            wait_for(ok, timeout=WAIT, interval=0.05, what=what)
-        except Exception:
-            self.fail(f"{what}: /stats topics say {json.dumps(box.get('tp'))[:3000]}\n{g.log()[-4000:]}")
-        return box["tp"]
-
+class Retire(RetireCase):
     def stored(self, topic, expect, what):
         wait_for(lambda: len(self.mc.store_records(topic)) >= expect, timeout=WAIT, what=what)
         recs = self.mc.store_records(topic)
         self.assertEqual(len(recs), expect, f"{topic}: {what}")
         return recs
-
-    def tomb(self, g, topic):
-        """The RETIRED entry of topic, read with `tributary wal check` (read-only, no lock)."""
-        r = run_cli("wal", "check", "--dir", os.path.join(g.dir, "wal"))
-        lines = [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
-        found = [x for x in lines if x.get("retired") == topic]
-        return found[0] if found else None
-
-    @staticmethod
-    def wal_dir(g, topic):
-        return os.path.join(g.dir, "wal", topic.replace("/", "+"))
 
     def assert_once_in_order(self, recs, what):
         """Offsets 1..N once each, and per client the payload numbers ascending."""
