@@ -12,7 +12,6 @@ confirm=yes on the API), then the list is empty.
 
 Every wait is a condition with a deadline.
 """
-import http.client
 import json
 import os
 import sys
@@ -23,22 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tlib import mqttraw as m  # noqa: E402
 from tlib.gateway import Gateway, run_cli, wal_dump  # noqa: E402
 from tlib.mock import MockCluster, wait_until  # noqa: E402
+from tlib.reloads import ask  # noqa: E402
 from tlib.replication import edge_yaml  # noqa: E402
 
 WAIT = 60
 TELE = "/edge1/tele"
 STRICT = {"type": "object", "required": ["temperature"], "properties": {"temperature": {"type": "number"}}}
 LOOSE = {"type": "object"}
-
-
-def http_req(port, method, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.request(method, path)
-        r = c.getresponse()
-        return r.status, r.read().decode()
-    finally:
-        c.close()
 
 
 class Dlq(unittest.TestCase):
@@ -96,7 +86,7 @@ class Dlq(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["offset"], off)
         self.assertEqual(self.cli("show", str(off + 5)).returncode, 1)
-        status, body = http_req(self.http, "GET", "/metrics")
+        status, body = ask(self.http, "GET", "/metrics")
         self.assertIn(f'tributary_dead_letters_total{{topic="{TELE}",reason="invalid_schema"}} 1', body)
         # replay while the schema still refuses it: refused, not dead-lettered a second time
         r = self.cli("replay", "--from", str(off), "--to", str(off))
@@ -134,7 +124,7 @@ class Dlq(unittest.TestCase):
         r = self.cli("purge", "--to", str(last))
         self.assertEqual(r.returncode, 2)
         self.assertIn("--yes", r.stderr)
-        status, body = http_req(self.http, "POST", f"/admin/dlq/purge?to={last}")
+        status, body = ask(self.http, "POST", f"/admin/dlq/purge?to={last}")
         self.assertEqual(status, 400, body)
         self.assertEqual(json.loads(self.cli("list").stdout)["records"], before)  # nothing deleted
         r = self.cli("purge", "--to", str(last), "--yes")
@@ -150,7 +140,7 @@ class Dlq(unittest.TestCase):
         for method, path in (("GET", "/admin/dlq?limit=0"), ("GET", "/admin/dlq?from=x"),
                              ("POST", "/admin/dlq/replay?from=5&to=2"), ("POST", "/admin/dlq/replay?from=1&to=20000"),
                              ("POST", "/admin/dlq/purge?confirm=yes")):
-            status, body = http_req(self.http, method, path)
+            status, body = ask(self.http, method, path)
             self.assertEqual(status, 400, (path, body))
         self.assertEqual(run_cli("dlq", "replay", "--from", "1", "--to", "2", "--dir", "/tmp").returncode, 2)
         self.assertEqual(run_cli("dlq", "bogus").returncode, 2)
@@ -182,7 +172,7 @@ class DlqBound(unittest.TestCase):
         c.close()
 
         def dropped():
-            status, body = http_req(http, "GET", "/admin/dlq?limit=1000")
+            status, body = ask(http, "GET", "/admin/dlq?limit=1000")
             page = json.loads(body)
             return page if status == 200 and page["dropped_total"] > 0 else None
         page = wait_until(dropped, WAIT, "the bound dropping the oldest dead letters")
@@ -190,7 +180,7 @@ class DlqBound(unittest.TestCase):
         self.assertGreater(offs[0], 1, "the oldest went first")
         self.assertEqual(offs, list(range(offs[0], n + 1)), "the newest are all kept, in order")
         self.assertEqual(page["dropped_total"] + len(offs), n, "each dead letter kept or counted dropped")
-        status, body = http_req(http, "GET", "/metrics")
+        status, body = ask(http, "GET", "/metrics")
         self.assertIn(f"tributary_dead_letter_log_dropped_total {page['dropped_total']}\n", body)
         self.assertEqual(gw.stop(), 0, gw.log())
 
