@@ -225,6 +225,8 @@ const char *wal_overflow_name(wal_overflow_t p);
  *                 submit takes the counter back before the hook returns)
  *   MEMORY        wal_submit: READY -> MEMORY done (under the tier's lock),
  *                 the batch that took the counter back not held yet (K0)
+ *   PARKED        writer: on_full block, the spill found no room and waits
+ *                 (what it wrote so far unsynced; docs/WAL.md "The memory tier")
  */
 typedef enum {
     WAL_STEP_HELD = 1,
@@ -236,6 +238,7 @@ typedef enum {
     WAL_STEP_T2_WRITTEN,
     WAL_STEP_READY,
     WAL_STEP_MEMORY,
+    WAL_STEP_PARKED,
     WAL_STEP__END
 } wal_step_t;
 

@@ -163,6 +163,8 @@ struct wal_topic {
     bool touched;                 /* written in the current group-commit round */
     int round_sync_rc;            /* fdatasync result of this round */
     wal_batch_t *held_head, *held_tail; /* BLOCK: batches waiting for room, in order (round_next) */
+    bool spill_parked;            /* [W] BLOCK: the memory tier's spill waits for room (writer.c
+                                     spill): the topic stays SPILLING, its later batches held */
     bool needs_repair;            /* on-disk state unknown: re-run recovery first */
     bool switching;               /* [W] inside the return to memory (T2): its meta writes
                                      count as WAL_CAUSE_SWITCH (wal_stats) */
@@ -220,7 +222,7 @@ struct wal_topic {
     _Atomic int last_error;
     _Atomic bool retry_now;
     _Atomic int overflow;         /* wal_overflow_t: opts->overflow, or wal_topic_set_overflow */
-    _Atomic bool blocked;         /* held_head != NULL (wal_topic_blocked); the writer sets it */
+    _Atomic bool blocked;         /* held_head != NULL or spill_parked (wal_topic_blocked); the writer sets it */
     _Atomic bool release_held;    /* wal_topic_release_held asked: hold nothing more (TB_ECLOSED) */
     _Atomic bool retired;         /* wal_topic_retire removed it (set by the writer, under mem.mu):
                                    * batches complete with TB_ECLOSED */

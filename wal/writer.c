@@ -335,7 +335,7 @@ static bool process_batch(wal_t *w, wal_batch_t *b)
         b->c.rc = TB_ECLOSED; /* wal_topic_retire removed it */
         return false;
     }
-    if (t->held_head) {
+    if (t->held_head || t->spill_parked) {
         hold(t, b);
         return true;
     }
@@ -452,6 +452,8 @@ static void flush_round(wal_t *w, round_t *r)
     r->head = r->tail = NULL;
 }
 
+static bool spill(wal_t *w, wal_topic_t *t, bool may_park);
+
 /*
  * BLOCK: tries every held batch again, each topic's oldest first, in a round
  * of its own (one sync per topic, as for new batches); those that fit are
@@ -459,7 +461,8 @@ static void flush_round(wal_t *w, round_t *r)
  * again in order. A topic that holds nothing more is unblocked before the
  * completions are posted (wal_topic_blocked's promise). closing, or the
  * topic's wal_topic_release_held: what is still held completes with
- * TB_ECLOSED instead.
+ * TB_ECLOSED instead. A parked spill (memory tier) goes first: the topic's
+ * held batches queued behind it.
  */
 static void retry_held(wal_t *w, bool closing)
 {
@@ -467,6 +470,8 @@ static void retry_held(wal_t *w, bool closing)
     for (size_t i = 0; i < w->ntopics; i++) {
         wal_topic_t *t = w->topics[i];
         bool give_up = closing || atomic_load(&t->release_held);
+        if (t->spill_parked && spill(w, t, !give_up))
+            continue; /* still no room: what queued behind the spill stays held */
         wal_batch_t *b = t->held_head;
         if (!b)
             continue;
@@ -670,20 +675,46 @@ static int mem_enter(wal_t *w, wal_topic_t *t, const wal_memory_opts_t *o)
  * own offsets (append starts a new segment at a hole), syncs whatever the
  * fsync mode, publishes, and only then lets memory complete and release
  * them: a record is always readable from one of the two.
+ *
+ * At a bound with no room (docs/design/MEMORY-FIRST.md 2.8): under
+ * on_full block, and may_park, the spill PARKS: what it wrote stays
+ * written (unsynced, unpublished: readers still take those records from
+ * memory), the topic stays SPILLING with its batches held and unanswered,
+ * every later batch of it is held at the writer behind the spill (process_batch),
+ * and wal_topic_blocked() is true, so the broker stops reading the topic's
+ * publishers. retry_held calls the spill again after each wake's
+ * housekeeping (a moved checkpoint frees room); a retry skips the copies
+ * already written. Any other policy (or block given up: closing,
+ * wal_topic_release_held) fails the spill with TB_EFULL; what it wrote
+ * before is synced first and counts as spilled (those publishers are
+ * answered), the rest is refused (wal__mem_spilled). Returns whether the
+ * spill is parked.
  */
-static void spill(wal_t *w, wal_topic_t *t)
+static bool spill(wal_t *w, wal_topic_t *t, bool may_park)
 {
     size_t n;
     uint64_t end;
     wal_batch_t **v = wal__mem_snapshot(t, &n, &end);
     int rc = 0;
+    bool parked = false;
     if (n > 0 && atomic_load(&t->state) == WAL_TOPIC_FAILED)
         rc = failfast_rc(t);
     for (size_t i = 0; i < n && rc == 0; i++) {
+        if (v[i]->c.first_offset + v[i]->count <= t->next)
+            continue; /* a parked spill wrote it already */
+        wal_overflow_t policy = wal_topic_overflow(t);
         uint64_t need = v[i]->len + WAL_SEG_HDR_SIZE;
-        rc = wal__make_room(w, t, wal_topic_overflow(t), need);
-        if (rc == WAL_NO_ROOM)
-            rc = TB_EFULL; /* at a bound: the disk is full of unacknowledged records */
+        rc = wal__make_room(w, t, policy, need);
+        if (rc == WAL_NO_ROOM) {
+            /* at a bound: the disk is full of unacknowledged records */
+            bool hold = wal__overflow_refuse(w, t, policy, need) == WAL_HOLD;
+            if (hold && may_park && !atomic_load(&t->release_held)) {
+                parked = true;
+                rc = 0;
+                break;
+            }
+            rc = TB_EFULL;
+        }
         if (rc == 0) {
             t->next = TB_MAX(t->next, v[i]->c.first_offset); /* the hole before it */
             rc = append(w, t, v[i]);
@@ -691,18 +722,37 @@ static void spill(wal_t *w, wal_topic_t *t)
         if (rc == 0)
             t->dirty = true;
     }
-    if (rc == 0 && n > 0)
-        wal__step(t, WAL_STEP_WRITTEN);
-    if (rc == 0 && t->dirty && t->fd >= 0) {
-        if ((rc = pad_round(w, t)) == 0)
-            rc = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
-        if (rc < 0)
-            sync_failed(t, rc, false);
-        else
-            wal__step(t, WAL_STEP_SYNCED);
+    for (size_t i = 0; i < n; i++)
+        wal__batch_unref(v[i]);
+    free(v);
+    if (parked) {
+        if (!t->spill_parked)
+            wal__step(t, WAL_STEP_PARKED);
+        t->spill_parked = true;
+        atomic_store(&t->blocked, true);
+        return true;
     }
-    /* what is durable: everything, or (a failure) only what was synced before */
-    uint64_t on_disk = rc == 0 ? end : t->synced_next;
+    t->spill_parked = false;
+    if (n > 0 && rc == 0)
+        wal__step(t, WAL_STEP_WRITTEN);
+    /* a bound refused the rest: what was written before it is kept (synced) */
+    uint64_t wrote = t->next;
+    if ((rc == 0 || rc == TB_EFULL) && t->dirty && t->fd >= 0) {
+        int src = pad_round(w, t);
+        if (src == 0)
+            src = wal__fdatasync(w, t->fd, WAL_CAUSE_RECORD);
+        if (src < 0) {
+            sync_failed(t, src, false);
+            rc = src;
+        } else {
+            synced(t);
+            if (rc == 0)
+                wal__step(t, WAL_STEP_SYNCED);
+        }
+    }
+    /* what is durable: everything, what was written before a bound refused, or
+     * (a failed write or sync) only what was synced before */
+    uint64_t on_disk = rc == 0 ? end : rc == TB_EFULL ? wrote : t->synced_next;
     /* memory's offsets were handed out: the log continues after them whatever
      * happened (a hole: a segment boundary at the next append) */
     t->next = TB_MAX(t->next, end);
@@ -710,11 +760,11 @@ static void spill(wal_t *w, wal_topic_t *t)
         synced(t);
     else
         wal__publish(t);
+    if (!t->held_head)
+        atomic_store(&t->blocked, false); /* before the completions (wal_topic_blocked) */
     wal__mem_spilled(t, rc, on_disk);
     wal__step(t, WAL_STEP_POSTED);
-    for (size_t i = 0; i < n; i++)
-        wal__batch_unref(v[i]);
-    free(v);
+    return false;
 }
 
 static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
@@ -755,7 +805,7 @@ static void handle_item(wal_t *w, round_t *r, wal_item_t *it)
         break;
     case WAL_ITEM_SPILL:
         flush_round(w, r);
-        spill(w, req->topic);
+        (void)spill(w, req->topic, true);
         free(req);
         break;
     case WAL_ITEM_RETIRE:
@@ -821,7 +871,7 @@ void *wal__writer_main(void *arg)
                         t->mem.sticky = true;
                         atomic_store(&t->mode, WAL_MODE_SPILLING);
                         pthread_mutex_unlock(&t->mem.mu);
-                        spill(w, t);
+                        (void)spill(w, t, false);
                     }
                     wal__mem_close(t);
                 }

@@ -1181,3 +1181,125 @@ Test(memory, an_unwritable_spill_refuses_upstream_publishers_and_counts_no_drop)
     atomic_store(&fail_pwrites, false);
     (void)th_close(&h);
 }
+
+/* ---- on_full block: the spill parks at the bound (design 2.8) ------------ */
+
+static bool is_blocked(void *arg) { return wal_topic_blocked(arg); }
+static bool is_unblocked(void *arg) { return !wal_topic_blocked(arg); }
+
+/* A log of t (max_topic_bytes 16384, segments of 4096) filled to its bound
+ * with unacknowledged records under drop_newest; then block, memory_first
+ * (ack upstream) and two held batches. Returns the next seq; *log_end is
+ * the log's readable end (the first held offset). */
+static uint64_t memory_over_a_full_log(wal_topic_t *t, uint64_t *log_end)
+{
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_DROP_NEWEST), 0);
+    uint64_t seq = 0;
+    for (int i = 0;; i++) {
+        cr_assert_lt(i, 40, "the bound refuses within 40 batches");
+        int rc = th_append(&h, t, seq, 10, PAYLOAD);
+        if (rc == TB_EFULL)
+            break;
+        cr_assert_eq(rc, 0);
+        seq += 10;
+    }
+    cr_assert_eq(wal_topic_set_overflow(t, WAL_OVERFLOW_BLOCK), 0);
+    *log_end = wal_topic_readable_end(t);
+    cr_assert_eq(*log_end, seq + 1, "offsets follow the seqs (read_through's rule)");
+    enter_memory(t, WAL_ACK_UPSTREAM, 0);
+    th_submit(&h, t, seq, 10, PAYLOAD);
+    th_submit(&h, t, seq + 10, 10, PAYLOAD);
+    return seq;
+}
+
+/* The spill finds the bound full: it parks. Nobody is answered or refused,
+ * the topic stays SPILLING and blocked (the broker stops reading its
+ * publishers), the held records stay readable, a batch submitted behind it
+ * is held too. Once the checkpoint frees room the spill is written, its
+ * two batches and the one behind complete rc 0 in order at their offsets,
+ * the topic is in the log (DRAINING) and unblocked, and the log reads back
+ * every record in order: nothing dropped, nothing refused. */
+Test(memory, block_parks_a_spill_at_the_bound_and_writes_it_when_the_checkpoint_frees_room)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t log_end;
+    uint64_t seq = memory_over_a_full_log(t, &log_end);
+    size_t before = h.ndone;
+    th_collect(&h);
+    cr_assert_eq(h.ndone, before, "held: waiting for the cluster");
+
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait_until(is_blocked, t), "the spill parks at the bound");
+    cr_assert_eq(wal_sync(h.w), 0, "a wake: the parked spill is tried again and stays parked");
+    th_collect(&h);
+    cr_assert_eq(h.ndone, before, "a parked spill answers and refuses nobody");
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_SPILLING);
+    cr_assert_eq(wal_topic_held(t), 20);
+    uint64_t holes;
+    cr_assert_eq(read_through(t, log_end, &holes), 20, "the held records are still read from memory");
+    th_submit(&h, t, seq + 20, 10, PAYLOAD);
+    cr_assert_eq(wal_sync(h.w), 0);
+    th_collect(&h);
+    cr_assert_eq(h.ndone, before, "a batch behind the parked spill is held too");
+    cr_assert(wal_topic_blocked(t));
+
+    cr_assert_eq(wal_checkpoint(t, log_end - 1), 0, "the cluster acknowledges the log: room");
+    cr_assert(th_wait(&h, before + 3), "the spill and the batch behind it complete");
+    cr_assert(th_wait_until(is_unblocked, t));
+    for (size_t i = 0; i < 3; i++) {
+        const wal_completion_t *c = &h.done[before + i];
+        cr_assert_eq(c->rc, 0, "batch %zu", i);
+        cr_assert_eq((uint64_t)(uintptr_t)c->user, seq + 10 * i, "in order: batch %zu", i);
+        cr_assert_eq(c->first_offset, log_end + 10 * i, "at its offsets: batch %zu", i);
+    }
+    cr_assert_eq(wal_topic_mode(t), WAL_MODE_DRAINING);
+    cr_assert_eq(wal_topic_held(t), 0);
+    cr_assert_eq(read_through(t, log_end, &holes), 30, "in the log, in order");
+    cr_assert_eq(holes, 0);
+    wal_topic_stats_t st = stats(t);
+    cr_assert_eq(st.dropped_total, 0);
+    cr_assert_eq(st.spill_lost_since_open, 0);
+    cr_assert_eq(st.spills[WAL_SPILL_OUTPUT], 1, "one spill, however often it was tried");
+}
+
+/* Parked, then given up: wal_topic_release_held (the broker's drain) ends
+ * the wait at once. What the spill could not write is refused to its
+ * publishers (never answered: they resend), nothing is counted dropped,
+ * the batch behind completes TB_ECLOSED, the topic is unblocked; and a
+ * close while parked does not wait for room either. */
+Test(memory, a_parked_spill_given_up_refuses_its_batches_and_drops_nothing)
+{
+    h.o.max_topic_bytes = 16384;
+    cr_assert_eq(th_open(&h), 0);
+    wal_topic_t *t = open_topic();
+    uint64_t log_end;
+    uint64_t seq = memory_over_a_full_log(t, &log_end);
+    size_t before = h.ndone;
+    wal_topic_spill(t, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait_until(is_blocked, t));
+    th_submit(&h, t, seq + 20, 10, PAYLOAD);
+    wal_topic_release_held(t);
+    cr_assert(th_wait(&h, before + 3), "every batch comes back");
+    for (size_t i = 0; i < 3; i++) {
+        const wal_completion_t *c = &h.done[before + i];
+        cr_assert_lt(c->rc, 0, "batch %zu not acknowledged", i);
+        cr_assert_eq((uint64_t)(uintptr_t)c->user, seq + 10 * i, "in order: batch %zu", i);
+    }
+    cr_assert(th_wait_until(is_unblocked, t));
+    wal_topic_stats_t st = stats(t);
+    cr_assert_eq(st.dropped_total, 0, "refused, not lost: their publishers were never answered");
+    cr_assert_eq(st.dropped_since_open, 0);
+
+    /* a second topic parked, then closed */
+    wal_topic_t *u = th_topic(&h, "/e/u");
+    uint64_t u_end;
+    memory_over_a_full_log(u, &u_end);
+    wal_topic_spill(u, WAL_SPILL_OUTPUT);
+    cr_assert(th_wait_until(is_blocked, u));
+    cr_assert_eq(th_close(&h), 0, "close does not wait for room");
+    cr_assert_eq(th_open(&h), 0);
+    cr_assert_geq(stats(wal_topic_find(h.w, "/e/u")).next_offset, u_end + 20,
+                 "the offsets memory handed out are not reused");
+}
