@@ -7,7 +7,8 @@ tier").
 
     bench/bench_mf_throughput.py [--publishers 100] [--receive-max 20]
         [--messages 200000] [--size 100] [--ack-delay-ms 0] [--repeats 1]
-        [--modes memory_first,log,mosquitto] [--build build]
+        [--modes memory_first,log,mosquitto] [--replicator KEY=VALUE ...]
+        [--build build]
 
 Each row starts a fresh server: the gateway (wal.fsync always,
 mqtt.receive_maximum --receive-max, the mapping's durability, the mock
@@ -23,6 +24,11 @@ acknowledgement of the batch that carried it (ack: upstream), so each
 publisher's window turns once per cluster round trip, not once per fsync;
 with fsync always, log mode turns it once per group commit. The rows print
 the box's load average: a figure from a busy box is labelled as such.
+--replicator sets keys of the gateway's replicator block (e.g.
+max_inflight_batches=16: memory_first's acks wait for the cluster, so the
+topic's replication window, max_inflight_batches x batch_size messages,
+bounds how many of its publishers' messages can be answered per round
+trip; docs/WAL.md "Throughput with many publishers").
 Nothing here passes or fails.
 """
 import argparse
@@ -44,7 +50,7 @@ def run(mode, a, work):
         mc = MockCluster(store_mode="count", ack_delay_ms=a.ack_delay_ms or None,
                          launcher_path=os.path.join(a.build, "tributary-mock-cluster")).start()
         srv = L.tributary(a.build, os.path.join(work, "gw"), mc.grpc_url, durability=mode,
-                          mqtt_extra={"receive_maximum": a.receive_max})
+                          replicator=a.replicator, mqtt_extra={"receive_maximum": a.receive_max})
     try:
         cpu0 = L.cpu_seconds(srv.pid)
         lg = L.loadgen(a.build, srv.port, a.messages, conns=a.publishers, qos=1, size=a.size,
@@ -68,8 +74,11 @@ def main():
     ap.add_argument("--ack-delay-ms", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--modes", default="memory_first,log,mosquitto")
+    ap.add_argument("--replicator", action="append", default=[], metavar="KEY=VALUE",
+                    help="a key of the gateway's replicator block (integer values)")
     ap.add_argument("--build", default=os.path.join(L.ROOT, "build"))
     a = ap.parse_args()
+    a.replicator = {k: int(v) for k, v in (kv.split("=", 1) for kv in a.replicator)}
     rows = []
     for i in range(a.repeats):
         for mode in a.modes.split(","):
@@ -79,7 +88,8 @@ def main():
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     print(f"\n{a.messages:,} QoS 1 messages of {a.size} B from {a.publishers} MQTT 5 publishers, at most "
-          f"{a.receive_max} in flight each; gateway wal.fsync always, mock ack delay {a.ack_delay_ms} ms\n")
+          f"{a.receive_max} in flight each; gateway wal.fsync always, mock ack delay {a.ack_delay_ms} ms"
+          f"{', replicator ' + str(a.replicator) if a.replicator else ''}\n")
     print("| server | acked/s | PUBACK p50 ms | p99 ms | server CPU us/msg | load |")
     print("|---|--:|--:|--:|--:|--:|")
     for r in rows:
