@@ -30,6 +30,9 @@ stored):
     after two kills with a refusing cluster, /stats lag_messages is the
     backlog in records (what was PUBACKed minus what the cluster stored),
     not the span of offsets with its reservation skips (2^24 a kill);
+  * on_full: block: a spill that meets the topic's bound parks (blocked,
+    spilling, nobody answered or refused) until the cluster's acks free
+    it, then every message is PUBACKed 0x00 and at the cluster in order;
   * ack received: the PUBACK does not wait for the cluster (ack delay 300
     ms, spill_after_ms 2 s -> every PUBACK under 100 ms, nothing written);
   * no disk writes while healthy: /proc/<pid>/io write_bytes over 10 s of
@@ -478,6 +481,46 @@ class StreamDown(MemoryFirst):
 
     def test_a_refusing_cluster_spills_at_once(self):
         self.check("refuse")
+
+
+class BlockAtTheBound(MemoryFirst):
+    """on_full: block with memory_first (docs/WAL.md "The memory tier", design 2.8): a spill that
+    finds the topic's bound full parks. 120 QoS 1 messages of 1,000 B are held (the cluster stores
+    them but holds its acks 3 s back), the spill after 250 ms meets the 64 KiB bound: the topic
+    stays `spilling` and `blocked`, nobody is answered or refused; the cluster's acks then free
+    it: every PUBACK 0x00, the cluster holds all 120 in order, nothing dropped or rejected."""
+    wal = ("fsync: always, segment_bytes: 16KiB, max_topic_bytes: 64KiB, min_free_bytes: 0, "
+           "memory_first: {spill_after_ms: 250}")
+    mapping = dict(MAPPING, on_full="block")
+    mock = {"ack_delay_ms": 3000}
+    N = 120
+
+    def test_a_spill_at_the_bound_parks_then_completes_when_the_cluster_acknowledges(self):
+        c = mr.Raw(self.port, timeout=10)
+        c.send(mr.connect("blk", version=5))
+        self.assertEqual(c.expect(mr.CONNACK).reason(), 0)
+        payloads = [f"blk:{i:04d}:".encode() + b"b" * 1000 for i in range(self.N)]
+        c.send(b"".join(mr.publish(MQTT_TOPIC, p, qos=1, pid=i + 1, version=5) for i, p in enumerate(payloads)))
+        t = stats_when(self.hp, lambda t: t["blocked"] and t["durability"] == "spilling",
+                       "the spill to park at the bound (blocked, spilling)")
+        self.assertEqual((t["rejected"]["full"], t["dropped"]), (0, 0), t)
+        self.assertLess(t["stored"], self.N, "not all of it in the log: the spill waits for room")
+        acks = {}
+        deadline = time.monotonic() + WAIT
+        while len(acks) < self.N:
+            self.assertLess(time.monotonic(), deadline, f"{len(acks)} PUBACKs of {self.N}")
+            p = c.expect(mr.PUBACK, WAIT)
+            acks[p.packet_id] = p.reason(5)
+        c.close()
+        self.assertEqual(set(acks), set(range(1, self.N + 1)))
+        self.assertEqual(set(acks.values()), {0}, "every message taken, none refused (0x97)")
+        wait_until(lambda: len(self.stored()) >= self.N, WAIT, "the cluster to hold all of them")
+        self.assertEqual([r["payload"].encode() for r in self.stored()], payloads, "once each, in order")
+        t = stats_when(self.hp, lambda t: not t["blocked"] and t["replicated"] == self.N and t["invariant_ok"],
+                       "unblocked, everything replicated, the invariant")
+        self.assertEqual((t["rejected"]["full"], t["dropped"], t["received"]), (0, 0, self.N), t)
+        self.assertIn("on_full: block", self.gw.log())
+        self.assertEqual(self.gw.stop(), 0, self.gw.log())
 
 
 class Shutdown(MemoryFirst):
