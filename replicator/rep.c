@@ -149,6 +149,8 @@ static int danube_setup(rep_t *r, const rep_opts_t *o, const size_t *lane_idx, c
     /* the output's rate caps: one pair of buckets over all its topics; DRR's
      * quantum is one full batch, so equal priorities alternate whole batches */
     rep__pace_init(&r->out.pace, o->max_bytes_per_s, o->max_messages_per_s, o->max_batch_bytes, tb_mono_ms());
+    atomic_store(&r->out.caps_bytes, o->max_bytes_per_s);
+    atomic_store(&r->out.caps_msgs, o->max_messages_per_s);
     r->pace_timer.cb = rep__topic_paced;
     r->ntopics = o->ntopics;
     r->topics = tb_calloc(o->ntopics ? o->ntopics : 1, sizeof *r->topics);
@@ -311,6 +313,11 @@ static void danube_stop(rep_output_t *o)
     rep__begin_stop((rep_t *)o);
 }
 
+static void danube_rates_changed(rep_output_t *o)
+{
+    rep__topic_rates_changed((rep_t *)o);
+}
+
 static int danube_reconfigure(rep_output_t *o, const rep_output_cfg_t *next)
 {
     (void)o;
@@ -432,6 +439,7 @@ const rep_output_ops_t rep__danube_ops = {
     .update_topic = danube_update_topic,
     .topic_cmd = danube_topic_cmd,
     .release_topic = danube_release_topic,
+    .rates_changed = danube_rates_changed,
 };
 
 /* ---- events -------------------------------------------------------------------------- */

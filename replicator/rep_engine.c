@@ -18,6 +18,7 @@
  */
 #include "replicator/rep_int.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,8 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
         /* every kind's pacer from its entry's caps (rep_pace.c; a kind may re-init it with its
          * own quantum: danube's is max_batch_bytes); lanes take their topic's priority */
         rep__pace_init(&ot->pace, c->max_bytes_per_s, c->max_messages_per_s, 0, tb_mono_ms());
+        atomic_store(&ot->caps_bytes, c->max_bytes_per_s);
+        atomic_store(&ot->caps_msgs, c->max_messages_per_s);
         ot->cfg.name = tb_strdup(c->name);
         ot->cfg.kind = k;
         ot->cfg.ntopics = c->ntopics;
@@ -355,8 +358,8 @@ void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)
         st->messages_resent += ls.batches_resent;
         st->throttled_ms += ls.throttled_ms;
     }
-    st->max_bytes_per_s = o->pace.bytes.rate; /* set at init, never changed after */
-    st->max_messages_per_s = o->pace.msgs.rate;
+    st->max_bytes_per_s = atomic_load(&o->caps_bytes); /* the pacer's are its thread's */
+    st->max_messages_per_s = atomic_load(&o->caps_msgs);
     if (o->ops == &rep__danube_ops) {
         rep_stats((rep_t *)o, &st->danube);
         st->state = rep_cluster_state_name(st->danube.cluster);
@@ -399,6 +402,27 @@ size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts)
             n++;
         }
     return n;
+}
+
+int rep_engine_set_rates(rep_engine_t *e, const char *name, uint64_t max_bytes_per_s, uint64_t max_messages_per_s)
+{
+    for (size_t i = 0; i < e->nouts; i++) {
+        rep_output_t *o = e->outs[i];
+        if (strcmp(o->name, name) != 0)
+            continue;
+        atomic_store(&o->caps_bytes, max_bytes_per_s);
+        atomic_store(&o->caps_msgs, max_messages_per_s);
+        if (!o->started) { /* not running yet (or never will: nothing to carry): in place */
+            rep__pace_set_rates(&o->pace, max_bytes_per_s, max_messages_per_s, tb_mono_ms());
+            return 0;
+        }
+        rep__rates_cmd_t *cmd = tb_calloc(1, sizeof *cmd);
+        *cmd = (rep__rates_cmd_t){ .cmd = { .kind = REP__CMD_RATES }, .max_bytes_per_s = max_bytes_per_s,
+                                   .max_messages_per_s = max_messages_per_s };
+        tb_mbox_push(&o->cmds, &cmd->cmd.node); /* wakes its thread */
+        return 0;
+    }
+    return -ENOENT;
 }
 
 void rep_engine_stats(rep_engine_t *e, rep_stats_t *out)

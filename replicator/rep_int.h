@@ -126,6 +126,7 @@ uint32_t rep__jitter(uint32_t ms, uint32_t pct, uint64_t *rng);
 typedef struct rep__bucket {
     uint64_t rate;               /* units per second = milli-units per ms; 0: unlimited */
     uint64_t burst;              /* milli-units: max(rate x 200 ms, the largest unit x 1000) */
+    uint64_t unit_max;           /* milli-units: the largest unit asked so far (kept across a rate change) */
     uint64_t tokens;             /* milli-units */
     uint64_t last_ms;            /* when tokens were last refilled */
 } rep__bucket_t;
@@ -157,8 +158,23 @@ typedef struct rep__pace {
 /* Rates in units per second (0: unlimited), the DRR quantum (0: 16 KiB); the buckets start full. */
 void rep__pace_init(rep__pace_t *p, uint64_t max_bytes_per_s, uint64_t max_messages_per_s, uint64_t quantum,
                     uint64_t now_ms);
+/*
+ * New rates (a reload: outputs[].max_bytes_per_s / max_messages_per_s), the
+ * output's thread. Held from now on: a bucket keeps the tokens it has up to
+ * the new burst (a bucket that was unlimited starts full, as at init); the
+ * burst still fits the largest unit seen. Lanes waiting keep their place;
+ * the caller then asks rep__pace_next (rates lifted: each waiting lane is
+ * granted at once, nothing stays parked).
+ */
+void rep__pace_set_rates(rep__pace_t *p, uint64_t max_bytes_per_s, uint64_t max_messages_per_s, uint64_t now_ms);
 /* Whether any rate is set (false: every ask is granted at once, nothing queues). */
 static inline bool rep__pace_limited(const rep__pace_t *p) { return p->bytes.rate || p->msgs.rate; }
+/* Whether a lane must ask before it sends: a cap is set, or rep__pace_next granted it a unit
+ * (caps lifted since: the grant is used up by that ask, never carried to a later cap). */
+static inline bool rep__pace_must_ask(const rep__pace_t *p, const rep__pace_lane_t *pl)
+{
+    return rep__pace_limited(p) || pl->granted;
+}
 void rep__pace_lane_init(rep__pace_lane_t *pl, uint8_t priority);
 /*
  * Asks for one unit (bytes, messages) now. true: granted (tokens taken, or
@@ -437,7 +453,7 @@ void rep__chans_free(rep_t *r);
 typedef struct rep_output rep_output_t;
 typedef struct rep__lane rep__lane_t;
 
-typedef enum { REP__CMD_KICK, REP__CMD_STOP, REP__CMD_TOPIC, REP__CMD_DL } rep__cmd_kind_t;
+typedef enum { REP__CMD_KICK, REP__CMD_STOP, REP__CMD_TOPIC, REP__CMD_DL, REP__CMD_RATES } rep__cmd_kind_t;
 
 typedef struct rep__cmd {
     tb_mnode_t node;
@@ -464,6 +480,12 @@ typedef struct rep__dl_cmd {
     uint64_t token;
     int rc;
 } rep__dl_cmd_t;
+
+/* rep_engine_set_rates: new caps for the output's pacer, applied on its thread */
+typedef struct rep__rates_cmd {
+    rep__cmd_t cmd;              /* first; kind REP__CMD_RATES */
+    uint64_t max_bytes_per_s, max_messages_per_s;
+} rep__rates_cmd_t;
 
 /* What the engine keeps of an outputs[] entry (owned); the kind's own keys
  * are read by its init from the configuration. */
@@ -534,6 +556,10 @@ typedef struct rep_output_ops {
     /* Optional, its thread: the loop's answer to a REP_EV_DEAD_LETTER this output posted (owns
      * cmd). NULL: the kind posts none (danube answers through its topic, rep_poison.c). */
     void (*dl_answer)(rep_output_t *o, rep__dl_cmd_t *cmd);
+    /* Optional, its thread: o->pace's rates were changed (rep_engine_set_rates): what waits on
+     * the pacer is looked at again (Danube: its pace timer). NULL: the kind asks the pacer at
+     * each turn of its loop anyway (the mqtt and sparkplug lanes). */
+    void (*rates_changed)(rep_output_t *o);
 } rep_output_ops_t;
 
 extern const rep_output_ops_t rep__danube_ops;
@@ -552,6 +578,7 @@ struct rep_output {
     size_t nlanes;               /* the length of lanes: the engine's topic capacity (max_topics) */
     tb_mbox_t cmds;              /* -> its thread; wake-up = ops->wake */
     rep__pace_t pace;            /* its rate caps and priorities (rep_pace.c); its thread's */
+    _Atomic uint64_t caps_bytes, caps_msgs; /* the caps in force, for the stats (any thread) */
     rep__cmd_t stop_cmd;
     tb_mbox_t events;            /* -> the loop (the engine's notify) */
     pthread_t thread;
@@ -679,6 +706,8 @@ void rep__topic_grace_over(rep_t *r, rep__topic_t *t);    /* cancel whatever is 
 void rep__topic_release(rep_t *r, rep__topic_t *t);
 void rep__topic_free(rep__topic_t *t);
 void rep__topic_publish(rep_t *r, rep__topic_t *t);       /* refresh t->lane.pub */
+/* Its thread: the pacer's rates changed (a reload): the pace timer re-armed for the head's new wait */
+void rep__topic_rates_changed(rep_t *r);
 /* r->pace_timer's callback: tokens are back; the lanes the pacer grants are pumped */
 void rep__topic_paced(rep_t *r, rep__timer_t *tm);
 /* called by rep_stream.c */

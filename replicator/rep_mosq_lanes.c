@@ -425,7 +425,7 @@ static int take(rep__mlanes_t *s, rep__mlane_t *ml, wal_record_t *rec)
         return 0;
     }
     rep_output_t *o = s->o;
-    if (rep__pace_limited(&o->pace) && !rep__pace_ask(&o->pace, &l->pace, u.bytes, 1, tb_mono_ms())) {
+    if (rep__pace_must_ask(&o->pace, &l->pace) && !rep__pace_ask(&o->pace, &l->pace, u.bytes, 1, tb_mono_ms())) {
         if (s->ops->unbuild)
             s->ops->unbuild(s->kind, ml);
         l->src.has_held = true; /* rep__lane_next peeked it: read again next time */
@@ -541,7 +541,7 @@ int rep__mlanes_turn(rep__mlanes_t *s, rep_mosq_state_t state, uint64_t now)
     bool changed = state != s->seen;
     s->seen = state;
     int wish = -1;
-    if (rep__pace_limited(&s->o->pace)) {
+    if (rep__pace_limited(&s->o->pace) || s->o->pace.waiting) { /* caps lifted by a reload: the waiting go now */
         uint64_t wait = UINT64_MAX;
         rep__pace_lane_t *pl;
         while ((pl = rep__pace_next(&s->o->pace, now, &wait)))

@@ -124,6 +124,14 @@ void rep__output_drain(rep_output_t *o)
             release(o, (rep__topic_cmd_t *)cmd);
         } else if (cmd->kind == REP__CMD_TOPIC) {
             o->ops->topic_cmd(o, (rep__topic_cmd_t *)cmd);
+        } else if (cmd->kind == REP__CMD_RATES) {
+            rep__rates_cmd_t *rc = (rep__rates_cmd_t *)cmd;
+            rep__pace_set_rates(&o->pace, rc->max_bytes_per_s, rc->max_messages_per_s, tb_mono_ms());
+            tb_info("replicator: rate caps applied", TB_S("output", o->name),
+                    TB_U("max_bytes_per_s", rc->max_bytes_per_s), TB_U("max_messages_per_s", rc->max_messages_per_s));
+            free(cmd);
+            if (o->ops->rates_changed)
+                o->ops->rates_changed(o);
         } else if (cmd->kind == REP__CMD_DL) {
             if (o->ops->dl_answer)
                 o->ops->dl_answer(o, (rep__dl_cmd_t *)cmd);
@@ -149,6 +157,8 @@ void rep__output_free(rep_output_t *o)
         rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
         if (cmd->kind == REP__CMD_TOPIC) {
             free(((rep__topic_cmd_t *)cmd)->subject);
+            free(cmd);
+        } else if (cmd->kind == REP__CMD_RATES) {
             free(cmd);
         } else if (cmd->kind == REP__CMD_DL) {
             free(cmd); /* the record stays in the log past the checkpoint: read again at the next start */

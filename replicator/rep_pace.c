@@ -38,6 +38,7 @@ static void bucket_init(rep__bucket_t *b, uint64_t rate, uint64_t now_ms)
 {
     b->rate = rate;
     b->burst = rate * REP__PACE_BURST_MS; /* rate per s = milli-units per ms: x 200 ms */
+    b->unit_max = 0;
     b->tokens = b->burst;
     b->last_ms = now_ms;
 }
@@ -60,9 +61,13 @@ static void refill(rep__bucket_t *b, uint64_t now_ms)
 
 static void bucket_saw(rep__bucket_t *b, uint32_t units)
 {
-    if (b->rate && (uint64_t)units * MILLI > b->burst)
-        b->burst = (uint64_t)units * MILLI; /* the largest unit so far still fits, alone */
+    uint64_t need = (uint64_t)units * MILLI;
+    if (need > b->unit_max)
+        b->unit_max = need;
+    if (b->rate && need > b->burst)
+        b->burst = need; /* the largest unit so far still fits, alone */
 }
+
 
 /* ms until b holds `units` (0: now); b refilled to now. */
 static uint64_t bucket_wait(const rep__bucket_t *b, uint32_t units)
@@ -81,6 +86,21 @@ static void bucket_take(rep__bucket_t *b, uint32_t units)
         return;
     uint64_t need = (uint64_t)units * MILLI;
     b->tokens = b->tokens > need ? b->tokens - need : 0;
+}
+
+/* refilled at the old rate up to now, the new rate from now on (rep__pace_set_rates) */
+static void bucket_set_rate(rep__bucket_t *b, uint64_t rate, uint64_t now_ms)
+{
+    if (rate == b->rate)
+        return;
+    bool was_unlimited = !b->rate;
+    refill(b, now_ms);
+    b->rate = rate;
+    b->last_ms = now_ms;
+    b->burst = TB_MAX(rate * REP__PACE_BURST_MS, rate ? b->unit_max : 0);
+    /* from unlimited: full, as at init; else what it held, within the new burst (a lower
+     * cap does not let the old burst go at once; a higher one earns its tokens) */
+    b->tokens = was_unlimited ? b->burst : TB_MIN(b->tokens, b->burst);
 }
 
 /* ---- classes: intrusive rings ------------------------------------------------------ */
@@ -239,15 +259,24 @@ void rep__pace_lane_init(rep__pace_lane_t *pl, uint8_t priority)
     pl->priority = priority;
 }
 
+void rep__pace_set_rates(rep__pace_t *p, uint64_t max_bytes_per_s, uint64_t max_messages_per_s, uint64_t now_ms)
+{
+    bucket_set_rate(&p->bytes, max_bytes_per_s, now_ms);
+    bucket_set_rate(&p->msgs, max_messages_per_s, now_ms);
+}
+
 bool rep__pace_ask(rep__pace_t *p, rep__pace_lane_t *pl, uint32_t bytes, uint32_t msgs, uint64_t now_ms)
 {
-    if (!rep__pace_limited(p)) {
-        pl->granted_units++;
-        pl->granted_bytes += bytes;
+    if (pl->granted) { /* rep__pace_next took this unit's tokens (first: caps lifted since, the grant
+                          is used here and not carried to the next unit under a later cap) */
+        pl->granted = false;
         return true;
     }
-    if (pl->granted) { /* rep__pace_next took this unit's tokens */
-        pl->granted = false;
+    if (!rep__pace_limited(p)) {
+        if (pl->in_ring || pl->waiting) /* it waited when the caps were lifted: it waits no more */
+            rep__pace_leave(p, pl, now_ms);
+        pl->granted_units++;
+        pl->granted_bytes += bytes;
         return true;
     }
     bucket_saw(&p->bytes, bytes);

@@ -512,7 +512,7 @@ static void arm_pace_timer(rep_t *r, uint64_t now)
 
 static bool paced(rep_t *r, rep__topic_t *t, const rep__batch_t *b)
 {
-    if (!rep__pace_limited(&r->out.pace))
+    if (!rep__pace_must_ask(&r->out.pace, &t->lane.pace))
         return true;
     uint64_t now = tb_mono_ms();
     uint32_t bytes = b->len > UINT32_MAX ? UINT32_MAX : (uint32_t)b->len;
@@ -520,6 +520,11 @@ static bool paced(rep_t *r, rep__topic_t *t, const rep__batch_t *b)
         return true;
     arm_pace_timer(r, now);
     return false;
+}
+
+void rep__topic_rates_changed(rep_t *r)
+{
+    arm_pace_timer(r, tb_mono_ms()); /* the head's wait under the new rates (0 with them lifted) */
 }
 
 void rep__topic_paced(rep_t *r, rep__timer_t *tm)

@@ -549,6 +549,11 @@ bool rep_engine_paused(const rep_engine_t *e, size_t topic);
  * Returns the outputs it applies to (the danube ones). */
 size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
 
+/* outputs[NAME].max_bytes_per_s / max_messages_per_s from a reload (loop thread): the output's
+ * pacer takes them on its thread and holds them from then on (rep__pace_set_rates); 0 lifts a
+ * cap. /stats shows them at once. 0, or -ENOENT when no output has that name. */
+int rep_engine_set_rates(rep_engine_t *e, const char *name, uint64_t max_bytes_per_s, uint64_t max_messages_per_s);
+
 const char *rep_cluster_state_name(rep_cluster_state_t s);
 const char *rep_reg_state_name(rep_reg_state_t s);
 const char *rep_topic_state_name(rep_topic_state_t s);

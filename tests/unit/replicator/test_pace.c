@@ -396,3 +396,86 @@ Test(pace, many_lanes_of_one_class_take_turns_one_unit_each)
     free(got);
     free(l);
 }
+
+static size_t sends_between(uint64_t a, uint64_t b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nsends; i++)
+        n += sends[i].t >= a && sends[i].t < b ? sends[i].msgs : 0;
+    return n;
+}
+
+/* A reload changes the caps in the middle of a backlog (rep__pace_set_rates):
+ * 100 msg/s, then 300, then lifted, then capped again. Each is held over
+ * every 10 s window from the change on (within 5%, the issue's bound); lifted,
+ * the waiting lane goes at once and nothing stays parked. */
+Test(pace, rates_changed_mid_drain_are_held_from_then_on)
+{
+    sim_t *s = tb_calloc(1, sizeof *s);
+    sim_init(s, 0, 100, 0);
+    lane_t *a = add_lane(s, 0);
+    uint64_t t0 = s->now;
+    add_units(s, a, 30000, 100, 1, t0);
+    run(s, t0 + 20000);
+    size_t first = sends_between(t0 + 10000, t0 + 20000);
+    cr_assert(first >= 950 && first <= 1050, "100 msg/s: %zu in 10 s", first);
+    rep__pace_set_rates(&s->p, 0, 300, s->now);
+    run(s, t0 + 40000);
+    for (uint64_t w = 20000; w < 40000; w += 10000) {
+        size_t n = sends_between(t0 + w, t0 + w + 10000);
+        cr_assert(n >= 2850 && n <= 3150, "300 msg/s from the change on: %zu in [%llu, +10 s)", n,
+                  (unsigned long long)w);
+    }
+    cr_assert(a->asked, "the lane waits for the pacer");
+    rep__pace_set_rates(&s->p, 0, 0, s->now);
+    cr_assert_not(rep__pace_limited(&s->p));
+    cr_assert_eq(rep__pace_wait(&s->p, s->now), 0, "lifted: the waiting lane can go now");
+    run(s, s->now);
+    cr_assert_eq(a->next, a->n, "lifted: the whole backlog went at once (%zu of %zu)", a->next, a->n);
+    cr_assert_eq(s->p.waiting, 0);
+    free(s);
+}
+
+/* A grant rep__pace_next made just before the caps were lifted is used by the
+ * lane's next ask (rep__pace_must_ask) and never carried to a cap set later. */
+Test(pace, a_grant_made_before_the_caps_were_lifted_is_not_carried_to_the_next_cap)
+{
+    rep__pace_t p;
+    uint64_t now = 1000;
+    rep__pace_init(&p, 0, 10, 0, now); /* 10 msg/s: a burst of 2 */
+    rep__pace_lane_t l;
+    rep__pace_lane_init(&l, 0);
+    int went = 0;
+    while (rep__pace_ask(&p, &l, 10, 1, now))
+        went++;
+    cr_assert_eq(went, 2);
+    uint64_t wait;
+    cr_assert_null(rep__pace_next(&p, now, &wait));
+    now += wait;
+    cr_assert_eq(rep__pace_next(&p, now, &wait), &l);
+    rep__pace_set_rates(&p, 0, 0, now); /* the reload lands before the lane is pumped */
+    cr_assert(rep__pace_must_ask(&p, &l), "the grant is still to be used");
+    cr_assert(rep__pace_ask(&p, &l, 10, 1, now));
+    cr_assert_not(rep__pace_must_ask(&p, &l));
+    rep__pace_set_rates(&p, 0, 10, now); /* capped again: starts full, as at init */
+    went = 0;
+    while (rep__pace_ask(&p, &l, 10, 1, now))
+        went++;
+    cr_assert_eq(went, 2, "the bucket's burst and no stray grant: %d", went);
+}
+
+/* A unit larger than the new burst still goes after a change (the burst keeps fitting the
+ * largest unit seen). */
+Test(pace, a_large_unit_waiting_through_a_rate_change_still_goes)
+{
+    sim_t *s = tb_calloc(1, sizeof *s);
+    sim_init(s, 1000, 0, 0);
+    lane_t *a = add_lane(s, 0);
+    add_units(s, a, 3, 5000, 1, s->now);
+    run(s, s->now + 2000);
+    cr_assert_lt(a->next, a->n);
+    rep__pace_set_rates(&s->p, 2000, 0, s->now);
+    run(s, UINT64_MAX);
+    cr_assert_eq(a->next, a->n, "%zu of %zu", a->next, a->n);
+    free(s);
+}
