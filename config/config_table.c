@@ -407,14 +407,15 @@ const cfg__key_t cfg__output_keys[] = {
       "mqtt, sparkplug: a file whose first line is the password; read at start, never logged."),
     O("max_inflight", CFG__U32, max_inflight, "100", 1, 65535, NULL, KM | KS,
       "mqtt, sparkplug: messages sent and not yet acknowledged (confirmed), at most."),
-    O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL,
+    O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL | RL,
       "Bytes per second the output may send, as the link carries them before TLS (danube: each encoded "
       "ReplicateBatch; mqtt: each PUBLISH packet; sparkplug: each record's stored payload, births never "
-      "counted), over all its topics: a token bucket with a burst of 200 ms (or the largest unit); 0: no cap."),
-    O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL,
+      "counted), over all its topics: a token bucket with a burst of 200 ms (or the largest unit); 0: no cap. "
+      "A reload applies it to the running output, held from then on."),
+    O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL | RL,
       "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes; "
       "sparkplug: records, packed into NDATA/DDATA, births never counted), over all its topics; 0: no cap. "
-      "With either cap, higher mapping priorities drain first."),
+      "With either cap, higher mapping priorities drain first. A reload applies it to the running output."),
     O("group_id", CFG__STR, group_id, "", 0, 256, NULL, KS,
       "sparkplug (required): the Sparkplug group id (no +, /, #)."),
     O("edge_node_id", CFG__STR, edge_node_id, "", 0, 256, NULL, KS,

@@ -146,6 +146,28 @@ static bool apply_retire(reload_t *r, const char *key)
     return true;
 }
 
+/* outputs[NAME].max_bytes_per_s / max_messages_per_s: the running output's pacer takes both
+ * (rep_engine_set_rates, on its thread), held from then on; nothing is dropped or resent. */
+static bool apply_output_rates(reload_t *r, const char *key)
+{
+    const char *open = strchr(key, '['), *close = open ? strchr(open, ']') : NULL;
+    if (!close)
+        return false;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(close - open - 1), open + 1);
+    const cfg_output_t *oc = NULL;
+    for (size_t i = 0; i < r->next->noutputs; i++)
+        if (strcmp(r->next->outputs[i].name, name) == 0)
+            oc = &r->next->outputs[i];
+    rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
+    if (!oc || (e && rep_engine_set_rates(e, name, oc->max_bytes_per_s, oc->max_messages_per_s) < 0))
+        return false; /* not an output that runs (the boot's outputs only): a restart */
+    tb_info("reload: output rate caps applied", TB_S("output", name), TB_S("key", key),
+            TB_U("max_bytes_per_s", oc->max_bytes_per_s), TB_U("max_messages_per_s", oc->max_messages_per_s));
+    r->applied++;
+    return true;
+}
+
 /* fnmatch patterns over cfg_diff's paths (a backslash makes a bracket literal). */
 static const struct {
     const char *pattern;
@@ -163,6 +185,8 @@ static const struct {
     { "mqtt.listeners\\[*\\].tls.*", apply_listener_tls },
     { "replicator.max_attempts", apply_max_attempts },
     { "wal.retire", apply_retire },
+    { "outputs\\[*\\].max_bytes_per_s", apply_output_rates },
+    { "outputs\\[*\\].max_messages_per_s", apply_output_rates },
 };
 
 /* tls.* keys a reload does not apply: read when a connection is accepted

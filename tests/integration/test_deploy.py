@@ -487,6 +487,14 @@ class HelmChart(unittest.TestCase):
             self.assertEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": same}}}))
         self.assertNotEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": durable}}}))
         self.assertEqual(self.checksum({}), self.checksum({"config": {"log": {"level": "debug"}}}))
+        # an output's rate caps reload live (the pacer takes them); its other keys roll the pod
+
+        def outputs(**kw):
+            return {"config": {"outputs": [{"name": "danube", "kind": "danube"},
+                                           dict({"name": "central", "kind": "mqtt", "broker": "m:1883"}, **kw)]}}
+        self.assertEqual(self.checksum(outputs(max_bytes_per_s=1000, max_messages_per_s=10)),
+                         self.checksum(outputs(max_bytes_per_s=5000, max_messages_per_s=0)))
+        self.assertNotEqual(self.checksum(outputs(qos=1)), self.checksum(outputs(qos=2)))
 
     def test_the_pdb_and_the_servicemonitor_are_optional(self):
         objects = self.render()

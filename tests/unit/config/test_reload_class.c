@@ -54,10 +54,10 @@ Test(reload_class, every_key_has_a_class_and_live_ones_are_few)
     while (cfg_key_at(ntop, &top))
         ntop++;
     cr_assert_gt(n, ntop, "the list entries' keys are listed too");
-    cr_assert_eq(live, 37, "the live keys today: 7 auth.*, http.auth_token_file, http.admin_token_file, "
+    cr_assert_eq(live, 39, "the live keys today: 7 auth.*, http.auth_token_file, http.admin_token_file, "
                            "6 http.tls.*, 2 log.*, 7 listener tls.*, mqtt.unmatched, mqtt.topic_mappings and 9 "
-                           "of its keys (all but priority and durability), replicator.max_attempts, wal.retire "
-                           "(%zu)", live);
+                           "of its keys (all but priority and durability), replicator.max_attempts, wal.retire, "
+                           "outputs[].max_bytes_per_s and max_messages_per_s (%zu)", live);
 }
 
 Test(reload_class, known_keys)
@@ -74,6 +74,7 @@ Test(reload_class, known_keys)
         "mqtt.topic_mappings[1].extract_attributes", "mqtt.topic_mappings[1].capture_values",
         "mqtt.topic_mappings[1].encoding", "mqtt.unmatched", "replicator.max_attempts",
         "wal.retire", /* read at each retiring topic's next step (gateway/retire.c) */
+        "outputs[central].max_bytes_per_s", "outputs[danube].max_messages_per_s", /* the pacer's caps */
     };
     static const char *const restart[] = {
         "edge.edge_name", "edge.cluster_url", "edge.token", "edge.tls.ca_file", "mqtt.listener", "mqtt.listeners",

@@ -104,6 +104,11 @@ HTTP
 {{- /* live keys of other sections: a reload applies them */ -}}
 {{- if kindIs "map" $c.replicator -}}{{- $_ := unset $c.replicator "max_attempts" -}}{{- end -}}
 {{- if kindIs "map" $c.wal -}}{{- $_ := unset $c.wal "retire" -}}{{- end -}}
+{{- if kindIs "slice" $c.outputs -}}
+{{- range $o := $c.outputs -}}
+{{- if kindIs "map" $o -}}{{- $_ := unset $o "max_bytes_per_s" -}}{{- $_ := unset $o "max_messages_per_s" -}}{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $c -}}
 {{- end -}}
 
