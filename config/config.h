@@ -268,6 +268,7 @@ typedef struct cfg {
         int level;   /* tb_log_level_t */
         int format;  /* tb_log_format_t */
     } log;
+    unsigned refs_;  /* cfg_ref's extra owners (0: one owner); cfg_free frees at the last */
 } cfg_t;
 
 /*
@@ -307,6 +308,10 @@ int cfg_load_string_ex(const char *name, const char *yaml, size_t len, char *con
  * parts that are absent left out, as cfg_load prints them). */
 void cfg_err_set(cfg_err_t *e, const char *file, int line, int column, const char *key, const char *message);
 void cfg_free(cfg_t *cfg);
+/* One more owner of cfg (any thread): each cfg_ref is paired with a cfg_free, and the last
+ * cfg_free frees it. For a holder that outlives the caller's copy (an output added at a
+ * reload whose start waits for the old one's stop, rep_engine_add_output). */
+cfg_t *cfg_ref(const cfg_t *cfg);
 
 /*
  * Every key's default from the table, as typed values: the one source for

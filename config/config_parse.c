@@ -1053,10 +1053,21 @@ static void free_listener(cfg_listener_t *l)
     }
 }
 
+cfg_t *cfg_ref(const cfg_t *cfg)
+{
+    cfg_t *c = (cfg_t *)cfg;
+    __atomic_add_fetch(&c->refs_, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
 void cfg_free(cfg_t *cfg)
 {
     if (!cfg)
         return;
+    unsigned refs = __atomic_load_n(&cfg->refs_, __ATOMIC_ACQUIRE);
+    while (refs) /* another owner remains: one fewer */
+        if (__atomic_compare_exchange_n(&cfg->refs_, &refs, refs - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
     for (size_t i = 0; i < cfg__nkeys; i++) {
         const cfg__key_t *k = &cfg__keys[i];
         if (k->type == CFG__STR || k->type == CFG__ADDR || k->type == CFG__URL)

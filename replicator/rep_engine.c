@@ -50,6 +50,52 @@ static char *dup_or_null(const char *s)
     return s ? tb_strdup(s) : NULL;
 }
 
+/* Output c of cfg, appended to e->outs once its init succeeded (init: its files, templates and
+ * lanes, their cursors opened; nothing on the network). 0 or < 0 with err. */
+static int make_output(rep_engine_t *e, const cfg_t *cfg, const cfg_output_t *c, char *err, size_t errlen)
+{
+    rep_kind_t k = kind_of(c->kind);
+    const rep_output_ops_t *ops = rep__kinds[k];
+    if (!ops) {
+        snprintf(err, errlen, "outputs[%s].kind: %s is not implemented in this build", c->name, rep_kind_name(k));
+        return TB_ECONFIG;
+    }
+    if (e->nouts >= e->outs_cap) {
+        snprintf(err, errlen, "outputs[%s]: more than %zu outputs added since the start: restart to add it",
+                 c->name, (size_t)REP__RUNTIME_OUTPUTS);
+        return TB_EFULL;
+    }
+    uint16_t id;
+    int rc = wal_output_id(e->wal, c->name, &id);
+    if (rc < 0) {
+        snprintf(err, errlen, "outputs[%s]: cannot record the output in the log: %s", c->name, tb_strerror(rc));
+        return rc;
+    }
+    rep_output_t *ot = tb_calloc(1, ops->size);
+    rep__output_base_init(ot, ops, e, (uint16_t)e->nouts, c->name, e->cap, e->notify, e->notify_arg);
+    ot->wal_id = id;
+    ot->stall_after_ms = cfg->health.stall_after_ms;
+    /* every kind's pacer from its entry's caps (rep_pace.c; a kind may re-init it with its
+     * own quantum: danube's is max_batch_bytes); lanes take their topic's priority */
+    rep__pace_init(&ot->pace, c->max_bytes_per_s, c->max_messages_per_s, 0, tb_mono_ms());
+    atomic_store(&ot->caps_bytes, c->max_bytes_per_s);
+    atomic_store(&ot->caps_msgs, c->max_messages_per_s);
+    ot->cfg.name = tb_strdup(c->name);
+    ot->cfg.kind = k;
+    ot->cfg.ntopics = c->ntopics;
+    ot->cfg.topics = tb_calloc(c->ntopics + 1, sizeof *ot->cfg.topics);
+    for (size_t f = 0; f < c->ntopics; f++)
+        ot->cfg.topics[f] = tb_strdup(c->topics[f]);
+    rc = ops->init(ot, cfg, err, errlen);
+    if (rc < 0) {
+        rep__output_free(ot); /* not started: fini undoes what init made */
+        return rc;
+    }
+    e->outs[e->nouts] = ot;
+    __atomic_store_n(&e->nouts, e->nouts + 1, __ATOMIC_RELEASE); /* kicks from other threads see it whole */
+    return 0;
+}
+
 int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -72,40 +118,10 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
         e->topics[i].name = tb_strdup(o->topics[i].name);
         e->topics[i].schema_subject = dup_or_null(o->topics[i].schema_subject);
     }
-    e->outs = tb_calloc(cfg->noutputs + 1, sizeof *e->outs);
+    e->outs_cap = cfg->noutputs + REP__RUNTIME_OUTPUTS;
+    e->outs = tb_calloc(e->outs_cap, sizeof *e->outs);
     for (size_t i = 0; i < cfg->noutputs; i++) {
-        const cfg_output_t *c = &cfg->outputs[i];
-        rep_kind_t k = kind_of(c->kind);
-        const rep_output_ops_t *ops = rep__kinds[k];
-        if (!ops) {
-            snprintf(err, errlen, "outputs[%s].kind: %s is not implemented in this build", c->name, rep_kind_name(k));
-            rep_engine_free(e);
-            return TB_ECONFIG;
-        }
-        uint16_t id;
-        int rc = wal_output_id(e->wal, c->name, &id);
-        if (rc < 0) {
-            snprintf(err, errlen, "outputs[%s]: cannot record the output in the log: %s", c->name, tb_strerror(rc));
-            rep_engine_free(e);
-            return rc;
-        }
-        rep_output_t *ot = tb_calloc(1, ops->size);
-        rep__output_base_init(ot, ops, e, (uint16_t)i, c->name, e->cap, e->notify, e->notify_arg);
-        ot->wal_id = id;
-        ot->stall_after_ms = cfg->health.stall_after_ms;
-        /* every kind's pacer from its entry's caps (rep_pace.c; a kind may re-init it with its
-         * own quantum: danube's is max_batch_bytes); lanes take their topic's priority */
-        rep__pace_init(&ot->pace, c->max_bytes_per_s, c->max_messages_per_s, 0, tb_mono_ms());
-        atomic_store(&ot->caps_bytes, c->max_bytes_per_s);
-        atomic_store(&ot->caps_msgs, c->max_messages_per_s);
-        ot->cfg.name = tb_strdup(c->name);
-        ot->cfg.kind = k;
-        ot->cfg.ntopics = c->ntopics;
-        ot->cfg.topics = tb_calloc(c->ntopics + 1, sizeof *ot->cfg.topics);
-        for (size_t f = 0; f < c->ntopics; f++)
-            ot->cfg.topics[f] = tb_strdup(c->topics[f]);
-        e->outs[e->nouts++] = ot;
-        rc = ops->init(ot, cfg, err, errlen);
+        int rc = make_output(e, cfg, &cfg->outputs[i], err, errlen);
         if (rc < 0) {
             rep_engine_free(e);
             return rc;
@@ -136,8 +152,135 @@ void rep_engine_kick(rep_engine_t *e, size_t topic)
 {
     if (!e)
         return;
+    size_t n = __atomic_load_n(&e->nouts, __ATOMIC_ACQUIRE); /* an output added by a reload */
+    for (size_t i = 0; i < n; i++)
+        if (atomic_load(&e->outs[i]->life) == REP__OUT_RUNNING)
+            rep__output_kick(e->outs[i], topic);
+}
+
+/* ---- outputs at run time (a reload: OUTPUTS.md 3.4) ------------------------------------ */
+
+static void removed(rep_engine_t *e, rep_output_t *o);
+
+static rep_output_t *alive(rep_engine_t *e, const char *name)
+{
     for (size_t i = 0; i < e->nouts; i++)
-        rep__output_kick(e->outs[i], topic);
+        if (atomic_load(&e->outs[i]->life) != REP__OUT_REMOVED && strcmp(e->outs[i]->name, name) == 0)
+            return e->outs[i];
+    return NULL;
+}
+
+static int start_added(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen)
+{
+    const cfg_output_t *c = NULL;
+    for (size_t i = 0; i < cfg->noutputs; i++)
+        if (strcmp(cfg->outputs[i].name, name) == 0)
+            c = &cfg->outputs[i];
+    if (!c) {
+        snprintf(err, errlen, "outputs[%s]: not in the configuration", name);
+        return TB_ECONFIG;
+    }
+    int rc = make_output(e, cfg, c, err, errlen);
+    if (rc < 0)
+        return rc;
+    rep_output_t *o = e->outs[e->nouts - 1];
+    rc = rep__output_start(o);
+    if (rc < 0) {
+        snprintf(err, errlen, "outputs[%s]: its thread: %s", name, tb_strerror(rc));
+        atomic_store(&o->life, REP__OUT_REMOVED); /* never ran: its lanes' cursors close at the engine's free */
+        o->stopped_seen = true;
+        e->nstopped++; /* no REP_EV_STOPPED will come from it (the loop thread's count, as take_events') */
+        return rc;
+    }
+    for (size_t t = 0; t < e->ntopics; t++)
+        rep__output_kick(o, t); /* what waits in the log for it: from its checkpoint + 1 */
+    tb_info("replicator: output added at run time", TB_S("output", name), TB_S("kind", rep_kind_name(o->ops->kind)),
+            TB_U("topics", o->cfg.ntopics ? o->cfg.ntopics : 0));
+    return 0;
+}
+
+int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen)
+{
+    *err = '\0';
+    if (!e->started || atomic_load(&e->stop_asked)) {
+        snprintf(err, errlen, "outputs[%s]: the replicator is not running", name);
+        return TB_ECLOSED;
+    }
+    for (size_t i = 0; i < cfg->noutputs; i++)
+        if (strcmp(cfg->outputs[i].name, name) == 0 && cfg->outputs[i].kind == CFG_OUTPUT_DANUBE) {
+            snprintf(err, errlen, "outputs[%s]: a danube output is added by a restart", name);
+            return TB_EUNSUPPORTED;
+        }
+    rep_output_t *old = alive(e, name);
+    if (old && atomic_load(&old->life) == REP__OUT_RUNNING) {
+        snprintf(err, errlen, "outputs[%s]: it runs already", name);
+        return TB_EINVALID;
+    }
+    if (old) { /* REMOVING: its cursors are still open; this one starts once it stopped */
+        for (size_t i = 0; i < e->npending; i++)
+            if (strcmp(e->pending[i].name, name) == 0) {
+                cfg_free(e->pending[i].cfg);
+                e->pending[i].cfg = cfg_ref(cfg);
+                return 1;
+            }
+        e->pending = tb_realloc(e->pending, (e->npending + 1) * sizeof *e->pending);
+        e->pending[e->npending++] = (struct rep__pending_add){ .name = tb_strdup(name), .cfg = cfg_ref(cfg) };
+        return 1;
+    }
+    return start_added(e, cfg, name, err, errlen);
+}
+
+int rep_engine_remove_output(rep_engine_t *e, const char *name)
+{
+    for (size_t i = 0; i < e->npending; i++) /* an add still waiting for this name is given up */
+        if (strcmp(e->pending[i].name, name) == 0) {
+            free(e->pending[i].name);
+            cfg_free(e->pending[i].cfg);
+            e->pending[i] = e->pending[--e->npending];
+            break;
+        }
+    rep_output_t *o = alive(e, name);
+    if (!o)
+        return -ENOENT;
+    if (o->ops->kind == REP_KIND_DANUBE)
+        return TB_EUNSUPPORTED;
+    int expect = REP__OUT_RUNNING;
+    if (!atomic_compare_exchange_strong(&o->life, &expect, REP__OUT_REMOVING))
+        return 0; /* removing already */
+    tb_info("replicator: output removed at run time: it drains what is in flight, its checkpoints are kept",
+            TB_S("output", name));
+    if (o->stopped_seen) { /* its thread ended already (it carried nothing): nothing to wait for */
+        pthread_mutex_lock(&e->ev_mu);
+        removed(e, o);
+        pthread_mutex_unlock(&e->ev_mu);
+        return 0;
+    }
+    rep__output_stop(o);
+    return 0;
+}
+
+/* Its REP_EV_STOPPED came (take_events): joined, lanes released, and an add that waited for the
+ * name started. */
+static void removed(rep_engine_t *e, rep_output_t *o)
+{
+    if (o->started)
+        rep__output_retire(o);
+    else
+        atomic_store(&o->life, REP__OUT_REMOVED);
+    tb_info("replicator: removed output stopped; its cursors are parked", TB_S("output", o->name));
+    for (size_t i = 0; i < e->npending; i++) {
+        if (strcmp(e->pending[i].name, o->name) != 0)
+            continue;
+        struct rep__pending_add p = e->pending[i];
+        e->pending[i] = e->pending[--e->npending];
+        char err[512];
+        if (!atomic_load(&e->stop_asked) && start_added(e, p.cfg, p.name, err, sizeof err) < 0)
+            tb_error("replicator: the output could not start again after its change; a reload or a restart "
+                     "retries it", TB_S("output", p.name), TB_S("error", err));
+        free(p.name);
+        cfg_free(p.cfg);
+        break;
+    }
 }
 
 void rep_engine_dead_letter_done(rep_engine_t *e, uint16_t output, size_t topic, uint64_t token, int rc)
@@ -176,6 +319,11 @@ void rep_engine_free(rep_engine_t *e)
     for (size_t i = 0; i < e->nouts; i++)
         rep__output_free(e->outs[i]); /* joins; lanes close their readers and cursors */
     free(e->outs);
+    for (size_t i = 0; i < e->npending; i++) {
+        free(e->pending[i].name);
+        cfg_free(e->pending[i].cfg);
+    }
+    free(e->pending);
     for (size_t i = 0; i < e->ntopics; i++) {
         free((char *)e->topics[i].name);
         free((char *)e->topics[i].schema_subject);
@@ -195,7 +343,15 @@ rep_event_t *rep_engine_take_events(rep_engine_t *e)
             rep_event_t *ev = TB_CONTAINER_OF(n, rep_event_t, node);
             if (ev->kind == REP_EV_STOPPED) {
                 e->nstopped++;
+                e->outs[i]->stopped_seen = true;
                 rep_event_free(ev);
+                if (atomic_load(&e->outs[i]->life) == REP__OUT_REMOVING) {
+                    removed(e, e->outs[i]); /* may post its lanes' releases and append an output */
+                    tb_mnode_t **end = &next; /* its last words: the releases it answered now */
+                    while (*end)
+                        end = &(*end)->next;
+                    *end = tb_mbox_take(&e->outs[i]->events);
+                }
                 continue;
             }
             n->next = NULL;
@@ -221,8 +377,8 @@ static int give_lanes(rep_engine_t *e, size_t topic, const rep_topic_spec_t *spe
     int first = 0;
     for (size_t i = 0; i < e->nouts; i++) {
         rep_output_t *o = e->outs[i];
-        if (!rep__output_wants(o, spec->name))
-            continue;
+        if (atomic_load(&o->life) != REP__OUT_RUNNING || !rep__output_wants(o, spec->name))
+            continue; /* one being removed gets no new lane */
         int rc = o->ops->add_topic ? o->ops->add_topic(o, topic, spec) : TB_EUNSUPPORTED;
         if (rc < 0 && !first) {
             first = rc;
@@ -330,6 +486,7 @@ void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info)
     info->name = o->name;
     info->kind = o->ops->kind;
     info->topics = carried(o);
+    info->removed = atomic_load(&o->life) != REP__OUT_RUNNING;
 }
 
 bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic)
@@ -380,7 +537,7 @@ void rep_lane_stats(rep_engine_t *e, size_t out, size_t topic, rep_topic_stats_t
 size_t rep_engine_primary(const rep_engine_t *e, size_t topic)
 {
     for (size_t i = 0; i < e->nouts; i++)
-        if (rep_output_carries(e, i, topic))
+        if (atomic_load(&e->outs[i]->life) == REP__OUT_RUNNING && rep_output_carries(e, i, topic))
             return i;
     return SIZE_MAX;
 }
@@ -408,7 +565,7 @@ int rep_engine_set_rates(rep_engine_t *e, const char *name, uint64_t max_bytes_p
 {
     for (size_t i = 0; i < e->nouts; i++) {
         rep_output_t *o = e->outs[i];
-        if (strcmp(o->name, name) != 0)
+        if (atomic_load(&o->life) != REP__OUT_RUNNING || strcmp(o->name, name) != 0)
             continue;
         atomic_store(&o->caps_bytes, max_bytes_per_s);
         atomic_store(&o->caps_msgs, max_messages_per_s);

@@ -566,6 +566,9 @@ extern const rep_output_ops_t rep__danube_ops;
 extern const rep_output_ops_t rep__mqtt_ops; /* rep_mqtt.c */
 extern const rep_output_ops_t rep__sparkplug_ops; /* rep_sparkplug.c */
 
+/* An output's life in the engine (rep_engine_add_output / rep_engine_remove_output). */
+enum { REP__OUT_RUNNING, REP__OUT_REMOVING, REP__OUT_REMOVED };
+
 struct rep_output {
     const rep_output_ops_t *ops;
     rep_engine_t *e;             /* NULL: standalone (rep_new) */
@@ -584,6 +587,11 @@ struct rep_output {
     pthread_t thread;
     bool started;
     atomic_bool stop_requested;
+    atomic_int life;             /* REP__OUT_*: REMOVING from rep_engine_remove_output until its thread
+                                    stopped; REMOVED: joined, its lanes released (cursors parked), kept
+                                    until the engine is freed (its stats may still be read) */
+    bool joined;                 /* REMOVED: its thread was joined already */
+    bool stopped_seen;           /* its REP_EV_STOPPED was taken (rep_engine_take_events) */
     pthread_mutex_t mu;          /* st -> pub copies of its lanes and of the kind */
     uint32_t stall_after_ms;     /* health.stall_after_ms */
 };
@@ -603,6 +611,9 @@ void rep__output_stop(rep_output_t *o);              /* any thread; idempotent *
 void rep__output_post(rep_output_t *o, rep_event_t *ev); /* its thread: ev->output is set */
 /* Its thread: the commands waiting, in order (ops->lane_kicked, ops->stop). */
 void rep__output_drain(rep_output_t *o);
+/* A removed output whose REP_EV_STOPPED came (the loop thread): joins its thread, answers the
+ * lane releases it never took, releases every lane (its cursors parked), life REMOVED. */
+void rep__output_retire(rep_output_t *o);
 /* Joins, ops->fini, frees the events left, the lanes array and o. NULL is allowed. */
 void rep__output_free(rep_output_t *o);
 
@@ -641,14 +652,23 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
  * sending what it built; rep__lane_next answers WAL_END while it is set). */
 static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->paused); }
 
-/* The engine (rep_engine.c). */
+/* The engine (rep_engine.c). Outputs a reload may add beyond the boot's, until a restart. */
+#define REP__RUNTIME_OUTPUTS 16
 struct rep_engine {
     wal_t *wal;
     rep_topic_spec_t *topics;    /* owned copies of the names and subjects */
     size_t ntopics;              /* grows at a reload (rep_engine_add_topic), loop thread */
     size_t cap;                  /* max_topics: the length of topics[] and of every output's lanes[] */
-    rep_output_t **outs;
+    rep_output_t **outs;         /* outs_cap long: a run-time output is appended (the pointer, then
+                                    nouts with a release store), never moved */
     size_t nouts;
+    size_t outs_cap;
+    /* rep_engine_add_output of a name still REMOVING: started once the old one stopped */
+    struct rep__pending_add {
+        char *name;
+        cfg_t *cfg;              /* cfg_ref'd */
+    } *pending;
+    size_t npending;
     void (*notify)(void *arg);
     void *notify_arg;
     bool started;

@@ -146,11 +146,38 @@ void rep__output_drain(rep_output_t *o)
     }
 }
 
+void rep__output_retire(rep_output_t *o)
+{
+    pthread_join(o->thread, NULL);
+    o->joined = true;
+    /* what its thread never took: a release answers (the retirement waits for it), the rest goes */
+    for (tb_mnode_t *n = tb_mbox_take(&o->cmds), *next; n; n = next) {
+        next = n->next;
+        rep__cmd_t *cmd = TB_CONTAINER_OF(n, rep__cmd_t, node);
+        if (cmd->kind == REP__CMD_TOPIC && ((rep__topic_cmd_t *)cmd)->release) {
+            release(o, (rep__topic_cmd_t *)cmd);
+        } else if (cmd->kind == REP__CMD_TOPIC) {
+            free(((rep__topic_cmd_t *)cmd)->subject);
+            free(cmd);
+        } else if (cmd->kind == REP__CMD_DL || cmd->kind == REP__CMD_RATES) {
+            free(cmd); /* a dead letter's record stays past the parked checkpoint: read again if re-added */
+        } else if (cmd->kind == REP__CMD_KICK) {
+            atomic_store(&TB_CONTAINER_OF(cmd, rep__lane_t, kick)->queued, false);
+        }
+    }
+    for (size_t t = 0; t < o->nlanes; t++) {
+        rep__lane_t *l = __atomic_load_n(&o->lanes[t], __ATOMIC_ACQUIRE);
+        if (l && !atomic_load(&l->released))
+            rep__lane_release(l); /* its cursor parked: checkpoint kept, retention no longer waits */
+    }
+    atomic_store(&o->life, REP__OUT_REMOVED);
+}
+
 void rep__output_free(rep_output_t *o)
 {
     if (!o)
         return;
-    if (o->started)
+    if (o->started && !o->joined)
         pthread_join(o->thread, NULL);
     for (tb_mnode_t *n = tb_mbox_take(&o->cmds), *next; n; n = next) { /* never taken by its thread */
         next = n->next;

@@ -402,6 +402,7 @@ typedef struct rep_output_info {
     const char *name;                 /* outputs[].name; valid while the engine lives */
     rep_kind_t kind;
     size_t topics;                    /* topics it carries */
+    bool removed;                     /* rep_engine_remove_output: stopping or stopped; not shown */
 } rep_output_info_t;
 
 /* kind sparkplug: its session (replicator/rep_spb.c) as /stats shows it. */
@@ -548,6 +549,28 @@ bool rep_engine_paused(const rep_engine_t *e, size_t topic);
  * refusal (lowered below its charges: dead-lettered at that refusal).
  * Returns the outputs it applies to (the danube ones). */
 size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
+
+/*
+ * Outputs at run time (a reload, docs/design/OUTPUTS.md 3.4; the loop thread, after
+ * rep_engine_start). Kinds mqtt and sparkplug; a danube output is added or removed by a restart
+ * (TB_EUNSUPPORTED).
+ *
+ * rep_engine_add_output: output `name` of cfg is made (its files, templates and lanes: each
+ * lane's cursor opened, a slot seen before resumes from its checkpoint, a new one starts at the
+ * log's end), started, and kicked for what waits in the log. 0; 1 when an output of that name
+ * is still being removed (a replace): it starts, from the checkpoints the old one left, once
+ * the old one stopped (cfg is kept by cfg_ref until then); or < 0 with err (nothing changed).
+ * At most 16 outputs may be added after the start (TB_EFULL).
+ *
+ * rep_engine_remove_output: the output stops as at rep_engine_stop (what is in flight gets
+ * replicator.shutdown_grace_ms; Sparkplug sends its NDEATH); once its thread ended (seen in
+ * rep_engine_take_events) its lanes are released and its cursors parked: checkpoints and drop
+ * counts kept, retention and the memory tier no longer wait for it; re-adding the name resumes
+ * from them, until `tributary wal forget-output NAME`. Its stats stay readable
+ * (rep_output_info's removed). 0, or -ENOENT when no output of that name runs.
+ */
+int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen);
+int rep_engine_remove_output(rep_engine_t *e, const char *name);
 
 /* outputs[NAME].max_bytes_per_s / max_messages_per_s from a reload (loop thread): the output's
  * pacer takes them on its thread and holds them from then on (rep__pace_set_rates); 0 lifts a

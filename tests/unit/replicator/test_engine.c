@@ -11,6 +11,7 @@
  * wait on a condition variable with one, never sleep.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -690,6 +691,148 @@ Test(engine, a_paused_topic_is_read_by_no_output_and_resume_reads_on_in_order)
     rep_lane_stats(e, 0, 0, &st);
     cr_assert_not(st.paused);
     cr_assert_eq(st.lag_messages, 0);
+    stop_and_free(e);
+    cfg_free(c);
+    rt_close(&h);
+}
+
+/* Events until output `name`'s removal finished (rep_output_info's removed and its thread joined)
+ * and, when `then` is set, an output of that name runs again; 10 s at most. */
+static size_t take_until_removed(rep_engine_t *e, const char *name, bool then)
+{
+    int seen = 0;
+    uint64_t deadline = tb_mono_ms() + 10000;
+    while (tb_mono_ms() < deadline) {
+        for (rep_event_t *ev = rep_engine_take_events(e), *next; ev; ev = next) {
+            next = rep_event_next(ev);
+            rep_event_free(ev);
+        }
+        size_t gone = SIZE_MAX, again = SIZE_MAX;
+        for (size_t i = 0; i < rep_engine_noutputs(e); i++) {
+            rep_output_info_t info;
+            rep_output_info(e, i, &info);
+            if (strcmp(info.name, name) != 0)
+                continue;
+            if (info.removed && atomic_load(&e->outs[i]->life) == REP__OUT_REMOVED)
+                gone = i;
+            else if (!info.removed)
+                again = i;
+        }
+        if (gone != SIZE_MAX && (!then || again != SIZE_MAX))
+            return then ? again : gone;
+        wait_wake(&seen, 200);
+    }
+    cr_assert_fail("output %s: its removal did not finish", name);
+    return SIZE_MAX;
+}
+
+/* A reload adds an output (OUTPUTS.md 3.4): it starts, reads what waits for it from its slot,
+ * and kicks reach it; removing one parks its cursor (the topic's checkpoint no longer waits for
+ * it, its own is kept) and re-adding the name resumes from that checkpoint, in order. */
+Test(engine, outputs_added_and_removed_at_run_time_resume_from_their_checkpoints)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c1 = load("outputs:\n"
+                     "  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/edge1/telemetry\"]}\n");
+    cfg_t *c2 = load("outputs:\n"
+                     "  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/edge1/telemetry\"]}\n"
+                     "  - {name: fb, kind: mqtt, broker: \"127.0.0.1:1\", topics: [\"/edge1/telemetry\"]}\n");
+    rep_engine_t *e = engine(&h, c1, NULL);
+    cr_assert_eq(rep_engine_start(e), 0);
+    char err[512];
+    cr_assert_eq(rep_engine_add_output(e, c2, "fa", err, sizeof err), TB_EINVALID, "fa runs already");
+    rt_append_n(&h, 4, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 0, 0, 4));
+
+    /* added: its lane reads the log from its slot (the fake opens it at the earliest offset) */
+    cr_assert_eq(rep_engine_add_output(e, c2, "fb", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rep_engine_noutputs(e), 2);
+    fake_t *fb = (fake_t *)e->outs[1];
+    cr_assert(lane_until(e, 1, 0, 4), "fb read what waited for it, with no kick of ours");
+    rt_append_n(&h, 2, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 1, 0, 6), "kicks reach the added output");
+    cr_assert(lane_until(e, 0, 0, 6));
+    cr_assert_eq(atomic_load(&fb->seen[0]), 6);
+
+    /* fb holds at 6 while fa goes on: the topic's checkpoint is fb's */
+    atomic_store(&fb->ack_limit, 6);
+    rt_append_n(&h, 3, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 0, 0, 9));
+    cr_assert_eq(wal_topic_checkpoint(h.t), 6, "the minimum over fa (9) and fb (6)");
+
+    /* removed: it stops, its cursor is parked, the checkpoint is fa's alone */
+    cr_assert_eq(rep_engine_remove_output(e, "fb"), 0);
+    cr_assert_eq(rep_engine_remove_output(e, "nope"), -ENOENT);
+    cr_assert_eq(take_until_removed(e, "fb", false), 1);
+    cr_assert_eq(wal_topic_checkpoint(h.t), 9, "a parked slot is not waited for");
+    cr_assert_eq(rep_engine_primary(e, 0), 0);
+    rep_output_info_t info;
+    rep_output_info(e, 1, &info);
+    cr_assert(info.removed);
+    rep_engine_kick(e, 0); /* reaches no removed output */
+
+    /* re-added: a new instance, resuming at fb's checkpoint + 1 (7, 8, 9 and what came since) */
+    rt_append_n(&h, 1, 10);
+    cr_assert_eq(rep_engine_add_output(e, c2, "fb", err, sizeof err), 0, "%s", err);
+    cr_assert_eq(rep_engine_noutputs(e), 3);
+    fake_t *fb2 = (fake_t *)e->outs[2];
+    cr_assert(lane_until(e, 2, 0, 10), "the new fb resumed and acknowledged up to 10");
+    cr_assert_eq(atomic_load(&fb2->seen[0]), 4, "7..10 only: it resumed from the parked checkpoint (6)");
+    cr_assert_eq(e->outs[2]->wal_id, e->outs[1]->wal_id, "the same slot");
+    stop_and_free(e);
+    cfg_free(c2);
+    cfg_free(c1);
+    rt_close(&h);
+}
+
+/* A replace (a connection key changed): the old instance is removed and the new one asked at
+ * once; it starts only after the old stopped (the slot's cursor is the old one's until then),
+ * from the old one's checkpoint; the cfg it needs is kept meanwhile (cfg_ref). */
+Test(engine, a_replaced_output_starts_after_the_old_one_stopped_from_its_checkpoint)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c1 = load("outputs:\n  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\"}\n");
+    cfg_t *c2 = load("outputs:\n  - {name: fa, kind: mqtt, broker: \"127.0.0.1:2\"}\n");
+    rep_engine_t *e = engine(&h, c1, NULL);
+    cr_assert_eq(rep_engine_start(e), 0);
+    fake_t *fa = (fake_t *)e->outs[0];
+    atomic_store(&fa->ack_limit, 3);
+    rt_append_n(&h, 5, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 0, 0, 3));
+    char err[512];
+    cr_assert_eq(rep_engine_remove_output(e, "fa"), 0);
+    cr_assert_eq(rep_engine_add_output(e, c2, "fa", err, sizeof err), 1, "waits for the old one: %s", err);
+    cfg_free(c2); /* the caller's copy goes (a later reload): the engine keeps its own reference */
+    size_t i = take_until_removed(e, "fa", true);
+    cr_assert_eq(i, 1);
+    fake_t *fa2 = (fake_t *)e->outs[1];
+    cr_assert(lane_until(e, 1, 0, 5), "the new instance resumed at 4");
+    cr_assert_eq(atomic_load(&fa2->seen[0]), 2, "4 and 5 only");
+    stop_and_free(e);
+    cfg_free(c1);
+    rt_close(&h);
+}
+
+/* A danube output is added or removed by a restart; so is one past the run-time room. */
+Test(engine, a_danube_output_is_not_added_or_removed_at_run_time)
+{
+    rt_t h;
+    rt_open(&h);
+    cfg_t *c = load(NULL);
+    rep_engine_t *e = engine(&h, c, NULL);
+    cr_assert_eq(rep_engine_start(e), 0);
+    char err[512];
+    cr_assert_eq(rep_engine_remove_output(e, "danube"), TB_EUNSUPPORTED);
+    cr_assert_eq(rep_engine_add_output(e, c, "danube", err, sizeof err), TB_EUNSUPPORTED);
+    cr_assert(strstr(err, "restart"), "%s", err);
     stop_and_free(e);
     cfg_free(c);
     rt_close(&h);
