@@ -18,8 +18,11 @@
     { path_, type_, offsetof(cfg_listener_t, field_), def_, min_, max_, enums_, flags_, desc_ }
 #define M(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
     { path_, type_, offsetof(cfg_mapping_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+/* Every key of an output is live: a reload applies an mqtt or sparkplug output's change by
+ * replacing that output alone (its caps in place), and names a danube output's as needing a
+ * restart (gateway/reload.c, apply_output; docs/design/OUTPUTS.md 3.5). */
 #define O(path_, type_, field_, def_, min_, max_, enums_, flags_, desc_) \
-    { path_, type_, offsetof(cfg_output_t, field_), def_, min_, max_, enums_, flags_, desc_ }
+    { path_, type_, offsetof(cfg_output_t, field_), def_, min_, max_, enums_, (flags_) | CFG__F_RELOAD, desc_ }
 
 #define D CFG__F_DANUBE
 #define R CFG__F_REQUIRED
@@ -378,7 +381,8 @@ const cfg__key_t cfg__output_keys[] = {
       "for kind danube."),
     O("kind", CFG__ENUM, kind, NULL, 0, 0, cfg__output_kinds, R | KALL,
       "danube (the edge.cluster_url cluster; at most one), mqtt (an MQTT broker) or sparkplug (a Sparkplug B "
-      "edge node on an MQTT broker; docs/SPARKPLUG.md)."),
+      "edge node on an MQTT broker; docs/SPARKPLUG.md). A reload that changes it under the same name is "
+      "refused (rename the output)."),
     O("topics", CFG__STRLIST, topics, NULL, 1, 256, NULL, KALL,
       "Upstream (danube_topic) topics the output carries, as MQTT filters (\"/edge1/#\"); each must match one "
       "the mappings produce. Default: all (\"#\")."),
@@ -407,12 +411,12 @@ const cfg__key_t cfg__output_keys[] = {
       "mqtt, sparkplug: a file whose first line is the password; read at start, never logged."),
     O("max_inflight", CFG__U32, max_inflight, "100", 1, 65535, NULL, KM | KS,
       "mqtt, sparkplug: messages sent and not yet acknowledged (confirmed), at most."),
-    O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL | RL,
+    O("max_bytes_per_s", CFG__BYTES, max_bytes_per_s, "0", 0, 1ull << 40, NULL, KALL,
       "Bytes per second the output may send, as the link carries them before TLS (danube: each encoded "
       "ReplicateBatch; mqtt: each PUBLISH packet; sparkplug: each record's stored payload, births never "
       "counted), over all its topics: a token bucket with a burst of 200 ms (or the largest unit); 0: no cap. "
       "A reload applies it to the running output, held from then on."),
-    O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL | RL,
+    O("max_messages_per_s", CFG__U32, max_messages_per_s, "0", 0, 100000000, NULL, KALL,
       "Messages of the log per second the output may send (danube: StreamMessages; mqtt: PUBLISHes; "
       "sparkplug: records, packed into NDATA/DDATA, births never counted), over all its topics; 0: no cap. "
       "With either cap, higher mapping priorities drain first. A reload applies it to the running output."),
@@ -516,6 +520,11 @@ cfg_reload_class_t cfg_reload_class(const char *path)
     size_t n = cfg__nkeys;
     const char *key = path;
     if (strchr(path, '[')) {
+        /* an output added or removed ("outputs[central]"), or its TLS turned on or off
+         * ("outputs[central].tls"): live like its keys (the reload adds, removes or replaces it) */
+        const char *close = strncmp(path, "outputs[", 8) == 0 ? strchr(path + 8, ']') : NULL;
+        if (close && close > path + 8 && (!close[1] || strcmp(close + 1, ".tls") == 0))
+            return CFG_RELOAD_LIVE;
         tab = entry_table(path, &n, &key);
         if (!tab)
             return CFG_RELOAD_RESTART;

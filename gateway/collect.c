@@ -187,14 +187,34 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
     SET(METRICS_QUEUED, mi, 0, (int64_t)t->batched + in_log);
 }
 
+/* The outputs a reload added (rep_engine_add_output appends them) get their label: the name's
+ * own when it ran before (a replaced or re-added output keeps its series). */
+static void sync_outputs(gw__run_t *r, rep_engine_t *rep)
+{
+    while (r->nmetric_outputs < rep_engine_noutputs(rep) && r->nmetric_outputs < METRICS_MAX_OUTPUTS) {
+        rep_output_info_t info;
+        rep_output_info(rep, r->nmetric_outputs, &info);
+        r->metric_output[r->nmetric_outputs++] = metrics_output_add(r->metrics, info.name);
+    }
+}
+
+static bool output_removed(rep_engine_t *rep, size_t o)
+{
+    rep_output_info_t info;
+    rep_output_info(rep, o, &info);
+    return info.removed;
+}
+
 /* Per output and per (output, topic) (issue 17): the engine's output and lane snapshots. Output o
- * is outputs[o]; its label was added in that order (run.c). */
+ * is outputs[o] at the start, then the outputs a reload added, in that order (sync_outputs); one
+ * a reload removed is left out (its label shows the instance that replaced it, or its last values). */
 static void collect_outputs(gw__run_t *r, metrics_t *m, rep_engine_t *rep)
 {
     uint64_t now_ms = tb_wall_ms();
+    sync_outputs(r, rep);
     size_t no = TB_MIN(rep_engine_noutputs(rep), r->nmetric_outputs);
     for (size_t o = 0; o < no; o++) {
-        if (r->metric_output[o] < 0)
+        if (r->metric_output[o] < 0 || output_removed(rep, o))
             continue;
         size_t mo = (size_t)r->metric_output[o];
         rep_output_stats_t os;
@@ -394,12 +414,20 @@ static size_t top_talkers(void *arg, http_talker_t *out, size_t n, double *windo
     return k;
 }
 
+/* The engine's output behind a label: the running instance of the name, else the last one removed. */
 static int output_of_label(gw__run_t *r, size_t label)
 {
+    rep_engine_t *rep = gw_repl_engine(r->repl);
+    if (rep)
+        sync_outputs(r, rep);
+    int last = -1;
     for (size_t o = 0; o < r->nmetric_outputs; o++)
-        if (r->metric_output[o] == (int)label)
-            return (int)o;
-    return -1;
+        if (r->metric_output[o] == (int)label) {
+            if (!rep || !output_removed(rep, o))
+                return (int)o;
+            last = (int)o;
+        }
+    return last;
 }
 
 static bool output_info(void *arg, size_t label, http_output_info_t *out)
@@ -412,7 +440,7 @@ static bool output_info(void *arg, size_t label, http_output_info_t *out)
     rep_output_stats_t os;
     rep_output_stats(rep, (size_t)o, &os);
     out->kind = rep_kind_name(os.kind);
-    out->state = os.state;
+    out->state = output_removed(rep, (size_t)o) ? "removed" : os.state;
     snprintf(out->last_error, sizeof out->last_error, "%s", os.last_error);
     out->max_bytes_per_s = os.max_bytes_per_s;
     out->max_messages_per_s = os.max_messages_per_s;

@@ -32,6 +32,7 @@
 #include "gateway/gateway_int.h"
 #include "base/base.h"
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ typedef struct {
     broker_t *b;
     gw__run_t *run;         /* NULL: no gateway runs (check) */
     const cfg_t *next;
+    const cfg_t *prev;      /* the configuration in force before this reload */
+    json_t *outputs_done;   /* output name -> true (added, removed or replaced) / false (restart) */
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
     bool mappings;          /* the mappings' new generation is in force */
@@ -159,6 +162,8 @@ static bool apply_output_rates(reload_t *r, const char *key)
     for (size_t i = 0; i < r->next->noutputs; i++)
         if (strcmp(r->next->outputs[i].name, name) == 0)
             oc = &r->next->outputs[i];
+    if (json_is_true(json_object_get(r->outputs_done, name)))
+        return true; /* replaced at this reload: the new instance starts with these caps */
     rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
     if (!oc || (e && rep_engine_set_rates(e, name, oc->max_bytes_per_s, oc->max_messages_per_s) < 0))
         return false; /* not an output that runs (the boot's outputs only): a restart */
@@ -166,6 +171,117 @@ static bool apply_output_rates(reload_t *r, const char *key)
             TB_U("max_bytes_per_s", oc->max_bytes_per_s), TB_U("max_messages_per_s", oc->max_messages_per_s));
     r->applied++;
     return true;
+}
+
+/* ---- outputs (docs/design/OUTPUTS.md 3.4, 3.5) -------------------------------------- */
+
+/* "outputs[NAME]..." -> NAME; false when key is not an output's */
+static bool output_name(const char *key, char *name, size_t n)
+{
+    const char *close = strncmp(key, "outputs[", 8) == 0 ? strchr(key + 8, ']') : NULL;
+    if (!close)
+        return false;
+    snprintf(name, n, "%.*s", (int)(close - key - 8), key + 8);
+    return true;
+}
+
+static const cfg_output_t *find_output(const cfg_t *c, const char *name)
+{
+    for (size_t i = 0; c && i < c->noutputs; i++)
+        if (strcmp(c->outputs[i].name, name) == 0)
+            return &c->outputs[i];
+    return NULL;
+}
+
+/* Whether a reload applies a change of this output's keys: mqtt and sparkplug outputs (added,
+ * removed or replaced alone); a danube output's need a restart. */
+static bool output_is_live(const reload_t *r, const char *key)
+{
+    char name[128];
+    if (!output_name(key, name, sizeof name))
+        return false;
+    const cfg_output_t *o = find_output(r->next, name);
+    if (!o)
+        o = find_output(r->prev, name);
+    return o && o->kind != CFG_OUTPUT_DANUBE;
+}
+
+/* Every key of an mqtt or sparkplug output but its caps: the output is added, removed or
+ * replaced, once per reload whatever the number of its keys that changed. A replace removes the
+ * running instance (what it has in flight gets replicator.shutdown_grace_ms, Sparkplug its
+ * NDEATH) and starts the new one from its checkpoints once the old one stopped; what arrives
+ * meanwhile is kept in the log (memory_first topics spill: no output confirms). The others are
+ * not touched. gw__reload checked the new one's files before anything changed. */
+static bool apply_output(reload_t *r, const char *key)
+{
+    char name[128];
+    if (!output_is_live(r, key) || !output_name(key, name, sizeof name))
+        return false;
+    json_t *done = json_object_get(r->outputs_done, name);
+    if (done)
+        return json_is_true(done);
+    const cfg_output_t *now = find_output(r->next, name), *before = find_output(r->prev, name);
+    rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
+    bool ok = true;
+    const char *what = now && before ? "replaced" : now ? "added" : "removed";
+    char err[512] = "";
+    if (e) {
+        int rc = 0;
+        if (before)
+            rc = rep_engine_remove_output(e, name);
+        if (rc == -ENOENT)
+            rc = 0; /* not running (removed before, or it failed to start): nothing to stop */
+        if (rc >= 0 && now)
+            rc = rep_engine_add_output(e, r->next, name, err, sizeof err);
+        ok = rc >= 0;
+        if (!ok)
+            tb_error("reload: the output could not be changed; a restart applies the file", TB_S("output", name),
+                     TB_S("error", *err ? err : tb_strerror(rc)));
+    }
+    if (ok) {
+        tb_info("reload: output changed, the others untouched", TB_S("output", name), TB_S("change", what));
+        r->applied++;
+    }
+    json_object_set_new(r->outputs_done, name, json_boolean(ok));
+    return ok;
+}
+
+/* Before anything changes: an output whose kind changed under its name is refused, and the
+ * files of every mqtt or sparkplug output this reload adds or replaces must load. */
+static void changed_output(void *arg, const char *key)
+{
+    char name[128];
+    if (output_name(key, name, sizeof name))
+        json_object_set_new((json_t *)arg, name, json_true());
+}
+
+static int check_outputs(const cfg_t *prev, const cfg_t *next, cfg_err_t *e)
+{
+    json_t *changed = json_object();
+    cfg_diff(prev, next, changed_output, changed);
+    const char *name;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(changed, name, v) {
+        const cfg_output_t *a = find_output(prev, name), *b = find_output(next, name);
+        char key[160], why[512];
+        if (a && b && a->kind != b->kind) {
+            snprintf(key, sizeof key, "outputs[%s].kind", name);
+            snprintf(why, sizeof why, "an output's kind cannot change under its name (%s -> %s): rename the output",
+                     cfg_output_kind_name(a->kind), cfg_output_kind_name(b->kind));
+            cfg_err_set(e, next->source, 0, 0, key, why);
+            rc = TB_ECONFIG;
+            break;
+        }
+        if (b && b->kind != CFG_OUTPUT_DANUBE && rep_output_check(next, name, why, sizeof why) < 0) {
+            snprintf(key, sizeof key, "outputs[%s]", name);
+            cfg_err_set(e, next->source, 0, 0, key, why);
+            rc = TB_ECONFIG;
+            break;
+        }
+    }
+    json_decref(changed);
+    return rc;
 }
 
 /* fnmatch patterns over cfg_diff's paths (a backslash makes a bracket literal). */
@@ -187,6 +303,8 @@ static const struct {
     { "wal.retire", apply_retire },
     { "outputs\\[*\\].max_bytes_per_s", apply_output_rates },
     { "outputs\\[*\\].max_messages_per_s", apply_output_rates },
+    { "outputs\\[*\\]", apply_output },   /* added or removed */
+    { "outputs\\[*\\].*", apply_output }, /* any other key, "tls" on or off included */
 };
 
 /* tls.* keys a reload does not apply: read when a connection is accepted
@@ -254,7 +372,8 @@ static void on_diff_boot(void *arg, const char *key)
     if (cfg_reload_class(key) == CFG_RELOAD_LIVE) {
         int a = applier_of(key);
         bool shape = !(a >= 0 && appliers[a].apply == apply_listener_tls && !r->tls_keys) &&
-                     !(a >= 0 && appliers[a].apply == apply_http_tls && !r->http_tls_keys);
+                     !(a >= 0 && appliers[a].apply == apply_http_tls && !r->http_tls_keys) &&
+                     !(a >= 0 && appliers[a].apply == apply_output && !output_is_live(r, key));
         if (a >= 0 && shape)
             return;
     }
@@ -458,6 +577,10 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
      * generation compiled off to the side and the new topics' logs opened,
      * before anything else changes; a failure refuses the whole reload. */
     const cfg_t *prev = st && st->in_force ? st->in_force : running;
+    if (check_outputs(prev, next, &e) < 0) {
+        cfg_free(next);
+        return remember(st, refused(running, t0, "SIGHUP: an output cannot be changed so; nothing changed", &e));
+    }
     bool maps = false;
     cfg_diff(prev, next, mapping_diff, &maps);
     broker_plan_t *plan = NULL;
@@ -553,8 +676,9 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     /* "unchanged": no key differs from the file in force before (its files were read again all the same) */
     size_t changed = 0;
     cfg_diff(st && st->in_force ? st->in_force : running, next, count_diff, &changed);
-    reload_t r = { .b = b, .run = st ? st->run : NULL, .next = next, .tls_keys = same, .http_tls_keys = same_h,
-                   .applied_keys = json_array(), .restart_keys = json_array() };
+    reload_t r = { .b = b, .run = st ? st->run : NULL, .next = next, .prev = prev, .tls_keys = same,
+                   .http_tls_keys = same_h, .applied_keys = json_array(), .restart_keys = json_array(),
+                   .outputs_done = json_object() };
     json_t *topics = NULL;
     uint64_t gen_before = b ? broker_generation(b) : 0;
     size_t rules_before = b ? broker_nrules(b) : 0;
@@ -604,6 +728,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     }
     json_decref(r.applied_keys);
     json_decref(r.restart_keys);
+    json_decref(r.outputs_done);
     cfg_free(next);
     return remember(st, ans);
 }

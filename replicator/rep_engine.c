@@ -17,6 +17,7 @@
  * into one, handed out when the last output has stopped.
  */
 #include "replicator/rep_int.h"
+#include "replicator/rep_mosq_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -228,6 +229,26 @@ int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, c
         return 1;
     }
     return start_added(e, cfg, name, err, errlen);
+}
+
+int rep_output_check(const cfg_t *cfg, const char *name, char *err, size_t errlen)
+{
+    const cfg_output_t *c = rep__mqtt_find_cfg(cfg, name);
+    if (!c) {
+        snprintf(err, errlen, "outputs[%s]: not in the configuration", name);
+        return TB_ECONFIG;
+    }
+    if (c->kind == CFG_OUTPUT_DANUBE)
+        return 0;
+    char host[256], why[512] = "";
+    rep_mosq_opts_t mo;
+    int rc = rep__mqtt_conn_opts(cfg, c, host, sizeof host, &mo, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = rep__mosq_check_files(&mo, why, sizeof why);
+    if (rc < 0)
+        snprintf(err, errlen, "outputs[%s].%s", name, why);
+    return rc;
 }
 
 int rep_engine_remove_output(rep_engine_t *e, const char *name)
@@ -491,7 +512,9 @@ void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info)
 
 bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic)
 {
-    return out < e->nouts && topic < e->outs[out]->nlanes && e->outs[out]->lanes[topic] != NULL;
+    /* a removed output carries nothing (its lanes are released); one still stopping does */
+    return out < e->nouts && topic < e->outs[out]->nlanes && e->outs[out]->lanes[topic] != NULL &&
+           atomic_load(&e->outs[out]->life) != REP__OUT_REMOVED;
 }
 
 void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st)

@@ -787,6 +787,34 @@ static char *dup_or_null(const char *s)
     return s ? tb_strdup(s) : NULL;
 }
 
+static int read_password(const char *path, char **out, char *err, size_t errlen);
+
+int rep__mosq_check_files(const rep_mosq_opts_t *o, char *err, size_t errlen)
+{
+    if (o->password_file && *o->password_file) {
+        char *password = NULL;
+        int rc = read_password(o->password_file, &password, err, errlen);
+        if (rc < 0)
+            return rc;
+        explicit_bzero(password, strlen(password));
+        free(password);
+    }
+    const char *files[] = { o->tls ? o->ca_file : NULL, o->tls ? o->cert_file : NULL, o->tls ? o->key_file : NULL };
+    const char *what[] = { "tls.ca_file", "tls.cert_file", "tls.key_file" };
+    for (size_t i = 0; i < TB_ARRAY_LEN(files); i++) {
+        if (!files[i] || !*files[i])
+            continue;
+        FILE *f = fopen(files[i], "re");
+        if (!f) {
+            int e = errno;
+            snprintf(err, errlen, "%s %s: %s", what[i], files[i], strerror(e));
+            return -e;
+        }
+        fclose(f);
+    }
+    return 0;
+}
+
 static int read_password(const char *path, char **out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "re");

@@ -159,6 +159,9 @@ typedef struct rep_mosq rep_mosq_t;
  * file. Returns 0 and *out, or TB_ECONFIG / -errno with a message in err
  * (which never holds the password). nlanes >= 1.
  */
+/* What rep__mosq_new would read, read now and let go (a reload's check before it replaces an
+ * output): the password file's first line, the TLS files readable. 0 or < 0 with err. */
+int rep__mosq_check_files(const rep_mosq_opts_t *o, char *err, size_t errlen);
 int rep__mosq_new(const rep_mosq_opts_t *opts, uint32_t nlanes, const rep_mosq_owner_ops_t *ops,
                   void *owner, rep_mosq_t **out /* OUT */, char *err, size_t errlen);
 /* Before rep__mosq_start: the session hooks (ops must outlive c). */

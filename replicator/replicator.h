@@ -519,7 +519,7 @@ void rep_engine_update_topic(rep_engine_t *e, size_t topic, const rep_topic_spec
 size_t rep_engine_ntopics(const rep_engine_t *e);
 size_t rep_engine_noutputs(const rep_engine_t *e);
 void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info /* OUT */);
-bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic);
+bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic); /* false once removed */
 /* Any thread. */
 void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st /* OUT */);
 /* Any thread: output out's lane of topic (rep_topic_stats' fields); zeros when it does not carry it. */
@@ -570,6 +570,11 @@ size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
  * (rep_output_info's removed). 0, or -ENOENT when no output of that name runs.
  */
 int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen);
+/* What an mqtt or sparkplug output `name` of cfg reads when it starts (its broker address, the
+ * password file, the TLS files), read now: a reload checks it before it replaces or adds the
+ * output, so a file that does not load changes nothing. 0 (danube: nothing to read) or < 0
+ * with err ("outputs[NAME].password_file ..."). Any thread; no network. */
+int rep_output_check(const cfg_t *cfg, const char *name, char *err, size_t errlen);
 int rep_engine_remove_output(rep_engine_t *e, const char *name);
 
 /* outputs[NAME].max_bytes_per_s / max_messages_per_s from a reload (loop thread): the output's

@@ -487,14 +487,20 @@ class HelmChart(unittest.TestCase):
             self.assertEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": same}}}))
         self.assertNotEqual(self.checksum({}), self.checksum({"config": {"mqtt": {"topic_mappings": durable}}}))
         self.assertEqual(self.checksum({}), self.checksum({"config": {"log": {"level": "debug"}}}))
-        # an output's rate caps reload live (the pacer takes them); its other keys roll the pod
+        # an output's rate caps reload live (the pacer takes them), and a reload adds, removes or
+        # replaces an mqtt or sparkplug output alone: only a danube entry's other keys roll the pod
 
-        def outputs(**kw):
-            return {"config": {"outputs": [{"name": "danube", "kind": "danube"},
+        def outputs(danube=None, **kw):
+            return {"config": {"outputs": [dict({"name": "danube", "kind": "danube"}, **(danube or {})),
                                            dict({"name": "central", "kind": "mqtt", "broker": "m:1883"}, **kw)]}}
         self.assertEqual(self.checksum(outputs(max_bytes_per_s=1000, max_messages_per_s=10)),
                          self.checksum(outputs(max_bytes_per_s=5000, max_messages_per_s=0)))
-        self.assertNotEqual(self.checksum(outputs(qos=1)), self.checksum(outputs(qos=2)))
+        self.assertEqual(self.checksum(outputs(qos=1)), self.checksum(outputs(qos=2, broker="n:8883")))
+        self.assertEqual(self.checksum(outputs()), self.checksum({"config": {"outputs": [
+            {"name": "danube", "kind": "danube"}]}}), "an mqtt output removed: applied by the reload")
+        self.assertEqual(self.checksum(outputs(danube={"max_messages_per_s": 5})), self.checksum(outputs()))
+        self.assertNotEqual(self.checksum(outputs(danube={"topics": ["/e/#"]})), self.checksum(outputs()),
+                            "a danube output's topics need a restart")
 
     def test_the_pdb_and_the_servicemonitor_are_optional(self):
         objects = self.render()

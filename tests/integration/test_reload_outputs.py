@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""test_reload_outputs.py: a reload changes a running output (issue 17 "Hot
-reload", docs/design/OUTPUTS.md 3.5): the rate caps, outputs[NAME].
-max_messages_per_s, applied in the middle of a backlog's drain with no
-restart of the output, no drop and no resend.
+"""test_reload_outputs.py: a reload changes the outputs while the gateway
+runs (issue 17 "Hot reload", docs/design/OUTPUTS.md 3.5).
+
+ReloadOutputRates: the rate caps, outputs[NAME].max_messages_per_s, applied
+in the middle of a backlog's drain with no restart of the output, no drop
+and no resend.
 
 Each case: one output capped at 100 msg/s, a backlog of 6,000 messages
 published at once; once 1,200 have arrived the file says 300 and a reload
@@ -21,7 +23,26 @@ recorded with its arrival times:
 
 Danube (the mock cluster: its pace timer, rep__topic_rates_changed) and
 the MQTT output against a real Mosquitto 2 (the shared lanes, which the
-sparkplug kind also uses). Waits poll a condition under a deadline.
+sparkplug kind also uses).
+
+ReloadOutputSet: three real Mosquittos (A, B, C), a publisher at 400 msg/s
+for the whole run, and four reloads while it publishes: an output `backup`
+to B added; `central`'s broker moved from A to C (a replace); `backup`
+removed; `backup` added again. Judged on what each remote recorded and on
+the publisher's PUBACKs:
+
+  * central: every acknowledged message at A or C, once each but for the
+    replace's resend window (at most max_inflight, marked
+    tributary.replayed), each remote's copy in order;
+  * backup: every message from its first one on, with no gap although it
+    was removed for a while (re-adding resumes from its parked
+    checkpoint), in order; its connection to B untouched by central's
+    replace (one session until it was removed);
+  * the answers: applied keys named, nothing needing a restart; a kind
+    changed under a name, and a password file that cannot be read, are
+    refused whole while the outputs go on.
+
+Waits poll a condition under a deadline.
 """
 import json
 import os
@@ -29,6 +50,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -47,9 +69,13 @@ REP = {"retry_initial_ms": 50, "retry_max_ms": 500, "batch_size": 20}
 
 
 def ask(port, method, path):
+    """The JSON answer, of a refusal (422) too."""
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read().decode())
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read().decode())
+    except urllib.error.HTTPError as e:
+        return json.loads(e.read().decode())
 
 
 def output(port, name):
@@ -159,6 +185,118 @@ class ReloadOutputRates(unittest.TestCase):
         for d in (0, 1):
             mine = [n for n in got if n % 2 == d]
             self.assertEqual(mine, sorted(mine), f"t/d{d}: in order")
+
+
+def mqtt_output(name, port, extra=""):
+    return (f"  - name: {name}\n    kind: mqtt\n    broker: \"127.0.0.1:{port}\"\n    protocol: 5\n    qos: 1\n"
+            f"    client_id: \"edge1-{name}\"\n    remote_topic: \"{name}/${{topic}}\"\n    max_inflight: 50\n{extra}")
+
+
+class ReloadOutputSet(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="trib-reload-set-")
+
+    def remote(self, name):
+        m = Mosquitto(os.path.join(self.dir, name)).start()
+        self.addCleanup(m.stop)
+        r = Recorder(m.port, "#", client_id=f"rec-{name}")
+        self.addCleanup(r.close)
+        return m, r
+
+    def test_outputs_added_replaced_removed_and_readded_while_publishing(self):
+        (ma, ra), (mb, rb), (mc, rc) = self.remote("a"), self.remote("b"), self.remote("c")
+
+        def yaml_of(outputs):
+            return edge_yaml("http://127.0.0.1:1", MAPPINGS, replicator=REP,
+                             wal="fsync: interval, fsync_interval_ms: 20", extra="outputs:\n" + outputs)
+
+        def ns(rec):
+            return [json.loads(p)["n"] for _, p, _ in rec.snapshot()]
+
+        os.makedirs(os.path.join(self.dir, "gw"))
+        gw = Gateway(yaml_of(mqtt_output("central", ma.port)), workdir=os.path.join(self.dir, "gw"))
+        gw.start()
+        self.addCleanup(gw.__exit__)
+        hp = gw.http_port()
+
+        def reload(outputs):
+            gw.write_config(yaml_of(outputs))
+            return ask(hp, "POST", "/admin/reload")
+
+        pub = Publisher(gw.mqtt_port(), lambda n: f"t/d{n % 2}", rate=400).start()
+        self.addCleanup(pub.stop)
+        wait_for(lambda: len(ns(ra)) >= 400, 30, what="central's first messages at A")
+
+        # 1. backup added: it carries from now on
+        ans = reload(mqtt_output("central", ma.port) + mqtt_output("backup", mb.port))
+        self.assertEqual((ans["result"], ans["applied"], ans["restart_needed"]),
+                         ("applied", ["outputs[backup]"], []), ans)
+        wait_for(lambda: len(ns(rb)) >= 400, 30, what="backup's messages at B")
+        self.assertEqual(output(hp, "backup")["state"], "up")
+
+        # a kind changed under a name, a password file that cannot be read: refused whole
+        bad = (f"  - {{name: central, kind: sparkplug, broker: \"127.0.0.1:{ma.port}\", group_id: g}}\n" +
+               mqtt_output("backup", mb.port))
+        ans = reload(bad)
+        self.assertEqual((ans["result"], ans["error"]["key"]), ("refused", "outputs[central].kind"), ans)
+        self.assertIn("rename the output", ans["error"]["message"])
+        ans = reload(mqtt_output("central", ma.port) +
+                     mqtt_output("backup", mb.port, "    username: u\n    password_file: /nonexistent/pw\n"))
+        self.assertEqual((ans["result"], ans["error"]["key"]), ("refused", "outputs[1].password_file"), ans)
+        self.assertIn("/nonexistent/pw", ans["error"]["message"])
+        self.assertEqual(output(hp, "backup")["state"], "up", "a refused reload changes nothing")
+
+        # 2. central moved from A to C: a replace; backup's connection is not touched
+        at_a = len(ns(ra))
+        sessions_b = output(hp, "backup")["sessions"]
+        ans = reload(mqtt_output("central", mc.port) + mqtt_output("backup", mb.port))
+        self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[central].broker"], []), ans)
+        wait_for(lambda: len(ns(rc)) >= 400, 30, what="central's messages at C")
+        self.assertEqual(output(hp, "backup")["sessions"], sessions_b, "backup kept its session through the replace")
+        self.assertGreaterEqual(len(ns(ra)), at_a)
+
+        # 3. backup removed, 4. added again: it resumes where it stopped
+        ans = reload(mqtt_output("central", mc.port))
+        self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[backup]"], []), ans)
+        wait_for(lambda: output(hp, "backup")["state"] == "removed", 30, what="backup removed")
+        at_b = len(ns(rb))
+        wait_for(lambda: len(ns(rc)) >= 800, 30, what="more at C while backup is away")
+        self.assertEqual(len(ns(rb)), at_b, "a removed output sends nothing")
+        ans = reload(mqtt_output("central", mc.port) + mqtt_output("backup", mb.port))
+        self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[backup]"], []), ans)
+        wait_for(lambda: output(hp, "backup")["state"] == "up", 30, what="backup again")
+
+        pub.stop()
+        acked = pub.acked()
+        total = max(acked) + 1
+        self.assertEqual(acked, set(range(total)), "every message PUBACKed by the gateway")
+        wait_for(lambda: set(ns(ra)) | set(ns(rc)) >= acked, 60, what="every message at A or C")
+        first_b = min(ns(rb))
+        wait_for(lambda: set(ns(rb)) >= set(range(first_b, total)), 60, what="every message at B from its first")
+
+        a, c, b = ns(ra), ns(rc), ns(rb)
+        for name, got in (("A", a), ("C", c), ("B", b)):
+            firsts = []
+            seen = set()
+            for n in got:
+                if n not in seen:
+                    seen.add(n)
+                    firsts.append(n)
+            self.assertEqual(firsts, sorted(firsts), f"{name}: in order")
+        both = set(a) & set(c)
+        self.assertLessEqual(len(both), 50, f"the replace resent at most its window: {len(both)}")
+        dup_b = len(b) - len(set(b))
+        self.assertLessEqual(dup_b, 50, f"backup's removal resent at most its window: {dup_b}")
+        topic = next(t for t in ask(hp, "GET", "/stats")["topics"] if t["topic"] == TOPIC)
+        self.assertEqual(topic["dropped"], 0, topic)
+        print(f"\nreload of outputs under {pub.rate} msg/s: {total} messages; central A {len(set(a))} + C "
+              f"{len(set(c))} (both {len(both)}); backup {len(set(b))} from n={first_b}, {dup_b} sent twice",
+              file=sys.stderr)
+        log = gw.log()
+        for words in ("output added at run time", "removed output stopped", "output changed, the others untouched"):
+            self.assertIn(words, log)
+        self.assertEqual(gw.stop(timeout=30), 0, log[-4000:])
+        self.assertNotIn("Sanitizer", gw.log())
 
 
 if __name__ == "__main__":

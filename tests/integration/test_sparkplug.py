@@ -312,6 +312,40 @@ class Sparkplug(unittest.TestCase):
         self.assertEqual(self.g.stop(), 0, self.g.log())
 
 
+    def test_an_output_changed_by_a_reload_is_replaced_with_a_death_and_a_new_birth(self):
+        """A key of the sparkplug output changed by a reload (OUTPUTS.md 3.5; max_inflight here): the
+        output is replaced alone: the old session ends with its NDEATH (bdSeq of its NBIRTH), the new
+        one is born with the next bdSeq, and every value published before, during and after the
+        change arrives once, in order; the host's rules hold throughout."""
+        y = edge_yaml(self.remote.port)
+        self.g = Gateway(y, workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+        self.publish(20)
+        self.wait_all()
+        deaths, births = self.host.count("NDEATH"), self.host.count("NBIRTH")
+        bd = self.last_nbirth_bdseq()
+        self.g.write_config(y.replace("max_inflight: 100", "max_inflight: 50"))
+        req = urllib.request.Request(f"http://127.0.0.1:{self.g.http_port()}/admin/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            ans = json.loads(r.read())
+        self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[scada].max_inflight"], []), ans)
+        self.publish(20)  # during and after the change: kept in the log for the new session
+        self.host.wait_count("NBIRTH", births + 1, 30)
+        self.publish(20)
+        self.wait_all()
+        self.assertEqual(self.host.count("NDEATH"), deaths + 1, "the old session's NDEATH")
+        self.assertEqual(self.host.bdseqs("NDEATH")[-1], bd, "the NDEATH of the old session's birth")
+        self.assertEqual(self.last_nbirth_bdseq(), (bd + 1) % 256, "the new session: the next bdSeq")
+        for d in DEVS:
+            got = [int(v) for v, _, _ in self.host.values(d, METRIC)]
+            firsts = list(dict.fromkeys(got))
+            self.assertEqual(firsts, list(range(60)), f"{d}: every value, first arrivals in order")
+        viol = self.host.violations()
+        self.assertEqual(viol, [], "\n".join(viol[:30]))
+        self.assertIn("output changed, the others untouched", self.g.log())
+        self.assertEqual(self.g.stop(), 0, self.g.log())
+
     def test_a_message_cap_paces_the_data_never_the_births(self):
         """outputs[].max_messages_per_s on a sparkplug output (rep_mosq_lanes.c asks the pacer per
         record): a backlog of 80 records drains at the cap (a record is one metric set; NDATA/DDATA

@@ -51,9 +51,14 @@ Test(reload_keys, the_live_keys_are_exactly_those_reload_applies)
     /* a mapping added or removed (cfg_diff names the list): a new generation, applied live */
     cr_assert(gw__reload_applies("mqtt.topic_mappings"));
     cr_assert_eq(cfg_reload_class("mqtt.topic_mappings"), CFG_RELOAD_LIVE);
+    /* an output added or removed, or its TLS turned on or off: added, removed or replaced */
+    for (size_t i = 0; i < 2; i++) {
+        const char *k = i ? "outputs[central].tls" : "outputs[central]";
+        cr_assert(gw__reload_applies(k), "%s", k);
+        cr_assert_eq(cfg_reload_class(k), CFG_RELOAD_LIVE, "%s", k);
+    }
     /* what cfg_diff reports that is not a key is never applied */
-    static const char *const not_keys[] = { "mqtt.listeners[0].tls", "mqtt.listeners", "outputs[central]", "auth",
-                                            "log" };
+    static const char *const not_keys[] = { "mqtt.listeners[0].tls", "mqtt.listeners", "auth", "log" };
     for (size_t i = 0; i < TB_ARRAY_LEN(not_keys); i++) {
         cr_assert(!gw__reload_applies(not_keys[i]), "%s", not_keys[i]);
         cr_assert_eq(cfg_reload_class(not_keys[i]), CFG_RELOAD_RESTART, "%s", not_keys[i]);

@@ -105,9 +105,17 @@ HTTP
 {{- if kindIs "map" $c.replicator -}}{{- $_ := unset $c.replicator "max_attempts" -}}{{- end -}}
 {{- if kindIs "map" $c.wal -}}{{- $_ := unset $c.wal "retire" -}}{{- end -}}
 {{- if kindIs "slice" $c.outputs -}}
+{{- /* a reload adds, removes or replaces an mqtt or sparkplug output alone, and applies any
+       output's rate caps: only a danube entry's other keys roll the pod */ -}}
+{{- $kept := list -}}
 {{- range $o := $c.outputs -}}
-{{- if kindIs "map" $o -}}{{- $_ := unset $o "max_bytes_per_s" -}}{{- $_ := unset $o "max_messages_per_s" -}}{{- end -}}
+{{- if not (kindIs "map" $o) -}}
+{{- $kept = append $kept $o -}}
+{{- else if eq (toString $o.kind) "danube" -}}
+{{- $kept = append $kept (omit $o "max_bytes_per_s" "max_messages_per_s") -}}
 {{- end -}}
+{{- end -}}
+{{- $_ := set $c "outputs" $kept -}}
 {{- end -}}
 {{- toYaml $c -}}
 {{- end -}}
