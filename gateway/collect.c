@@ -191,7 +191,7 @@ static void account(metrics_t *m, size_t mi, const broker_topic_t *t, const wal_
  * own when it ran before (a replaced or re-added output keeps its series). */
 static void sync_outputs(gw__run_t *r, rep_engine_t *rep)
 {
-    while (r->nmetric_outputs < rep_engine_noutputs(rep) && r->nmetric_outputs < METRICS_MAX_OUTPUTS) {
+    while (r->nmetric_outputs < rep_engine_noutputs(rep) && r->nmetric_outputs < TB_ARRAY_LEN(r->metric_output)) {
         rep_output_info_t info;
         rep_output_info(rep, r->nmetric_outputs, &info);
         r->metric_output[r->nmetric_outputs++] = metrics_output_add(r->metrics, info.name);

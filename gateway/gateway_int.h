@@ -164,7 +164,8 @@ typedef struct gw__run {
     gw_repl_t *repl;
     metrics_t *metrics;
     int *metric_topic;           /* broker topic index -> metrics topic label index (-1: none) */
-    int metric_output[METRICS_MAX_OUTPUTS]; /* engine output index (outputs[] order) -> output label index */
+    /* engine output index (outputs[] order, then the instances reloads started) -> output label index */
+    int metric_output[METRICS_MAX_OUTPUTS + REP_RUNTIME_OUTPUTS];
     size_t nmetric_outputs;
     int metric_listener[METRICS_MAX_LISTENERS]; /* broker listener index -> metrics listener label index */
     size_t nmetric_listeners;    /* listeners labelled (once listening) */

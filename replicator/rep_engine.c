@@ -62,7 +62,7 @@ static int make_output(rep_engine_t *e, const cfg_t *cfg, const cfg_output_t *c,
         return TB_ECONFIG;
     }
     if (e->nouts >= e->outs_cap) {
-        snprintf(err, errlen, "outputs[%s]: more than %zu outputs added since the start: restart to add it",
+        snprintf(err, errlen, "outputs[%s]: %zu outputs were added or replaced since the start: restart to apply it",
                  c->name, (size_t)REP__RUNTIME_OUTPUTS);
         return TB_EFULL;
     }

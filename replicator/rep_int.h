@@ -652,8 +652,8 @@ void rep__lane_stats(rep__lane_t *l, rep_topic_stats_t *out /* OUT */);
  * sending what it built; rep__lane_next answers WAL_END while it is set). */
 static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->paused); }
 
-/* The engine (rep_engine.c). Outputs a reload may add beyond the boot's, until a restart. */
-#define REP__RUNTIME_OUTPUTS 16
+/* The engine (rep_engine.c). */
+#define REP__RUNTIME_OUTPUTS REP_RUNTIME_OUTPUTS
 struct rep_engine {
     wal_t *wal;
     rep_topic_spec_t *topics;    /* owned copies of the names and subjects */

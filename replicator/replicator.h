@@ -560,7 +560,7 @@ size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
  * log's end), started, and kicked for what waits in the log. 0; 1 when an output of that name
  * is still being removed (a replace): it starts, from the checkpoints the old one left, once
  * the old one stopped (cfg is kept by cfg_ref until then); or < 0 with err (nothing changed).
- * At most 16 outputs may be added after the start (TB_EFULL).
+ * At most REP_RUNTIME_OUTPUTS instances (adds and replaces) after the start (TB_EFULL: restart).
  *
  * rep_engine_remove_output: the output stops as at rep_engine_stop (what is in flight gets
  * replicator.shutdown_grace_ms; Sparkplug sends its NDEATH); once its thread ended (seen in
@@ -570,6 +570,9 @@ size_t rep_engine_set_max_attempts(rep_engine_t *e, uint32_t max_attempts);
  * (rep_output_info's removed). 0, or -ENOENT when no output of that name runs.
  */
 int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen);
+/* Output instances a reload may start beyond the boot's, until a restart: each add and each replace
+ * takes one (a removed instance stays, its stats readable, until the engine is freed). */
+#define REP_RUNTIME_OUTPUTS 256
 /* What an mqtt or sparkplug output `name` of cfg reads when it starts (its broker address, the
  * password file, the TLS files), read now: a reload checks it before it replaces or adds the
  * output, so a file that does not load changes nothing. 0 (danube: nothing to read) or < 0
