@@ -44,6 +44,7 @@ typedef struct {
     gw__run_t *run;         /* NULL: no gateway runs (check) */
     const cfg_t *next;
     const cfg_t *prev;      /* the configuration in force before this reload */
+    const cfg_t *boot;      /* the file the gateway started with */
     json_t *outputs_done;   /* output name -> true (added, removed or replaced) / false (restart) */
     bool tls_keys;          /* the listeners kept their shape: their tls.* keys were applied */
     bool http_tls_keys;     /* the HTTP endpoint kept its address and its TLS: http.tls.* applied */
@@ -165,6 +166,8 @@ static bool apply_output_rates(reload_t *r, const char *key)
     if (json_is_true(json_object_get(r->outputs_done, name)))
         return true; /* replaced at this reload: the new instance starts with these caps */
     rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
+    if (e && rep_engine_output_pending(e, name))
+        return true; /* being replaced: the new instance starts with this file (rep_engine_pending_config) */
     if (!oc || (e && rep_engine_set_rates(e, name, oc->max_bytes_per_s, oc->max_messages_per_s) < 0))
         return false; /* not an output that runs (the boot's outputs only): a restart */
     tb_info("reload: output rate caps applied", TB_S("output", name), TB_S("key", key),
@@ -203,6 +206,8 @@ static bool output_is_live(const reload_t *r, const char *key)
     const cfg_output_t *o = find_output(r->next, name);
     if (!o)
         o = find_output(r->prev, name);
+    if (!o) /* removed at an earlier reload: the boot pass still sees it */
+        o = find_output(r->boot, name);
     return o && o->kind != CFG_OUTPUT_DANUBE;
 }
 
@@ -225,6 +230,13 @@ static bool apply_output(reload_t *r, const char *key)
     bool ok = true;
     const char *what = now && before ? "replaced" : now ? "added" : "removed";
     char err[512] = "";
+    if (e && now && rep_engine_output_room(e) == 0 && !rep_engine_output_pending(e, name)) {
+        snprintf(err, sizeof err, "%d outputs were added or replaced since the start", REP_RUNTIME_OUTPUTS);
+        tb_error("reload: the output could not be changed, nothing stopped; a restart applies the file",
+                 TB_S("output", name), TB_S("error", err));
+        json_object_set_new(r->outputs_done, name, json_false());
+        return false;
+    }
     if (e) {
         int rc = 0;
         if (before)
@@ -676,7 +688,7 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     /* "unchanged": no key differs from the file in force before (its files were read again all the same) */
     size_t changed = 0;
     cfg_diff(st && st->in_force ? st->in_force : running, next, count_diff, &changed);
-    reload_t r = { .b = b, .run = st ? st->run : NULL, .next = next, .prev = prev, .tls_keys = same,
+    reload_t r = { .b = b, .run = st ? st->run : NULL, .next = next, .prev = prev, .boot = running, .tls_keys = same,
                    .http_tls_keys = same_h, .applied_keys = json_array(), .restart_keys = json_array(),
                    .outputs_done = json_object() };
     json_t *topics = NULL;
@@ -695,6 +707,9 @@ json_t *gw__reload(broker_t *b, http_service_t *http, const cfg_t *running, gw__
     if (b) {
         cfg_diff(prev, next, on_diff, &r);
         cfg_diff(running, next, on_diff_boot, &r);
+        rep_engine_t *eng = r.run && r.run->repl ? gw_repl_engine(r.run->repl) : NULL;
+        if (eng)
+            rep_engine_pending_config(eng, next); /* an output still being replaced starts with this file */
     }
     if (r.restart_len)
         tb_warn("SIGHUP: these changes need a restart and were not applied", TB_S("keys", r.restart));

@@ -280,7 +280,7 @@ static int danube_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errl
     size_t *idx = tb_calloc(e->ntopics + 1, sizeof *idx);
     size_t n = 0;
     for (size_t i = 0; i < e->ntopics; i++) {
-        if (!rep__output_wants(o, e->topics[i].name))
+        if (!rep__output_takes(o, i))
             continue;
         specs[n] = e->topics[i];
         idx[n++] = i;

@@ -114,6 +114,7 @@ int rep_engine_new(const rep_engine_opts_t *o, rep_engine_t **out, char *err, si
     e->ntopics = o->ntopics;
     e->cap = TB_MAX(o->max_topics, o->ntopics);
     e->topics = tb_calloc(e->cap + 1, sizeof *e->topics);
+    e->gone = tb_calloc(e->cap + 1, sizeof *e->gone);
     for (size_t i = 0; i < o->ntopics; i++) {
         e->topics[i] = o->topics[i];
         e->topics[i].name = tb_strdup(o->topics[i].name);
@@ -185,12 +186,31 @@ static int start_added(rep_engine_t *e, const cfg_t *cfg, const char *name, char
     if (rc < 0)
         return rc;
     rep_output_t *o = e->outs[e->nouts - 1];
+    /* a replaced or re-added output's series go on: each lane carries its predecessor's counters
+     * (final: that one was retired), before the thread runs and before its stats are read */
+    for (size_t i = e->nouts - 1; i-- > 0;) {
+        rep_output_t *old = e->outs[i];
+        if (atomic_load(&old->life) != REP__OUT_REMOVED || strcmp(old->name, name) != 0)
+            continue;
+        for (size_t t = 0; t < o->nlanes && t < old->nlanes; t++)
+            if (o->lanes[t] && old->lanes[t]) {
+                rep__lane_carry(o->lanes[t], old->lanes[t]);
+                rep__lane_publish(o->lanes[t]);
+            }
+        break;
+    }
     rc = rep__output_start(o);
     if (rc < 0) {
         snprintf(err, errlen, "outputs[%s]: its thread: %s", name, tb_strerror(rc));
-        atomic_store(&o->life, REP__OUT_REMOVED); /* never ran: its lanes' cursors close at the engine's free */
+        /* never ran: no REP_EV_STOPPED will come (counted here, as take_events would), no stop to
+         * ask, its cursors parked at once */
+        atomic_store(&o->stop_requested, true);
+        for (size_t t = 0; t < o->nlanes; t++)
+            if (o->lanes[t] && !atomic_load(&o->lanes[t]->released))
+                rep__lane_release(o->lanes[t]);
+        atomic_store(&o->life, REP__OUT_REMOVED);
         o->stopped_seen = true;
-        e->nstopped++; /* no REP_EV_STOPPED will come from it (the loop thread's count, as take_events') */
+        e->nstopped++;
         return rc;
     }
     for (size_t t = 0; t < e->ntopics; t++)
@@ -216,6 +236,11 @@ int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, c
     if (old && atomic_load(&old->life) == REP__OUT_RUNNING) {
         snprintf(err, errlen, "outputs[%s]: it runs already", name);
         return TB_EINVALID;
+    }
+    if (!old && rep_engine_output_room(e) == 0) {
+        snprintf(err, errlen, "outputs[%s]: %zu outputs were added or replaced since the start: restart to apply it",
+                 name, (size_t)REP__RUNTIME_OUTPUTS);
+        return TB_EFULL;
     }
     if (old) { /* REMOVING: its cursors are still open; this one starts once it stopped */
         for (size_t i = 0; i < e->npending; i++)
@@ -249,6 +274,33 @@ int rep_output_check(const cfg_t *cfg, const char *name, char *err, size_t errle
     if (rc < 0)
         snprintf(err, errlen, "outputs[%s].%s", name, why);
     return rc;
+}
+
+size_t rep_engine_output_room(const rep_engine_t *e)
+{
+    size_t used = e->nouts + e->npending;
+    return used < e->outs_cap ? e->outs_cap - used : 0;
+}
+
+bool rep_engine_output_pending(const rep_engine_t *e, const char *name)
+{
+    for (size_t i = 0; i < e->npending; i++)
+        if (strcmp(e->pending[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+void rep_engine_pending_config(rep_engine_t *e, const cfg_t *cfg)
+{
+    for (size_t i = 0; i < e->npending; i++) {
+        bool still = false;
+        for (size_t k = 0; k < cfg->noutputs && !still; k++)
+            still = strcmp(cfg->outputs[k].name, e->pending[i].name) == 0;
+        if (!still || e->pending[i].cfg == cfg)
+            continue; /* a later reload that removed it called rep_engine_remove_output */
+        cfg_free(e->pending[i].cfg);
+        e->pending[i].cfg = cfg_ref(cfg);
+    }
 }
 
 int rep_engine_remove_output(rep_engine_t *e, const char *name)
@@ -296,8 +348,8 @@ static void removed(rep_engine_t *e, rep_output_t *o)
         e->pending[i] = e->pending[--e->npending];
         char err[512];
         if (!atomic_load(&e->stop_asked) && start_added(e, p.cfg, p.name, err, sizeof err) < 0)
-            tb_error("replicator: the output could not start again after its change; a reload or a restart "
-                     "retries it", TB_S("output", p.name), TB_S("error", err));
+            tb_error("replicator: the output could not start after its change; a restart applies the file",
+                     TB_S("output", p.name), TB_S("error", err));
         free(p.name);
         cfg_free(p.cfg);
         break;
@@ -350,6 +402,7 @@ void rep_engine_free(rep_engine_t *e)
         free((char *)e->topics[i].schema_subject);
     }
     free(e->topics);
+    free(e->gone);
     pthread_mutex_destroy(&e->ev_mu);
     free(e);
 }
@@ -436,6 +489,7 @@ int rep_engine_readd_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t
         return TB_EINVALID;
     }
     free((char *)e->topics[topic].schema_subject);
+    e->gone[topic] = false;
     const char *name = e->topics[topic].name; /* the same name: its index is its identity */
     e->topics[topic] = *spec;
     e->topics[topic].name = name;
@@ -446,6 +500,8 @@ int rep_engine_readd_topic(rep_engine_t *e, size_t topic, const rep_topic_spec_t
 size_t rep_engine_release_topic(rep_engine_t *e, size_t topic)
 {
     size_t n = 0;
+    if (topic < e->cap)
+        e->gone[topic] = true;
     for (size_t i = 0; i < e->nouts; i++) {
         rep_output_t *o = e->outs[i];
         if (!rep_output_carries(e, i, topic) || atomic_load(&o->lanes[topic]->released))
@@ -561,6 +617,9 @@ size_t rep_engine_primary(const rep_engine_t *e, size_t topic)
 {
     for (size_t i = 0; i < e->nouts; i++)
         if (atomic_load(&e->outs[i]->life) == REP__OUT_RUNNING && rep_output_carries(e, i, topic))
+            return i;
+    for (size_t i = 0; i < e->nouts; i++) /* one still stopping (being replaced): its counters hold */
+        if (rep_output_carries(e, i, topic))
             return i;
     return SIZE_MAX;
 }

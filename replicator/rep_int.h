@@ -605,6 +605,9 @@ void rep__output_base_init(rep_output_t *o, const rep_output_ops_t *ops, rep_eng
                            const char *name, size_t nlanes, void (*notify)(void *), void *notify_arg);
 /* Whether the output's configuration carries topic `name` (no filters: every topic). */
 bool rep__output_wants(const rep_output_t *o, const char *name);
+/* What a kind's init asks of each engine topic t: wanted, and not retired (an output added at run
+ * time makes no lane on a topic being retired; rep_engine_readd_topic gives it one). */
+bool rep__output_takes(const rep_output_t *o, size_t t);
 int rep__output_start(rep_output_t *o);              /* its thread, signals blocked */
 void rep__output_kick(rep_output_t *o, size_t topic); /* any thread; coalesced per lane */
 void rep__output_stop(rep_output_t *o);              /* any thread; idempotent */
@@ -654,9 +657,13 @@ static inline bool rep__lane_paused(rep__lane_t *l) { return atomic_load(&l->pau
 
 /* The engine (rep_engine.c). */
 #define REP__RUNTIME_OUTPUTS REP_RUNTIME_OUTPUTS
+/* Whether topic t is being retired or was (an output's init, at a run-time add, skips it). */
+static inline bool rep__topic_gone(const struct rep_engine *e, size_t t);
 struct rep_engine {
     wal_t *wal;
     rep_topic_spec_t *topics;    /* owned copies of the names and subjects */
+    bool *gone;                  /* by topic: rep_engine_release_topic was asked (a retirement), until
+                                    rep_engine_readd_topic: an output added at run time makes no lane */
     size_t ntopics;              /* grows at a reload (rep_engine_add_topic), loop thread */
     size_t cap;                  /* max_topics: the length of topics[] and of every output's lanes[] */
     rep_output_t **outs;         /* outs_cap long: a run-time output is appended (the pointer, then
@@ -677,6 +684,9 @@ struct rep_engine {
     size_t nstopped;             /* outputs whose REP_EV_STOPPED was taken */
     bool stop_posted;            /* the engine's one REP_EV_STOPPED was handed out */
 };
+
+static inline bool rep__topic_gone(const struct rep_engine *e, size_t t) { return e->gone && e->gone[t]; }
+
 
 /* ---- a topic -------------------------------------------------------------------- */
 

@@ -121,7 +121,7 @@ int rep__mlanes_setup(rep__mlanes_t *s, char *err, size_t errlen)
     rep_output_t *o = s->o;
     rep_engine_t *e = o->e;
     for (size_t i = 0; i < e->ntopics; i++) {
-        if (!rep__output_wants(o, e->topics[i].name))
+        if (!rep__output_takes(o, i))
             continue;
         rep__mlane_t *ml;
         int rc = lane_new(s, i, &e->topics[i], false, &ml);

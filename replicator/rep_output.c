@@ -51,6 +51,11 @@ bool rep__output_wants(const rep_output_t *o, const char *name)
     return false;
 }
 
+bool rep__output_takes(const rep_output_t *o, size_t t)
+{
+    return t < o->e->ntopics && rep__output_wants(o, o->e->topics[t].name) && !rep__topic_gone(o->e, t);
+}
+
 int rep__output_start(rep_output_t *o)
 {
     /* the thread takes no signals: they belong to the event loop */

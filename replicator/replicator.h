@@ -579,6 +579,13 @@ int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, c
  * with err ("outputs[NAME].password_file ..."). Any thread; no network. */
 int rep_output_check(const cfg_t *cfg, const char *name, char *err, size_t errlen);
 int rep_engine_remove_output(rep_engine_t *e, const char *name);
+/* Output instances a reload may still start (0: a restart is needed for the next add or replace). */
+size_t rep_engine_output_room(const rep_engine_t *e);
+/* Whether an add of `name` waits for its old instance to stop (a replace in progress). */
+bool rep_engine_output_pending(const rep_engine_t *e, const char *name);
+/* A reload applied cfg while adds wait: each waiting add of a name cfg still has starts with cfg
+ * (its caps, its keys, the mappings its templates match), cfg_ref'd. */
+void rep_engine_pending_config(rep_engine_t *e, const cfg_t *cfg);
 
 /* outputs[NAME].max_bytes_per_s / max_messages_per_s from a reload (loop thread): the output's
  * pacer takes them on its thread and holds them from then on (rep__pace_set_rates); 0 lifts a

@@ -126,7 +126,7 @@ static int fake_init(rep_output_t *o, const cfg_t *cfg, char *err, size_t errlen
     pthread_cond_init(&f->cv, NULL);
     atomic_store(&f->ack_limit, UINT64_MAX);
     for (size_t i = 0; i < o->e->ntopics && i < FAKE_TOPICS; i++) {
-        if (!rep__output_wants(o, o->e->topics[i].name))
+        if (!rep__output_takes(o, i))
             continue;
         int rc = rep__lane_init(&f->lanes[i], o, i, o->e->topics[i].name, o->e->topics[i].wal, 1, 1024,
                                 WAL_START_EARLIEST);
@@ -835,5 +835,53 @@ Test(engine, a_danube_output_is_not_added_or_removed_at_run_time)
     cr_assert(strstr(err, "restart"), "%s", err);
     stop_and_free(e);
     cfg_free(c);
+    rt_close(&h);
+}
+
+/* An output added while a topic is retired makes no lane for it (the retirement's "released"
+ * holds, and the topic can be given again to every output), and a replaced output's counters go
+ * on from its predecessor's. */
+Test(engine, an_added_output_skips_a_retired_topic_and_a_replace_carries_the_counters)
+{
+    rep__kinds[REP_KIND_MQTT] = &fake_ops;
+    rt_t h;
+    rt_open(&h);
+    wal_topic_t *other;
+    cr_assert_eq(wal_topic_open(h.w, OTHER_TOPIC, &other), 0);
+    cfg_t *c1 = load("outputs:\n  - {name: fa, kind: mqtt, broker: \"127.0.0.1:1\"}\n");
+    cfg_t *c2 = load("outputs:\n  - {name: fa, kind: mqtt, broker: \"127.0.0.1:2\"}\n"
+                     "  - {name: fb, kind: mqtt, broker: \"127.0.0.1:1\"}\n");
+    rep_engine_t *e = engine(&h, c1, other);
+    cr_assert_eq(rep_engine_start(e), 0);
+    rt_append_n(&h, 3, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, 0, 0, 3));
+    cr_assert_eq(rep_engine_release_topic(e, 1), 1);
+    unsigned outs = 0;
+    cr_assert_eq(take_released(e, 1, 1, &outs), 1);
+    char err[512];
+    cr_assert_eq(rep_engine_add_output(e, c2, "fb", err, sizeof err), 0, "%s", err);
+    cr_assert(rep_output_carries(e, 1, 0));
+    cr_assert_not(rep_output_carries(e, 1, 1), "no lane on the retired topic");
+    cr_assert(rep_engine_released(e, 1), "the retirement may go on");
+    rep_topic_spec_t spec = { OTHER_TOPIC, NULL, other, 0, 0, NULL };
+    cr_assert_eq(rep_engine_readd_topic(e, 1, &spec, err, sizeof err), TB_EUNSUPPORTED,
+                 "given again: the fake kind has no run-time topics (%s)", err);
+
+    /* fa replaced: its lane of telemetry carries messages_acked 3 into the new instance */
+    cr_assert_eq(rep_engine_remove_output(e, "fa"), 0);
+    cr_assert_eq(rep_engine_add_output(e, c2, "fa", err, sizeof err), 1, "%s", err);
+    size_t i = take_until_removed(e, "fa", true);
+    rt_append_n(&h, 2, 10);
+    rep_engine_kick(e, 0);
+    cr_assert(lane_until(e, i, 0, 5));
+    rep_topic_stats_t st;
+    rep_lane_stats(e, i, 0, &st);
+    cr_assert_eq(st.messages_acked, 5, "3 by the old instance, 2 by the new: %llu",
+                 (unsigned long long)st.messages_acked);
+    cr_assert_neq(rep_engine_primary(e, 0), 0, "not the removed instance");
+    stop_and_free(e);
+    cfg_free(c2);
+    cfg_free(c1);
     rt_close(&h);
 }
