@@ -42,10 +42,15 @@ the publisher's PUBACKs:
     changed under a name, and a password file that cannot be read, are
     refused whole while the outputs go on.
 
+And a replace under durability memory_first with the old remote frozen
+(SIGSTOP, PUBLISHes in flight): the held messages spill (no output
+confirms), every PUBACK comes, every acknowledged message is at A or C.
+
 Waits poll a condition under a deadline.
 """
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -298,6 +303,51 @@ class ReloadOutputSet(unittest.TestCase):
         self.assertEqual(gw.stop(timeout=30), 0, log[-4000:])
         self.assertNotIn("Sanitizer", gw.log())
 
+
+    def test_a_replace_under_memory_first_spills_and_loses_nothing(self):
+        """memory_first (issue 16) with the output being replaced while its remote A is frozen
+        (SIGSTOP: the old instance cannot drain and waits its shutdown grace): no output confirms,
+        so the held messages spill to the log within spill_after_ms and the publishers get their
+        PUBACKs; the new instance sends them from the log to C. Every acknowledged message is at A
+        or C, none dropped."""
+        (ma, ra), (mc, rc) = self.remote("a"), self.remote("c")
+        mappings = [dict(MAPPINGS[0], durability="memory_first")]
+
+        def yaml_of(port):
+            return edge_yaml("http://127.0.0.1:1", mappings, replicator=REP,
+                             wal="fsync: interval, fsync_interval_ms: 20",
+                             extra="outputs:\n" + mqtt_output("central", port))
+
+        def ns(rec):
+            return {json.loads(p)["n"] for _, p, _ in rec.snapshot()}
+
+        os.makedirs(os.path.join(self.dir, "gw"))
+        gw = Gateway(yaml_of(ma.port), workdir=os.path.join(self.dir, "gw"))
+        gw.start()
+        self.addCleanup(gw.__exit__)
+        hp = gw.http_port()
+        pub = Publisher(gw.mqtt_port(), lambda n: f"t/d{n % 2}", rate=400).start()
+        self.addCleanup(pub.stop)
+        wait_for(lambda: len(ns(ra)) >= 400, 30, what="messages at A")
+        ma.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(lambda: ma.proc.send_signal(signal.SIGCONT))
+        wait_for(lambda: output(hp, "central")["inflight"] > 0, 10, what="PUBLISHes A does not acknowledge")
+        gw.write_config(yaml_of(mc.port))
+        ans = ask(hp, "POST", "/admin/reload")
+        self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[central].broker"], []), ans)
+        wait_for(lambda: len(ns(rc)) >= 800, 30, what="messages at C")
+        ma.proc.send_signal(signal.SIGCONT)
+        pub.stop()
+        acked = pub.acked()
+        self.assertEqual(acked, set(range(max(acked) + 1)), "every message PUBACKed")
+        wait_for(lambda: ns(ra) | ns(rc) >= acked, 60, what="every acknowledged message at A or C")
+        topic = next(t for t in ask(hp, "GET", "/stats")["topics"] if t["topic"] == TOPIC)
+        self.assertEqual(topic["dropped"], 0, topic)
+        self.assertGreater(sum(topic["spills"].values()), 0,
+                           "held messages spilled while no output confirmed: " + json.dumps(topic) + gw.log()[-3000:])
+        print(f"\nreplace under memory_first: {len(acked)} acknowledged, A {len(ns(ra))} C {len(ns(rc))}, "
+              f"spills {topic['spills']}", file=sys.stderr)
+        self.assertEqual(gw.stop(timeout=30), 0, gw.log()[-4000:])
 
 if __name__ == "__main__":
     unittest.main()
