@@ -274,6 +274,7 @@ typedef struct rep__mdl {
     rep_dl_reason_t reason;
     char *error;                /* dead_letter.error */
     uint64_t retry_at;          /* tb_mono_ms(): a refused write is asked again then */
+    uint32_t refusals;          /* writes refused so far: the delay doubles, 1 s to 30 s */
 } rep__mdl_t;
 
 /* A lane of such an output; the kind's lane struct starts with it (ops->lane_size bytes). */

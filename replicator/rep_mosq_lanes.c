@@ -239,7 +239,8 @@ void rep__mlanes_skip(rep__mlane_t *ml, const wal_record_t *rec)
 
 /* ---- dead letters ------------------------------------------------------------------------ */
 
-#define DL_RETRY_MS 1000
+#define DL_RETRY_MS 1000      /* the first delay after a refused dead-letter write */
+#define DL_RETRY_MAX_MS 30000 /* doubled at each refusal up to this (a full disk is not asked every second) */
 
 /* The unit of offset in ml's window, or NULL (a lost session emptied it meanwhile). */
 static rep__batch_t *unit_at(rep__lane_t *l, uint64_t offset)
@@ -335,13 +336,15 @@ void rep__mlanes_dl_answer(rep__mlanes_t *s, rep__dl_cmd_t *cmd)
     if (rc < 0 && rc != TB_EUNSUPPORTED) {
         static tb_ratelimit_t rl = TB_RATELIMIT_INIT(60000);
         uint64_t suppressed;
+        uint64_t delay = TB_MIN((uint64_t)DL_RETRY_MS << TB_MIN(d->refusals, 5u), (uint64_t)DL_RETRY_MAX_MS);
+        d->refusals++;
         if (tb_ratelimit(&rl, &suppressed))
-            tb_warn("output: the dead-letter log did not take a record it cannot carry; held, asked again in 1 s "
-                    "(logged once a minute)",
+            tb_warn("output: the dead-letter log did not take a record it cannot carry; held, asked again after "
+                    "a delay that doubles (1 s to 30 s; logged once a minute)",
                     TB_S("output", s->o->name), REP__LOG_LANE(l), TB_U("offset", d->offset), TB_ERR(rc),
-                    TB_U("suppressed", suppressed));
+                    TB_U("retry_ms", delay), TB_U("suppressed", suppressed));
         d->token = 0;
-        d->retry_at = tb_mono_ms() + DL_RETRY_MS;
+        d->retry_at = tb_mono_ms() + delay;
         return;
     }
     rep__batch_t *b = unit_at(l, d->offset);
@@ -375,10 +378,12 @@ static void dl_retry(rep__mlanes_t *s, rep__mlane_t *ml, uint64_t now, int *wish
         rep__mdl_t *d = &ml->dl[k];
         if (!d->retry_at)
             continue;
-        if (now >= d->retry_at)
+        if (now >= d->retry_at) {
             dl_ask(s, ml, d);
-        else
-            *wish = *wish < 0 ? DL_RETRY_MS : TB_MIN(*wish, DL_RETRY_MS);
+        } else {
+            int left = (int)TB_MIN(d->retry_at - now, (uint64_t)DL_RETRY_MAX_MS);
+            *wish = *wish < 0 ? left : TB_MIN(*wish, left);
+        }
     }
 }
 

@@ -305,21 +305,35 @@ Test(mosq_lanes, a_record_it_cannot_carry_passes_the_checkpoint_once_durable_in_
     fx_open(&f, "");
     rep_event_t *ev = dead_one(&f);
     rep__mlanes_t *s = &f.k->lanes;
+    uint64_t t0 = tb_mono_ms();
     rep_engine_dead_letter_done(f.e, ev->output, ev->topic, ev->dl->token, -EIO);
     rep__output_drain(&f.k->o);
     (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
     cr_assert_eq(s->v[0]->lane.win.acked, 1, "a failed write holds it");
     cr_assert_null(rep_engine_take_events(f.e), "asked again only after the delay");
+    uint64_t d1 = s->v[0]->dl[0].retry_at - t0;
+    cr_assert(d1 >= 1000 && d1 <= 1100, "the first delay: 1 s (%llu ms)", (unsigned long long)d1);
     s->v[0]->dl[0].retry_at = 1; /* the delay is over */
     (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
     rep_event_t *again = rep_engine_take_events(f.e);
     cr_assert_not_null(again, "asked again");
     cr_assert_neq(again->dl->token, ev->dl->token);
+    /* refused again: the delay doubles (a full disk is not asked every second) */
+    uint64_t t1 = tb_mono_ms();
+    rep_engine_dead_letter_done(f.e, again->output, again->topic, again->dl->token, -EIO);
+    rep__output_drain(&f.k->o);
+    (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
+    uint64_t d2 = s->v[0]->dl[0].retry_at - t1;
+    cr_assert(d2 >= 2000 && d2 <= 2100, "the second delay: 2 s (%llu ms)", (unsigned long long)d2);
+    s->v[0]->dl[0].retry_at = 1;
+    (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
+    rep_event_t *third = rep_engine_take_events(f.e);
+    cr_assert_not_null(third, "asked a third time");
     rep_engine_dead_letter_done(f.e, ev->output, ev->topic, ev->dl->token, 0); /* a stale answer: ignored */
     rep__output_drain(&f.k->o);
     (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
     cr_assert_eq(s->v[0]->lane.win.acked, 1);
-    rep_engine_dead_letter_done(f.e, again->output, again->topic, again->dl->token, 0);
+    rep_engine_dead_letter_done(f.e, third->output, third->topic, third->dl->token, 0);
     rep__output_drain(&f.k->o);
     (void)rep__mlanes_turn(s, REP_MOSQ_UP, tb_mono_ms());
     cr_assert_eq(s->v[0]->lane.win.acked, 3, "durable: the checkpoint passes it and what follows");
@@ -328,6 +342,7 @@ Test(mosq_lanes, a_record_it_cannot_carry_passes_the_checkpoint_once_durable_in_
     cr_assert_eq(s->v[0]->ndl, 0);
     rep_event_free(ev);
     rep_event_free(again);
+    rep_event_free(third);
     fx_close(&f);
 }
 
