@@ -198,13 +198,6 @@ static void sync_outputs(gw__run_t *r, rep_engine_t *rep)
     }
 }
 
-static bool output_removed(rep_engine_t *rep, size_t o)
-{
-    rep_output_info_t info;
-    rep_output_info(rep, o, &info);
-    return info.removed;
-}
-
 /* Per output and per (output, topic) (issue 17): the engine's output and lane snapshots. Output o
  * is outputs[o] at the start, then the outputs a reload added, in that order (sync_outputs); one
  * a reload removed is left out (its label shows the instance that replaced it, or its last values). */
@@ -214,7 +207,7 @@ static void collect_outputs(gw__run_t *r, metrics_t *m, rep_engine_t *rep)
     sync_outputs(r, rep);
     size_t no = TB_MIN(rep_engine_noutputs(rep), r->nmetric_outputs);
     for (size_t o = 0; o < no; o++) {
-        if (r->metric_output[o] < 0 || output_removed(rep, o))
+        if (r->metric_output[o] < 0 || rep_output_removed(rep, o))
             continue;
         size_t mo = (size_t)r->metric_output[o];
         rep_output_stats_t os;
@@ -423,7 +416,7 @@ static int output_of_label(gw__run_t *r, size_t label)
     int last = -1;
     for (size_t o = 0; o < r->nmetric_outputs; o++)
         if (r->metric_output[o] == (int)label) {
-            if (!rep || !output_removed(rep, o))
+            if (!rep || !rep_output_removed(rep, o))
                 return (int)o;
             last = (int)o;
         }
@@ -440,7 +433,7 @@ static bool output_info(void *arg, size_t label, http_output_info_t *out)
     rep_output_stats_t os;
     rep_output_stats(rep, (size_t)o, &os);
     out->kind = rep_kind_name(os.kind);
-    out->state = output_removed(rep, (size_t)o) ? "removed" : os.state;
+    out->state = rep_output_removed(rep, (size_t)o) ? "removed" : os.state;
     snprintf(out->last_error, sizeof out->last_error, "%s", os.last_error);
     out->max_bytes_per_s = os.max_bytes_per_s;
     out->max_messages_per_s = os.max_messages_per_s;

@@ -150,32 +150,6 @@ static bool apply_retire(reload_t *r, const char *key)
     return true;
 }
 
-/* outputs[NAME].max_bytes_per_s / max_messages_per_s: the running output's pacer takes both
- * (rep_engine_set_rates, on its thread), held from then on; nothing is dropped or resent. */
-static bool apply_output_rates(reload_t *r, const char *key)
-{
-    const char *open = strchr(key, '['), *close = open ? strchr(open, ']') : NULL;
-    if (!close)
-        return false;
-    char name[128];
-    snprintf(name, sizeof name, "%.*s", (int)(close - open - 1), open + 1);
-    const cfg_output_t *oc = NULL;
-    for (size_t i = 0; i < r->next->noutputs; i++)
-        if (strcmp(r->next->outputs[i].name, name) == 0)
-            oc = &r->next->outputs[i];
-    if (json_is_true(json_object_get(r->outputs_done, name)))
-        return true; /* replaced at this reload: the new instance starts with these caps */
-    rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
-    if (e && rep_engine_output_pending(e, name))
-        return true; /* being replaced: the new instance starts with this file (rep_engine_pending_config) */
-    if (!oc || (e && rep_engine_set_rates(e, name, oc->max_bytes_per_s, oc->max_messages_per_s) < 0))
-        return false; /* not an output that runs (the boot's outputs only): a restart */
-    tb_info("reload: output rate caps applied", TB_S("output", name), TB_S("key", key),
-            TB_U("max_bytes_per_s", oc->max_bytes_per_s), TB_U("max_messages_per_s", oc->max_messages_per_s));
-    r->applied++;
-    return true;
-}
-
 /* ---- outputs (docs/design/OUTPUTS.md 3.4, 3.5) -------------------------------------- */
 
 /* "outputs[NAME]..." -> NAME; false when key is not an output's */
@@ -209,6 +183,27 @@ static bool output_is_live(const reload_t *r, const char *key)
     if (!o) /* removed at an earlier reload: the boot pass still sees it */
         o = find_output(r->boot, name);
     return o && o->kind != CFG_OUTPUT_DANUBE;
+}
+
+/* outputs[NAME].max_bytes_per_s / max_messages_per_s: the running output's pacer takes both
+ * (rep_engine_set_rates, on its thread), held from then on; nothing is dropped or resent. */
+static bool apply_output_rates(reload_t *r, const char *key)
+{
+    char name[128];
+    const cfg_output_t *oc = output_name(key, name, sizeof name) ? find_output(r->next, name) : NULL;
+    if (!oc)
+        return false;
+    if (json_is_true(json_object_get(r->outputs_done, name)))
+        return true; /* replaced at this reload: the new instance starts with these caps */
+    rep_engine_t *e = r->run && r->run->repl ? gw_repl_engine(r->run->repl) : NULL;
+    if (e && rep_engine_output_pending(e, name))
+        return true; /* being replaced: the new instance starts with this file (rep_engine_pending_config) */
+    if (e && rep_engine_set_rates(e, name, oc->max_bytes_per_s, oc->max_messages_per_s) < 0)
+        return false; /* not an output that runs: a restart */
+    tb_info("reload: output rate caps applied", TB_S("output", name), TB_S("key", key),
+            TB_U("max_bytes_per_s", oc->max_bytes_per_s), TB_U("max_messages_per_s", oc->max_messages_per_s));
+    r->applied++;
+    return true;
 }
 
 /* Every key of an mqtt or sparkplug output but its caps: the output is added, removed or

@@ -51,6 +51,13 @@ static char *dup_or_null(const char *s)
     return s ? tb_strdup(s) : NULL;
 }
 
+static int no_room(const char *name, char *err, size_t errlen)
+{
+    snprintf(err, errlen, "outputs[%s]: %zu outputs were added or replaced since the start: restart to apply it",
+             name, (size_t)REP__RUNTIME_OUTPUTS);
+    return TB_EFULL;
+}
+
 /* Output c of cfg, appended to e->outs once its init succeeded (init: its files, templates and
  * lanes, their cursors opened; nothing on the network). 0 or < 0 with err. */
 static int make_output(rep_engine_t *e, const cfg_t *cfg, const cfg_output_t *c, char *err, size_t errlen)
@@ -61,11 +68,8 @@ static int make_output(rep_engine_t *e, const cfg_t *cfg, const cfg_output_t *c,
         snprintf(err, errlen, "outputs[%s].kind: %s is not implemented in this build", c->name, rep_kind_name(k));
         return TB_ECONFIG;
     }
-    if (e->nouts >= e->outs_cap) {
-        snprintf(err, errlen, "outputs[%s]: %zu outputs were added or replaced since the start: restart to apply it",
-                 c->name, (size_t)REP__RUNTIME_OUTPUTS);
-        return TB_EFULL;
-    }
+    if (e->nouts >= e->outs_cap)
+        return no_room(c->name, err, errlen);
     uint16_t id;
     int rc = wal_output_id(e->wal, c->name, &id);
     if (rc < 0) {
@@ -174,10 +178,7 @@ static rep_output_t *alive(rep_engine_t *e, const char *name)
 
 static int start_added(rep_engine_t *e, const cfg_t *cfg, const char *name, char *err, size_t errlen)
 {
-    const cfg_output_t *c = NULL;
-    for (size_t i = 0; i < cfg->noutputs; i++)
-        if (strcmp(cfg->outputs[i].name, name) == 0)
-            c = &cfg->outputs[i];
+    const cfg_output_t *c = rep__mqtt_find_cfg(cfg, name);
     if (!c) {
         snprintf(err, errlen, "outputs[%s]: not in the configuration", name);
         return TB_ECONFIG;
@@ -227,21 +228,18 @@ int rep_engine_add_output(rep_engine_t *e, const cfg_t *cfg, const char *name, c
         snprintf(err, errlen, "outputs[%s]: the replicator is not running", name);
         return TB_ECLOSED;
     }
-    for (size_t i = 0; i < cfg->noutputs; i++)
-        if (strcmp(cfg->outputs[i].name, name) == 0 && cfg->outputs[i].kind == CFG_OUTPUT_DANUBE) {
-            snprintf(err, errlen, "outputs[%s]: a danube output is added by a restart", name);
-            return TB_EUNSUPPORTED;
-        }
+    const cfg_output_t *c = rep__mqtt_find_cfg(cfg, name);
+    if (c && c->kind == CFG_OUTPUT_DANUBE) {
+        snprintf(err, errlen, "outputs[%s]: a danube output is added by a restart", name);
+        return TB_EUNSUPPORTED;
+    }
     rep_output_t *old = alive(e, name);
     if (old && atomic_load(&old->life) == REP__OUT_RUNNING) {
         snprintf(err, errlen, "outputs[%s]: it runs already", name);
         return TB_EINVALID;
     }
-    if (!old && rep_engine_output_room(e) == 0) {
-        snprintf(err, errlen, "outputs[%s]: %zu outputs were added or replaced since the start: restart to apply it",
-                 name, (size_t)REP__RUNTIME_OUTPUTS);
-        return TB_EFULL;
-    }
+    if (!old && rep_engine_output_room(e) == 0) /* the adds waiting for a stop are counted too */
+        return no_room(name, err, errlen);
     if (old) { /* REMOVING: its cursors are still open; this one starts once it stopped */
         for (size_t i = 0; i < e->npending; i++)
             if (strcmp(e->pending[i].name, name) == 0) {
@@ -293,10 +291,7 @@ bool rep_engine_output_pending(const rep_engine_t *e, const char *name)
 void rep_engine_pending_config(rep_engine_t *e, const cfg_t *cfg)
 {
     for (size_t i = 0; i < e->npending; i++) {
-        bool still = false;
-        for (size_t k = 0; k < cfg->noutputs && !still; k++)
-            still = strcmp(cfg->outputs[k].name, e->pending[i].name) == 0;
-        if (!still || e->pending[i].cfg == cfg)
+        if (!rep__mqtt_find_cfg(cfg, e->pending[i].name) || e->pending[i].cfg == cfg)
             continue; /* a later reload that removed it called rep_engine_remove_output */
         cfg_free(e->pending[i].cfg);
         e->pending[i].cfg = cfg_ref(cfg);
@@ -563,7 +558,12 @@ void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info)
     info->name = o->name;
     info->kind = o->ops->kind;
     info->topics = carried(o);
-    info->removed = atomic_load(&o->life) != REP__OUT_RUNNING;
+    info->removed = rep_output_removed(e, out);
+}
+
+bool rep_output_removed(const rep_engine_t *e, size_t out)
+{
+    return out < e->nouts && atomic_load(&e->outs[out]->life) != REP__OUT_RUNNING;
 }
 
 bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic)

@@ -520,6 +520,8 @@ size_t rep_engine_ntopics(const rep_engine_t *e);
 size_t rep_engine_noutputs(const rep_engine_t *e);
 void rep_output_info(const rep_engine_t *e, size_t out, rep_output_info_t *info /* OUT */);
 bool rep_output_carries(const rep_engine_t *e, size_t out, size_t topic); /* false once removed */
+/* rep_output_info's removed alone (cheap: no walk over the lanes). */
+bool rep_output_removed(const rep_engine_t *e, size_t out);
 /* Any thread. */
 void rep_output_stats(rep_engine_t *e, size_t out, rep_output_stats_t *st /* OUT */);
 /* Any thread: output out's lane of topic (rep_topic_stats' fields); zeros when it does not carry it. */
