@@ -55,12 +55,11 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tlib.gateway import Gateway, wait_for  # noqa: E402
+from tlib import reloads  # noqa: E402
 from tlib.mock import MockCluster  # noqa: E402
 from tlib.mosq import Mosquitto, Recorder  # noqa: E402
 from tlib.replication import Publisher, check_topic, edge_yaml  # noqa: E402
@@ -75,12 +74,7 @@ REP = {"retry_initial_ms": 50, "retry_max_ms": 500, "batch_size": 20}
 
 def ask(port, method, path):
     """The JSON answer, of a refusal (422) too."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read().decode())
-    except urllib.error.HTTPError as e:
-        return json.loads(e.read().decode())
+    return json.loads(reloads.ask(port, method, path)[1])
 
 
 def output(port, name):

@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tlib.gateway import Gateway, wait_for, wal_dump  # noqa: E402
 from tlib.mosq import Mosquitto, publish_all  # noqa: E402
+from tlib.reloads import ask  # noqa: E402
 from tlib.sparkplug_host import SparkplugHost, check_log  # noqa: E402
 
 GROUP, NODE, CLIENT = "Plant1", "edge1", "edge1-scada"
@@ -121,6 +122,19 @@ class Sparkplug(unittest.TestCase):
     def wait_all(self, timeout=60):
         wait_for(lambda: all(len(self.arrived(d)) == self.next[d] for d in DEVS), timeout,
                  what=f"every value at the host ({[len(self.arrived(d)) for d in DEVS]} of {self.next})")
+
+    def start_born(self, y):
+        """The gateway on file y, its node born at the host."""
+        self.g = Gateway(y, workdir=self.dir)
+        self.g.start()
+        self.host.wait_count("NBIRTH", 1, 30)
+
+    def reload(self, y):
+        """Writes y and asks POST /admin/reload: its JSON answer."""
+        self.g.write_config(y)
+        status, body = ask(self.g.http_port(), "POST", "/admin/reload")
+        self.assertEqual(status, 200, body)
+        return json.loads(body)
 
     def last_nbirth_bdseq(self):
         b = self.host.bdseqs("NBIRTH")
@@ -281,17 +295,12 @@ class Sparkplug(unittest.TestCase):
         each device is born again (a DBIRTH with it: Sparkplug B, a new metric needs a new birth)
         before any DDATA uses its alias; every value arrives once, in order; no NBIRTH needed."""
         y = edge_yaml(self.remote.port)
-        self.g = Gateway(y, workdir=self.dir)
-        self.g.start()
-        self.host.wait_count("NBIRTH", 1, 30)
+        self.start_born(y)
         self.publish(10)
         self.wait_all()
         nbirths = self.host.count("NBIRTH")
         energy = '    - {mqtt_pattern: "plant/+/energy", danube_topic: /edge1/energy}\n'
-        self.g.write_config(y.replace("wal: {", energy + "wal: {", 1))
-        req = urllib.request.Request(f"http://127.0.0.1:{self.g.http_port()}/admin/reload", method="POST")
-        with urllib.request.urlopen(req, timeout=30) as r:
-            ans = json.loads(r.read())
+        ans = self.reload(y.replace("wal: {", energy + "wal: {", 1))
         self.assertEqual([(t["topic"], t["registration"]) for t in ans["topics"]["added"]],
                          [("/edge1/energy", "pending")], ans)
         n = 50
@@ -318,17 +327,12 @@ class Sparkplug(unittest.TestCase):
         one is born with the next bdSeq, and every value published before, during and after the
         change arrives once, in order; the host's rules hold throughout."""
         y = edge_yaml(self.remote.port)
-        self.g = Gateway(y, workdir=self.dir)
-        self.g.start()
-        self.host.wait_count("NBIRTH", 1, 30)
+        self.start_born(y)
         self.publish(20)
         self.wait_all()
         deaths, births = self.host.count("NDEATH"), self.host.count("NBIRTH")
         bd = self.last_nbirth_bdseq()
-        self.g.write_config(y.replace("max_inflight: 100", "max_inflight: 50"))
-        req = urllib.request.Request(f"http://127.0.0.1:{self.g.http_port()}/admin/reload", method="POST")
-        with urllib.request.urlopen(req, timeout=30) as r:
-            ans = json.loads(r.read())
+        ans = self.reload(y.replace("max_inflight: 100", "max_inflight: 50"))
         self.assertEqual((ans["applied"], ans["restart_needed"]), (["outputs[scada].max_inflight"], []), ans)
         self.publish(20)  # during and after the change: kept in the log for the new session
         self.host.wait_count("NBIRTH", births + 1, 30)
